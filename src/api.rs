@@ -1,0 +1,482 @@
+//! The HTTP contract, independent of the platform: a request in, a status
+//! and a JSON body out. The wasm entry point only converts types; native
+//! tests call [`handle`] directly.
+//!
+//! Errors are `{"error": {"code", "message"}}` with a stable snake_case code
+//! and a message that never echoes document content or raw platform errors.
+//! Bad input is rejected before anything is written.
+
+use crate::core::chunk::ContentType;
+use crate::core::ids::{DocId, DocIdError};
+use crate::pipeline::{
+    log_event, DocumentInput, DocumentView, IntakeError, IntakeItem, IntakeOutcome, Pipeline, SearchRequest,
+};
+use crate::ports::{Clock, Database, Embedder, JobQueue, MetadataFilter, PortError, VectorIndex};
+use serde_json::{json, Map, Value};
+use subtle::ConstantTimeEq;
+
+pub struct ApiRequest<'a> {
+    pub method: &'a str,
+    /// The path as received, still percent-encoded.
+    pub path: &'a str,
+    pub authorization: Option<&'a str>,
+    pub content_type: Option<&'a str>,
+    pub body: &'a [u8],
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiResponse {
+    pub status: u16,
+    pub body: Value,
+}
+
+/// The Worker secrets that guard the API.
+pub struct Secrets {
+    pub ingest_token: Option<String>,
+    pub admin_token: Option<String>,
+}
+
+/// A client error: status, stable code, safe message.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiError {
+    pub status: u16,
+    pub code: &'static str,
+    pub message: String,
+}
+
+impl ApiError {
+    fn new(status: u16, code: &'static str, message: impl Into<String>) -> ApiError {
+        ApiError { status, code, message: message.into() }
+    }
+
+    fn field(field: &str, why: &str) -> ApiError {
+        ApiError::new(422, "invalid_field", format!("{field}: {why}"))
+    }
+
+    fn body(&self) -> Value {
+        json!({ "error": { "code": self.code, "message": self.message } })
+    }
+
+    fn response(self) -> ApiResponse {
+        ApiResponse { status: self.status, body: self.body() }
+    }
+
+    /// A failure of a port, told by its bucket only.
+    fn from_port(e: PortError) -> ApiError {
+        let status = if e.bucket.is_transient() { 503 } else { 500 };
+        log_event("api_port_failure", json!({ "bucket": e.bucket.as_str(), "code": e.code }));
+        ApiError::new(status, e.bucket.as_str(), "the service could not complete the request; retry later")
+    }
+}
+
+fn ok(status: u16, body: Value) -> ApiResponse {
+    ApiResponse { status, body }
+}
+
+/// Constant-time check of a bearer token against the configured secret.
+fn bearer_matches(header: Option<&str>, secret: &str) -> bool {
+    let Some(token) = header.and_then(|h| h.strip_prefix("Bearer ")) else {
+        return false;
+    };
+    // Compare digests: equal length inputs, so the time does not reveal
+    // even the length of the secret.
+    let a = crate::core::ids::sha256_hex(token.as_bytes());
+    let b = crate::core::ids::sha256_hex(secret.as_bytes());
+    a.as_bytes().ct_eq(b.as_bytes()).into()
+}
+
+fn percent_decode(raw: &str) -> Result<String, ApiError> {
+    let bad = || ApiError::new(400, "invalid_path", "the path is not valid percent-encoded UTF-8");
+    let bytes = raw.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = raw.get(i + 1..i + 3).ok_or_else(bad)?;
+            out.push(u8::from_str_radix(hex, 16).map_err(|_| bad())?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).map_err(|_| bad())
+}
+
+fn parse_doc_id(raw: &str, field: &str) -> Result<DocId, ApiError> {
+    DocId::parse(raw).map_err(|e| {
+        ApiError::field(
+            field,
+            match e {
+                DocIdError::Empty => "must not be empty",
+                DocIdError::TooLong => "must be at most 256 bytes of UTF-8",
+                DocIdError::ControlCharacter => "must not contain control characters",
+            },
+        )
+    })
+}
+
+pub async fn handle<D, V, E, Q, C>(p: &Pipeline<D, V, E, Q, C>, secrets: &Secrets, req: ApiRequest<'_>) -> ApiResponse
+where
+    D: Database,
+    V: VectorIndex,
+    E: Embedder,
+    Q: JobQueue,
+    C: Clock,
+{
+    match route(p, secrets, &req).await {
+        Ok(r) => r,
+        Err(e) => e.response(),
+    }
+}
+
+async fn route<D, V, E, Q, C>(p: &Pipeline<D, V, E, Q, C>, secrets: &Secrets, req: &ApiRequest<'_>) -> Result<ApiResponse, ApiError>
+where
+    D: Database,
+    V: VectorIndex,
+    E: Embedder,
+    Q: JobQueue,
+    C: Clock,
+{
+    let path = req.path.split('?').next().unwrap_or("");
+    if path == "/healthz" {
+        return match req.method {
+            "GET" | "HEAD" => Ok(ok(200, json!({ "ok": true }))),
+            _ => Err(method_not_allowed()),
+        };
+    }
+    let Some(rest) = path.strip_prefix("/v1/") else {
+        return Err(ApiError::new(404, "not_found", "no such route"));
+    };
+    if rest.starts_with("admin/") || rest == "admin" {
+        authorize(secrets.admin_token.as_deref(), req)?;
+        return Err(ApiError::new(404, "not_found", "no such route"));
+    }
+    authorize(secrets.ingest_token.as_deref(), req)?;
+    let segments: Vec<&str> = rest.split('/').collect();
+    match (req.method, segments.as_slice()) {
+        ("PUT", ["documents", id]) => {
+            let doc_id = parse_doc_id(&percent_decode(id)?, "doc_id")?;
+            let body = json_body(p, req)?;
+            let input = parse_document(p, &body, Some(doc_id))?;
+            let out = intake(p, &[IntakeItem::Put(input)]).await?;
+            Ok(outcome_response(p, out.into_iter().next().expect("one outcome")).await?)
+        }
+        ("GET", ["documents", id]) => {
+            let doc_id = parse_doc_id(&percent_decode(id)?, "doc_id")?;
+            match p.document(doc_id.as_str()).await.map_err(ApiError::from_port)? {
+                Some(view) => Ok(ok(200, serde_json::to_value(view).expect("view serializes"))),
+                None => Err(ApiError::new(404, "document_not_found", "no such document")),
+            }
+        }
+        ("DELETE", ["documents", id]) => {
+            let doc_id = parse_doc_id(&percent_decode(id)?, "doc_id")?;
+            let out = intake(p, &[IntakeItem::Delete(doc_id)]).await?;
+            Ok(outcome_response(p, out.into_iter().next().expect("one outcome")).await?)
+        }
+        ("POST", ["documents"]) => {
+            let body = json_body(p, req)?;
+            if body.get("documents").is_some() {
+                batch_intake(p, &body).await
+            } else {
+                let input = parse_document(p, &body, None)?;
+                let out = intake(p, &[IntakeItem::Put(input)]).await?;
+                Ok(outcome_response(p, out.into_iter().next().expect("one outcome")).await?)
+            }
+        }
+        ("GET", ["jobs", id]) => {
+            let job_id = percent_decode(id)?;
+            match p.store.job_view(&job_id).await.map_err(ApiError::from_port)? {
+                Some(job) => Ok(ok(200, serde_json::to_value(job).expect("job serializes"))),
+                None => Err(ApiError::new(404, "job_not_found", "no such job")),
+            }
+        }
+        ("POST", ["search"]) => {
+            let body = json_body(p, req)?;
+            let sreq = parse_search(p, &body)?;
+            let hits = p.search(&sreq).await.map_err(ApiError::from_port)?;
+            Ok(ok(200, json!({ "results": hits })))
+        }
+        (_, ["documents", _]) | (_, ["documents"]) | (_, ["jobs", _]) | (_, ["search"]) => Err(method_not_allowed()),
+        _ => Err(ApiError::new(404, "not_found", "no such route")),
+    }
+}
+
+fn method_not_allowed() -> ApiError {
+    ApiError::new(405, "method_not_allowed", "this method is not allowed on this route")
+}
+
+fn authorize(secret: Option<&str>, req: &ApiRequest<'_>) -> Result<(), ApiError> {
+    let Some(secret) = secret.filter(|s| !s.is_empty()) else {
+        log_event("auth_not_configured", json!({ "bucket": "config_invalid" }));
+        return Err(ApiError::new(503, "auth_not_configured", "the service has no credentials configured"));
+    };
+    if bearer_matches(req.authorization, secret) {
+        Ok(())
+    } else {
+        Err(ApiError::new(401, "unauthorized", "missing or invalid bearer token"))
+    }
+}
+
+fn json_body<D, V, E, Q, C>(p: &Pipeline<D, V, E, Q, C>, req: &ApiRequest<'_>) -> Result<Value, ApiError> {
+    if req.body.len() > p.cfg.request_bytes_max {
+        return Err(ApiError::new(
+            413,
+            "payload_too_large",
+            format!("the request body exceeds {} bytes", p.cfg.request_bytes_max),
+        ));
+    }
+    if let Some(ct) = req.content_type {
+        let essence = ct.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+        if essence != "application/json" {
+            return Err(ApiError::new(415, "unsupported_media_type", "send the body as application/json"));
+        }
+    }
+    serde_json::from_slice(req.body).map_err(|_| ApiError::new(400, "invalid_json", "the body is not valid JSON"))
+}
+
+/// Validates one document object. `path_doc_id` is the ID from the URL (PUT).
+fn parse_document<D, V, E, Q, C>(
+    p: &Pipeline<D, V, E, Q, C>,
+    body: &Value,
+    path_doc_id: Option<DocId>,
+) -> Result<DocumentInput, ApiError> {
+    let Value::Object(obj) = body else {
+        return Err(ApiError::new(400, "invalid_body", "the body must be a JSON object"));
+    };
+    for key in obj.keys() {
+        if !matches!(key.as_str(), "doc_id" | "text" | "metadata" | "content_type") {
+            return Err(ApiError::new(422, "unknown_field", format!("unknown field {:?}", truncate(key, 64))));
+        }
+    }
+    let doc_id = match (path_doc_id, obj.get("doc_id")) {
+        (Some(id), None) => id,
+        (Some(id), Some(Value::String(s))) if s == id.as_str() => id,
+        (Some(_), Some(_)) => return Err(ApiError::field("doc_id", "must match the document ID in the path")),
+        (None, Some(Value::String(s))) => parse_doc_id(s, "doc_id")?,
+        (None, Some(_)) => return Err(ApiError::field("doc_id", "must be a string")),
+        (None, None) => return Err(ApiError::field("doc_id", "is required")),
+    };
+    let text = match obj.get("text") {
+        Some(Value::String(s)) => s.clone(),
+        Some(_) => return Err(ApiError::field("text", "must be a string")),
+        None => return Err(ApiError::field("text", "is required")),
+    };
+    if text.len() > p.cfg.document_bytes_max {
+        return Err(ApiError::new(
+            413,
+            "document_too_large",
+            format!("text is {} bytes; the limit is {} bytes", text.len(), p.cfg.document_bytes_max),
+        ));
+    }
+    if text.trim().is_empty() {
+        return Err(ApiError::field("text", "must contain non-whitespace characters"));
+    }
+    let content_type = match obj.get("content_type") {
+        None | Some(Value::Null) => ContentType::Plain,
+        Some(Value::String(s)) => ContentType::parse(s).ok_or_else(|| {
+            ApiError::new(415, "unsupported_content_type", "content_type must be text/plain or text/markdown")
+        })?,
+        Some(_) => return Err(ApiError::field("content_type", "must be a string")),
+    };
+    let metadata = match obj.get("metadata") {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(m)) => parse_metadata(p, m, "metadata")?,
+        Some(_) => return Err(ApiError::field("metadata", "must be an object")),
+    };
+    Ok(DocumentInput { doc_id, text, metadata, content_type })
+}
+
+/// Keys the pipeline puts on every vector; user metadata may not use them.
+const RESERVED_METADATA_KEYS: [&str; 3] = ["doc_id", "version", "chunk"];
+
+fn parse_metadata<D, V, E, Q, C>(p: &Pipeline<D, V, E, Q, C>, m: &Map<String, Value>, field: &str) -> Result<Map<String, Value>, ApiError> {
+    if m.len() > 32 {
+        return Err(ApiError::field(field, "must have at most 32 keys"));
+    }
+    for (k, v) in m {
+        if k.is_empty() || k.len() > 64 || k.starts_with('$') || k.contains('.') || k.chars().any(char::is_control) {
+            return Err(ApiError::field(field, "keys must be 1-64 bytes, without '.', a leading '$' or control characters"));
+        }
+        if RESERVED_METADATA_KEYS.contains(&k.as_str()) {
+            return Err(ApiError::field(field, "keys doc_id, version and chunk are reserved"));
+        }
+        if !matches!(v, Value::String(_) | Value::Number(_) | Value::Bool(_)) {
+            return Err(ApiError::field(field, "values must be strings, numbers or booleans"));
+        }
+    }
+    let size = Value::Object(m.clone()).to_string().len();
+    if size > p.cfg.metadata_bytes_max {
+        return Err(ApiError::field(field, &format!("must serialize to at most {} bytes", p.cfg.metadata_bytes_max)));
+    }
+    Ok(m.clone())
+}
+
+fn truncate(s: &str, n: usize) -> &str {
+    match s.char_indices().nth(n) {
+        Some((i, _)) => &s[..i],
+        None => s,
+    }
+}
+
+fn parse_search<D, V, E, Q, C>(p: &Pipeline<D, V, E, Q, C>, body: &Value) -> Result<SearchRequest, ApiError> {
+    let Value::Object(obj) = body else {
+        return Err(ApiError::new(400, "invalid_body", "the body must be a JSON object"));
+    };
+    for key in obj.keys() {
+        if !matches!(key.as_str(), "query" | "top_k" | "filter") {
+            return Err(ApiError::new(422, "unknown_field", format!("unknown field {:?}", truncate(key, 64))));
+        }
+    }
+    let query = match obj.get("query") {
+        Some(Value::String(s)) if !s.trim().is_empty() && s.len() <= 4096 => s.clone(),
+        Some(Value::String(_)) => return Err(ApiError::field("query", "must be 1-4096 bytes and not blank")),
+        Some(_) => return Err(ApiError::field("query", "must be a string")),
+        None => return Err(ApiError::field("query", "is required")),
+    };
+    let top_k = match obj.get("top_k") {
+        None | Some(Value::Null) => p.cfg.search_top_k_default,
+        Some(v) => match v.as_u64() {
+            Some(k) if k >= 1 && k as usize <= p.cfg.search_top_k_max => k as usize,
+            _ => return Err(ApiError::field("top_k", &format!("must be an integer in 1..={}", p.cfg.search_top_k_max))),
+        },
+    };
+    let mut doc_id = None;
+    let mut metadata = MetadataFilter::new();
+    match obj.get("filter") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(f)) => {
+            for (k, v) in f {
+                match (k.as_str(), v) {
+                    ("doc_id", Value::String(s)) => doc_id = Some(parse_doc_id(s, "filter.doc_id")?.as_str().to_string()),
+                    ("doc_id", _) => return Err(ApiError::field("filter.doc_id", "must be a string")),
+                    ("metadata", Value::Object(m)) => {
+                        metadata = parse_metadata(p, m, "filter.metadata")?.into_iter().collect();
+                    }
+                    ("metadata", _) => return Err(ApiError::field("filter.metadata", "must be an object")),
+                    _ => return Err(ApiError::new(422, "unknown_field", format!("unknown field filter.{}", truncate(k, 64)))),
+                }
+            }
+        }
+        Some(_) => return Err(ApiError::field("filter", "must be an object")),
+    }
+    Ok(SearchRequest { query, top_k, doc_id, metadata })
+}
+
+async fn intake<D, V, E, Q, C>(p: &Pipeline<D, V, E, Q, C>, items: &[IntakeItem]) -> Result<Vec<IntakeOutcome>, ApiError>
+where
+    D: Database,
+    V: VectorIndex,
+    E: Embedder,
+    Q: JobQueue,
+    C: Clock,
+{
+    p.intake(items).await.map_err(|e| match e {
+        IntakeError::Conflict => ApiError::new(409, "conflict", "a concurrent write to the same document won; retry"),
+        IntakeError::Port(e) => ApiError::from_port(e),
+    })
+}
+
+/// The answer for one intake outcome, with the document's current state
+/// for an unchanged one.
+async fn outcome_response<D, V, E, Q, C>(p: &Pipeline<D, V, E, Q, C>, out: IntakeOutcome) -> Result<ApiResponse, ApiError>
+where
+    D: Database,
+    V: VectorIndex,
+    E: Embedder,
+    Q: JobQueue,
+    C: Clock,
+{
+    let views = match &out {
+        IntakeOutcome::Unchanged { doc_id, .. } => p.documents(&[doc_id.as_str()]).await.map_err(ApiError::from_port)?,
+        _ => Vec::new(),
+    };
+    let (status, body) = outcome_json(out, &views);
+    Ok(ok(status, body))
+}
+
+fn outcome_json(out: IntakeOutcome, views: &[DocumentView]) -> (u16, Value) {
+    match out {
+        IntakeOutcome::Queued { doc_id, version, job_id } => {
+            (202, json!({ "doc_id": doc_id, "version": version, "job_id": job_id, "state": "queued" }))
+        }
+        IntakeOutcome::Unchanged { doc_id, version } => {
+            let state = views.iter().find(|v| v.doc_id == doc_id).map(|v| v.state);
+            (200, json!({ "doc_id": doc_id, "version": version, "state": state, "unchanged": true }))
+        }
+        IntakeOutcome::NotFound { .. } => {
+            let e = ApiError::new(404, "document_not_found", "no such document");
+            (404, e.body())
+        }
+    }
+}
+
+async fn batch_intake<D, V, E, Q, C>(p: &Pipeline<D, V, E, Q, C>, body: &Value) -> Result<ApiResponse, ApiError>
+where
+    D: Database,
+    V: VectorIndex,
+    E: Embedder,
+    Q: JobQueue,
+    C: Clock,
+{
+    let Some(obj) = body.as_object() else {
+        return Err(ApiError::new(400, "invalid_body", "the body must be a JSON object"));
+    };
+    if obj.len() != 1 {
+        return Err(ApiError::new(422, "unknown_field", "a batch body holds only \"documents\""));
+    }
+    let Some(Value::Array(docs)) = obj.get("documents") else {
+        return Err(ApiError::field("documents", "must be an array"));
+    };
+    if docs.is_empty() {
+        return Err(ApiError::field("documents", "must not be empty"));
+    }
+    if docs.len() > p.cfg.intake_batch_documents_max {
+        return Err(ApiError::new(
+            413,
+            "batch_too_large",
+            format!("a batch holds at most {} documents", p.cfg.intake_batch_documents_max),
+        ));
+    }
+    // Validate every item first; only valid ones are written, in one batch.
+    let mut slots: Vec<Result<usize, ApiError>> = Vec::with_capacity(docs.len());
+    let mut items = Vec::new();
+    for d in docs {
+        match parse_document(p, d, None) {
+            Ok(input) => {
+                slots.push(Ok(items.len()));
+                items.push(IntakeItem::Put(input));
+            }
+            Err(e) => slots.push(Err(e)),
+        }
+    }
+    let outcomes = if items.is_empty() { Vec::new() } else { intake(p, &items).await? };
+    let unchanged: Vec<&str> = outcomes
+        .iter()
+        .filter_map(|o| match o {
+            IntakeOutcome::Unchanged { doc_id, .. } => Some(doc_id.as_str()),
+            _ => None,
+        })
+        .collect();
+    let views = if unchanged.is_empty() { Vec::new() } else { p.documents(&unchanged).await.map_err(ApiError::from_port)? };
+    let results: Vec<Value> = slots
+        .into_iter()
+        .zip(docs)
+        .map(|(slot, raw)| match slot {
+            Ok(i) => {
+                let (status, mut body) = outcome_json(outcomes[i].clone(), &views);
+                body["status"] = json!(status);
+                body
+            }
+            Err(e) => {
+                let mut body = e.body();
+                body["status"] = json!(e.status);
+                if let Some(id) = raw.get("doc_id").and_then(Value::as_str) {
+                    body["doc_id"] = json!(truncate(id, 256));
+                }
+                body
+            }
+        })
+        .collect();
+    Ok(ok(200, json!({ "results": results })))
+}

@@ -1,0 +1,361 @@
+//! Every tunable and platform limit, in one named place.
+//!
+//! Each field has a default taken from the platform figures
+//! (`shared/reference/platform-limits.md`) and can be overridden by a Worker
+//! variable of the same name in SCREAMING_SNAKE_CASE (see [`SETTINGS`]). The
+//! table in `docs/configuration.md` lists the same names and defaults; a test
+//! keeps the two in step.
+
+use thiserror::Error;
+
+/// Which vector index implementation the Worker uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IndexBackend {
+    /// Brute-force cosine over a separate D1 database (`VECTORS_DB`), offline.
+    LocalD1,
+    /// Cloudflare Vectorize (`VECTORIZE` binding).
+    Vectorize,
+}
+
+/// Which embedder the Worker uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EmbedderBackend {
+    /// Hashed word and character n-grams, deterministic and offline.
+    LocalHash,
+    /// Workers AI (`AI` binding).
+    WorkersAi,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    // Chunking.
+    /// Largest chunk, in Unicode scalar values (chars).
+    pub chunk_size_max_chars: usize,
+    /// Characters shared by consecutive chunks.
+    pub chunk_overlap_chars: usize,
+
+    // Intake.
+    /// Largest document text accepted, in UTF-8 bytes (413 above).
+    pub document_bytes_max: usize,
+    /// Largest request body accepted, in bytes (413 above).
+    pub request_bytes_max: usize,
+    /// Items in one `POST /v1/documents` batch.
+    pub intake_batch_documents_max: usize,
+    /// Serialized metadata per document, in bytes (must leave room inside
+    /// Vectorize's 10 KiB per-vector metadata).
+    pub metadata_bytes_max: usize,
+
+    // D1.
+    /// Bytes of one JSON parameter passed to a `json_each` bulk statement
+    /// (D1 rejects strings over 2,000,000 bytes).
+    pub d1_json_param_bytes_max: usize,
+    /// Bytes of document text stored in one `version_parts` row.
+    pub d1_text_part_bytes_max: usize,
+
+    // Vector index and embedder.
+    /// `local-d1` (offline, brute force over `VECTORS_DB`) or `vectorize`.
+    pub index_backend: IndexBackend,
+    /// `local-hash` (offline, hashed n-grams) or `workers-ai`.
+    pub embedder_backend: EmbedderBackend,
+    /// Dimensions of every embedding (Vectorize: at most 1,536).
+    pub embedding_dimensions: usize,
+    /// Texts per embedder call (Workers AI: 100).
+    pub embed_batch_size: usize,
+    /// Vectors per upsert call (Vectorize from a Worker: 1,000).
+    pub upsert_batch_size: usize,
+    /// IDs per deleteByIds call (Vectorize: 100).
+    pub delete_batch_size: usize,
+    /// Vector IDs are at most this many bytes (Vectorize: 64).
+    pub vector_id_bytes_max: usize,
+
+    // Search.
+    /// Results returned when a search gives no `top_k`.
+    pub search_top_k_default: usize,
+    /// Largest `top_k` a search may ask for.
+    pub search_top_k_max: usize,
+    /// Candidates asked from the index per result wanted, since stale and
+    /// orphan candidates are filtered out against D1.
+    pub search_overfetch_factor: usize,
+    /// Largest topK asked of the index (Vectorize: 100, 50 with metadata).
+    pub index_query_top_k_max: usize,
+
+    // Retries and leases.
+    /// Attempts (deliveries that claimed the job) before a job is `dead`.
+    pub job_attempts_max: u32,
+    /// First retry delay; doubles per attempt, with deterministic jitter.
+    pub retry_base_delay_seconds: u32,
+    /// Cap of the backoff (Queues: at most 24 h).
+    pub retry_max_delay_seconds: u32,
+    /// How long a claim holds a job. Longer than the 15 min wall-clock limit
+    /// of a queue invocation, so an expired lease means its holder is dead.
+    pub job_lease_seconds: u32,
+    /// Delay before a delivery that found the job claimed by another looks again.
+    pub claim_busy_retry_seconds: u32,
+
+    // Cron.
+    /// Cleanup intents drained per scheduled run (in batches of `delete_batch_size`).
+    pub cron_cleanup_intents_max: usize,
+    /// Chunk rows of abandoned versions turned into cleanup intents per scheduled run.
+    pub cron_abandoned_chunks_max: usize,
+    /// A `queued` or `up_for_retry` job with no progress for this long is
+    /// presumed to have lost its queue message and is re-enqueued by cron.
+    pub job_stall_seconds: u32,
+    /// Stalled jobs re-enqueued per scheduled run.
+    pub cron_requeue_jobs_max: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            chunk_size_max_chars: 1000,
+            chunk_overlap_chars: 100,
+            document_bytes_max: 10_000_000,
+            request_bytes_max: 12_000_000,
+            intake_batch_documents_max: 100,
+            metadata_bytes_max: 8192,
+            d1_json_param_bytes_max: 900_000,
+            d1_text_part_bytes_max: 900_000,
+            index_backend: IndexBackend::LocalD1,
+            embedder_backend: EmbedderBackend::LocalHash,
+            embedding_dimensions: 384,
+            embed_batch_size: 100,
+            upsert_batch_size: 1000,
+            delete_batch_size: 100,
+            vector_id_bytes_max: 64,
+            search_top_k_default: 5,
+            search_top_k_max: 50,
+            search_overfetch_factor: 3,
+            index_query_top_k_max: 100,
+            job_attempts_max: 6,
+            retry_base_delay_seconds: 5,
+            retry_max_delay_seconds: 3600,
+            job_lease_seconds: 960,
+            claim_busy_retry_seconds: 60,
+            cron_cleanup_intents_max: 1000,
+            cron_abandoned_chunks_max: 1000,
+            job_stall_seconds: 900,
+            cron_requeue_jobs_max: 100,
+        }
+    }
+}
+
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum ConfigError {
+    #[error("setting {name} is not a valid value")]
+    Unparsable { name: &'static str },
+    #[error("setting {name} is out of range: {why}")]
+    OutOfRange { name: &'static str, why: &'static str },
+}
+
+/// The names of every setting, as Worker variables, with their defaults
+/// rendered as strings. `docs/configuration.md` must list each of them.
+pub const SETTINGS: &[&str] = &[
+    "CHUNK_SIZE_MAX_CHARS",
+    "CHUNK_OVERLAP_CHARS",
+    "DOCUMENT_BYTES_MAX",
+    "REQUEST_BYTES_MAX",
+    "INTAKE_BATCH_DOCUMENTS_MAX",
+    "METADATA_BYTES_MAX",
+    "D1_JSON_PARAM_BYTES_MAX",
+    "D1_TEXT_PART_BYTES_MAX",
+    "INDEX_BACKEND",
+    "EMBEDDER_BACKEND",
+    "EMBEDDING_DIMENSIONS",
+    "EMBED_BATCH_SIZE",
+    "UPSERT_BATCH_SIZE",
+    "DELETE_BATCH_SIZE",
+    "VECTOR_ID_BYTES_MAX",
+    "SEARCH_TOP_K_DEFAULT",
+    "SEARCH_TOP_K_MAX",
+    "SEARCH_OVERFETCH_FACTOR",
+    "INDEX_QUERY_TOP_K_MAX",
+    "JOB_ATTEMPTS_MAX",
+    "RETRY_BASE_DELAY_SECONDS",
+    "RETRY_MAX_DELAY_SECONDS",
+    "JOB_LEASE_SECONDS",
+    "CLAIM_BUSY_RETRY_SECONDS",
+    "CRON_CLEANUP_INTENTS_MAX",
+    "CRON_ABANDONED_CHUNKS_MAX",
+    "JOB_STALL_SECONDS",
+    "CRON_REQUEUE_JOBS_MAX",
+];
+
+impl Config {
+    /// Builds the configuration from named variables; `lookup` returns the
+    /// raw value of a variable, or `None` to keep the default.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
+        let mut c = Config::default();
+        macro_rules! num {
+            ($field:ident, $name:literal) => {
+                if let Some(raw) = lookup($name) {
+                    c.$field = raw.trim().parse().map_err(|_| ConfigError::Unparsable { name: $name })?;
+                }
+            };
+        }
+        num!(chunk_size_max_chars, "CHUNK_SIZE_MAX_CHARS");
+        num!(chunk_overlap_chars, "CHUNK_OVERLAP_CHARS");
+        num!(document_bytes_max, "DOCUMENT_BYTES_MAX");
+        num!(request_bytes_max, "REQUEST_BYTES_MAX");
+        num!(intake_batch_documents_max, "INTAKE_BATCH_DOCUMENTS_MAX");
+        num!(metadata_bytes_max, "METADATA_BYTES_MAX");
+        num!(d1_json_param_bytes_max, "D1_JSON_PARAM_BYTES_MAX");
+        num!(d1_text_part_bytes_max, "D1_TEXT_PART_BYTES_MAX");
+        num!(embedding_dimensions, "EMBEDDING_DIMENSIONS");
+        num!(embed_batch_size, "EMBED_BATCH_SIZE");
+        num!(upsert_batch_size, "UPSERT_BATCH_SIZE");
+        num!(delete_batch_size, "DELETE_BATCH_SIZE");
+        num!(vector_id_bytes_max, "VECTOR_ID_BYTES_MAX");
+        num!(search_top_k_default, "SEARCH_TOP_K_DEFAULT");
+        num!(search_top_k_max, "SEARCH_TOP_K_MAX");
+        num!(search_overfetch_factor, "SEARCH_OVERFETCH_FACTOR");
+        num!(index_query_top_k_max, "INDEX_QUERY_TOP_K_MAX");
+        num!(job_attempts_max, "JOB_ATTEMPTS_MAX");
+        num!(retry_base_delay_seconds, "RETRY_BASE_DELAY_SECONDS");
+        num!(retry_max_delay_seconds, "RETRY_MAX_DELAY_SECONDS");
+        num!(job_lease_seconds, "JOB_LEASE_SECONDS");
+        num!(claim_busy_retry_seconds, "CLAIM_BUSY_RETRY_SECONDS");
+        num!(cron_cleanup_intents_max, "CRON_CLEANUP_INTENTS_MAX");
+        num!(cron_abandoned_chunks_max, "CRON_ABANDONED_CHUNKS_MAX");
+        num!(job_stall_seconds, "JOB_STALL_SECONDS");
+        num!(cron_requeue_jobs_max, "CRON_REQUEUE_JOBS_MAX");
+        if let Some(raw) = lookup("INDEX_BACKEND") {
+            c.index_backend = match raw.trim() {
+                "local-d1" => IndexBackend::LocalD1,
+                "vectorize" => IndexBackend::Vectorize,
+                _ => return Err(ConfigError::Unparsable { name: "INDEX_BACKEND" }),
+            };
+        }
+        if let Some(raw) = lookup("EMBEDDER_BACKEND") {
+            c.embedder_backend = match raw.trim() {
+                "local-hash" => EmbedderBackend::LocalHash,
+                "workers-ai" => EmbedderBackend::WorkersAi,
+                _ => return Err(ConfigError::Unparsable { name: "EMBEDDER_BACKEND" }),
+            };
+        }
+        c.validate()?;
+        Ok(c)
+    }
+
+    /// Checks the relations between settings and the hard platform ceilings.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        fn check(ok: bool, name: &'static str, why: &'static str) -> Result<(), ConfigError> {
+            if ok {
+                Ok(())
+            } else {
+                Err(ConfigError::OutOfRange { name, why })
+            }
+        }
+        check(self.chunk_size_max_chars >= 16, "CHUNK_SIZE_MAX_CHARS", "must be at least 16")?;
+        check(
+            self.chunk_overlap_chars * 2 <= self.chunk_size_max_chars,
+            "CHUNK_OVERLAP_CHARS",
+            "must be at most half of CHUNK_SIZE_MAX_CHARS",
+        )?;
+        check(self.document_bytes_max >= 1, "DOCUMENT_BYTES_MAX", "must be positive")?;
+        check(self.request_bytes_max >= 1024, "REQUEST_BYTES_MAX", "must be at least 1024")?;
+        check(
+            (1..=1000).contains(&self.intake_batch_documents_max),
+            "INTAKE_BATCH_DOCUMENTS_MAX",
+            "must be 1..=1000",
+        )?;
+        check(self.metadata_bytes_max <= 9216, "METADATA_BYTES_MAX", "must leave room in 10 KiB")?;
+        check(
+            (4096..=1_900_000).contains(&self.d1_json_param_bytes_max),
+            "D1_JSON_PARAM_BYTES_MAX",
+            "must be 4096..=1900000",
+        )?;
+        check(
+            (4096..=1_900_000).contains(&self.d1_text_part_bytes_max),
+            "D1_TEXT_PART_BYTES_MAX",
+            "must be 4096..=1900000",
+        )?;
+        check(
+            (8..=1536).contains(&self.embedding_dimensions),
+            "EMBEDDING_DIMENSIONS",
+            "must be 8..=1536",
+        )?;
+        check((1..=100).contains(&self.embed_batch_size), "EMBED_BATCH_SIZE", "must be 1..=100")?;
+        check((1..=1000).contains(&self.upsert_batch_size), "UPSERT_BATCH_SIZE", "must be 1..=1000")?;
+        check((1..=100).contains(&self.delete_batch_size), "DELETE_BATCH_SIZE", "must be 1..=100")?;
+        check(
+            (48..=64).contains(&self.vector_id_bytes_max),
+            "VECTOR_ID_BYTES_MAX",
+            "must be 48..=64",
+        )?;
+        check(
+            self.search_top_k_default >= 1 && self.search_top_k_default <= self.search_top_k_max,
+            "SEARCH_TOP_K_DEFAULT",
+            "must be 1..=SEARCH_TOP_K_MAX",
+        )?;
+        check((1..=100).contains(&self.search_top_k_max), "SEARCH_TOP_K_MAX", "must be 1..=100")?;
+        check(
+            (1..=10).contains(&self.search_overfetch_factor),
+            "SEARCH_OVERFETCH_FACTOR",
+            "must be 1..=10",
+        )?;
+        check(
+            (1..=100).contains(&self.index_query_top_k_max),
+            "INDEX_QUERY_TOP_K_MAX",
+            "must be 1..=100",
+        )?;
+        check((1..=100).contains(&self.job_attempts_max), "JOB_ATTEMPTS_MAX", "must be 1..=100")?;
+        check(
+            self.retry_base_delay_seconds >= 1 && self.retry_base_delay_seconds <= self.retry_max_delay_seconds,
+            "RETRY_BASE_DELAY_SECONDS",
+            "must be 1..=RETRY_MAX_DELAY_SECONDS",
+        )?;
+        check(
+            self.retry_max_delay_seconds <= 86_400,
+            "RETRY_MAX_DELAY_SECONDS",
+            "must be at most 86400 (Queues' delay limit)",
+        )?;
+        check(self.job_lease_seconds >= 1, "JOB_LEASE_SECONDS", "must be positive")?;
+        check(
+            self.claim_busy_retry_seconds >= 1 && self.claim_busy_retry_seconds <= 86_400,
+            "CLAIM_BUSY_RETRY_SECONDS",
+            "must be 1..=86400",
+        )?;
+        check(self.cron_cleanup_intents_max >= 1, "CRON_CLEANUP_INTENTS_MAX", "must be positive")?;
+        check(self.cron_abandoned_chunks_max >= 1, "CRON_ABANDONED_CHUNKS_MAX", "must be positive")?;
+        check(self.job_stall_seconds >= 1, "JOB_STALL_SECONDS", "must be positive")?;
+        check((1..=100).contains(&self.cron_requeue_jobs_max), "CRON_REQUEUE_JOBS_MAX", "must be 1..=100")?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid() {
+        Config::default().validate().unwrap();
+    }
+
+    #[test]
+    fn overrides_apply_and_are_validated() {
+        let c = Config::from_lookup(|n| match n {
+            "CHUNK_SIZE_MAX_CHARS" => Some("200".into()),
+            "CHUNK_OVERLAP_CHARS" => Some("20".into()),
+            "INDEX_BACKEND" => Some("vectorize".into()),
+            _ => None,
+        })
+        .unwrap();
+        assert_eq!(c.chunk_size_max_chars, 200);
+        assert_eq!(c.chunk_overlap_chars, 20);
+        assert_eq!(c.index_backend, IndexBackend::Vectorize);
+
+        let err = Config::from_lookup(|n| (n == "UPSERT_BATCH_SIZE").then(|| "5000".to_string())).unwrap_err();
+        assert_eq!(err, ConfigError::OutOfRange { name: "UPSERT_BATCH_SIZE", why: "must be 1..=1000" });
+        let err = Config::from_lookup(|n| (n == "EMBED_BATCH_SIZE").then(|| "ten".to_string())).unwrap_err();
+        assert_eq!(err, ConfigError::Unparsable { name: "EMBED_BATCH_SIZE" });
+    }
+
+    #[test]
+    fn configuration_doc_lists_every_setting() {
+        let doc = include_str!("../docs/configuration.md");
+        for name in SETTINGS {
+            assert!(doc.contains(&format!("`{name}`")), "docs/configuration.md does not list {name}");
+        }
+    }
+}

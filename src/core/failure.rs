@@ -1,0 +1,173 @@
+//! Failure buckets and the retry policy.
+//!
+//! Every failure the pipeline can meet is classified into one of a closed,
+//! allow-listed set of buckets. Logs and API errors carry the bucket (and
+//! diagnostic fields), never raw error text, which could hold secrets or
+//! document content.
+
+use serde::Serialize;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureBucket {
+    /// The stored input cannot be processed (a bug in intake validation, or
+    /// data that became invalid under a new configuration).
+    InputInvalid,
+    EmbedRateLimited,
+    EmbedUnavailable,
+    /// The embedder refused the input or answered with the wrong shape.
+    EmbedRejected,
+    IndexRateLimited,
+    IndexUnavailable,
+    /// The index refused the call (limits, dimensions, malformed request).
+    IndexRejected,
+    /// The index disagrees with the configuration (dimensions, metric).
+    IndexMisconfigured,
+    DbBusy,
+    /// A D1 statement failed for a reason retrying may fix (network, reset).
+    DbUnavailable,
+    /// A D1 statement was refused (constraint, schema): a bug or a missing migration.
+    DbRejected,
+    QueueUnavailable,
+    BudgetExhausted,
+    /// The Worker's configuration is invalid or a binding is missing.
+    ConfigInvalid,
+    Internal,
+}
+
+impl FailureBucket {
+    pub const ALL: [FailureBucket; 15] = [
+        FailureBucket::InputInvalid,
+        FailureBucket::EmbedRateLimited,
+        FailureBucket::EmbedUnavailable,
+        FailureBucket::EmbedRejected,
+        FailureBucket::IndexRateLimited,
+        FailureBucket::IndexUnavailable,
+        FailureBucket::IndexRejected,
+        FailureBucket::IndexMisconfigured,
+        FailureBucket::DbBusy,
+        FailureBucket::DbUnavailable,
+        FailureBucket::DbRejected,
+        FailureBucket::QueueUnavailable,
+        FailureBucket::BudgetExhausted,
+        FailureBucket::ConfigInvalid,
+        FailureBucket::Internal,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureBucket::InputInvalid => "input_invalid",
+            FailureBucket::EmbedRateLimited => "embed_rate_limited",
+            FailureBucket::EmbedUnavailable => "embed_unavailable",
+            FailureBucket::EmbedRejected => "embed_rejected",
+            FailureBucket::IndexRateLimited => "index_rate_limited",
+            FailureBucket::IndexUnavailable => "index_unavailable",
+            FailureBucket::IndexRejected => "index_rejected",
+            FailureBucket::IndexMisconfigured => "index_misconfigured",
+            FailureBucket::DbBusy => "db_busy",
+            FailureBucket::DbUnavailable => "db_unavailable",
+            FailureBucket::DbRejected => "db_rejected",
+            FailureBucket::QueueUnavailable => "queue_unavailable",
+            FailureBucket::BudgetExhausted => "budget_exhausted",
+            FailureBucket::ConfigInvalid => "config_invalid",
+            FailureBucket::Internal => "internal",
+        }
+    }
+
+    pub fn parse(raw: &str) -> Option<FailureBucket> {
+        FailureBucket::ALL.into_iter().find(|b| b.as_str() == raw)
+    }
+
+    /// Transient failures are retried with backoff; permanent ones end the
+    /// job as `failed` at once. `ConfigInvalid` and `IndexMisconfigured` are
+    /// transient on purpose: the fix is a deploy, after which the retry succeeds,
+    /// and the attempt limit still bounds them.
+    pub fn is_transient(self) -> bool {
+        !matches!(
+            self,
+            FailureBucket::InputInvalid
+                | FailureBucket::EmbedRejected
+                | FailureBucket::IndexRejected
+                | FailureBucket::DbRejected
+                | FailureBucket::Internal
+        )
+    }
+}
+
+/// Capped exponential backoff with deterministic jitter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RetryPolicy {
+    pub attempts_max: u32,
+    pub base_delay_seconds: u32,
+    pub max_delay_seconds: u32,
+}
+
+/// What to do after a failed attempt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RetryDecision {
+    RetryAfter { delay_seconds: u32 },
+    /// Permanent failure: the job ends `failed`.
+    Fail,
+    /// Transient, but the attempts are used up: the job ends `dead`.
+    GiveUp,
+}
+
+impl RetryPolicy {
+    /// `attempt` is the 1-based number of the attempt that just failed.
+    pub fn decide(&self, bucket: FailureBucket, job_id: &str, attempt: u32) -> RetryDecision {
+        if !bucket.is_transient() {
+            return RetryDecision::Fail;
+        }
+        if attempt >= self.attempts_max {
+            return RetryDecision::GiveUp;
+        }
+        RetryDecision::RetryAfter { delay_seconds: self.delay_seconds(job_id, attempt) }
+    }
+
+    /// "Equal jitter": half of the capped exponential delay, plus a jitter in
+    /// [0, half] derived from (job id, attempt), so runs replay exactly.
+    pub fn delay_seconds(&self, job_id: &str, attempt: u32) -> u32 {
+        let exp = 1u64 << attempt.saturating_sub(1).min(30);
+        let capped = (u64::from(self.base_delay_seconds) * exp).min(u64::from(self.max_delay_seconds));
+        let half = capped / 2;
+        let seed = crate::core::ids::sha256_hex(format!("{job_id}:{attempt}").as_bytes());
+        let jitter = u64::from_str_radix(&seed[..8], 16).expect("hex") % (half + 1);
+        u32::try_from((capped - half + jitter).max(1)).expect("capped by max_delay_seconds")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const P: RetryPolicy = RetryPolicy { attempts_max: 5, base_delay_seconds: 4, max_delay_seconds: 60 };
+
+    #[test]
+    fn buckets_round_trip_and_are_classified() {
+        for b in FailureBucket::ALL {
+            assert_eq!(FailureBucket::parse(b.as_str()), Some(b));
+            assert_eq!(serde_json::to_value(b).unwrap(), b.as_str());
+        }
+        assert!(FailureBucket::EmbedRateLimited.is_transient());
+        assert!(!FailureBucket::InputInvalid.is_transient());
+        assert_eq!(FailureBucket::parse("oops"), None);
+    }
+
+    #[test]
+    fn backoff_grows_is_capped_and_replays() {
+        let d: Vec<u32> = (1..=8).map(|a| P.delay_seconds("job", a)).collect();
+        assert_eq!(d, (1..=8).map(|a| P.delay_seconds("job", a)).collect::<Vec<_>>());
+        for (a, x) in d.iter().enumerate() {
+            let capped = (4u32 << a).min(60);
+            assert!(*x >= capped / 2 && *x <= capped, "attempt {}: {x} not in [{}, {capped}]", a + 1, capped / 2);
+        }
+        assert_ne!(P.delay_seconds("job-a", 3), P.delay_seconds("job-b", 3), "jitter should depend on the job");
+    }
+
+    #[test]
+    fn decisions() {
+        assert_eq!(P.decide(FailureBucket::InputInvalid, "j", 1), RetryDecision::Fail);
+        assert!(matches!(P.decide(FailureBucket::DbBusy, "j", 1), RetryDecision::RetryAfter { .. }));
+        assert_eq!(P.decide(FailureBucket::DbBusy, "j", 5), RetryDecision::GiveUp);
+    }
+}

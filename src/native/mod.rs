@@ -1,0 +1,335 @@
+//! Native adapters (not compiled to wasm): the ledger on real SQLite
+//! (rusqlite, bundled, foreign keys on, the same `migrations/`), and
+//! in-memory fakes of the index, queue and clock with fault injection.
+//! Used by the tests, the simulation and the benchmarks.
+
+use crate::core::failure::FailureBucket;
+use crate::ports::{
+    rows_from_json, Clock, Database, JobMessage, JobQueue, MetadataFilter, PortError, SqlValue, Stmt, VectorIndex,
+    VectorMatch, VectorRecord,
+};
+use rusqlite::types::{Value as SqliteValue, ValueRef};
+use serde::de::DeserializeOwned;
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, VecDeque};
+
+/// The ledger's migrations, in order, as `wrangler d1 migrations` applies them.
+/// `tests/sql.rs` checks this list against the `migrations/` folder.
+pub const LEDGER_MIGRATIONS: &[(&str, &str)] = &[("0001_init.sql", include_str!("../../migrations/0001_init.sql"))];
+
+/// The local index's migrations (`migrations-local-index/`).
+pub const LOCAL_INDEX_MIGRATIONS: &[(&str, &str)] =
+    &[("0001_local_index.sql", include_str!("../../migrations-local-index/0001_local_index.sql"))];
+
+/// A [`Database`] on SQLite, with D1's semantics: foreign keys on, `batch`
+/// atomic, statements counted (to measure and bound D1 usage).
+pub struct SqliteDb {
+    conn: RefCell<rusqlite::Connection>,
+    /// Statements run (a `batch` counts each of its statements).
+    pub statements: Cell<u64>,
+    /// Calls made (a `batch` is one call: one subrequest on D1).
+    pub calls: Cell<u64>,
+}
+
+fn map_err(e: &rusqlite::Error) -> PortError {
+    match e.sqlite_error_code() {
+        Some(rusqlite::ErrorCode::ConstraintViolation) => PortError::new(FailureBucket::DbRejected, "db_constraint"),
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => {
+            PortError::new(FailureBucket::DbBusy, "db_busy")
+        }
+        _ => PortError::new(FailureBucket::DbRejected, "db_error"),
+    }
+}
+
+fn to_sqlite(v: &SqlValue) -> SqliteValue {
+    match v {
+        SqlValue::Null => SqliteValue::Null,
+        SqlValue::Int(i) => {
+            assert!(i.unsigned_abs() <= 1 << 53, "integer beyond D1's exact range");
+            SqliteValue::Integer(*i)
+        }
+        SqlValue::Real(f) => SqliteValue::Real(*f),
+        SqlValue::Text(s) => SqliteValue::Text(s.clone()),
+    }
+}
+
+impl SqliteDb {
+    /// A fresh in-memory database with `migrations` applied.
+    pub fn open(migrations: &[(&str, &str)]) -> SqliteDb {
+        let conn = rusqlite::Connection::open_in_memory().expect("sqlite opens");
+        conn.execute_batch("PRAGMA foreign_keys = ON;").expect("pragma");
+        for (_, sql) in migrations {
+            conn.execute_batch(sql).expect("migration applies");
+        }
+        SqliteDb { conn: RefCell::new(conn), statements: Cell::new(0), calls: Cell::new(0) }
+    }
+
+    pub fn ledger() -> SqliteDb {
+        SqliteDb::open(LEDGER_MIGRATIONS)
+    }
+
+    pub fn local_index() -> SqliteDb {
+        SqliteDb::open(LOCAL_INDEX_MIGRATIONS)
+    }
+
+    fn run_query(conn: &rusqlite::Connection, stmt: &Stmt) -> Result<Vec<serde_json::Value>, rusqlite::Error> {
+        let mut prepared = conn.prepare(stmt.sql)?;
+        let names: Vec<String> = prepared.column_names().into_iter().map(String::from).collect();
+        let params: Vec<SqliteValue> = stmt.params.iter().map(to_sqlite).collect();
+        let mut rows = prepared.query(rusqlite::params_from_iter(params))?;
+        let mut out = Vec::new();
+        while let Some(row) = rows.next()? {
+            let mut obj = serde_json::Map::new();
+            for (i, name) in names.iter().enumerate() {
+                let v = match row.get_ref(i)? {
+                    ValueRef::Null => serde_json::Value::Null,
+                    ValueRef::Integer(n) => serde_json::Value::from(n),
+                    ValueRef::Real(f) => serde_json::Value::from(f),
+                    ValueRef::Text(t) => serde_json::Value::String(String::from_utf8_lossy(t).into_owned()),
+                    ValueRef::Blob(_) => panic!("the ledger stores no BLOBs"),
+                };
+                obj.insert(name.clone(), v);
+            }
+            out.push(serde_json::Value::Object(obj));
+        }
+        Ok(out)
+    }
+
+    fn run_execute(conn: &rusqlite::Connection, stmt: &Stmt) -> Result<u64, rusqlite::Error> {
+        let params: Vec<SqliteValue> = stmt.params.iter().map(to_sqlite).collect();
+        Ok(conn.execute(stmt.sql, rusqlite::params_from_iter(params))? as u64)
+    }
+
+    /// Every row of every table, in a canonical order, as text: two ledgers
+    /// with equal dumps hold the same state. Columns named in `ignore`
+    /// (timestamps, attempt counters) are left out.
+    pub fn dump(&self, ignore: &[&str]) -> String {
+        let conn = self.conn.borrow();
+        let mut tables: Vec<String> = conn
+            .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        tables.sort();
+        let mut out = String::new();
+        for t in tables {
+            let rows = Self::run_query(&conn, &Stmt::new(Box::leak(format!("SELECT * FROM \"{t}\"").into_boxed_str()), vec![])).unwrap();
+            let mut lines: Vec<String> = rows
+                .into_iter()
+                .map(|mut r| {
+                    if let Some(o) = r.as_object_mut() {
+                        for c in ignore {
+                            o.remove(*c);
+                        }
+                    }
+                    r.to_string()
+                })
+                .collect();
+            lines.sort();
+            out.push_str(&format!("## {t}\n"));
+            for l in lines {
+                out.push_str(&l);
+                out.push('\n');
+            }
+        }
+        out
+    }
+
+    /// Runs a read for tests, without counting it.
+    pub fn inspect<T: DeserializeOwned>(&self, sql: &str, params: Vec<SqlValue>) -> Vec<T> {
+        let conn = self.conn.borrow();
+        let stmt = Stmt::new(Box::leak(sql.to_string().into_boxed_str()), params);
+        rows_from_json(Self::run_query(&conn, &stmt).expect("inspect query")).expect("inspect rows")
+    }
+}
+
+impl Database for SqliteDb {
+    async fn query<T: DeserializeOwned>(&self, stmt: Stmt) -> Result<Vec<T>, PortError> {
+        self.calls.set(self.calls.get() + 1);
+        self.statements.set(self.statements.get() + 1);
+        let conn = self.conn.borrow();
+        // A RETURNING statement writes: keep it atomic like D1 does.
+        let rows = Self::run_query(&conn, &stmt).map_err(|e| map_err(&e))?;
+        rows_from_json(rows)
+    }
+
+    async fn execute(&self, stmt: Stmt) -> Result<u64, PortError> {
+        self.calls.set(self.calls.get() + 1);
+        self.statements.set(self.statements.get() + 1);
+        Self::run_execute(&self.conn.borrow(), &stmt).map_err(|e| map_err(&e))
+    }
+
+    async fn batch(&self, stmts: Vec<Stmt>) -> Result<Vec<u64>, PortError> {
+        self.calls.set(self.calls.get() + 1);
+        self.statements.set(self.statements.get() + stmts.len() as u64);
+        let mut conn = self.conn.borrow_mut();
+        let tx = conn.transaction().map_err(|e| map_err(&e))?;
+        let mut changes = Vec::with_capacity(stmts.len());
+        for s in &stmts {
+            let n = if s.sql.contains("RETURNING") {
+                Self::run_query(&tx, s).map(|r| r.len() as u64)
+            } else {
+                Self::run_execute(&tx, s)
+            };
+            // Dropping `tx` without commit rolls back: all or nothing, like D1.
+            changes.push(n.map_err(|e| map_err(&e))?);
+        }
+        tx.commit().map_err(|e| map_err(&e))?;
+        Ok(changes)
+    }
+}
+
+/// Faults a fake can be told to inject on its next calls.
+#[derive(Default)]
+pub struct Faults {
+    queue: RefCell<VecDeque<PortError>>,
+}
+
+impl Faults {
+    /// The next `n` calls fail with `bucket`.
+    pub fn fail_next(&self, n: usize, bucket: FailureBucket) {
+        let mut q = self.queue.borrow_mut();
+        for _ in 0..n {
+            q.push_back(PortError::new(bucket, "injected"));
+        }
+    }
+
+    fn take(&self) -> Result<(), PortError> {
+        match self.queue.borrow_mut().pop_front() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
+
+/// An in-memory vector index as strict as Vectorize on limits, immediately
+/// consistent, with call counters and fault injection.
+pub struct MemIndex {
+    pub vectors: RefCell<BTreeMap<String, VectorRecord>>,
+    pub dimensions: usize,
+    pub upsert_batch_max: usize,
+    pub delete_batch_max: usize,
+    pub upsert_calls: Cell<u64>,
+    pub delete_calls: Cell<u64>,
+    pub upsert_faults: Faults,
+    pub delete_faults: Faults,
+    /// Every vector ID ever upserted, in order (to check side-effect order).
+    pub log: RefCell<Vec<String>>,
+}
+
+impl MemIndex {
+    pub fn new(dimensions: usize) -> MemIndex {
+        MemIndex {
+            vectors: RefCell::new(BTreeMap::new()),
+            dimensions,
+            upsert_batch_max: 1000,
+            delete_batch_max: 100,
+            upsert_calls: Cell::new(0),
+            delete_calls: Cell::new(0),
+            upsert_faults: Faults::default(),
+            delete_faults: Faults::default(),
+            log: RefCell::new(Vec::new()),
+        }
+    }
+
+    pub fn ids(&self) -> Vec<String> {
+        self.vectors.borrow().keys().cloned().collect()
+    }
+}
+
+impl VectorIndex for MemIndex {
+    async fn upsert(&self, vectors: &[VectorRecord]) -> Result<(), PortError> {
+        self.upsert_calls.set(self.upsert_calls.get() + 1);
+        self.upsert_faults.take()?;
+        if vectors.len() > self.upsert_batch_max {
+            return Err(PortError::new(FailureBucket::IndexRejected, "upsert_batch_too_large"));
+        }
+        if vectors.iter().any(|v| v.id.len() > 64 || v.values.len() != self.dimensions) {
+            return Err(PortError::new(FailureBucket::IndexRejected, "vector_shape"));
+        }
+        let mut map = self.vectors.borrow_mut();
+        for v in vectors {
+            self.log.borrow_mut().push(format!("upsert {}", v.id));
+            map.insert(v.id.clone(), v.clone());
+        }
+        Ok(())
+    }
+
+    async fn delete_by_ids(&self, ids: &[String]) -> Result<(), PortError> {
+        self.delete_calls.set(self.delete_calls.get() + 1);
+        self.delete_faults.take()?;
+        if ids.len() > self.delete_batch_max {
+            return Err(PortError::new(FailureBucket::IndexRejected, "delete_batch_too_large"));
+        }
+        let mut map = self.vectors.borrow_mut();
+        for id in ids {
+            self.log.borrow_mut().push(format!("delete {id}"));
+            map.remove(id);
+        }
+        Ok(())
+    }
+
+    async fn query(&self, vector: &[f32], top_k: usize, filter: &MetadataFilter) -> Result<Vec<VectorMatch>, PortError> {
+        let map = self.vectors.borrow();
+        let mut out: Vec<VectorMatch> = map
+            .values()
+            .filter(|v| filter.iter().all(|(k, x)| v.metadata.get(k) == Some(x)))
+            .map(|v| VectorMatch { id: v.id.clone(), score: crate::core::local_embed::cosine(vector, &v.values) })
+            .collect();
+        out.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.id.cmp(&b.id)));
+        out.truncate(top_k);
+        Ok(out)
+    }
+
+    async fn get_by_ids(&self, ids: &[String]) -> Result<Vec<VectorRecord>, PortError> {
+        let map = self.vectors.borrow();
+        Ok(ids.iter().filter_map(|id| map.get(id).cloned()).collect())
+    }
+}
+
+/// An in-memory queue: what was sent, in order, for the test to deliver.
+#[derive(Default)]
+pub struct MemQueue {
+    pub sent: RefCell<VecDeque<JobMessage>>,
+    pub faults: Faults,
+    pub send_calls: Cell<u64>,
+}
+
+impl MemQueue {
+    pub fn take_all(&self) -> Vec<JobMessage> {
+        self.sent.borrow_mut().drain(..).collect()
+    }
+}
+
+impl JobQueue for MemQueue {
+    async fn send_batch(&self, messages: &[JobMessage]) -> Result<(), PortError> {
+        self.send_calls.set(self.send_calls.get() + 1);
+        self.faults.take()?;
+        if messages.len() > 100 {
+            return Err(PortError::new(FailureBucket::QueueUnavailable, "send_batch_too_large"));
+        }
+        self.sent.borrow_mut().extend(messages.iter().cloned());
+        Ok(())
+    }
+}
+
+/// A clock the test moves by hand.
+pub struct ManualClock(pub Cell<i64>);
+
+impl ManualClock {
+    pub fn new(start_ms: i64) -> ManualClock {
+        ManualClock(Cell::new(start_ms))
+    }
+
+    pub fn advance_ms(&self, ms: i64) {
+        self.0.set(self.0.get() + ms);
+    }
+}
+
+impl Clock for ManualClock {
+    fn now_ms(&self) -> i64 {
+        self.0.get()
+    }
+}

@@ -1,0 +1,284 @@
+//! Intake: record each new version (text included) in D1, atomically, then
+//! send one pointer message per version.
+
+use super::log_event;
+use crate::core::chunk::ContentType;
+use crate::core::failure::FailureBucket;
+use crate::core::ids::{job_id, sha256_hex, DocId};
+use crate::ports::{Clock, Database, Embedder, JobMessage, JobQueue, PortError, SqlValue, Stmt, VectorIndex};
+use crate::store::{json_pages, sql};
+use serde::Serialize;
+use serde_json::{json, Map, Value};
+use std::collections::HashMap;
+
+/// A validated document (see `api` for the validation).
+#[derive(Clone, Debug, PartialEq)]
+pub struct DocumentInput {
+    pub doc_id: DocId,
+    pub text: String,
+    pub metadata: Map<String, Value>,
+    pub content_type: ContentType,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum IntakeItem {
+    Put(DocumentInput),
+    Delete(DocId),
+}
+
+impl IntakeItem {
+    fn doc_id(&self) -> &DocId {
+        match self {
+            IntakeItem::Put(d) => &d.doc_id,
+            IntakeItem::Delete(d) => d,
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum IntakeOutcome {
+    Queued { doc_id: String, version: u32, job_id: String },
+    /// Same text, metadata and content type as the latest version (or a
+    /// delete of a document whose latest version is already a tombstone).
+    Unchanged { doc_id: String, version: u32 },
+    /// A delete of a document that does not exist.
+    NotFound { doc_id: String },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum IntakeError {
+    #[error("a concurrent write to the same document won; retry")]
+    Conflict,
+    #[error("{0}")]
+    Port(PortError),
+}
+
+/// Attempts of the read-then-write intake when a concurrent writer took the
+/// same version number first.
+const INTAKE_ATTEMPTS_MAX: usize = 3;
+
+#[derive(Serialize)]
+struct DocRow<'a> {
+    doc_id: &'a str,
+    version: u32,
+}
+
+#[derive(Serialize)]
+struct VersionRow<'a> {
+    doc_id: &'a str,
+    version: u32,
+    is_delete: u8,
+    content_hash: String,
+    content_type: &'static str,
+    metadata: String,
+    text_bytes: usize,
+    part_count: usize,
+}
+
+#[derive(Serialize)]
+struct PartRow<'a> {
+    doc_id: &'a str,
+    version: u32,
+    part: usize,
+    text: &'a str,
+}
+
+#[derive(Serialize)]
+struct JobRow<'a> {
+    job_id: String,
+    doc_id: &'a str,
+    version: u32,
+    kind: &'static str,
+}
+
+/// The identity of a version's content: equal hashes mean "unchanged".
+pub fn content_hash(input: &DocumentInput) -> String {
+    // serde_json's Map is ordered by key, so this is a canonical form.
+    let metadata = Value::Object(input.metadata.clone()).to_string();
+    let mut bytes = Vec::with_capacity(input.text.len() + metadata.len() + 32);
+    bytes.extend_from_slice(input.content_type.as_str().as_bytes());
+    bytes.push(0);
+    bytes.extend_from_slice(metadata.as_bytes());
+    bytes.push(0);
+    bytes.extend_from_slice(input.text.as_bytes());
+    sha256_hex(&bytes)
+}
+
+const TOMBSTONE_HASH: &str = "tombstone";
+
+/// Splits text into parts of at most `bytes_max` bytes, on char boundaries.
+pub fn split_parts(text: &str, bytes_max: usize) -> Vec<&str> {
+    let mut parts = Vec::new();
+    let mut rest = text;
+    while !rest.is_empty() {
+        let mut cut = rest.len().min(bytes_max);
+        while !rest.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        let (head, tail) = rest.split_at(cut);
+        parts.push(head);
+        rest = tail;
+    }
+    if parts.is_empty() {
+        parts.push("");
+    }
+    parts
+}
+
+impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> super::Pipeline<D, V, E, Q, C> {
+    /// Records the items (one atomic D1 batch for all of them) and enqueues
+    /// one message per new version. Items for the same document are applied
+    /// in order.
+    pub async fn intake(&self, items: &[IntakeItem]) -> Result<Vec<IntakeOutcome>, IntakeError> {
+        let mut last_conflict = IntakeError::Conflict;
+        for _ in 0..INTAKE_ATTEMPTS_MAX {
+            match self.intake_once(items).await {
+                Ok(out) => return Ok(out),
+                Err(IntakeError::Port(e)) if e.bucket == FailureBucket::DbRejected && e.code == "db_constraint" => {
+                    last_conflict = IntakeError::Conflict;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        log_event("intake_conflict", json!({ "bucket": FailureBucket::DbRejected.as_str() }));
+        Err(last_conflict)
+    }
+
+    async fn intake_once(&self, items: &[IntakeItem]) -> Result<Vec<IntakeOutcome>, IntakeError> {
+        let now = self.clock.now_ms();
+        let ids: Vec<&str> = items.iter().map(|i| i.doc_id().as_str()).collect();
+        // doc_id -> (latest version, content hash of the latest, is tombstone)
+        let mut latest: HashMap<String, (u32, String, bool)> = HashMap::new();
+        if !ids.is_empty() {
+            for r in self.store.latest_versions(&ids).await.map_err(IntakeError::Port)? {
+                latest.insert(r.doc_id, (r.latest_version, r.content_hash, r.is_delete != 0));
+            }
+        }
+
+        let mut outcomes = Vec::with_capacity(items.len());
+        let mut docs = Vec::new();
+        let mut versions = Vec::new();
+        let mut parts = Vec::new();
+        let mut jobs = Vec::new();
+        let mut messages = Vec::new();
+        for item in items {
+            let doc_id = item.doc_id().as_str();
+            let prev = latest.get(doc_id).cloned();
+            let (hash, is_delete) = match item {
+                IntakeItem::Put(d) => (content_hash(d), false),
+                IntakeItem::Delete(_) => (TOMBSTONE_HASH.to_string(), true),
+            };
+            match (&prev, is_delete) {
+                (None, true) => {
+                    outcomes.push(IntakeOutcome::NotFound { doc_id: doc_id.to_string() });
+                    continue;
+                }
+                (Some((v, h, _)), _) if *h == hash => {
+                    outcomes.push(IntakeOutcome::Unchanged { doc_id: doc_id.to_string(), version: *v });
+                    continue;
+                }
+                _ => {}
+            }
+            let version = prev.as_ref().map_or(1, |p| p.0 + 1);
+            let kind = if is_delete { "delete" } else { "index" };
+            let jid = job_id(item.doc_id(), version, kind, 0);
+            let (text, content_type, metadata) = match item {
+                IntakeItem::Put(d) => (d.text.as_str(), d.content_type.as_str(), Value::Object(d.metadata.clone()).to_string()),
+                IntakeItem::Delete(_) => ("", ContentType::Plain.as_str(), "{}".to_string()),
+            };
+            let text_parts = split_parts(text, self.cfg.d1_text_part_bytes_max);
+            for (i, t) in text_parts.iter().enumerate() {
+                parts.push(PartRow { doc_id, version, part: i, text: t });
+            }
+            versions.push(VersionRow {
+                doc_id,
+                version,
+                is_delete: u8::from(is_delete),
+                content_hash: hash.clone(),
+                content_type,
+                metadata,
+                text_bytes: text.len(),
+                part_count: text_parts.len(),
+            });
+            docs.push(DocRow { doc_id, version });
+            jobs.push(JobRow { job_id: jid.clone(), doc_id, version, kind });
+            messages.push(JobMessage { job_id: jid.clone(), doc_id: doc_id.to_string(), version });
+            latest.insert(doc_id.to_string(), (version, hash, is_delete));
+            outcomes.push(IntakeOutcome::Queued { doc_id: doc_id.to_string(), version, job_id: jid });
+        }
+        if messages.is_empty() {
+            return Ok(outcomes);
+        }
+
+        // One atomic batch: documents, versions, text parts, jobs. A version
+        // number taken concurrently violates the primary key and aborts it all.
+        let max = self.cfg.d1_json_param_bytes_max;
+        let t = || SqlValue::Int(now);
+        let mut stmts = Vec::new();
+        for page in json_pages(&docs, max) {
+            stmts.push(Stmt::new(sql::INTAKE_UPSERT_DOCUMENTS, vec![page.into(), t()]));
+        }
+        for page in json_pages(&versions, max) {
+            stmts.push(Stmt::new(sql::INTAKE_INSERT_VERSIONS, vec![page.into(), t()]));
+        }
+        let (small, large): (Vec<&PartRow>, Vec<&PartRow>) =
+            parts.iter().partition(|p| serde_json::to_string(p).map_or(usize::MAX, |s| s.len()) + 2 <= max);
+        for page in json_pages(&small, max) {
+            stmts.push(Stmt::new(sql::INTAKE_INSERT_PARTS_BULK, vec![page.into()]));
+        }
+        for p in large {
+            let params = vec![p.doc_id.into(), p.version.into(), SqlValue::Int(p.part as i64), p.text.into()];
+            stmts.push(Stmt::new(sql::INTAKE_INSERT_PART, params));
+        }
+        for page in json_pages(&jobs, max) {
+            stmts.push(Stmt::new(sql::INTAKE_INSERT_JOBS, vec![page.into(), t()]));
+        }
+        self.store.db.batch(stmts).await.map_err(IntakeError::Port)?;
+
+        // Only after the commit: the pointers. If sending fails, the jobs stay
+        // `queued` in D1 and the cron reconciler re-enqueues them once stalled.
+        for page in messages.chunks(100) {
+            if let Err(e) = self.queue.send_batch(page).await {
+                log_event("enqueue_deferred", json!({ "bucket": e.bucket.as_str(), "code": e.code, "jobs": page.len() }));
+            }
+        }
+        Ok(outcomes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parts_split_on_char_boundaries() {
+        let text = "é".repeat(10); // 20 bytes
+        let parts = split_parts(&text, 5);
+        assert!(parts.iter().all(|p| p.len() <= 5));
+        assert_eq!(parts.concat(), text);
+        assert_eq!(split_parts("", 5), vec![""]);
+    }
+
+    #[test]
+    fn content_hash_sees_every_field() {
+        let base = DocumentInput {
+            doc_id: DocId::parse("d").unwrap(),
+            text: "t".into(),
+            metadata: Map::new(),
+            content_type: ContentType::Plain,
+        };
+        let h = content_hash(&base);
+        let mut other = base.clone();
+        other.text = "u".into();
+        assert_ne!(h, content_hash(&other));
+        let mut other = base.clone();
+        other.content_type = ContentType::Markdown;
+        assert_ne!(h, content_hash(&other));
+        let mut other = base.clone();
+        other.metadata.insert("k".into(), json!(1));
+        assert_ne!(h, content_hash(&other));
+        let mut same = base.clone();
+        same.doc_id = DocId::parse("other").unwrap();
+        assert_eq!(h, content_hash(&same), "the hash is of content, not identity");
+    }
+}

@@ -1,0 +1,73 @@
+//! The pipeline, written once over the ports: intake, consume, repair and
+//! search. The same code runs in workerd (D1, Queues, local or production
+//! index) and in native tests (SQLite and in-memory fakes).
+
+mod consume;
+mod intake;
+mod repair;
+mod search;
+mod views;
+
+pub use consume::ConsumeOutcome;
+pub use intake::{DocumentInput, IntakeError, IntakeItem, IntakeOutcome};
+pub use repair::RepairReport;
+pub use search::{SearchHit, SearchRequest};
+pub use views::{DocumentState, DocumentView};
+
+use crate::config::Config;
+use crate::core::chunk::ChunkConfig;
+use crate::core::failure::RetryPolicy;
+use crate::ports::{Clock, Database, Embedder, JobQueue, VectorIndex};
+use crate::store::Store;
+
+/// The pipeline and its ports. Every field is injected: tests control the
+/// clock, the queue and the failures of each port.
+pub struct Pipeline<D, V, E, Q, C> {
+    pub cfg: Config,
+    pub store: Store<D>,
+    pub index: V,
+    pub embedder: E,
+    pub queue: Q,
+    pub clock: C,
+}
+
+impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D, V, E, Q, C> {
+    pub fn new(cfg: Config, db: D, index: V, embedder: E, queue: Q, clock: C) -> Self {
+        let store = Store::new(db, cfg.d1_json_param_bytes_max);
+        Pipeline { cfg, store, index, embedder, queue, clock }
+    }
+
+    pub fn chunk_config(&self) -> ChunkConfig {
+        ChunkConfig { size_max_chars: self.cfg.chunk_size_max_chars, overlap_chars: self.cfg.chunk_overlap_chars }
+    }
+
+    pub fn retry_policy(&self) -> RetryPolicy {
+        RetryPolicy {
+            attempts_max: self.cfg.job_attempts_max,
+            base_delay_seconds: self.cfg.retry_base_delay_seconds,
+            max_delay_seconds: self.cfg.retry_max_delay_seconds,
+        }
+    }
+}
+
+/// One structured log line: an event name and allow-listed fields only
+/// (buckets, codes, ids, counts), never raw error text or document content.
+pub fn log_event(event: &str, fields: serde_json::Value) {
+    let mut line = serde_json::json!({ "event": event });
+    if let (Some(obj), serde_json::Value::Object(extra)) = (line.as_object_mut(), fields) {
+        obj.extend(extra);
+    }
+    emit(&line.to_string());
+}
+
+#[cfg(target_arch = "wasm32")]
+fn emit(line: &str) {
+    worker::console_log!("{}", line);
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+fn emit(line: &str) {
+    if std::env::var_os("INGEST_LOG").is_some() {
+        eprintln!("{line}");
+    }
+}

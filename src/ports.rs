@@ -1,0 +1,197 @@
+//! The ports: the small traits the pipeline is generic over.
+//!
+//! Each adapter translates its platform's errors into a [`PortError`] at the
+//! edge: a failure bucket plus a static code, never the platform's raw text.
+//! Futures are not `Send` (workers-rs futures are not), so neither are these.
+#![allow(async_fn_in_trait)]
+
+use crate::core::failure::FailureBucket;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// A classified failure of a port call. `code` is a static, allow-listed
+/// diagnostic (e.g. `"d1_constraint"`), safe to log and to return.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{} ({code})", bucket.as_str())]
+pub struct PortError {
+    pub bucket: FailureBucket,
+    pub code: &'static str,
+}
+
+impl PortError {
+    pub fn new(bucket: FailureBucket, code: &'static str) -> PortError {
+        PortError { bucket, code }
+    }
+}
+
+/// A value bound to a SQL parameter. Integers must stay within ±2^53 (D1
+/// passes them as JS numbers).
+#[derive(Clone, Debug, PartialEq)]
+pub enum SqlValue {
+    Null,
+    Int(i64),
+    Real(f64),
+    Text(String),
+}
+
+impl From<i64> for SqlValue {
+    fn from(v: i64) -> Self {
+        SqlValue::Int(v)
+    }
+}
+impl From<u32> for SqlValue {
+    fn from(v: u32) -> Self {
+        SqlValue::Int(i64::from(v))
+    }
+}
+impl From<&str> for SqlValue {
+    fn from(v: &str) -> Self {
+        SqlValue::Text(v.to_owned())
+    }
+}
+impl From<String> for SqlValue {
+    fn from(v: String) -> Self {
+        SqlValue::Text(v)
+    }
+}
+impl<T: Into<SqlValue>> From<Option<T>> for SqlValue {
+    fn from(v: Option<T>) -> Self {
+        v.map_or(SqlValue::Null, Into::into)
+    }
+}
+
+/// One statement: SQL text written once in [`crate::store::sql`], and its
+/// bound parameters (every value is bound, never spliced into the text).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Stmt {
+    pub sql: &'static str,
+    pub params: Vec<SqlValue>,
+}
+
+impl Stmt {
+    pub fn new(sql: &'static str, params: Vec<SqlValue>) -> Stmt {
+        Stmt { sql, params }
+    }
+}
+
+/// The source of truth (D1 in production, SQLite in native tests).
+pub trait Database {
+    /// Runs a read and deserializes each row (an object keyed by column name).
+    async fn query<T: DeserializeOwned>(&self, stmt: Stmt) -> Result<Vec<T>, PortError>;
+    /// Runs one write; returns the number of rows changed.
+    async fn execute(&self, stmt: Stmt) -> Result<u64, PortError>;
+    /// Runs the statements as one transaction: all commit or none do (D1's
+    /// `batch()`). Returns the rows changed by each statement.
+    async fn batch(&self, stmts: Vec<Stmt>) -> Result<Vec<u64>, PortError>;
+}
+
+/// Metadata stored with a vector: flat scalars only (what Vectorize can
+/// filter on), always including `doc_id` and `version`.
+pub type VectorMetadata = BTreeMap<String, serde_json::Value>;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct VectorRecord {
+    pub id: String,
+    pub values: Vec<f32>,
+    pub metadata: VectorMetadata,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct VectorMatch {
+    pub id: String,
+    pub score: f32,
+}
+
+/// An equality filter on vector metadata (`{"doc_id": "a", "lang": "en"}`).
+pub type MetadataFilter = BTreeMap<String, serde_json::Value>;
+
+/// The derived search index (Vectorize in production).
+///
+/// Implementations MUST: make `upsert` idempotent (same ID, same values: no
+/// change) and `delete_by_ids` idempotent (unknown IDs are not an error);
+/// reject calls over the configured batch limits rather than split them
+/// silently (callers bound their batches). Reads MAY lag writes.
+pub trait VectorIndex {
+    async fn upsert(&self, vectors: &[VectorRecord]) -> Result<(), PortError>;
+    async fn delete_by_ids(&self, ids: &[String]) -> Result<(), PortError>;
+    async fn query(&self, vector: &[f32], top_k: usize, filter: &MetadataFilter) -> Result<Vec<VectorMatch>, PortError>;
+    async fn get_by_ids(&self, ids: &[String]) -> Result<Vec<VectorRecord>, PortError>;
+}
+
+/// Turns texts into vectors of the configured dimensions, one per text, in order.
+pub trait Embedder {
+    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, PortError>;
+}
+
+/// The body of every queue message: a pointer, never data.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobMessage {
+    pub job_id: String,
+    pub doc_id: String,
+    pub version: u32,
+}
+
+/// The ingest queue's producer side.
+pub trait JobQueue {
+    /// Sends the messages (at most 100) in one call.
+    async fn send_batch(&self, messages: &[JobMessage]) -> Result<(), PortError>;
+}
+
+/// The injected clock: milliseconds since the Unix epoch.
+pub trait Clock {
+    fn now_ms(&self) -> i64;
+}
+
+/// Reads rows as `T` from a JSON object per row; shared by native adapters.
+pub fn rows_from_json<T: DeserializeOwned>(rows: Vec<serde_json::Value>) -> Result<Vec<T>, PortError> {
+    rows.into_iter()
+        .map(|r| serde_json::from_value(r).map_err(|_| PortError::new(FailureBucket::Internal, "row_shape")))
+        .collect()
+}
+
+// Borrowed ports are ports: tests keep ownership of their fakes and lend them.
+impl<T: Database> Database for &T {
+    async fn query<R: DeserializeOwned>(&self, stmt: Stmt) -> Result<Vec<R>, PortError> {
+        (**self).query(stmt).await
+    }
+    async fn execute(&self, stmt: Stmt) -> Result<u64, PortError> {
+        (**self).execute(stmt).await
+    }
+    async fn batch(&self, stmts: Vec<Stmt>) -> Result<Vec<u64>, PortError> {
+        (**self).batch(stmts).await
+    }
+}
+
+impl<T: VectorIndex> VectorIndex for &T {
+    async fn upsert(&self, vectors: &[VectorRecord]) -> Result<(), PortError> {
+        (**self).upsert(vectors).await
+    }
+    async fn delete_by_ids(&self, ids: &[String]) -> Result<(), PortError> {
+        (**self).delete_by_ids(ids).await
+    }
+    async fn query(&self, vector: &[f32], top_k: usize, filter: &MetadataFilter) -> Result<Vec<VectorMatch>, PortError> {
+        (**self).query(vector, top_k, filter).await
+    }
+    async fn get_by_ids(&self, ids: &[String]) -> Result<Vec<VectorRecord>, PortError> {
+        (**self).get_by_ids(ids).await
+    }
+}
+
+impl<T: Embedder> Embedder for &T {
+    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, PortError> {
+        (**self).embed(texts).await
+    }
+}
+
+impl<T: JobQueue> JobQueue for &T {
+    async fn send_batch(&self, messages: &[JobMessage]) -> Result<(), PortError> {
+        (**self).send_batch(messages).await
+    }
+}
+
+impl<T: Clock> Clock for &T {
+    fn now_ms(&self) -> i64 {
+        (**self).now_ms()
+    }
+}

@@ -1,0 +1,328 @@
+//! Typed access to the ledger: each function builds statements from
+//! [`sql`] and runs them through the [`Database`] port.
+
+pub mod sql;
+
+use crate::core::failure::FailureBucket;
+use crate::ports::{Database, PortError, SqlValue, Stmt};
+use serde::{Deserialize, Serialize};
+
+/// Splits serializable rows into JSON arrays of at most `bytes_max` bytes
+/// each (one `json_each` parameter apiece). A single row larger than the
+/// limit travels alone.
+pub fn json_pages<T: Serialize>(rows: &[T], bytes_max: usize) -> Vec<String> {
+    let mut pages = Vec::new();
+    let mut cur = String::from("[");
+    for row in rows {
+        let item = serde_json::to_string(row).expect("rows serialize");
+        if cur.len() > 1 && cur.len() + item.len() + 2 > bytes_max {
+            cur.push(']');
+            pages.push(std::mem::replace(&mut cur, String::from("[")));
+        }
+        if cur.len() > 1 {
+            cur.push(',');
+        }
+        cur.push_str(&item);
+    }
+    if cur.len() > 1 {
+        cur.push(']');
+        pages.push(cur);
+    }
+    pages
+}
+
+pub fn json_array<T: Serialize>(items: &[T]) -> String {
+    serde_json::to_string(items).expect("items serialize")
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct LatestVersionRow {
+    pub doc_id: String,
+    pub latest_version: u32,
+    pub content_hash: String,
+    pub is_delete: i64,
+}
+
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+pub struct DocumentViewRow {
+    pub doc_id: String,
+    pub latest_version: u32,
+    pub live_version: Option<u32>,
+    pub repair_needed: i64,
+    pub live_is_delete: Option<i64>,
+    pub live_chunk_count: Option<u32>,
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub job_id: Option<String>,
+    pub job_state: Option<String>,
+    pub job_step: Option<String>,
+    pub last_failure_bucket: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+pub struct JobViewRow {
+    pub job_id: String,
+    pub doc_id: String,
+    pub version: u32,
+    pub kind: String,
+    pub state: String,
+    pub step: String,
+    pub attempts: u32,
+    pub last_failure_bucket: Option<String>,
+    pub lease_until: Option<i64>,
+    pub next_attempt_at: Option<i64>,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct ConsumeRow {
+    pub job_id: String,
+    pub doc_id: String,
+    pub version: u32,
+    pub kind: String,
+    pub state: String,
+    pub attempts: u32,
+    pub lease_until: Option<i64>,
+    pub content_type: String,
+    pub metadata: String,
+    pub part_count: u32,
+    pub latest_version: u32,
+    pub live_version: Option<u32>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct LiveChunkRow {
+    pub vector_id: String,
+    pub doc_id: String,
+    pub version: u32,
+    pub chunk_index: u32,
+    pub text: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct StalledJobRow {
+    pub job_id: String,
+    pub doc_id: String,
+    pub version: u32,
+    pub attempts: u32,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct VectorIdRow {
+    vector_id: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct TextRow {
+    text: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct AttemptsRow {
+    attempts: u32,
+}
+
+/// A staged chunk row, in the compact JSON shape `CONSUME_STAGE_CHUNKS` reads.
+#[derive(Debug, Clone, Serialize)]
+pub struct StagedChunk<'a> {
+    pub i: u32,
+    pub id: &'a str,
+    pub s: usize,
+    pub e: usize,
+    pub h: &'a str,
+    pub t: &'a str,
+}
+
+/// The ledger, over any [`Database`].
+pub struct Store<D> {
+    pub db: D,
+    pub json_param_bytes_max: usize,
+}
+
+fn int(v: i64) -> SqlValue {
+    SqlValue::Int(v)
+}
+
+impl<D: Database> Store<D> {
+    pub fn new(db: D, json_param_bytes_max: usize) -> Store<D> {
+        Store { db, json_param_bytes_max }
+    }
+
+    pub async fn latest_versions(&self, doc_ids: &[&str]) -> Result<Vec<LatestVersionRow>, PortError> {
+        self.db.query(Stmt::new(sql::LATEST_VERSIONS, vec![json_array(doc_ids).into()])).await
+    }
+
+    pub async fn document_views(&self, doc_ids: &[&str]) -> Result<Vec<DocumentViewRow>, PortError> {
+        self.db.query(Stmt::new(sql::DOCUMENT_VIEWS, vec![json_array(doc_ids).into()])).await
+    }
+
+    pub async fn job_view(&self, job_id: &str) -> Result<Option<JobViewRow>, PortError> {
+        Ok(self.db.query(Stmt::new(sql::JOB_VIEW, vec![job_id.into()])).await?.into_iter().next())
+    }
+
+    pub async fn consume_load(&self, job_id: &str) -> Result<Option<ConsumeRow>, PortError> {
+        Ok(self.db.query(Stmt::new(sql::CONSUME_LOAD, vec![job_id.into()])).await?.into_iter().next())
+    }
+
+    /// Returns whether the job was moved to `superseded`.
+    pub async fn supersede(&self, job_id: &str, now: i64) -> Result<bool, PortError> {
+        Ok(self.db.execute(Stmt::new(sql::CONSUME_SUPERSEDE, vec![job_id.into(), int(now)])).await? > 0)
+    }
+
+    /// Returns the attempt number if this delivery now holds the job.
+    pub async fn claim(&self, job_id: &str, now: i64, lease_until: i64) -> Result<Option<u32>, PortError> {
+        let rows: Vec<AttemptsRow> =
+            self.db.query(Stmt::new(sql::CONSUME_CLAIM, vec![job_id.into(), int(now), int(lease_until)])).await?;
+        Ok(rows.first().map(|r| r.attempts))
+    }
+
+    pub async fn load_text(&self, doc_id: &str, version: u32, part_count: u32) -> Result<String, PortError> {
+        let rows: Vec<TextRow> =
+            self.db.query(Stmt::new(sql::CONSUME_LOAD_PARTS, vec![doc_id.into(), version.into()])).await?;
+        if rows.len() != part_count as usize {
+            // The version row promises parts the ledger does not hold.
+            return Err(PortError::new(FailureBucket::Internal, "parts_missing"));
+        }
+        Ok(rows.into_iter().map(|r| r.text).collect())
+    }
+
+    /// Stages the chunk rows and the chunk count and moves the job to
+    /// `staged`, in one atomic batch.
+    pub async fn stage_chunks(
+        &self,
+        job_id: &str,
+        doc_id: &str,
+        version: u32,
+        chunks: &[StagedChunk<'_>],
+        now: i64,
+    ) -> Result<(), PortError> {
+        let mut stmts: Vec<Stmt> = json_pages(chunks, self.json_param_bytes_max)
+            .into_iter()
+            .map(|page| Stmt::new(sql::CONSUME_STAGE_CHUNKS, vec![doc_id.into(), version.into(), page.into()]))
+            .collect();
+        stmts.push(Stmt::new(
+            sql::CONSUME_SET_CHUNK_COUNT,
+            vec![doc_id.into(), version.into(), SqlValue::Int(chunks.len() as i64)],
+        ));
+        stmts.push(Stmt::new(sql::CONSUME_SET_STEP, vec![job_id.into(), "staged".into(), int(now)]));
+        self.db.batch(stmts).await.map(|_| ())
+    }
+
+    pub async fn set_step(&self, job_id: &str, step: &str, now: i64) -> Result<(), PortError> {
+        self.db.execute(Stmt::new(sql::CONSUME_SET_STEP, vec![job_id.into(), step.into(), int(now)])).await.map(|_| ())
+    }
+
+    /// The replace step: intents for the replaced version, the
+    /// compare-and-set, intents for a loser, and the job's end, atomically.
+    /// Returns whether this version is now live.
+    pub async fn commit(&self, job_id: &str, doc_id: &str, version: u32, now: i64) -> Result<bool, PortError> {
+        let p = || vec![doc_id.into(), version.into(), int(now)];
+        let mut finish = p();
+        finish.push(job_id.into());
+        let changes = self
+            .db
+            .batch(vec![
+                Stmt::new(sql::COMMIT_INTENTS_FOR_REPLACED, p()),
+                Stmt::new(sql::COMMIT_SET_LIVE, p()),
+                Stmt::new(sql::COMMIT_INTENTS_FOR_LOSER, p()),
+                Stmt::new(sql::COMMIT_FINISH_JOB, finish),
+            ])
+            .await?;
+        Ok(changes.get(1).copied().unwrap_or(0) > 0)
+    }
+
+    pub async fn job_up_for_retry(&self, job_id: &str, bucket: FailureBucket, now: i64, next_at: i64) -> Result<(), PortError> {
+        let params = vec![job_id.into(), bucket.as_str().into(), int(now), int(next_at)];
+        self.db.execute(Stmt::new(sql::JOB_UP_FOR_RETRY, params)).await.map(|_| ())
+    }
+
+    /// Ends a job `failed` or `dead`, and turns its version's vectors (if it
+    /// is not live) into intents, atomically.
+    pub async fn job_end_failed(
+        &self,
+        job_id: &str,
+        doc_id: &str,
+        version: u32,
+        bucket: FailureBucket,
+        state: &'static str,
+        now: i64,
+    ) -> Result<(), PortError> {
+        self.db
+            .batch(vec![
+                Stmt::new(sql::JOB_END_FAILED, vec![job_id.into(), bucket.as_str().into(), int(now), state.into()]),
+                Stmt::new(sql::COMMIT_INTENTS_FOR_LOSER, vec![doc_id.into(), version.into(), int(now)]),
+            ])
+            .await
+            .map(|_| ())
+    }
+
+    pub async fn intents_due_for_doc(&self, doc_id: &str, now: i64, limit: usize) -> Result<Vec<String>, PortError> {
+        let rows: Vec<VectorIdRow> = self
+            .db
+            .query(Stmt::new(sql::INTENTS_DUE_FOR_DOC, vec![doc_id.into(), int(now), int(limit as i64)]))
+            .await?;
+        Ok(rows.into_iter().map(|r| r.vector_id).collect())
+    }
+
+    pub async fn intents_due(&self, now: i64, limit: usize) -> Result<Vec<String>, PortError> {
+        let rows: Vec<VectorIdRow> =
+            self.db.query(Stmt::new(sql::INTENTS_DUE, vec![int(now), int(limit as i64)])).await?;
+        Ok(rows.into_iter().map(|r| r.vector_id).collect())
+    }
+
+    /// After the index deleted `ids`: drop their non-live chunk rows and the intents.
+    pub async fn intents_done(&self, ids: &[String]) -> Result<(), PortError> {
+        let ids = json_array(ids);
+        self.db
+            .batch(vec![
+                Stmt::new(sql::INTENTS_DONE_DELETE_CHUNKS, vec![ids.clone().into()]),
+                Stmt::new(sql::INTENTS_DONE_DELETE, vec![ids.into()]),
+            ])
+            .await
+            .map(|_| ())
+    }
+
+    pub async fn intents_back_off(&self, ids: &[String], not_before: i64) -> Result<(), PortError> {
+        self.db.execute(Stmt::new(sql::INTENTS_BACK_OFF, vec![json_array(ids).into(), int(not_before)])).await.map(|_| ())
+    }
+
+    pub async fn sweep_abandoned(&self, now: i64, limit: usize) -> Result<u64, PortError> {
+        self.db.execute(Stmt::new(sql::SWEEP_ABANDONED, vec![int(now), int(limit as i64)])).await
+    }
+
+    pub async fn stalled_jobs(&self, now: i64, stalled_before: i64, limit: usize) -> Result<Vec<StalledJobRow>, PortError> {
+        self.db.query(Stmt::new(sql::STALLED_JOBS, vec![int(now), int(stalled_before), int(limit as i64)])).await
+    }
+
+    pub async fn touch_jobs(&self, job_ids: &[&str], now: i64) -> Result<(), PortError> {
+        self.db.execute(Stmt::new(sql::TOUCH_JOBS, vec![json_array(job_ids).into(), int(now)])).await.map(|_| ())
+    }
+
+    pub async fn job_stalled_dead(&self, job_id: &str, now: i64) -> Result<(), PortError> {
+        self.db.execute(Stmt::new(sql::JOB_STALLED_DEAD, vec![job_id.into(), int(now)])).await.map(|_| ())
+    }
+
+    pub async fn live_chunks(&self, vector_ids: &[String]) -> Result<Vec<LiveChunkRow>, PortError> {
+        self.db.query(Stmt::new(sql::LIVE_CHUNKS_BY_VECTOR_ID, vec![json_array(vector_ids).into()])).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_pages_respect_the_limit_and_keep_every_row() {
+        let rows: Vec<String> = (0..100).map(|i| "x".repeat(i)).collect();
+        let pages = json_pages(&rows, 300);
+        let mut back = Vec::new();
+        for p in &pages {
+            let v: Vec<String> = serde_json::from_str(p).unwrap();
+            assert!(p.len() <= 300 || v.len() == 1, "page of {} bytes holds {} rows", p.len(), v.len());
+            back.extend(v);
+        }
+        assert_eq!(back, rows);
+        assert!(json_pages::<String>(&[], 300).is_empty());
+    }
+}

@@ -1,0 +1,250 @@
+//! Every SQL statement the Worker runs against the ledger, written once.
+//! Each value is a bound parameter; bulk rows travel as one JSON parameter
+//! read with `json_each`, so statement counts grow with bytes, not rows.
+//! `tests/sql.rs` runs each of them on real SQLite with the same migrations.
+
+// ---------------------------------------------------------------- intake
+
+/// Latest version (and its content hash) of each doc id in `?1` (JSON array).
+pub const LATEST_VERSIONS: &str = "\
+SELECT d.doc_id AS doc_id, d.latest_version AS latest_version, v.content_hash AS content_hash, v.is_delete AS is_delete
+FROM documents d JOIN versions v ON v.doc_id = d.doc_id AND v.version = d.latest_version
+WHERE d.doc_id IN (SELECT value FROM json_each(?1))";
+
+/// Creates or advances documents; `latest_version` never decreases.
+/// `?1`: JSON array of `{doc_id, version}`; `?2`: now.
+pub const INTAKE_UPSERT_DOCUMENTS: &str = "\
+INSERT INTO documents (doc_id, latest_version, live_version, repair_needed, created_at, updated_at)
+SELECT json_extract(value, '$.doc_id'), json_extract(value, '$.version'), NULL, 0, ?2, ?2
+FROM json_each(?1) WHERE true
+ON CONFLICT (doc_id) DO UPDATE SET latest_version = excluded.latest_version, updated_at = excluded.updated_at
+WHERE excluded.latest_version > documents.latest_version";
+
+/// New versions. The primary key makes two writers of the same version
+/// collide, which aborts the whole intake batch (nothing half-written).
+pub const INTAKE_INSERT_VERSIONS: &str = "\
+INSERT INTO versions (doc_id, version, is_delete, content_hash, content_type, metadata, text_bytes, part_count, chunk_count, created_at)
+SELECT json_extract(value, '$.doc_id'), json_extract(value, '$.version'), json_extract(value, '$.is_delete'),
+       json_extract(value, '$.content_hash'), json_extract(value, '$.content_type'), json_extract(value, '$.metadata'),
+       json_extract(value, '$.text_bytes'), json_extract(value, '$.part_count'), NULL, ?2
+FROM json_each(?1)";
+
+/// Text parts, several per statement. `?1`: JSON array of `{doc_id, version, part, text}`.
+pub const INTAKE_INSERT_PARTS_BULK: &str = "\
+INSERT INTO version_parts (doc_id, version, part, text)
+SELECT json_extract(value, '$.doc_id'), json_extract(value, '$.version'), json_extract(value, '$.part'), json_extract(value, '$.text')
+FROM json_each(?1)";
+
+/// One large text part on its own (its JSON form would not fit one parameter).
+pub const INTAKE_INSERT_PART: &str = "INSERT INTO version_parts (doc_id, version, part, text) VALUES (?1, ?2, ?3, ?4)";
+
+/// New jobs, `queued`. `?1`: JSON array of `{job_id, doc_id, version, kind}`; `?2`: now.
+pub const INTAKE_INSERT_JOBS: &str = "\
+INSERT INTO jobs (job_id, doc_id, version, kind, state, step, attempts, last_failure_bucket, lease_until, next_attempt_at, created_at, updated_at)
+SELECT json_extract(value, '$.job_id'), json_extract(value, '$.doc_id'), json_extract(value, '$.version'),
+       json_extract(value, '$.kind'), 'queued', 'queued', 0, NULL, NULL, NULL, ?2, ?2
+FROM json_each(?1)";
+
+// ---------------------------------------------------------------- reads
+
+/// The API view of documents in `?1` (JSON array): latest and live versions,
+/// and the newest job of the latest version.
+pub const DOCUMENT_VIEWS: &str = "\
+SELECT d.doc_id AS doc_id, d.latest_version AS latest_version, d.live_version AS live_version,
+       d.repair_needed AS repair_needed, lv.is_delete AS live_is_delete, lv.chunk_count AS live_chunk_count,
+       d.created_at AS created_at, d.updated_at AS updated_at,
+       j.job_id AS job_id, j.state AS job_state, j.step AS job_step, j.last_failure_bucket AS last_failure_bucket
+FROM documents d
+LEFT JOIN versions lv ON lv.doc_id = d.doc_id AND lv.version = d.live_version
+LEFT JOIN jobs j ON j.job_id = (
+  SELECT j2.job_id FROM jobs j2 WHERE j2.doc_id = d.doc_id AND j2.version = d.latest_version
+  ORDER BY j2.created_at DESC, j2.job_id LIMIT 1)
+WHERE d.doc_id IN (SELECT value FROM json_each(?1))";
+
+/// The API view of one job.
+pub const JOB_VIEW: &str = "\
+SELECT job_id, doc_id, version, kind, state, step, attempts, last_failure_bucket, lease_until, next_attempt_at, created_at, updated_at
+FROM jobs WHERE job_id = ?1";
+
+// ---------------------------------------------------------------- consume
+
+/// What the consumer needs to decide about a job: the job, its version and
+/// the document's current versions (the stale-version check).
+pub const CONSUME_LOAD: &str = "\
+SELECT j.job_id AS job_id, j.doc_id AS doc_id, j.version AS version, j.kind AS kind, j.state AS state,
+       j.attempts AS attempts, j.lease_until AS lease_until,
+       v.content_type AS content_type, v.metadata AS metadata, v.part_count AS part_count,
+       d.latest_version AS latest_version, d.live_version AS live_version
+FROM jobs j
+JOIN versions v ON v.doc_id = j.doc_id AND v.version = j.version
+JOIN documents d ON d.doc_id = j.doc_id
+WHERE j.job_id = ?1";
+
+/// Stale work is rejected: a job whose version is no longer the latest (or
+/// is already superseded by a live newer version) ends `superseded`.
+/// `?1` job, `?2` now.
+pub const CONSUME_SUPERSEDE: &str = "\
+UPDATE jobs SET state = 'superseded', step = 'superseded', updated_at = ?2
+WHERE job_id = ?1 AND state IN ('queued', 'up_for_retry')";
+
+/// The claim (invariant 5): only one delivery runs a job at a time. A
+/// `running` job can be taken over only after its lease expired, which is
+/// longer than an invocation can live. Returns the new attempt count.
+/// `?1` job, `?2` now, `?3` lease until.
+pub const CONSUME_CLAIM: &str = "\
+UPDATE jobs SET state = 'running', step = 'claimed', attempts = attempts + 1, lease_until = ?3, updated_at = ?2
+WHERE job_id = ?1 AND (state IN ('queued', 'up_for_retry') OR (state = 'running' AND lease_until < ?2))
+RETURNING attempts";
+
+/// The text of a version, in order.
+pub const CONSUME_LOAD_PARTS: &str = "SELECT text FROM version_parts WHERE doc_id = ?1 AND version = ?2 ORDER BY part";
+
+/// Stages chunk rows before any vector is written (invariant 1: D1 knows
+/// every vector ID that can exist). Idempotent: the rows are a function of
+/// (document, version, configuration). `?1` doc, `?2` version, `?3` JSON rows.
+pub const CONSUME_STAGE_CHUNKS: &str = "\
+INSERT OR IGNORE INTO chunks (doc_id, version, chunk_index, vector_id, start_byte, end_byte, content_hash, text)
+SELECT ?1, ?2, json_extract(value, '$.i'), json_extract(value, '$.id'), json_extract(value, '$.s'),
+       json_extract(value, '$.e'), json_extract(value, '$.h'), json_extract(value, '$.t')
+FROM json_each(?3)";
+
+/// Records the chunk count of a staged version. `?1` doc, `?2` version, `?3` count.
+pub const CONSUME_SET_CHUNK_COUNT: &str = "UPDATE versions SET chunk_count = ?3 WHERE doc_id = ?1 AND version = ?2";
+
+/// Moves a running job to another step. `?1` job, `?2` step, `?3` now.
+pub const CONSUME_SET_STEP: &str = "UPDATE jobs SET step = ?2, updated_at = ?3 WHERE job_id = ?1 AND state = 'running'";
+
+/// Replace step, statement 1 of 4 (invariant 3): when this version is about
+/// to go live, the old live version's vectors become cleanup intents, in the
+/// same atomic batch as the compare-and-set. `?1` doc, `?2` version, `?3` now.
+pub const COMMIT_INTENTS_FOR_REPLACED: &str = "\
+INSERT OR IGNORE INTO cleanup_intents (vector_id, doc_id, version, reason, attempts, not_before, created_at)
+SELECT c.vector_id, c.doc_id, c.version, 'replaced', 0, 0, ?3
+FROM chunks c JOIN documents d ON d.doc_id = c.doc_id
+WHERE c.doc_id = ?1 AND c.version = d.live_version AND d.latest_version = ?2 AND d.live_version < ?2";
+
+/// Replace step, statement 2 of 4 (invariant 2): the compare-and-set. A
+/// version goes live only if it is still the latest and newer than the live
+/// one, so `live_version` never decreases and a stale message cannot
+/// resurrect a deleted document. `?1` doc, `?2` version, `?3` now.
+pub const COMMIT_SET_LIVE: &str = "\
+UPDATE documents SET live_version = ?2, repair_needed = 0, updated_at = ?3
+WHERE doc_id = ?1 AND latest_version = ?2 AND (live_version IS NULL OR live_version < ?2)";
+
+/// Replace step, statement 3 of 4: if the compare-and-set did not make this
+/// version live (a newer one arrived), its own vectors become intents.
+pub const COMMIT_INTENTS_FOR_LOSER: &str = "\
+INSERT OR IGNORE INTO cleanup_intents (vector_id, doc_id, version, reason, attempts, not_before, created_at)
+SELECT c.vector_id, c.doc_id, c.version, 'abandoned', 0, 0, ?3
+FROM chunks c
+WHERE c.doc_id = ?1 AND c.version = ?2
+  AND NOT EXISTS (SELECT 1 FROM documents d WHERE d.doc_id = ?1 AND d.live_version = ?2)";
+
+/// Replace step, statement 4 of 4: the job ends `succeeded` if its version
+/// is live, `superseded` otherwise. `?1` doc, `?2` version, `?3` now, `?4` job.
+pub const COMMIT_FINISH_JOB: &str = "\
+UPDATE jobs SET
+  state = CASE WHEN EXISTS (SELECT 1 FROM documents d WHERE d.doc_id = ?1 AND d.live_version = ?2)
+               THEN 'succeeded' ELSE 'superseded' END,
+  step = 'committed', lease_until = NULL, updated_at = ?3
+WHERE job_id = ?4 AND state = 'running'";
+
+/// A transient failure: the job waits for its retry. `?1` job, `?2` bucket,
+/// `?3` now, `?4` next attempt at.
+pub const JOB_UP_FOR_RETRY: &str = "\
+UPDATE jobs SET state = 'up_for_retry', last_failure_bucket = ?2, lease_until = NULL, next_attempt_at = ?4, updated_at = ?3
+WHERE job_id = ?1 AND state = 'running'";
+
+/// A permanent failure (`failed`) or exhausted attempts (`dead`).
+/// `?1` job, `?2` bucket, `?3` now, `?4` final state.
+pub const JOB_END_FAILED: &str = "\
+UPDATE jobs SET state = ?4, step = 'ended', last_failure_bucket = ?2, lease_until = NULL, updated_at = ?3
+WHERE job_id = ?1 AND state = 'running'";
+
+// ---------------------------------------------------------------- cleanup
+
+/// Due cleanup intents of one document. `?1` doc, `?2` now, `?3` limit.
+pub const INTENTS_DUE_FOR_DOC: &str = "\
+SELECT vector_id FROM cleanup_intents WHERE doc_id = ?1 AND not_before <= ?2 ORDER BY vector_id LIMIT ?3";
+
+/// Due cleanup intents of any document. `?1` now, `?2` limit.
+pub const INTENTS_DUE: &str = "\
+SELECT vector_id FROM cleanup_intents WHERE not_before <= ?1 ORDER BY not_before, vector_id LIMIT ?2";
+
+/// After the vectors in `?1` (JSON array) were deleted from the index: drop
+/// their chunk rows, unless the row is live (never delete what is served).
+pub const INTENTS_DONE_DELETE_CHUNKS: &str = "\
+DELETE FROM chunks WHERE vector_id IN (SELECT value FROM json_each(?1))
+AND NOT EXISTS (SELECT 1 FROM documents d WHERE d.doc_id = chunks.doc_id AND d.live_version = chunks.version)";
+
+/// ... and then the intents themselves (invariant 2 of the design: an intent
+/// is removed only after its effect succeeded).
+pub const INTENTS_DONE_DELETE: &str = "DELETE FROM cleanup_intents WHERE vector_id IN (SELECT value FROM json_each(?1))";
+
+/// A failed delete: back off those intents. `?1` JSON ids, `?2` not before.
+pub const INTENTS_BACK_OFF: &str = "\
+UPDATE cleanup_intents SET attempts = attempts + 1, not_before = ?2 WHERE vector_id IN (SELECT value FROM json_each(?1))";
+
+// ---------------------------------------------------------------- repair (cron)
+
+/// Chunk rows of abandoned versions (older than the latest, not live, no
+/// valid lease on them) become cleanup intents. A version older than the
+/// latest can never go live (see COMMIT_SET_LIVE), and a lease outlives any
+/// invocation, so no running worker can still write these vectors.
+/// `?1` now, `?2` limit.
+pub const SWEEP_ABANDONED: &str = "\
+INSERT OR IGNORE INTO cleanup_intents (vector_id, doc_id, version, reason, attempts, not_before, created_at)
+SELECT c.vector_id, c.doc_id, c.version, 'abandoned', 0, 0, ?1
+FROM chunks c JOIN documents d ON d.doc_id = c.doc_id
+WHERE c.version < d.latest_version AND (d.live_version IS NULL OR c.version <> d.live_version)
+  AND NOT EXISTS (SELECT 1 FROM cleanup_intents i WHERE i.vector_id = c.vector_id)
+  AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.doc_id = c.doc_id AND j.version = c.version
+                  AND j.state = 'running' AND j.lease_until >= ?1)
+LIMIT ?2";
+
+/// Jobs that should be moving but are not: queued or waiting for a retry
+/// with no progress for the stall period, or running with an expired lease.
+/// `?1` now, `?2` stalled-before, `?3` limit.
+pub const STALLED_JOBS: &str = "\
+SELECT job_id, doc_id, version, attempts FROM jobs
+WHERE (state = 'queued' AND updated_at < ?2)
+   OR (state = 'up_for_retry' AND next_attempt_at < ?2)
+   OR (state = 'running' AND lease_until < ?1)
+ORDER BY updated_at, job_id LIMIT ?3";
+
+/// Marks re-enqueued jobs so the next run does not send them again at once.
+/// `?1` JSON ids, `?2` now.
+pub const TOUCH_JOBS: &str = "\
+UPDATE jobs SET updated_at = ?2, next_attempt_at = CASE WHEN state = 'up_for_retry' THEN ?2 ELSE next_attempt_at END
+WHERE job_id IN (SELECT value FROM json_each(?1)) AND state IN ('queued', 'up_for_retry', 'running')";
+
+/// A stalled job whose attempts are used up ends `dead`. `?1` job, `?2` now.
+pub const JOB_STALLED_DEAD: &str = "\
+UPDATE jobs SET state = 'dead', step = 'ended', last_failure_bucket = COALESCE(last_failure_bucket, 'internal'),
+  lease_until = NULL, updated_at = ?2
+WHERE job_id = ?1 AND (state IN ('queued', 'up_for_retry') OR (state = 'running' AND lease_until < ?2))";
+
+// ---------------------------------------------------------------- search
+
+/// Of the candidate vector IDs in `?1` (JSON array), those whose chunk is
+/// live (invariant: search serves only what D1 holds as live).
+pub const LIVE_CHUNKS_BY_VECTOR_ID: &str = "\
+SELECT c.vector_id AS vector_id, c.doc_id AS doc_id, c.version AS version, c.chunk_index AS chunk_index, c.text AS text
+FROM chunks c JOIN documents d ON d.doc_id = c.doc_id AND d.live_version = c.version
+WHERE c.vector_id IN (SELECT value FROM json_each(?1))";
+
+// ---------------------------------------------------------------- local vector index
+
+/// Local index (INDEX_BACKEND=local-d1): upsert rows from `?1` (JSON array of `{id, doc_id, vec, metadata}`).
+pub const LOCAL_INDEX_UPSERT: &str = "\
+INSERT INTO vectors (id, doc_id, vec, metadata)
+SELECT json_extract(value, '$.id'), json_extract(value, '$.doc_id'), json_extract(value, '$.vec'), json_extract(value, '$.metadata')
+FROM json_each(?1) WHERE true
+ON CONFLICT (id) DO UPDATE SET doc_id = excluded.doc_id, vec = excluded.vec, metadata = excluded.metadata";
+
+pub const LOCAL_INDEX_DELETE: &str = "DELETE FROM vectors WHERE id IN (SELECT value FROM json_each(?1))";
+
+pub const LOCAL_INDEX_GET: &str = "SELECT id, vec, metadata FROM vectors WHERE id IN (SELECT value FROM json_each(?1))";
+
+/// Brute force: every vector (optionally of one document).
+pub const LOCAL_INDEX_SCAN: &str = "SELECT id, vec, metadata FROM vectors WHERE ?1 IS NULL OR doc_id = ?1";
