@@ -29,6 +29,10 @@ pub struct SqliteDb {
     pub statements: Cell<u64>,
     /// Calls made (a `batch` is one call: one subrequest on D1).
     pub calls: Cell<u64>,
+    /// Every distinct SQL text run, to prove each statement was exercised.
+    pub executed: RefCell<std::collections::BTreeSet<&'static str>>,
+    /// Fails (before any effect) the next call that runs this SQL text.
+    pub fail_sql: RefCell<Option<(&'static str, FailureBucket)>>,
 }
 
 fn map_err(e: &rusqlite::Error) -> PortError {
@@ -61,7 +65,13 @@ impl SqliteDb {
         for (_, sql) in migrations {
             conn.execute_batch(sql).expect("migration applies");
         }
-        SqliteDb { conn: RefCell::new(conn), statements: Cell::new(0), calls: Cell::new(0) }
+        SqliteDb {
+            conn: RefCell::new(conn),
+            statements: Cell::new(0),
+            calls: Cell::new(0),
+            executed: RefCell::new(Default::default()),
+            fail_sql: RefCell::new(None),
+        }
     }
 
     pub fn ledger() -> SqliteDb {
@@ -145,10 +155,29 @@ impl SqliteDb {
     }
 }
 
+impl SqliteDb {
+    /// Counts a call, records its SQL, and applies an injected failure.
+    fn enter(&self, stmts: &[&Stmt]) -> Result<(), PortError> {
+        self.calls.set(self.calls.get() + 1);
+        self.statements.set(self.statements.get() + stmts.len() as u64);
+        let mut executed = self.executed.borrow_mut();
+        for s in stmts {
+            executed.insert(s.sql);
+        }
+        let mut fail = self.fail_sql.borrow_mut();
+        if let Some((sql, bucket)) = *fail {
+            if stmts.iter().any(|s| s.sql == sql) {
+                *fail = None;
+                return Err(PortError::new(bucket, "injected"));
+            }
+        }
+        Ok(())
+    }
+}
+
 impl Database for SqliteDb {
     async fn query<T: DeserializeOwned>(&self, stmt: Stmt) -> Result<Vec<T>, PortError> {
-        self.calls.set(self.calls.get() + 1);
-        self.statements.set(self.statements.get() + 1);
+        self.enter(&[&stmt])?;
         let conn = self.conn.borrow();
         // A RETURNING statement writes: keep it atomic like D1 does.
         let rows = Self::run_query(&conn, &stmt).map_err(|e| map_err(&e))?;
@@ -156,14 +185,12 @@ impl Database for SqliteDb {
     }
 
     async fn execute(&self, stmt: Stmt) -> Result<u64, PortError> {
-        self.calls.set(self.calls.get() + 1);
-        self.statements.set(self.statements.get() + 1);
+        self.enter(&[&stmt])?;
         Self::run_execute(&self.conn.borrow(), &stmt).map_err(|e| map_err(&e))
     }
 
     async fn batch(&self, stmts: Vec<Stmt>) -> Result<Vec<u64>, PortError> {
-        self.calls.set(self.calls.get() + 1);
-        self.statements.set(self.statements.get() + stmts.len() as u64);
+        self.enter(&stmts.iter().collect::<Vec<_>>())?;
         let mut conn = self.conn.borrow_mut();
         let tx = conn.transaction().map_err(|e| map_err(&e))?;
         let mut changes = Vec::with_capacity(stmts.len());

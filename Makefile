@@ -1,0 +1,38 @@
+# The two commands a new user needs: `make dev` and `make test`.
+# Both install what is missing first (scripts/setup.sh, idempotent).
+
+SHELL := /bin/bash
+export PATH := $(HOME)/.cargo/bin:$(PATH)
+export WRANGLER_SEND_METRICS := false
+WRANGLER := node_modules/.bin/wrangler
+SEEDS ?= 100000
+
+.PHONY: dev test setup build test-native test-e2e migrate-local sim bench clean
+
+setup:
+	@bash scripts/setup.sh
+
+## Serve the pipeline on http://localhost:8787, offline (local D1, local
+## queues, local index and embedder). Cron: curl "localhost:8787/cdn-cgi/handler/scheduled?cron=*/5+*+*+*+*"
+dev: setup migrate-local
+	$(WRANGLER) dev --env local --ip 127.0.0.1 --port 8787 --test-scheduled
+
+migrate-local:
+	CI=1 $(WRANGLER) d1 migrations apply DB --local --env local
+	CI=1 $(WRANGLER) d1 migrations apply VECTORS_DB --local --env local
+
+build: setup
+	sh scripts/build-worker.sh
+
+## Every test: native unit, SQL on SQLite, pipeline scenarios and the
+## simulation (cargo), then end-to-end tests of the built Worker in workerd.
+test: setup test-native test-e2e
+
+test-native:
+	cargo test --locked
+
+test-e2e: build
+	node --test --test-concurrency=1 tests/e2e/
+
+clean:
+	rm -rf target build .wrangler

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Installs what the project needs and is missing, idempotently: a second run
+# only checks versions. Everything comes from the package registries
+# (crates.io, npm); nothing is downloaded from GitHub.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+CARGO_BIN="${CARGO_HOME:-$HOME/.cargo}/bin"
+export PATH="$CARGO_BIN:$PATH"
+WORKER_BUILD_VERSION="0.8.7"
+
+say() { printf 'setup: %s\n' "$*"; }
+
+# 1. The wasm target.
+if ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then
+  say "adding the wasm32-unknown-unknown target"
+  rustup target add wasm32-unknown-unknown
+fi
+
+# 2. wasm-bindgen-cli at exactly the wasm-bindgen version in Cargo.lock.
+want_wb=$(awk '/^name = "wasm-bindgen"$/ { getline; gsub(/version = |"/, ""); print; exit }' Cargo.lock)
+have_wb=$("$CARGO_BIN/wasm-bindgen" --version 2>/dev/null | awk '{print $NF}' || true)
+if [ "$have_wb" != "$want_wb" ]; then
+  say "installing wasm-bindgen-cli $want_wb (found: ${have_wb:-none})"
+  # Without --locked: the CLI's own lockfile pins a crate version the
+  # registry no longer serves; the CLI's version itself is exact.
+  cargo install wasm-bindgen-cli --version "=$want_wb" --force
+fi
+
+# 3. worker-build, pinned.
+have_wbd=$("$CARGO_BIN/worker-build" --version 2>/dev/null | awk '{print $NF}' || true)
+if [ "$have_wbd" != "$WORKER_BUILD_VERSION" ]; then
+  say "installing worker-build $WORKER_BUILD_VERSION (found: ${have_wbd:-none})"
+  cargo install worker-build --version "=$WORKER_BUILD_VERSION" --locked --force
+fi
+
+# 4. wrangler (and workerd) from package-lock.json.
+if [ ! -x node_modules/.bin/wrangler ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+  say "installing npm packages (npm ci)"
+  npm ci --no-audit --no-fund
+fi
+
+# 5. Local secrets for wrangler dev.
+if [ ! -f .dev.vars ]; then
+  say "creating .dev.vars from .dev.vars.example"
+  cp .dev.vars.example .dev.vars
+fi
+say "ready"

@@ -1,0 +1,133 @@
+//! A test world: the real pipeline on real SQLite (same migrations) with
+//! in-memory fakes of the index and queue, the local embedder, and a manual
+//! clock. Shared by the scenario, SQL and API tests.
+#![allow(dead_code)]
+
+use futures::executor::block_on;
+use ingest_pipeline::adapters::local_embedder::LocalEmbedder;
+use ingest_pipeline::config::Config;
+use ingest_pipeline::core::chunk::ContentType;
+use ingest_pipeline::core::ids::DocId;
+use ingest_pipeline::native::{ManualClock, MemIndex, MemQueue, SqliteDb};
+use ingest_pipeline::pipeline::{ConsumeOutcome, DocumentInput, DocumentState, IntakeItem, IntakeOutcome, Pipeline};
+use ingest_pipeline::ports::{JobMessage, SqlValue};
+use serde::Deserialize;
+
+pub type P<'a> = Pipeline<&'a SqliteDb, &'a MemIndex, &'a LocalEmbedder, &'a MemQueue, &'a ManualClock>;
+
+pub struct World {
+    pub cfg: Config,
+    pub db: SqliteDb,
+    pub index: MemIndex,
+    pub embedder: LocalEmbedder,
+    pub queue: MemQueue,
+    pub clock: ManualClock,
+}
+
+pub const T0: i64 = 1_700_000_000_000;
+
+/// Columns that record when and how often, not what: left out of dumps
+/// compared for equality.
+pub const VOLATILE: &[&str] = &["created_at", "updated_at", "attempts", "lease_until", "next_attempt_at", "not_before"];
+
+#[derive(Deserialize, Debug, PartialEq)]
+pub struct IdRow {
+    pub vector_id: String,
+}
+
+impl World {
+    pub fn new() -> World {
+        World::with(Config { chunk_size_max_chars: 200, chunk_overlap_chars: 20, embedding_dimensions: 64, ..Config::default() })
+    }
+
+    pub fn with(cfg: Config) -> World {
+        cfg.validate().unwrap();
+        World {
+            db: SqliteDb::ledger(),
+            index: MemIndex::new(cfg.embedding_dimensions),
+            embedder: LocalEmbedder { dimensions: cfg.embedding_dimensions, batch_size_max: cfg.embed_batch_size },
+            queue: MemQueue::default(),
+            clock: ManualClock::new(T0),
+            cfg,
+        }
+    }
+
+    pub fn p(&self) -> P<'_> {
+        Pipeline::new(self.cfg.clone(), &self.db, &self.index, &self.embedder, &self.queue, &self.clock)
+    }
+
+    pub fn put(&self, doc: &str, text: &str) -> IntakeOutcome {
+        self.put_with(doc, text, serde_json::Map::new(), ContentType::Plain)
+    }
+
+    pub fn put_with(&self, doc: &str, text: &str, metadata: serde_json::Map<String, serde_json::Value>, ct: ContentType) -> IntakeOutcome {
+        let item = IntakeItem::Put(DocumentInput { doc_id: DocId::parse(doc).unwrap(), text: text.into(), metadata, content_type: ct });
+        block_on(self.p().intake(&[item])).unwrap().remove(0)
+    }
+
+    pub fn delete(&self, doc: &str) -> IntakeOutcome {
+        block_on(self.p().intake(&[IntakeItem::Delete(DocId::parse(doc).unwrap())])).unwrap().remove(0)
+    }
+
+    pub fn consume(&self, m: &JobMessage) -> ConsumeOutcome {
+        block_on(self.p().consume(m))
+    }
+
+    /// Delivers every queued message (and what they cause) until the queue
+    /// is empty; a retried message is delivered again after its delay.
+    /// Returns the outcomes in order.
+    pub fn deliver_all(&self) -> Vec<ConsumeOutcome> {
+        let mut outcomes = Vec::new();
+        for _ in 0..1000 {
+            let batch = self.queue.take_all();
+            if batch.is_empty() {
+                return outcomes;
+            }
+            for m in batch {
+                let o = self.consume(&m);
+                if let ConsumeOutcome::Retry { delay_seconds } = o {
+                    self.clock.advance_ms(i64::from(delay_seconds) * 1000);
+                    self.queue.sent.borrow_mut().push_back(m);
+                }
+                outcomes.push(o);
+            }
+        }
+        panic!("the queue did not drain");
+    }
+
+    pub fn cron(&self) -> ingest_pipeline::pipeline::RepairReport {
+        block_on(self.p().repair())
+    }
+
+    pub fn state(&self, doc: &str) -> DocumentState {
+        block_on(self.p().document(doc)).unwrap().expect("document exists").state
+    }
+
+    pub fn live_vector_ids(&self) -> Vec<String> {
+        let rows: Vec<IdRow> = self.db.inspect(
+            "SELECT c.vector_id FROM chunks c JOIN documents d ON d.doc_id = c.doc_id AND d.live_version = c.version ORDER BY c.vector_id",
+            vec![],
+        );
+        rows.into_iter().map(|r| r.vector_id).collect()
+    }
+
+    pub fn count(&self, sql: &str) -> i64 {
+        #[derive(Deserialize)]
+        struct N {
+            n: i64,
+        }
+        self.db.inspect::<N>(sql, Vec::<SqlValue>::new())[0].n
+    }
+
+    pub fn search(&self, q: &str, top_k: usize) -> Vec<ingest_pipeline::pipeline::SearchHit> {
+        let req = ingest_pipeline::pipeline::SearchRequest { query: q.into(), top_k, doc_id: None, metadata: Default::default() };
+        block_on(self.p().search(&req)).unwrap()
+    }
+}
+
+pub fn queued(o: &IntakeOutcome) -> (u32, String) {
+    match o {
+        IntakeOutcome::Queued { version, job_id, .. } => (*version, job_id.clone()),
+        other => panic!("expected queued, got {other:?}"),
+    }
+}

@@ -1,0 +1,360 @@
+// Helpers for the end-to-end tests: start the BUILT Worker in workerd with
+// `wrangler dev --env local` on a fresh, empty persistence directory, talk to
+// its HTTP API, and poll for the asynchronous (Queue-driven) outcomes.
+//
+// Only Node built-ins and the global fetch are used.
+
+import { spawn, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+export const INGEST_TOKEN = 'dev-ingest-token';
+
+const WRANGLER = path.join(REPO_ROOT, 'node_modules', '.bin', 'wrangler');
+const STARTUP_TIMEOUT_MS = 240_000;
+const LOG_BUFFER_MAX = 512 * 1024;
+
+function childEnv() {
+  return { ...process.env, CI: '1', WRANGLER_SEND_METRICS: 'false', NO_COLOR: '1' };
+}
+
+function tail(text, n = 6000) {
+  return text.length > n ? `…${text.slice(-n)}` : text;
+}
+
+/** The worker reads its secrets from `.dev.vars`; create it from the example when missing. */
+function ensureDevVars() {
+  const devVars = path.join(REPO_ROOT, '.dev.vars');
+  if (!fs.existsSync(devVars)) {
+    fs.copyFileSync(path.join(REPO_ROOT, '.dev.vars.example'), devVars);
+  }
+}
+
+function applyMigrations(binding, persistDir) {
+  const args = ['d1', 'migrations', 'apply', binding, '--local', '--env', 'local', '--persist-to', persistDir];
+  const r = spawnSync(WRANGLER, args, {
+    cwd: REPO_ROOT,
+    env: childEnv(),
+    encoding: 'utf8',
+    maxBuffer: 16 * 1024 * 1024,
+    timeout: 120_000,
+  });
+  if (r.error || r.status !== 0) {
+    throw new Error(
+      `wrangler ${args.join(' ')} failed (status ${r.status}, signal ${r.signal}, error ${r.error?.message ?? 'none'})\n` +
+        `--- stdout ---\n${r.stdout ?? ''}\n--- stderr ---\n${r.stderr ?? ''}`,
+    );
+  }
+}
+
+/** Distinct free TCP ports on 127.0.0.1 (all held open together, then released). */
+export async function freePorts(count) {
+  const servers = [];
+  try {
+    for (let i = 0; i < count; i++) {
+      const srv = net.createServer();
+      servers.push(srv);
+      await new Promise((resolve, reject) => {
+        srv.once('error', reject);
+        srv.listen(0, '127.0.0.1', resolve);
+      });
+    }
+    return servers.map((s) => s.address().port);
+  } finally {
+    await Promise.all(servers.map((s) => new Promise((resolve) => s.close(() => resolve()))));
+  }
+}
+
+export function sleep(ms) {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** Is any process of this process group still alive? */
+function groupAlive(pgid) {
+  try {
+    process.kill(-pgid, 0);
+    return true;
+  } catch (e) {
+    return e.code === 'EPERM';
+  }
+}
+
+function killGroup(pgid, signal) {
+  try {
+    process.kill(-pgid, signal);
+  } catch {
+    // already gone
+  }
+}
+
+// Every started worker, so that an abrupt exit of the test process still
+// takes the wrangler/workerd process groups down with it.
+const running = new Set();
+let exitHooksInstalled = false;
+function installExitHooks() {
+  if (exitHooksInstalled) return;
+  exitHooksInstalled = true;
+  process.on('exit', () => {
+    for (const pgid of running) killGroup(pgid, 'SIGKILL');
+  });
+  for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
+    process.once(sig, () => {
+      for (const pgid of running) killGroup(pgid, 'SIGKILL');
+      process.exit(128 + (os.constants.signals[sig] ?? 0));
+    });
+  }
+}
+
+// A tiny detached process that outlives a test process killed with SIGKILL
+// (no 'exit' hook runs then): once this process is gone, it takes the
+// wrangler process group down and removes the state directory. It exits on
+// its own as soon as the group is gone (the normal stop()).
+const WATCHDOG = `
+const [pgid, parent, dir] = process.argv.slice(1).map((v, i) => (i < 2 ? Number(v) : v));
+const alive = (pid) => { try { process.kill(pid, 0); return true; } catch (e) { return e.code === 'EPERM'; } };
+const kill = (sig) => { try { process.kill(-pgid, sig); } catch {} };
+const timer = setInterval(() => {
+  if (!alive(-pgid)) { clearInterval(timer); return; }
+  if (alive(parent)) return;
+  clearInterval(timer);
+  kill('SIGTERM');
+  setTimeout(() => {
+    kill('SIGKILL');
+    setTimeout(() => { try { require('fs').rmSync(dir, { recursive: true, force: true }); } catch {} }, 500);
+  }, 5000);
+}, 500);
+`;
+
+function startWatchdog(pgid, persistDir) {
+  const w = spawn(process.execPath, ['-e', WATCHDOG, String(pgid), String(process.pid), persistDir], {
+    detached: true,
+    stdio: 'ignore',
+  });
+  w.unref();
+}
+
+/**
+ * Starts the Worker with `wrangler dev --env local` on an empty state
+ * directory with both D1 databases migrated. Returns `{ base, logs(), stop() }`.
+ */
+export async function startWorker() {
+  ensureDevVars();
+  const persistDir = fs.mkdtempSync(path.join(os.tmpdir(), 'ingest-e2e-'));
+  let child;
+  let pgid;
+  let exited = false;
+  let exitInfo = null;
+  let exitPromise = Promise.resolve();
+  let buffer = '';
+  const logs = () => buffer;
+
+  const stop = async () => {
+    if (pgid !== undefined) {
+      if (!exited) killGroup(pgid, 'SIGTERM');
+      const deadline = Date.now() + 10_000;
+      await Promise.race([exitPromise, sleep(10_000)]);
+      // wrangler may leave workerd children behind the parent: wait for the
+      // whole group, then force it.
+      while (groupAlive(pgid) && Date.now() < deadline) await sleep(100);
+      if (groupAlive(pgid)) {
+        killGroup(pgid, 'SIGKILL');
+        const killDeadline = Date.now() + 5_000;
+        while (groupAlive(pgid) && Date.now() < killDeadline) await sleep(100);
+      }
+      running.delete(pgid);
+      pgid = undefined;
+    }
+    fs.rmSync(persistDir, { recursive: true, force: true });
+  };
+
+  try {
+    applyMigrations('DB', persistDir);
+    applyMigrations('VECTORS_DB', persistDir);
+    const [port, inspectorPort] = await freePorts(2);
+    const args = [
+      'dev',
+      '--env', 'local',
+      '--ip', '127.0.0.1',
+      '--port', String(port),
+      '--persist-to', persistDir,
+      '--test-scheduled',
+      '--inspector-port', String(inspectorPort),
+      '--show-interactive-dev-session=false',
+    ];
+    installExitHooks();
+    child = spawn(WRANGLER, args, {
+      cwd: REPO_ROOT,
+      env: childEnv(),
+      detached: true,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    pgid = child.pid;
+    running.add(pgid);
+    startWatchdog(pgid, persistDir);
+    const append = (chunk) => {
+      buffer += chunk.toString();
+      if (buffer.length > LOG_BUFFER_MAX) buffer = buffer.slice(-LOG_BUFFER_MAX);
+    };
+    child.stdout.on('data', append);
+    child.stderr.on('data', append);
+    exitPromise = new Promise((resolve) => {
+      child.once('exit', (code, signal) => {
+        exited = true;
+        exitInfo = { code, signal };
+        resolve();
+      });
+      child.once('error', (err) => {
+        exited = true;
+        exitInfo = { error: err.message };
+        resolve();
+      });
+    });
+
+    const base = `http://127.0.0.1:${port}`;
+    const deadline = Date.now() + STARTUP_TIMEOUT_MS;
+    for (;;) {
+      if (exited) throw new Error(`wrangler dev exited before it was ready: ${JSON.stringify(exitInfo)}`);
+      try {
+        const res = await fetch(`${base}/healthz`, { signal: AbortSignal.timeout(2_000) });
+        const text = await res.text();
+        if (res.status === 200) {
+          let body = null;
+          try {
+            body = JSON.parse(text);
+          } catch {
+            // not JSON yet: keep waiting
+          }
+          if (body?.ok === true) break;
+        }
+      } catch {
+        // not listening yet
+      }
+      if (Date.now() > deadline) throw new Error(`wrangler dev not healthy after ${STARTUP_TIMEOUT_MS} ms`);
+      await sleep(250);
+    }
+    return { base, logs, stop, persistDir };
+  } catch (err) {
+    const out = tail(buffer, 8000);
+    await stop().catch(() => {});
+    err.message += `\n--- wrangler dev output (tail) ---\n${out}`;
+    throw err;
+  }
+}
+
+/**
+ * Wraps a test body so that a failure carries the tail of the wrangler log.
+ * Usage: `it('…', withLogs(() => worker, async () => { … }))`.
+ */
+export function withLogs(getWorker, fn) {
+  return async (...args) => {
+    try {
+      return await fn(...args);
+    } catch (err) {
+      const w = getWorker();
+      if (w) {
+        const out = tail(w.logs(), 4000);
+        process.stderr.write(`\n--- wrangler dev output (tail) ---\n${out}\n--- end ---\n`);
+      }
+      throw err;
+    }
+  };
+}
+
+/**
+ * Sends a JSON request. `body` undefined sends none; a string is sent as is
+ * (for malformed JSON); anything else is JSON-encoded. Authorization is
+ * `Bearer dev-ingest-token` unless `token` is given (null: no header).
+ * Returns `{ status, body, headers, text }` with `body` the parsed JSON (or null).
+ */
+export async function api(base, method, urlPath, body, { token = INGEST_TOKEN, headers = {} } = {}) {
+  const h = { ...headers };
+  if (token !== null) h.Authorization = `Bearer ${token}`;
+  let payload;
+  if (body !== undefined) {
+    payload = typeof body === 'string' ? body : JSON.stringify(body);
+    if (!Object.keys(h).some((k) => k.toLowerCase() === 'content-type')) h['Content-Type'] = 'application/json';
+  }
+  const res = await fetch(`${base}${urlPath}`, {
+    method,
+    headers: h,
+    body: payload,
+    signal: AbortSignal.timeout(60_000),
+  });
+  const text = await res.text();
+  let parsed = null;
+  try {
+    parsed = text.length ? JSON.parse(text) : null;
+  } catch {
+    parsed = null;
+  }
+  return { status: res.status, body: parsed, headers: res.headers, text };
+}
+
+/** `/v1/documents/{percent-encoded doc_id}` */
+export function docPath(docId) {
+  return `/v1/documents/${encodeURIComponent(docId)}`;
+}
+
+/**
+ * Polls `fn` until it returns a truthy value, which is returned. On timeout,
+ * throws with the last value (or last error) seen.
+ */
+export async function waitFor(fn, { timeoutMs = 30_000, intervalMs = 200, what = 'condition' } = {}) {
+  const deadline = Date.now() + timeoutMs;
+  let last;
+  let lastErr;
+  for (;;) {
+    try {
+      last = await fn();
+      lastErr = undefined;
+      if (last) return last;
+    } catch (e) {
+      lastErr = e;
+    }
+    if (Date.now() > deadline) {
+      const seen = lastErr ? `last error: ${lastErr.stack ?? lastErr}` : `last value: ${JSON.stringify(last)}`;
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}; ${seen}`);
+    }
+    await sleep(intervalMs);
+  }
+}
+
+/**
+ * Polls `GET /v1/documents/{doc_id}` until its `state` is `state` (and, if
+ * given, `latest_version`/`live_version` match). Returns the last body.
+ * Fails early if the document reaches `failed` while another state is wanted.
+ */
+export async function waitForState(base, docId, state, { timeoutMs = 30_000, latestVersion, liveVersion } = {}) {
+  const deadline = Date.now() + timeoutMs;
+  let last;
+  for (;;) {
+    last = await api(base, 'GET', docPath(docId));
+    const b = last.body;
+    if (
+      last.status === 200 &&
+      b?.state === state &&
+      (latestVersion === undefined || b.latest_version === latestVersion) &&
+      (liveVersion === undefined || b.live_version === liveVersion)
+    ) {
+      return b;
+    }
+    if (last.status === 200 && b?.state === 'failed' && state !== 'failed') {
+      throw new Error(`document ${JSON.stringify(docId)} failed while waiting for ${state}: ${JSON.stringify(b)}`);
+    }
+    if (Date.now() > deadline) {
+      throw new Error(
+        `document ${JSON.stringify(docId)} not ${state} after ${timeoutMs} ms; last answer ${last.status} ${last.text}`,
+      );
+    }
+    await sleep(150);
+  }
+}
+
+/** `POST /v1/search`; asserts nothing, returns `{ status, body }`. */
+export function search(base, body) {
+  return api(base, 'POST', '/v1/search', body);
+}
