@@ -26,6 +26,56 @@ pub enum EmbedderBackend {
     WorkersAi,
 }
 
+/// How Workers AI pools token embeddings into one vector (bge models).
+/// Vectors made with different poolings are not comparable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pooling {
+    Mean,
+    Cls,
+}
+
+impl Pooling {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Pooling::Mean => "mean",
+            Pooling::Cls => "cls",
+        }
+    }
+}
+
+/// The distance metric a Vectorize index was created with (fixed at creation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VectorMetric {
+    Cosine,
+    Euclidean,
+    DotProduct,
+}
+
+impl VectorMetric {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VectorMetric::Cosine => "cosine",
+            VectorMetric::Euclidean => "euclidean",
+            VectorMetric::DotProduct => "dot-product",
+        }
+    }
+
+    pub fn parse(raw: &str) -> Option<VectorMetric> {
+        [VectorMetric::Cosine, VectorMetric::Euclidean, VectorMetric::DotProduct].into_iter().find(|m| m.as_str() == raw)
+    }
+}
+
+/// Output dimensions of the Workers AI embedding models this project knows;
+/// a configuration naming one of them must agree with it.
+pub fn known_model_dimensions(model: &str) -> Option<usize> {
+    match model {
+        "@cf/baai/bge-small-en-v1.5" => Some(384),
+        "@cf/baai/bge-base-en-v1.5" => Some(768),
+        "@cf/baai/bge-large-en-v1.5" | "@cf/baai/bge-m3" => Some(1024),
+        _ => None,
+    }
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct Config {
     // Chunking.
@@ -59,6 +109,16 @@ pub struct Config {
     pub embedder_backend: EmbedderBackend,
     /// Dimensions of every embedding (Vectorize: at most 1,536).
     pub embedding_dimensions: usize,
+    /// Workers AI model used by the `workers-ai` embedder.
+    pub embedding_model: String,
+    /// Pooling passed explicitly to the `workers-ai` embedder (`mean` or `cls`).
+    pub embedding_pooling: Pooling,
+    /// Metric the Vectorize index must have been created with.
+    pub vectorize_metric: VectorMetric,
+    /// How long a successful (or mismatching) check of the Vectorize index
+    /// against the configuration is reused by an isolate; 0 checks on every
+    /// queue and cron invocation.
+    pub index_check_ttl_seconds: u32,
     /// Texts per embedder call (Workers AI: 100).
     pub embed_batch_size: usize,
     /// Vectors per upsert call (Vectorize from a Worker: 1,000).
@@ -118,6 +178,10 @@ impl Default for Config {
             index_backend: IndexBackend::LocalD1,
             embedder_backend: EmbedderBackend::LocalHash,
             embedding_dimensions: 384,
+            embedding_model: "@cf/baai/bge-base-en-v1.5".to_string(),
+            embedding_pooling: Pooling::Mean,
+            vectorize_metric: VectorMetric::Cosine,
+            index_check_ttl_seconds: 300,
             embed_batch_size: 100,
             upsert_batch_size: 1000,
             delete_batch_size: 100,
@@ -161,6 +225,10 @@ pub const SETTINGS: &[&str] = &[
     "INDEX_BACKEND",
     "EMBEDDER_BACKEND",
     "EMBEDDING_DIMENSIONS",
+    "EMBEDDING_MODEL",
+    "EMBEDDING_POOLING",
+    "VECTORIZE_METRIC",
+    "INDEX_CHECK_TTL_SECONDS",
     "EMBED_BATCH_SIZE",
     "UPSERT_BATCH_SIZE",
     "DELETE_BATCH_SIZE",
@@ -218,6 +286,21 @@ impl Config {
         num!(cron_abandoned_chunks_max, "CRON_ABANDONED_CHUNKS_MAX");
         num!(job_stall_seconds, "JOB_STALL_SECONDS");
         num!(cron_requeue_jobs_max, "CRON_REQUEUE_JOBS_MAX");
+        num!(index_check_ttl_seconds, "INDEX_CHECK_TTL_SECONDS");
+        if let Some(raw) = lookup("EMBEDDING_MODEL") {
+            c.embedding_model = raw.trim().to_string();
+        }
+        if let Some(raw) = lookup("EMBEDDING_POOLING") {
+            c.embedding_pooling = match raw.trim() {
+                "mean" => Pooling::Mean,
+                "cls" => Pooling::Cls,
+                _ => return Err(ConfigError::Unparsable { name: "EMBEDDING_POOLING" }),
+            };
+        }
+        if let Some(raw) = lookup("VECTORIZE_METRIC") {
+            c.vectorize_metric =
+                VectorMetric::parse(raw.trim()).ok_or(ConfigError::Unparsable { name: "VECTORIZE_METRIC" })?;
+        }
         if let Some(raw) = lookup("INDEX_BACKEND") {
             c.index_backend = match raw.trim() {
                 "local-d1" => IndexBackend::LocalD1,
@@ -274,6 +357,21 @@ impl Config {
             "EMBEDDING_DIMENSIONS",
             "must be 8..=1536",
         )?;
+        check(
+            !self.embedding_model.is_empty()
+                && self.embedding_model.len() <= 128
+                && self.embedding_model.bytes().all(|b| b.is_ascii_graphic()),
+            "EMBEDDING_MODEL",
+            "must be 1..=128 printable ASCII characters",
+        )?;
+        if self.embedder_backend == EmbedderBackend::WorkersAi {
+            check(
+                known_model_dimensions(&self.embedding_model).is_none_or(|d| d == self.embedding_dimensions),
+                "EMBEDDING_DIMENSIONS",
+                "must equal the output dimensions of EMBEDDING_MODEL",
+            )?;
+        }
+        check(self.index_check_ttl_seconds <= 3600, "INDEX_CHECK_TTL_SECONDS", "must be 0..=3600")?;
         check((1..=100).contains(&self.embed_batch_size), "EMBED_BATCH_SIZE", "must be 1..=100")?;
         check((1..=1000).contains(&self.upsert_batch_size), "UPSERT_BATCH_SIZE", "must be 1..=1000")?;
         check((1..=100).contains(&self.delete_batch_size), "DELETE_BATCH_SIZE", "must be 1..=100")?;
@@ -349,6 +447,43 @@ mod tests {
         assert_eq!(err, ConfigError::OutOfRange { name: "UPSERT_BATCH_SIZE", why: "must be 1..=1000" });
         let err = Config::from_lookup(|n| (n == "EMBED_BATCH_SIZE").then(|| "ten".to_string())).unwrap_err();
         assert_eq!(err, ConfigError::Unparsable { name: "EMBED_BATCH_SIZE" });
+    }
+
+    #[test]
+    fn embedding_and_index_settings() {
+        let c = Config::default();
+        assert_eq!(c.embedding_model, "@cf/baai/bge-base-en-v1.5");
+        assert_eq!(c.embedding_pooling, Pooling::Mean);
+        assert_eq!(c.vectorize_metric, VectorMetric::Cosine);
+
+        let prod = |extra: &'static [(&'static str, &'static str)]| {
+            move |n: &str| {
+                let base = [("INDEX_BACKEND", "vectorize"), ("EMBEDDER_BACKEND", "workers-ai"), ("EMBEDDING_DIMENSIONS", "768")];
+                extra.iter().chain(base.iter()).find(|(k, _)| *k == n).map(|(_, v)| v.to_string())
+            }
+        };
+        let c = Config::from_lookup(prod(&[("EMBEDDING_POOLING", "cls"), ("VECTORIZE_METRIC", "dot-product")])).unwrap();
+        assert_eq!(c.embedding_pooling, Pooling::Cls);
+        assert_eq!(c.vectorize_metric, VectorMetric::DotProduct);
+        assert_eq!(c.embedding_dimensions, 768);
+
+        let err = Config::from_lookup(prod(&[("EMBEDDING_POOLING", "max")])).unwrap_err();
+        assert_eq!(err, ConfigError::Unparsable { name: "EMBEDDING_POOLING" });
+        let err = Config::from_lookup(prod(&[("VECTORIZE_METRIC", "manhattan")])).unwrap_err();
+        assert_eq!(err, ConfigError::Unparsable { name: "VECTORIZE_METRIC" });
+        // A known model fixes the dimensions...
+        let err = Config::from_lookup(prod(&[("EMBEDDING_MODEL", "@cf/baai/bge-small-en-v1.5")])).unwrap_err();
+        assert!(matches!(err, ConfigError::OutOfRange { name: "EMBEDDING_DIMENSIONS", .. }), "{err:?}");
+        let c = Config::from_lookup(prod(&[("EMBEDDING_MODEL", "@cf/baai/bge-small-en-v1.5"), ("EMBEDDING_DIMENSIONS", "384")]))
+            .unwrap();
+        assert_eq!(c.embedding_model, "@cf/baai/bge-small-en-v1.5");
+        // ...an unknown one is taken at its configured word, and the local embedder ignores the model.
+        Config::from_lookup(prod(&[("EMBEDDING_MODEL", "@cf/acme/embed-v9"), ("EMBEDDING_DIMENSIONS", "512")])).unwrap();
+        Config::from_lookup(|n| (n == "EMBEDDING_DIMENSIONS").then(|| "64".to_string())).unwrap();
+        let err = Config::from_lookup(prod(&[("EMBEDDING_MODEL", "bad model")])).unwrap_err();
+        assert!(matches!(err, ConfigError::OutOfRange { name: "EMBEDDING_MODEL", .. }), "{err:?}");
+        let err = Config::from_lookup(prod(&[("INDEX_CHECK_TTL_SECONDS", "3601")])).unwrap_err();
+        assert!(matches!(err, ConfigError::OutOfRange { name: "INDEX_CHECK_TTL_SECONDS", .. }), "{err:?}");
     }
 
     #[test]
