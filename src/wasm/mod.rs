@@ -3,6 +3,8 @@
 //! pipeline, and translate its outcome back. No business logic here.
 
 mod d1;
+mod vectorize;
+mod workers_ai;
 
 use crate::adapters::local_embedder::LocalEmbedder;
 use crate::adapters::local_index::LocalIndex;
@@ -12,39 +14,53 @@ use crate::core::failure::FailureBucket;
 use crate::pipeline::{log_event, ConsumeOutcome, Pipeline};
 use crate::ports::{Clock, Embedder, JobMessage, JobQueue, MetadataFilter, PortError, VectorIndex, VectorMatch, VectorRecord};
 use d1::D1Db;
+use js_sys::Reflect;
+use serde::Serialize;
 use serde_json::json;
+use std::cell::RefCell;
+use vectorize::{IndexInfo, VectorizeBinding, VectorizeIndex, VectorizeLimits};
+use wasm_bindgen::JsValue;
 use worker::{event, Context, Env, MessageBatch, MessageExt, QueueRetryOptionsBuilder, Request, Response, ScheduleContext, ScheduledEvent};
+use workers_ai::{AiBinding, WorkersAiEmbedder};
 
 /// The index backends this build can use.
 enum AnyIndex {
     Local(LocalIndex<D1Db>),
-    /// Configured but not available in this deployment (a missing binding).
-    Unavailable(&'static str),
+    Vectorize(VectorizeIndex),
+    /// Every call fails with this error: a missing binding (`ConfigInvalid`),
+    /// or an index that disagrees with the configuration
+    /// (`IndexMisconfigured`) or could not be checked. All are transient,
+    /// so jobs retry (and a deploy fixes them) instead of writing bad vectors.
+    Refused(PortError),
 }
 
 impl VectorIndex for AnyIndex {
     async fn upsert(&self, vectors: &[VectorRecord]) -> Result<(), PortError> {
         match self {
             AnyIndex::Local(i) => i.upsert(vectors).await,
-            AnyIndex::Unavailable(code) => Err(PortError::new(FailureBucket::ConfigInvalid, code)),
+            AnyIndex::Vectorize(i) => i.upsert(vectors).await,
+            AnyIndex::Refused(e) => Err(*e),
         }
     }
     async fn delete_by_ids(&self, ids: &[String]) -> Result<(), PortError> {
         match self {
             AnyIndex::Local(i) => i.delete_by_ids(ids).await,
-            AnyIndex::Unavailable(code) => Err(PortError::new(FailureBucket::ConfigInvalid, code)),
+            AnyIndex::Vectorize(i) => i.delete_by_ids(ids).await,
+            AnyIndex::Refused(e) => Err(*e),
         }
     }
     async fn query(&self, vector: &[f32], top_k: usize, filter: &MetadataFilter) -> Result<Vec<VectorMatch>, PortError> {
         match self {
             AnyIndex::Local(i) => i.query(vector, top_k, filter).await,
-            AnyIndex::Unavailable(code) => Err(PortError::new(FailureBucket::ConfigInvalid, code)),
+            AnyIndex::Vectorize(i) => i.query(vector, top_k, filter).await,
+            AnyIndex::Refused(e) => Err(*e),
         }
     }
     async fn get_by_ids(&self, ids: &[String]) -> Result<Vec<VectorRecord>, PortError> {
         match self {
             AnyIndex::Local(i) => i.get_by_ids(ids).await,
-            AnyIndex::Unavailable(code) => Err(PortError::new(FailureBucket::ConfigInvalid, code)),
+            AnyIndex::Vectorize(i) => i.get_by_ids(ids).await,
+            AnyIndex::Refused(e) => Err(*e),
         }
     }
 }
@@ -52,16 +68,45 @@ impl VectorIndex for AnyIndex {
 /// The embedder backends this build can use.
 enum AnyEmbedder {
     Local(LocalEmbedder),
-    Unavailable(&'static str),
+    WorkersAi(WorkersAiEmbedder),
+    Refused(PortError),
 }
 
 impl Embedder for AnyEmbedder {
     async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, PortError> {
         match self {
             AnyEmbedder::Local(e) => e.embed(texts).await,
-            AnyEmbedder::Unavailable(code) => Err(PortError::new(FailureBucket::ConfigInvalid, code)),
+            AnyEmbedder::WorkersAi(e) => e.embed(texts).await,
+            AnyEmbedder::Refused(e) => Err(*e),
         }
     }
+}
+
+/// The text of a thrown JS value (name, message, code, status, cause), for
+/// classification only: it may quote user content and is never logged.
+pub(crate) fn js_error_text(e: &JsValue) -> String {
+    let mut out = e.as_string().unwrap_or_default();
+    let mut read = |obj: &JsValue| {
+        for key in ["name", "message", "code", "status"] {
+            if let Ok(v) = Reflect::get(obj, &JsValue::from_str(key)) {
+                if let Some(s) = v.as_string() {
+                    out.push(' ');
+                    out.push_str(&s);
+                } else if let Some(n) = v.as_f64() {
+                    out.push_str(&format!(" {n}"));
+                }
+            }
+        }
+    };
+    if e.is_object() {
+        read(e);
+        if let Ok(cause) = Reflect::get(e, &JsValue::from_str("cause")) {
+            if cause.is_object() {
+                read(&cause);
+            }
+        }
+    }
+    out
 }
 
 /// The ingest queue's producer binding.
@@ -113,15 +158,37 @@ fn app(env: &Env) -> Result<App, PortError> {
                 top_k_max: cfg.index_query_top_k_max,
                 json_param_bytes_max: cfg.d1_json_param_bytes_max,
             }),
-            Err(_) => AnyIndex::Unavailable("vectors_db_binding_missing"),
+            Err(_) => AnyIndex::Refused(PortError::new(FailureBucket::ConfigInvalid, "vectors_db_binding_missing")),
         },
-        IndexBackend::Vectorize => AnyIndex::Unavailable("vectorize_adapter_not_built"),
+        IndexBackend::Vectorize => match env.get_binding::<VectorizeBinding>("VECTORIZE") {
+            Ok(binding) => AnyIndex::Vectorize(VectorizeIndex {
+                binding,
+                limits: VectorizeLimits {
+                    dimensions: cfg.embedding_dimensions,
+                    upsert_batch_max: cfg.upsert_batch_size,
+                    delete_batch_max: cfg.delete_batch_size,
+                    get_batch_max: cfg.delete_batch_size,
+                    id_bytes_max: cfg.vector_id_bytes_max,
+                    top_k_max: cfg.index_query_top_k_max,
+                },
+            }),
+            Err(_) => AnyIndex::Refused(PortError::new(FailureBucket::ConfigInvalid, "vectorize_binding_missing")),
+        },
     };
     let embedder = match cfg.embedder_backend {
         EmbedderBackend::LocalHash => {
             AnyEmbedder::Local(LocalEmbedder { dimensions: cfg.embedding_dimensions, batch_size_max: cfg.embed_batch_size })
         }
-        EmbedderBackend::WorkersAi => AnyEmbedder::Unavailable("workers_ai_adapter_not_built"),
+        EmbedderBackend::WorkersAi => match env.get_binding::<AiBinding>("AI") {
+            Ok(binding) => AnyEmbedder::WorkersAi(WorkersAiEmbedder {
+                binding,
+                model: cfg.embedding_model.clone(),
+                pooling: cfg.embedding_pooling,
+                dimensions: cfg.embedding_dimensions,
+                batch_size_max: cfg.embed_batch_size,
+            }),
+            Err(_) => AnyEmbedder::Refused(PortError::new(FailureBucket::ConfigInvalid, "ai_binding_missing")),
+        },
     };
     let queue = QueueProducer(env.queue("INGEST_QUEUE").ok());
     Ok(Pipeline::new(cfg, D1Db(db), index, embedder, queue, WallClock))
@@ -131,12 +198,191 @@ fn json_response(status: u16, body: &serde_json::Value) -> worker::Result<Respon
     Ok(Response::from_json(body)?.with_status(status))
 }
 
+/// The outcome of comparing the Vectorize index with the configuration.
+#[derive(Clone, Debug)]
+struct IndexCheck {
+    info: IndexInfo,
+    verdict: Result<(), &'static str>,
+}
+
+thread_local! {
+    /// The isolate's last definitive index check and when it was made (ms).
+    /// Failed checks (the describe call failed) are not kept.
+    static INDEX_CHECK: RefCell<Option<(i64, IndexCheck)>> = const { RefCell::new(None) };
+}
+
+/// Describes the Vectorize index (at most once per `INDEX_CHECK_TTL_SECONDS`
+/// per isolate) and compares it with the configuration. `Ok(None)` when the
+/// index is not Vectorize; `Err` when it could not be described.
+async fn check_index(app: &App) -> Result<Option<IndexCheck>, PortError> {
+    let AnyIndex::Vectorize(index) = &app.index else {
+        return Ok(None);
+    };
+    let now = WallClock.now_ms();
+    let ttl_ms = i64::from(app.cfg.index_check_ttl_seconds) * 1000;
+    let cached = INDEX_CHECK.with(|c| c.borrow().clone());
+    if let Some((at, check)) = cached {
+        if now.saturating_sub(at) < ttl_ms {
+            return Ok(Some(check));
+        }
+    }
+    let info = index.describe().await?;
+    let verdict = info.verify(app.cfg.embedding_dimensions, app.cfg.vectorize_metric);
+    let check = IndexCheck { info, verdict };
+    if ttl_ms > 0 {
+        INDEX_CHECK.with(|c| *c.borrow_mut() = Some((now, check.clone())));
+    }
+    Ok(Some(check))
+}
+
+/// Start-up safety for the queue and cron handlers: unless the Vectorize
+/// index is known to match the configuration, every index call of this
+/// invocation fails (transiently), so nothing is written to a wrong index.
+async fn guard_index(app: &mut App, handler: &'static str) {
+    match check_index(app).await {
+        Ok(None) | Ok(Some(IndexCheck { verdict: Ok(()), .. })) => {}
+        Ok(Some(IndexCheck { verdict: Err(code), info })) => {
+            log_event(
+                "index_misconfigured",
+                json!({ "handler": handler, "bucket": FailureBucket::IndexMisconfigured.as_str(), "code": code,
+                        "index_dimensions": info.dimensions, "expected_dimensions": app.cfg.embedding_dimensions }),
+            );
+            app.index = AnyIndex::Refused(PortError::new(FailureBucket::IndexMisconfigured, code));
+        }
+        Err(e) => {
+            log_event("index_check_failed", json!({ "handler": handler, "bucket": e.bucket.as_str(), "code": e.code }));
+            app.index = AnyIndex::Refused(e);
+        }
+    }
+}
+
+/// What `GET /healthz?deep=1` reports of the index.
+#[derive(Serialize, Default)]
+struct IndexHealth {
+    backend: &'static str,
+    ok: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dimensions: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    metric: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    metric_verified: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    expected_dimensions: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    expected_metric: Option<&'static str>,
+}
+
+#[derive(Serialize)]
+struct EmbedderHealth<'a> {
+    backend: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    model: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pooling: Option<&'static str>,
+    dimensions: usize,
+}
+
+#[derive(Serialize)]
+struct HealthError {
+    code: &'static str,
+    reason: &'static str,
+    message: &'static str,
+}
+
+#[derive(Serialize)]
+struct DeepHealth<'a> {
+    ok: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    index: Option<IndexHealth>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    embedder: Option<EmbedderHealth<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<HealthError>,
+}
+
+fn health_failure(e: PortError, index: Option<IndexHealth>, message: &'static str) -> worker::Result<Response> {
+    let body = DeepHealth { ok: false, index, embedder: None, error: Some(HealthError { code: e.bucket.as_str(), reason: e.code, message }) };
+    Ok(Response::from_json(&body)?.with_status(503))
+}
+
+/// `GET /healthz?deep=1`: the configuration, the bindings and (for
+/// Vectorize) the index's dimensions and metric against the configuration.
+/// Unauthenticated: it reveals backend names, model, dimensions and metric,
+/// nothing else, and describes the index at most once per
+/// `INDEX_CHECK_TTL_SECONDS` per isolate, so it cannot be used to load it.
+async fn deep_health(env: &Env) -> worker::Result<Response> {
+    let app = match app(env) {
+        Ok(a) => a,
+        Err(e) => return health_failure(e, None, "the service is misconfigured"),
+    };
+    let cfg = &app.cfg;
+    let embedder = match &app.embedder {
+        AnyEmbedder::Local(_) => {
+            EmbedderHealth { backend: "local-hash", model: None, pooling: None, dimensions: cfg.embedding_dimensions }
+        }
+        AnyEmbedder::WorkersAi(e) => EmbedderHealth {
+            backend: "workers-ai",
+            model: Some(&e.model),
+            pooling: Some(e.pooling.as_str()),
+            dimensions: e.dimensions,
+        },
+        AnyEmbedder::Refused(e) => return health_failure(*e, None, "the embedder is not available"),
+    };
+    let index = match &app.index {
+        AnyIndex::Local(_) => IndexHealth {
+            backend: "local-d1",
+            ok: true,
+            dimensions: Some(cfg.embedding_dimensions as u64),
+            metric: Some("cosine".into()),
+            ..IndexHealth::default()
+        },
+        AnyIndex::Refused(e) => return health_failure(*e, None, "the vector index is not available"),
+        AnyIndex::Vectorize(_) => {
+            let failed = || IndexHealth { backend: "vectorize", ..IndexHealth::default() };
+            match check_index(&app).await {
+                Ok(Some(IndexCheck { info, verdict: Ok(()) })) => IndexHealth {
+                    backend: "vectorize",
+                    ok: true,
+                    dimensions: info.dimensions,
+                    metric_verified: Some(info.metric.is_some()),
+                    metric: Some(info.metric.unwrap_or_else(|| cfg.vectorize_metric.as_str().to_string())),
+                    ..IndexHealth::default()
+                },
+                Ok(Some(IndexCheck { info, verdict: Err(code) })) => {
+                    let index = IndexHealth {
+                        dimensions: info.dimensions,
+                        metric: info.metric,
+                        expected_dimensions: Some(cfg.embedding_dimensions),
+                        expected_metric: Some(cfg.vectorize_metric.as_str()),
+                        ..failed()
+                    };
+                    return health_failure(
+                        PortError::new(FailureBucket::IndexMisconfigured, code),
+                        Some(index),
+                        "the vector index does not match the configuration; nothing is written to it",
+                    );
+                }
+                Ok(None) => unreachable!("the index is Vectorize"),
+                Err(e) => return health_failure(e, Some(failed()), "the vector index could not be checked"),
+            }
+        }
+    };
+    let body = DeepHealth { ok: true, index: Some(index), embedder: Some(embedder), error: None };
+    Ok(Response::from_json(&body)?.with_status(200))
+}
+
 #[event(fetch)]
 async fn fetch(mut req: Request, env: Env, _ctx: Context) -> worker::Result<Response> {
     console_error_panic_hook::set_once();
     let method = req.method().to_string();
     let path = req.url().map(|u| u.path().to_string()).unwrap_or_default();
     if path == "/healthz" && method == "GET" {
+        let deep = req.url().is_ok_and(|u| u.query_pairs().any(|(k, v)| k == "deep" && (v == "1" || v == "true")));
+        if deep {
+            return deep_health(&env).await;
+        }
+        // Plain liveness: no binding is touched, no subrequest is made.
         return json_response(200, &json!({ "ok": true }));
     }
     let app = match app(&env) {
@@ -179,7 +425,7 @@ async fn fetch(mut req: Request, env: Env, _ctx: Context) -> worker::Result<Resp
 #[event(queue)]
 async fn queue(batch: MessageBatch<serde_json::Value>, env: Env, _ctx: Context) -> worker::Result<()> {
     console_error_panic_hook::set_once();
-    let app = match app(&env) {
+    let mut app = match app(&env) {
         Ok(a) => a,
         Err(e) => {
             // Nothing can run with a broken configuration: keep the messages.
@@ -188,6 +434,7 @@ async fn queue(batch: MessageBatch<serde_json::Value>, env: Env, _ctx: Context) 
             return Ok(());
         }
     };
+    guard_index(&mut app, "queue").await;
     // Raw messages, one by one: a malformed body must not fail the batch.
     for raw in batch.raw_iter() {
         let msg: Result<JobMessage, _> = serde_wasm_bindgen::from_value(raw.body());
@@ -210,7 +457,8 @@ async fn queue(batch: MessageBatch<serde_json::Value>, env: Env, _ctx: Context) 
 async fn scheduled(_event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
     console_error_panic_hook::set_once();
     match app(&env) {
-        Ok(app) => {
+        Ok(mut app) => {
+            guard_index(&mut app, "scheduled").await;
             app.repair().await;
         }
         Err(e) => log_event("repair_config_invalid", json!({ "bucket": e.bucket.as_str(), "code": e.code })),
