@@ -1,0 +1,71 @@
+// The production configuration deploys: `wrangler deploy --dry-run` of the
+// top-level environment builds the Worker and binds D1, the queue, Vectorize
+// and Workers AI, without network or credentials. The offline profile
+// (`--env local`) binds neither Vectorize nor Workers AI.
+
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { REPO_ROOT } from './helpers.mjs';
+
+const WRANGLER = path.join(REPO_ROOT, 'node_modules', '.bin', 'wrangler');
+
+function dryRun(envName) {
+  const outdir = fs.mkdtempSync(path.join(os.tmpdir(), 'ingest-dry-run-'));
+  try {
+    const env = { ...process.env, CI: '1', WRANGLER_SEND_METRICS: 'false', NO_COLOR: '1' };
+    // No credentials: a dry run must not need them.
+    delete env.CLOUDFLARE_API_TOKEN;
+    delete env.CLOUDFLARE_ACCOUNT_ID;
+    const r = spawnSync(WRANGLER, ['deploy', '--dry-run', `--env=${envName}`, '--outdir', outdir], {
+      cwd: REPO_ROOT,
+      env,
+      encoding: 'utf8',
+      maxBuffer: 16 * 1024 * 1024,
+      timeout: 300_000,
+    });
+    const output = `${r.stdout ?? ''}\n${r.stderr ?? ''}`;
+    assert.equal(r.status, 0, `wrangler deploy --dry-run --env=${envName} failed:\n${output.slice(-6000)}`);
+    return { output, files: fs.readdirSync(outdir) };
+  } finally {
+    fs.rmSync(outdir, { recursive: true, force: true });
+  }
+}
+
+/** The binding table wrangler prints: `env.NAME (resource)   Type`. */
+function bindings(output) {
+  return output
+    .split('\n')
+    .map((l) => /^env\.(\w+)(?:\s+\(([^)]*)\))?\s{2,}(.+?)\s*$/.exec(l.trim()))
+    .filter(Boolean)
+    .map(([, name, resource, type]) => ({ name, resource, type }));
+}
+
+describe('wrangler deploy --dry-run', () => {
+  it('production (top level): builds, binds D1, the queue, Vectorize and Workers AI', () => {
+    const { output, files } = dryRun('');
+    const b = bindings(output);
+    const find = (name) => b.find((x) => x.name === name);
+    assert.equal(find('VECTORIZE')?.type, 'Vectorize Index', output);
+    assert.equal(find('VECTORIZE')?.resource, 'ingest-chunks');
+    assert.equal(find('AI')?.type, 'AI', output);
+    assert.equal(find('DB')?.type, 'D1 Database');
+    assert.equal(find('INGEST_QUEUE')?.type, 'Queue');
+    assert.equal(find('INDEX_BACKEND')?.resource, '"vectorize"');
+    assert.equal(find('EMBEDDER_BACKEND')?.resource, '"workers-ai"');
+    assert.equal(find('EMBEDDING_DIMENSIONS')?.resource, '"768"');
+    assert.ok(files.includes('index.js'), files.join(', '));
+    assert.ok(files.some((f) => f.endsWith('.wasm')), files.join(', '));
+  });
+
+  it('the offline profile (--env local) binds neither Vectorize nor Workers AI', () => {
+    const { output } = dryRun('local');
+    const names = bindings(output).map((x) => x.name);
+    assert.ok(names.includes('VECTORS_DB'), output);
+    assert.ok(!names.includes('VECTORIZE'), output);
+    assert.ok(!names.includes('AI'), output);
+  });
+});

@@ -1,0 +1,212 @@
+// Runs the BUILT Worker (build/index.js + build/index_bg.wasm, from
+// `sh scripts/build-worker.sh`) in workerd through Miniflare's API, with the
+// production backends selected (INDEX_BACKEND=vectorize,
+// EMBEDDER_BACKEND=workers-ai) and the VECTORIZE and AI bindings replaced by
+// the strict fakes of fakes/vectorize-ai-fakes.mjs. In-memory D1 (migrated
+// here from migrations/*.sql) and in-memory Queues. One instance per
+// scenario: options differ per scenario (delays, failure rates, dimensions).
+
+import fs from 'node:fs';
+import path from 'node:path';
+import { Miniflare, Response as MfResponse } from 'miniflare';
+import { REPO_ROOT, INGEST_TOKEN } from './helpers.mjs';
+import { FakeVectorizeIndex, FakeWorkersAi, fakeBackendHandler } from './fakes/vectorize-ai-fakes.mjs';
+
+const BUILD = path.join(REPO_ROOT, 'build');
+const FAKES = path.join(REPO_ROOT, 'tests', 'e2e', 'fakes');
+export const ADMIN_TOKEN = 'dev-admin-token';
+export const QUEUE = 'ingest-jobs';
+export const CRON = '*/5 * * * *';
+
+/** The compatibility date of wrangler.toml (the production configuration). */
+function compatibilityDate() {
+  const toml = fs.readFileSync(path.join(REPO_ROOT, 'wrangler.toml'), 'utf8');
+  return /^compatibility_date\s*=\s*"([^"]+)"/m.exec(toml)[1];
+}
+
+/** Splits SQL text into statements: `;` outside quotes, `--` comments dropped. */
+export function splitSql(sql) {
+  const out = [];
+  let cur = '';
+  let quote = null;
+  for (let i = 0; i < sql.length; i++) {
+    const c = sql[i];
+    if (quote) {
+      cur += c;
+      if (c === quote) quote = null;
+    } else if (c === "'" || c === '"') {
+      quote = c;
+      cur += c;
+    } else if (c === '-' && sql[i + 1] === '-') {
+      while (i < sql.length && sql[i] !== '\n') i++;
+      cur += '\n';
+    } else if (c === ';') {
+      if (cur.trim()) out.push(cur.trim());
+      cur = '';
+    } else {
+      cur += c;
+    }
+  }
+  if (cur.trim()) out.push(cur.trim());
+  return out;
+}
+
+async function migrate(mf, binding, dir) {
+  const db = await mf.getD1Database(binding);
+  const files = fs.readdirSync(dir).filter((f) => f.endsWith('.sql')).sort();
+  for (const f of files) {
+    const stmts = splitSql(fs.readFileSync(path.join(dir, f), 'utf8'));
+    await db.batch(stmts.map((s) => db.prepare(s)));
+  }
+}
+
+function assertBuilt() {
+  for (const f of ['index.js', 'index_bg.wasm']) {
+    if (!fs.existsSync(path.join(BUILD, f))) {
+      throw new Error(`build/${f} is missing: run \`sh scripts/build-worker.sh\` (make build) first`);
+    }
+  }
+}
+
+/** The wrapped-binding worker: its entrypoints return the binding objects. */
+function fakeBindingsWorker(fakes) {
+  return {
+    name: 'fake-bindings',
+    modulesRoot: FAKES,
+    // A wrapped binding must be one module: the shim imports nothing.
+    modules: [{ type: 'ESModule', path: path.join(FAKES, 'binding-shim.mjs') }],
+    // No compatibility date: a wrapped binding runs with its user's.
+    serviceBindings: { FAKE_BACKEND: fakeBackendHandler(fakes, MfResponse) },
+  };
+}
+
+/** Captures workerd's stdout/stderr (the Worker's log lines) in a bounded buffer. */
+function stdioCollector() {
+  let buffer = '';
+  const append = (chunk) => {
+    buffer += chunk.toString();
+    if (buffer.length > 1024 * 1024) buffer = buffer.slice(-1024 * 1024);
+  };
+  return {
+    handleRuntimeStdio(stdout, stderr) {
+      stdout.on('data', append);
+      stderr.on('data', append);
+    },
+    logs: () => buffer,
+  };
+}
+
+/**
+ * Starts the built Worker with the production backends over the fakes.
+ * `vars` override Worker variables; `vectorize` / `ai` are options of the
+ * fakes; `consumer` overrides the queue consumer settings.
+ * Returns `{ mf, base, fakes: {vectorize, ai}, logs(), events(name), scheduled(), stop() }`.
+ */
+export async function startProductionWorker({ vars = {}, vectorize = {}, ai = {}, consumer = {} } = {}) {
+  assertBuilt();
+  const fakes = { vectorize: new FakeVectorizeIndex(vectorize), ai: new FakeWorkersAi(ai) };
+  const stdio = stdioCollector();
+  const mf = new Miniflare({
+    host: '127.0.0.1',
+    port: 0,
+    handleRuntimeStdio: stdio.handleRuntimeStdio,
+    workers: [
+      {
+        name: 'ingest-pipeline',
+        modulesRoot: BUILD,
+        modules: [
+          { type: 'ESModule', path: path.join(BUILD, 'index.js') },
+          { type: 'CompiledWasm', path: path.join(BUILD, 'index_bg.wasm') },
+        ],
+        compatibilityDate: compatibilityDate(),
+        bindings: {
+          INDEX_BACKEND: 'vectorize',
+          EMBEDDER_BACKEND: 'workers-ai',
+          EMBEDDING_DIMENSIONS: '768',
+          INGEST_TOKEN,
+          ADMIN_TOKEN,
+          ...vars,
+        },
+        d1Databases: { DB: 'ingest-ledger' },
+        queueProducers: { INGEST_QUEUE: { queueName: QUEUE } },
+        queueConsumers: { [QUEUE]: { maxBatchSize: 1, maxBatchTimeout: 1, maxRetries: 100, ...consumer } },
+        wrappedBindings: {
+          VECTORIZE: { scriptName: 'fake-bindings', entrypoint: 'vectorize' },
+          AI: { scriptName: 'fake-bindings', entrypoint: 'ai' },
+        },
+      },
+      fakeBindingsWorker(fakes),
+    ],
+    d1Persist: false,
+    queuesPersist: false,
+  });
+  let stopped = false;
+  const stop = async () => {
+    if (!stopped) {
+      stopped = true;
+      await mf.dispose();
+    }
+  };
+  try {
+    const url = await mf.ready;
+    await migrate(mf, 'DB', path.join(REPO_ROOT, 'migrations'));
+    const base = url.origin;
+    const worker = await mf.getWorker('ingest-pipeline');
+    return {
+      mf,
+      base,
+      fakes,
+      logs: stdio.logs,
+      /** The Worker's structured log lines named `event`. */
+      events(event) {
+        return stdio
+          .logs()
+          .split('\n')
+          .map((l) => l.slice(l.indexOf('{')))
+          .filter((l) => l.startsWith('{'))
+          .map((l) => {
+            try {
+              return JSON.parse(l);
+            } catch {
+              return null;
+            }
+          })
+          .filter((e) => e?.event === event);
+      },
+      /** Runs the cron handler once. */
+      scheduled: () => worker.scheduled({ cron: CRON, scheduledTime: new Date() }),
+      stop,
+    };
+  } catch (err) {
+    await stop().catch(() => {});
+    throw err;
+  }
+}
+
+/** Starts only the probe worker over the fakes (tests of the fakes in workerd). */
+export async function startProbeWorker({ vectorize = {}, ai = {} } = {}) {
+  const fakes = { vectorize: new FakeVectorizeIndex(vectorize), ai: new FakeWorkersAi(ai) };
+  const mf = new Miniflare({
+    host: '127.0.0.1',
+    port: 0,
+    workers: [
+      {
+        name: 'probe',
+        modulesRoot: FAKES,
+        modules: [{ type: 'ESModule', path: path.join(FAKES, 'probe-worker.mjs') }],
+        compatibilityDate: compatibilityDate(),
+        wrappedBindings: {
+          VECTORIZE: { scriptName: 'fake-bindings', entrypoint: 'vectorize' },
+          AI: { scriptName: 'fake-bindings', entrypoint: 'ai' },
+        },
+      },
+      fakeBindingsWorker(fakes),
+    ],
+  });
+  const url = await mf.ready;
+  return {
+    fakes,
+    probe: async (name) => (await fetch(new URL(`/${name}`, url), { method: 'POST' })).json(),
+    stop: () => mf.dispose(),
+  };
+}

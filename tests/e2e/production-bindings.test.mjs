@@ -1,0 +1,572 @@
+// The production backends (INDEX_BACKEND=vectorize, EMBEDDER_BACKEND=workers-ai)
+// of the BUILT Worker, in workerd (Miniflare), over strict fakes of the
+// Vectorize and Workers AI bindings (fakes/vectorize-ai-fakes.mjs):
+//
+//   1. the fakes refuse what the real services refuse (from Node, and from a
+//      JS Worker in workerd);
+//   2. the full flow (ingest, update, delete, search, cron) with mutations
+//      visible only after 1.5 s, and no search ever serving stale text;
+//   3. with 20 % of binding calls failing transiently, every document still
+//      ends `indexed`, and no raw error text reaches the logs;
+//   4. an index whose dimensions (or metric) disagree with the configuration
+//      is refused: /healthz?deep=1 says so, nothing is written, jobs retry,
+//      and they succeed once the index is fixed.
+//
+// Run from the repository root after `make build`:
+//   node --test --test-concurrency=1 tests/e2e/
+
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { api, docPath, search, sleep, waitFor, waitForState } from './helpers.mjs';
+import { startProbeWorker, startProductionWorker } from './miniflare-env.mjs';
+import {
+  FakeVectorizeIndex,
+  FakeWorkersAi,
+  decode,
+  encode,
+  fakeEmbedding,
+  mulberry32,
+} from './fakes/vectorize-ai-fakes.mjs';
+
+const DIMS = 768;
+const unit = (dims = DIMS) => new Float32Array(dims).fill(1 / Math.sqrt(dims));
+const vec = (id, metadata = { doc_id: 'd', version: 1 }, dims = DIMS) => ({ id, values: unit(dims), metadata });
+
+async function rejects(promise, pattern) {
+  await assert.rejects(promise, (e) => {
+    assert.match(e.message, pattern);
+    return true;
+  });
+}
+
+/** `it` whose failures print the tail of the Worker's log. */
+function stepWith(getWorker) {
+  return (name, fn) =>
+    it(name, async () => {
+      try {
+        await fn();
+      } catch (err) {
+        const w = getWorker();
+        if (w) process.stderr.write(`\n--- worker log (tail) ---\n${w.logs().slice(-4000)}\n--- end ---\n`);
+        throw err;
+      }
+    });
+}
+
+// Raw texts the fakes put in their errors: none may reach the Worker's logs.
+const RAW_ERROR_TEXTS = [
+  'Too Many Requests',
+  'Status + 503',
+  'Status + 504',
+  'No more data centers',
+  'Request timeout',
+  'Internal server error',
+  'dimension mismatch',
+  '_ERROR',
+];
+
+// ---------------------------------------------------------------------------
+describe('1a. the fakes refuse what the real services refuse (called from Node)', () => {
+  it('Vectorize: Map metadata, over-limit batches, long IDs, wrong dimensions, big metadata', async () => {
+    const idx = new FakeVectorizeIndex({ dimensions: DIMS });
+    await rejects(idx.upsert([vec('a', new Map([['doc_id', 'd']]))]), /\(code = 40012\).*Map/);
+    await rejects(idx.upsert([new Map([['id', 'a']])]), /\(code = 40012\)/);
+    class Meta {
+      constructor() {
+        this.doc_id = 'd';
+      }
+    }
+    await rejects(idx.upsert([vec('a', new Meta())]), /Meta, not a plain object/);
+    await rejects(idx.upsert(Array.from({ length: 1001 }, (_, i) => vec(`v${i}`))), /\(code = 40006\).*1001 > 1000/);
+    await rejects(idx.upsert([vec('é'.repeat(33))]), /\(code = 40008\).*66 bytes/);
+    await rejects(idx.upsert([vec('a', {}, 384)]), /\(code = 40005\).*dimension/);
+    await rejects(idx.upsert([{ id: 'a', values: new Map(), metadata: {} }]), /\(code = 40002\)/);
+    await rejects(idx.upsert([vec('a', { blob: 'x'.repeat(10 * 1024) })]), /\(code = 40023\)/);
+    await rejects(idx.upsert([vec('a', { 'a.b': 1 })]), /\(code = 40018\)/);
+    await rejects(idx.deleteByIds(Array.from({ length: 101 }, (_, i) => `v${i}`)), /\(code = 40007\).*101 > 100/);
+    await rejects(idx.getByIds(Array.from({ length: 101 }, (_, i) => `v${i}`)), /\(code = 40007\)/);
+    await rejects(idx.query(unit(), { topK: 101 }), /\(code = 40010\)/);
+    await rejects(idx.query(unit(), { topK: 51, returnValues: true }), /\(code = 40010\)/);
+    await rejects(idx.query(unit(), { topK: 3, filter: new Map([['doc_id', 'd']]) }), /\(code = 40011\)/);
+    // The limits themselves pass.
+    await idx.upsert(Array.from({ length: 1000 }, (_, i) => vec(`v${i}`)));
+    await idx.upsert([vec('x'.repeat(64))]);
+    await idx.deleteByIds(Array.from({ length: 100 }, (_, i) => `v${i}`));
+    assert.equal((await idx.getByIds(Array.from({ length: 100 }, (_, i) => `v${100 + i}`))).length, 100);
+    assert.equal(idx.stats().visibleCount, 901);
+    assert.equal(idx.stats().rejections.length, 14);
+  });
+
+  it('Workers AI: Map input, more than 100 texts, unknown model; shapes and pooling', async () => {
+    const ai = new FakeWorkersAi();
+    const model = '@cf/baai/bge-base-en-v1.5';
+    await rejects(ai.run(model, new Map([['text', ['a']]])), /^5006: inputs are a Map/);
+    await rejects(ai.run(model, { text: Array.from({ length: 101 }, () => 'x') }), /^5006: .*more than 100/);
+    await rejects(ai.run('@cf/nope/none', { text: ['a'] }), /^5007: No such model/);
+    await rejects(ai.run(model, { text: ['a'], pooling: 'max' }), /^5006: pooling/);
+    const out = await ai.run(model, { text: Array.from({ length: 100 }, (_, i) => `text ${i}`), pooling: 'mean' });
+    assert.deepEqual(out.shape, [100, 768]);
+    assert.equal(out.data.length, 100);
+    assert.equal(out.data[0].length, 768);
+    const small = await ai.run('@cf/baai/bge-small-en-v1.5', { text: ['a'] });
+    assert.deepEqual(small.shape, [1, 384]);
+    const cls = await ai.run(model, { text: ['text 0'], pooling: 'cls' });
+    assert.notDeepEqual(cls.data[0], out.data[0], 'cls and mean vectors differ');
+  });
+
+  it('mutations become visible only after the configured delay', async () => {
+    let now = 1_000;
+    const idx = new FakeVectorizeIndex({ dimensions: 8, visibilityDelayMs: 1500, now: () => now });
+    await idx.upsert([vec('a', { doc_id: 'd' }, 8)]);
+    assert.equal((await idx.query(unit(8), { topK: 5 })).count, 0, 'not visible at once');
+    assert.deepEqual(await idx.getByIds(['a']), []);
+    now += 1499;
+    assert.equal((await idx.describe()).vectorCount, 0);
+    now += 1;
+    assert.equal((await idx.query(unit(8), { topK: 5 })).matches[0].id, 'a');
+    await idx.deleteByIds(['a']);
+    assert.equal((await idx.getByIds(['a'])).length, 1, 'the delete is not visible yet');
+    assert.equal(idx.eventualState().size, 0);
+    now += 1500;
+    assert.deepEqual(await idx.getByIds(['a']), []);
+  });
+
+  it('failures are injected deterministically from the seed', async () => {
+    const run = async (seed) => {
+      const idx = new FakeVectorizeIndex({ dimensions: 8, failureRate: 0.3, seed, timeoutMs: 1 });
+      const outcomes = [];
+      for (let i = 0; i < 40; i++) {
+        try {
+          await idx.upsert([vec(`v${i}`, {}, 8)]);
+          outcomes.push('ok');
+        } catch (e) {
+          outcomes.push(e.message.replace(/^VECTOR_UPSERT_ERROR/, ''));
+        }
+      }
+      return { outcomes, injected: idx.stats().injected };
+    };
+    const a = await run(7);
+    assert.deepEqual(await run(7), a, 'same seed, same failures');
+    assert.notDeepEqual((await run(8)).outcomes, a.outcomes, 'another seed, other failures');
+    const total = Object.values(a.injected).reduce((x, y) => x + y, 0);
+    assert.ok(total >= 5 && total <= 20, `about 30 % of 40 calls fail: ${total}`);
+    assert.ok(a.outcomes.includes(' (code = 40029): Too Many Requests'));
+    assert.ok(a.outcomes.includes(': Status + 503'));
+    const r = mulberry32(1);
+    assert.notEqual(r(), r());
+  });
+
+  it('query ranks by cosine similarity and filters by metadata equality', async () => {
+    const idx = new FakeVectorizeIndex({ dimensions: DIMS, metadataIndexes: ['doc_id', 'lang'] });
+    const doc = (id, text, metadata) => ({ id, values: fakeEmbedding(text, DIMS), metadata });
+    await idx.upsert([
+      doc('p', 'penguins waddle on antarctic ice', { doc_id: 'p', lang: 'en', shelf: 1 }),
+      doc('b', 'bakers knead sourdough bread', { doc_id: 'b', lang: 'en', shelf: 1 }),
+      doc('f', 'les boulangers petrissent le pain', { doc_id: 'f', lang: 'fr', shelf: 1 }),
+    ]);
+    const q = fakeEmbedding('antarctic penguins', DIMS);
+    const all = await idx.query(q, { topK: 3, returnMetadata: 'none' });
+    assert.equal(all.matches[0].id, 'p');
+    assert.ok(all.matches[0].score > all.matches[1].score);
+    assert.equal(all.matches[0].metadata, undefined, 'returnMetadata none');
+    const fr = await idx.query(q, { topK: 3, filter: { lang: 'fr' } });
+    assert.deepEqual(fr.matches.map((m) => m.id), ['f']);
+    const unindexed = await idx.query(q, { topK: 3, filter: { shelf: 1 } });
+    assert.deepEqual(unindexed.matches, [], 'filtering needs a metadata index');
+  });
+
+  it('the shim transport keeps Maps, typed arrays and class instances', () => {
+    class Thing {}
+    const round = decode(JSON.parse(JSON.stringify(encode([new Map([['a', 1]]), new Float32Array([0.5]), new Thing(), { x: [1, undefined] }]))));
+    assert.ok(round[0] instanceof Map);
+    assert.ok(round[1] instanceof Float32Array);
+    assert.equal(Object.getPrototypeOf(round[2]).constructor.name, 'Thing');
+    assert.deepEqual(round[3], { x: [1, undefined] });
+    assert.equal(Object.getPrototypeOf(round[3]), Object.prototype);
+  });
+});
+
+// ---------------------------------------------------------------------------
+describe('1b. the fakes refuse the same from inside workerd (a JS probe Worker)', () => {
+  let probe;
+  before(async () => {
+    probe = await startProbeWorker();
+  });
+  after(async () => {
+    await probe?.stop();
+  });
+
+  it('plain calls pass; Maps and over-limit calls are refused', async () => {
+    const cases = {
+      'upsert-plain': /^ok$/,
+      'upsert-map-metadata': /\(code = 40012\): metadata of vector 0 is a Map/,
+      'upsert-map-vector': /\(code = 40012\): vector 0 is a Map/,
+      'upsert-1001': /\(code = 40006\)/,
+      'upsert-long-id': /\(code = 40008\)/,
+      'upsert-wrong-dims': /\(code = 40005\)/,
+      'upsert-big-metadata': /\(code = 40023\)/,
+      'delete-101': /\(code = 40007\)/,
+      'get-101': /\(code = 40007\)/,
+      'query-map-filter': /\(code = 40011\)/,
+      'ai-plain': /^ok$/,
+      'ai-map-input': /^5006: inputs are a Map/,
+      'ai-101-texts': /^5006: .*more than 100/,
+      'ai-unknown-model': /^5007/,
+    };
+    for (const [name, pattern] of Object.entries(cases)) {
+      const r = await probe.probe(name);
+      assert.match(r.ok ? 'ok' : r.message, pattern, `${name}: ${JSON.stringify(r)}`);
+    }
+    assert.equal(probe.fakes.vectorize.stats().visibleCount, 1, 'only the plain upsert was written');
+    assert.equal(probe.fakes.ai.stats().texts, 1);
+  });
+});
+
+// ---------------------------------------------------------------------------
+describe('2. full flow with a 1.5 s visibility delay: never a stale result', () => {
+  const DELAY = 1500;
+  const DOC = 'flow/penguins';
+  const OTHER = 'flow/boulangerie';
+  const QUERY = 'emperor penguins krill research';
+  const TEXT = {
+    1: 'Emperor penguins waddle across Antarctic glaciers hunting krill beneath floating icebergs.',
+    2: 'Emperor penguins now nest on sea ice near research stations during the polar winter.',
+  };
+  let w;
+  const step = stepWith(() => w);
+  const vectorsOf = (docId, version) =>
+    w.fakes.vectorize.visibleVectors().filter((v) => v.metadata.doc_id === docId && (version === undefined || v.metadata.version === version));
+
+  before(async () => {
+    w = await startProductionWorker({
+      vectorize: { visibilityDelayMs: DELAY, metadataIndexes: ['doc_id', 'version', 'lang'] },
+    });
+  });
+  after(async () => {
+    await w?.stop();
+  });
+
+  /**
+   * Polls search while `until()` is false (and for at least `minMs`). Every
+   * result of DOC must be the version D1 serves (GET before/after the
+   * search) with that version's text. Returns how many polls met a stale
+   * candidate in the index (answered by the fake, dropped by the Worker).
+   */
+  async function pollNoStale(until, { minMs, timeoutMs = 20_000 }) {
+    const start = Date.now();
+    let staleCandidates = 0;
+    let polls = 0;
+    for (;;) {
+      const before = (await api(w.base, 'GET', docPath(DOC))).body;
+      const s = await search(w.base, { query: QUERY, top_k: 10 });
+      const candidates = w.fakes.vectorize.lastMatches.slice();
+      const afterView = (await api(w.base, 'GET', docPath(DOC))).body;
+      polls++;
+      assert.equal(s.status, 200, s.text);
+      const allowed = new Set([before.live_version, afterView.live_version]);
+      for (const hit of s.body.results.filter((r) => r.doc_id === DOC)) {
+        assert.ok(allowed.has(hit.version), `served version ${hit.version}, live ${[...allowed]}: ${s.text}`);
+        assert.ok(TEXT[hit.version]?.includes(hit.text.trim().slice(0, 40)), `text of another version: ${s.text}`);
+        assert.ok(!before.deleted || !afterView.deleted, `a deleted document was served: ${s.text}`);
+      }
+      if (before.live_version === afterView.live_version) {
+        const stale = vectorsIds.filter(({ version }) => version !== before.live_version).map(({ id }) => id);
+        if (candidates.some((id) => stale.includes(id))) staleCandidates++;
+      }
+      if (Date.now() - start >= minMs && (await until())) return { staleCandidates, polls };
+      assert.ok(Date.now() - start < timeoutMs, 'the index never caught up');
+      await sleep(100);
+    }
+  }
+  let vectorsIds = []; // { id, version } of every vector DOC ever had
+
+  step('plain /healthz makes no subrequest; /healthz?deep=1 checks the index', async () => {
+    const plain = await api(w.base, 'GET', '/healthz', undefined, { token: null });
+    assert.equal(plain.status, 200);
+    assert.deepEqual(plain.body, { ok: true });
+    assert.equal(w.fakes.vectorize.stats().calls.describe, 0, 'plain /healthz must not describe the index');
+
+    const deep = await api(w.base, 'GET', '/healthz?deep=1', undefined, { token: null });
+    assert.equal(deep.status, 200, deep.text);
+    assert.deepEqual(deep.body.index, { backend: 'vectorize', dimensions: 768, metric: 'cosine', metric_verified: false, ok: true });
+    assert.deepEqual(deep.body.embedder, { backend: 'workers-ai', model: '@cf/baai/bge-base-en-v1.5', pooling: 'mean', dimensions: 768 });
+    assert.equal(w.fakes.vectorize.stats().calls.describe, 1);
+  });
+
+  step('ingest: indexed in D1 at once, searchable once the index shows it', async () => {
+    const put = await api(w.base, 'PUT', docPath(DOC), { text: TEXT[1], metadata: { lang: 'en' } });
+    assert.equal(put.status, 202, put.text);
+    const other = await api(w.base, 'PUT', docPath(OTHER), {
+      text: 'Notre boulangerie vend des croissants chauds chaque matin.',
+      metadata: { lang: 'fr' },
+    });
+    assert.equal(other.status, 202, other.text);
+    await waitForState(w.base, DOC, 'indexed', { liveVersion: 1 });
+    await waitForState(w.base, OTHER, 'indexed');
+
+    // What reached the index: plain metadata, the configured dimensions.
+    const stored = Array.from(w.fakes.vectorize.eventualState().values()).filter((v) => v.metadata.doc_id === DOC);
+    assert.ok(stored.length >= 1);
+    for (const v of stored) {
+      assert.equal(v.values.length, 768);
+      assert.ok(Buffer.byteLength(v.id) <= 64, v.id);
+      assert.equal(v.metadata.version, 1);
+      assert.equal(v.metadata.lang, 'en');
+      assert.equal(typeof v.metadata.chunk, 'number');
+    }
+    vectorsIds = stored.map((v) => ({ id: v.id, version: 1 }));
+
+    const { polls } = await pollNoStale(async () => vectorsOf(DOC, 1).length > 0, { minMs: 0 });
+    assert.ok(polls >= 1);
+    const s = await search(w.base, { query: QUERY });
+    assert.equal(s.body.results[0]?.doc_id, DOC, s.text);
+    assert.equal(s.body.results[0].version, 1);
+
+    const fr = await waitFor(
+      async () => {
+        const r = await search(w.base, { query: 'croissants boulangerie', filter: { metadata: { lang: 'fr' } } });
+        return r.body?.results?.length ? r : null;
+      },
+      { what: 'the French document to be searchable', timeoutMs: 15_000 },
+    );
+    assert.ok(fr.body.results.every((r) => r.doc_id === OTHER), fr.text);
+  });
+
+  step('update: while the index still holds version 1, only version 2 is served', async () => {
+    const put = await api(w.base, 'PUT', docPath(DOC), { text: TEXT[2], metadata: { lang: 'en' } });
+    assert.equal(put.status, 202, put.text);
+    assert.equal(put.body.version, 2);
+    await waitForState(w.base, DOC, 'indexed', { liveVersion: 2 });
+    vectorsIds.push(
+      ...Array.from(w.fakes.vectorize.eventualState().values())
+        .filter((v) => v.metadata.doc_id === DOC && v.metadata.version === 2)
+        .map((v) => ({ id: v.id, version: 2 })),
+    );
+    assert.ok(vectorsOf(DOC, 1).length > 0, 'version 1 is still visible in the index right after the commit');
+    const { staleCandidates } = await pollNoStale(
+      async () => vectorsOf(DOC, 1).length === 0 && vectorsOf(DOC, 2).length > 0,
+      { minMs: DELAY },
+    );
+    assert.ok(staleCandidates > 0, 'the index answered with version 1 while version 2 was live (and it was dropped)');
+    const s = await search(w.base, { query: QUERY });
+    const hit = s.body.results.find((r) => r.doc_id === DOC);
+    assert.equal(hit?.version, 2, s.text);
+    assert.match(hit.text, /research stations/);
+  });
+
+  step('delete: nothing of the document is served, then its vectors go', async () => {
+    const del = await api(w.base, 'DELETE', docPath(DOC));
+    assert.equal(del.status, 202, del.text);
+    await waitForState(w.base, DOC, 'deleted');
+    assert.ok(vectorsOf(DOC).length > 0, 'the vectors are still visible right after the delete');
+    const { staleCandidates } = await pollNoStale(async () => vectorsOf(DOC).length === 0, { minMs: DELAY });
+    assert.ok(staleCandidates > 0, 'the index answered with deleted vectors (and they were dropped)');
+    const s = await search(w.base, { query: QUERY, top_k: 50 });
+    assert.ok(!s.body.results.some((r) => r.doc_id === DOC), s.text);
+    assert.equal(w.fakes.vectorize.eventualState().size, vectorsOf(OTHER).length, 'only the other document remains');
+  });
+
+  step('cron: the scheduled handler runs cleanly and the API still answers', async () => {
+    const result = await w.scheduled();
+    assert.equal(result.outcome, 'ok');
+    const runs = await waitFor(() => w.events('repair_run').length > 0 && w.events('repair_run'), { what: 'repair_run' });
+    assert.deepEqual(runs.at(-1).failures, []);
+    const view = await api(w.base, 'GET', docPath(DOC));
+    assert.equal(view.body.state, 'deleted');
+    assert.equal(w.fakes.vectorize.stats().rejections.length, 0, JSON.stringify(w.fakes.vectorize.stats().rejections));
+    assert.equal(w.fakes.ai.stats().rejections.length, 0);
+  });
+});
+
+// ---------------------------------------------------------------------------
+describe('3. 20 % transient failures: every document still ends indexed', () => {
+  const DOCS = [
+    ['chaos/volcano', 'Volcanic basalt columns cool into hexagonal pillars along rugged coastlines.'],
+    ['chaos/bees', 'Honeybees dance in figure eights to share the location of clover meadows.'],
+    ['chaos/tides', 'Spring tides surge when the moon and sun align over the estuary mudflats.'],
+    ['chaos/violin', 'Luthiers carve spruce violin tops and varnish maple backs by hand.'],
+    ['chaos/comet', 'A comet sheds a glowing tail of ice and dust as it rounds the sun.'],
+    ['chaos/cheese', 'Alpine cheesemakers age wheels of gruyere in damp cellars for months.'],
+    ['chaos/origami', 'Origami cranes fold from a single square sheet without scissors or glue.'],
+    ['chaos/glacier', 'Glacier crevasses open as the ice sheet creeps over bedrock ridges.'],
+    ['chaos/chess', 'Grandmasters sacrifice a bishop to open files for their rooks.'],
+    ['chaos/kelp', 'Sea otters wrap themselves in kelp fronds to sleep without drifting.'],
+  ];
+  let w;
+  const step = stepWith(() => w);
+
+  before(async () => {
+    w = await startProductionWorker({
+      vars: {
+        RETRY_BASE_DELAY_SECONDS: '1',
+        RETRY_MAX_DELAY_SECONDS: '2',
+        CLAIM_BUSY_RETRY_SECONDS: '1',
+        JOB_ATTEMPTS_MAX: '30',
+      },
+      vectorize: { failureRate: 0.2, seed: 20260401, timeoutMs: 50 },
+      ai: { failureRate: 0.2, seed: 13, timeoutMs: 50 },
+      consumer: { maxBatchSize: 1, maxRetries: 100 },
+    });
+  });
+  after(async () => {
+    await w?.stop();
+  });
+
+  step('ten documents, all indexed despite the failures; the failures were real and retried', async () => {
+    const res = await api(w.base, 'POST', '/v1/documents', {
+      documents: DOCS.map(([doc_id, text]) => ({ doc_id, text, metadata: { topic: doc_id.split('/')[1] } })),
+    });
+    assert.equal(res.status, 200, res.text);
+    const items = res.body.results;
+    assert.equal(items.length, DOCS.length, res.text);
+    assert.ok(items.every((r) => r.status === 202), res.text);
+
+    const views = [];
+    for (const [docId] of DOCS) views.push(await waitForState(w.base, docId, 'indexed', { timeoutMs: 180_000 }));
+    for (const v of views) {
+      assert.equal(v.live_version, 1);
+      assert.equal(v.job_state, 'succeeded');
+    }
+
+    const sum = (o) => Object.values(o).reduce((a, b) => a + b, 0);
+    const injected = { vectorize: w.fakes.vectorize.stats().injected, ai: w.fakes.ai.stats().injected };
+    assert.ok(sum(injected.vectorize) >= 1 && sum(injected.ai) >= 1, `failures were injected: ${JSON.stringify(injected)}`);
+    let retried = 0;
+    for (const v of views) {
+      const job = await api(w.base, 'GET', `/v1/jobs/${encodeURIComponent(v.job_id)}`);
+      assert.equal(job.body.state, 'succeeded', job.text);
+      if (job.body.attempts > 1) retried++;
+    }
+    assert.ok(retried >= 1, 'some job needed more than one attempt');
+
+    // Every failure was classified into a transient bucket with a static code.
+    const failed = w.events('job_attempt_failed');
+    assert.ok(failed.some((e) => e.bucket.startsWith('index_')), JSON.stringify(failed));
+    assert.ok(failed.some((e) => e.bucket.startsWith('embed_')), JSON.stringify(failed));
+    const transient = new Set(['index_rate_limited', 'index_unavailable', 'embed_rate_limited', 'embed_unavailable']);
+    for (const e of failed) {
+      assert.ok(transient.has(e.bucket), JSON.stringify(e));
+      assert.match(e.code, /^(vectorize|workers_ai)_[a-z_]+$/, JSON.stringify(e));
+      assert.equal(e.decision, 'retry');
+    }
+    assert.equal(w.fakes.vectorize.stats().rejections.length, 0);
+    assert.equal(w.fakes.ai.stats().rejections.length, 0);
+  });
+
+  step('each document is found by its own words', async () => {
+    for (const [docId, text] of DOCS) {
+      const words = text.split(' ').slice(0, 4).join(' ');
+      const s = await waitFor(
+        async () => {
+          const r = await search(w.base, { query: words, top_k: 3 });
+          return r.status === 200 && r.body.results[0]?.doc_id === docId ? r : null;
+        },
+        { what: `search to find ${docId} (searches fail 20 % of the time too)`, timeoutMs: 20_000 },
+      );
+      assert.equal(s.body.results[0].version, 1);
+    }
+  });
+
+  step('no raw error text reached the logs', async () => {
+    const logs = w.logs();
+    for (const raw of RAW_ERROR_TEXTS) assert.ok(!logs.includes(raw), `the log quotes "${raw}"`);
+  });
+});
+
+// ---------------------------------------------------------------------------
+describe('4. an index that disagrees with the configuration is refused', () => {
+  const DOC = 'misconfigured/doc';
+  let w;
+  const step = stepWith(() => w);
+
+  before(async () => {
+    w = await startProductionWorker({
+      // The Worker embeds with bge-small (384 dims) but the index has 768.
+      vars: {
+        EMBEDDING_MODEL: '@cf/baai/bge-small-en-v1.5',
+        EMBEDDING_DIMENSIONS: '384',
+        INDEX_CHECK_TTL_SECONDS: '0',
+        RETRY_BASE_DELAY_SECONDS: '1',
+        RETRY_MAX_DELAY_SECONDS: '1',
+        CLAIM_BUSY_RETRY_SECONDS: '1',
+        JOB_ATTEMPTS_MAX: '50',
+      },
+      vectorize: { dimensions: 768 },
+    });
+  });
+  after(async () => {
+    await w?.stop();
+  });
+
+  step('/healthz stays 200 without a subrequest; /healthz?deep=1 answers 503 index_misconfigured', async () => {
+    const plain = await api(w.base, 'GET', '/healthz', undefined, { token: null });
+    assert.equal(plain.status, 200);
+    assert.equal(w.fakes.vectorize.stats().calls.describe, 0);
+    const deep = await api(w.base, 'GET', '/healthz?deep=1', undefined, { token: null });
+    assert.equal(deep.status, 503, deep.text);
+    assert.equal(deep.body.ok, false);
+    assert.equal(deep.body.error.code, 'index_misconfigured');
+    assert.equal(deep.body.error.reason, 'index_dimensions_mismatch');
+    assert.equal(deep.body.index.dimensions, 768);
+    assert.equal(deep.body.index.expected_dimensions, 384);
+  });
+
+  step('a PUT never reaches indexed and no vector is written; the job keeps retrying', async () => {
+    const put = await api(w.base, 'PUT', docPath(DOC), { text: 'Lighthouse keepers polish brass lenses before storms.' });
+    assert.equal(put.status, 202, put.text);
+    const deadline = Date.now() + 5_000;
+    let last;
+    while (Date.now() < deadline) {
+      last = (await api(w.base, 'GET', docPath(DOC))).body;
+      assert.notEqual(last.state, 'indexed', JSON.stringify(last));
+      assert.notEqual(last.state, 'failed', JSON.stringify(last));
+      assert.equal(last.live_version, null);
+      await sleep(200);
+    }
+    assert.equal(last.last_failure_bucket, 'index_misconfigured', JSON.stringify(last));
+    const job = (await api(w.base, 'GET', `/v1/jobs/${encodeURIComponent(put.body.job_id)}`)).body;
+    assert.ok(job.attempts >= 2, `the job is retried: ${JSON.stringify(job)}`);
+    const stats = w.fakes.vectorize.stats();
+    assert.equal(stats.calls.upsert, 0, 'no upsert reached the index');
+    assert.equal(w.fakes.vectorize.eventualState().size, 0, 'no vector written');
+    assert.ok(stats.calls.describe >= 2, 'each invocation checked the index (INDEX_CHECK_TTL_SECONDS=0)');
+    const events = w.events('index_misconfigured');
+    assert.ok(events.length >= 1 && events.every((e) => e.code === 'index_dimensions_mismatch'), JSON.stringify(events));
+
+    const s = await search(w.base, { query: 'lighthouse' });
+    assert.equal(s.status, 503, s.text);
+    assert.equal(s.body.error.code, 'index_misconfigured');
+
+    assert.equal((await w.scheduled()).outcome, 'ok');
+    assert.equal(w.fakes.vectorize.stats().calls.upsert, 0);
+  });
+
+  step('a metric mismatch (reported by a legacy-shaped describe) is refused too', async () => {
+    Object.assign(w.fakes.vectorize, { dimensions: 384, describeShape: 'v1', metric: 'euclidean' });
+    const deep = await api(w.base, 'GET', '/healthz?deep=1', undefined, { token: null });
+    assert.equal(deep.status, 503, deep.text);
+    assert.equal(deep.body.error.reason, 'index_metric_mismatch');
+    assert.equal(deep.body.index.metric, 'euclidean');
+    assert.equal(deep.body.index.expected_metric, 'cosine');
+    const attempts = (await api(w.base, 'GET', docPath(DOC))).body;
+    await sleep(2_500);
+    const view = (await api(w.base, 'GET', docPath(DOC))).body;
+    assert.notEqual(view.state, 'indexed');
+    assert.equal(w.fakes.vectorize.stats().calls.upsert, 0);
+    assert.ok(view.updated_at >= attempts.updated_at);
+  });
+
+  step('once the index matches, the same job succeeds', async () => {
+    w.fakes.vectorize.metric = 'cosine';
+    const deep = await api(w.base, 'GET', '/healthz?deep=1', undefined, { token: null });
+    assert.equal(deep.status, 200, deep.text);
+    assert.deepEqual(deep.body.index, { backend: 'vectorize', dimensions: 384, metric: 'cosine', metric_verified: true, ok: true });
+    const view = await waitForState(w.base, DOC, 'indexed', { timeoutMs: 30_000 });
+    assert.equal(view.live_version, 1);
+    const stored = w.fakes.vectorize.visibleVectors();
+    assert.ok(stored.length >= 1 && stored.every((v) => v.values.length === 384));
+    const s = await search(w.base, { query: 'lighthouse keepers brass' });
+    assert.equal(s.status, 200, s.text);
+    assert.equal(s.body.results[0]?.doc_id, DOC, s.text);
+  });
+});
