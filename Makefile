@@ -29,7 +29,14 @@ build: setup
 test: setup test-native test-e2e
 
 test-native:
-	cargo test --locked
+	cargo test --locked -- --skip random_seeds_hold_every_invariant --skip every_single_crash_point_of_every_flow
+	cargo test --locked --test sim -- --nocapture
+	cargo test --locked --features protocol-bugs --test sim_bugs -- --nocapture
+
+## More random simulation seeds: make sim SEEDS=100000 [SEED_START=0]
+SEED_START ?= 0
+sim:
+	SIM_SEEDS=$(SEEDS) SIM_SEED_START=$(SEED_START) cargo test --profile sim --locked --test sim random_seeds_hold_every_invariant -- --nocapture
 
 test-e2e: build
 	node --test --test-concurrency=1 tests/e2e/

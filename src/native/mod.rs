@@ -62,6 +62,7 @@ impl SqliteDb {
     pub fn open(migrations: &[(&str, &str)]) -> SqliteDb {
         let conn = rusqlite::Connection::open_in_memory().expect("sqlite opens");
         conn.execute_batch("PRAGMA foreign_keys = ON;").expect("pragma");
+        conn.set_prepared_statement_cache_capacity(128);
         for (_, sql) in migrations {
             conn.execute_batch(sql).expect("migration applies");
         }
@@ -83,7 +84,7 @@ impl SqliteDb {
     }
 
     fn run_query(conn: &rusqlite::Connection, stmt: &Stmt) -> Result<Vec<serde_json::Value>, rusqlite::Error> {
-        let mut prepared = conn.prepare(stmt.sql)?;
+        let mut prepared = conn.prepare_cached(stmt.sql)?;
         let names: Vec<String> = prepared.column_names().into_iter().map(String::from).collect();
         let params: Vec<SqliteValue> = stmt.params.iter().map(to_sqlite).collect();
         let mut rows = prepared.query(rusqlite::params_from_iter(params))?;
@@ -107,7 +108,7 @@ impl SqliteDb {
 
     fn run_execute(conn: &rusqlite::Connection, stmt: &Stmt) -> Result<u64, rusqlite::Error> {
         let params: Vec<SqliteValue> = stmt.params.iter().map(to_sqlite).collect();
-        Ok(conn.execute(stmt.sql, rusqlite::params_from_iter(params))? as u64)
+        Ok(conn.prepare_cached(stmt.sql)?.execute(rusqlite::params_from_iter(params))? as u64)
     }
 
     /// Every row of every table, in a canonical order, as text: two ledgers
@@ -360,3 +361,4 @@ impl Clock for ManualClock {
         self.0.get()
     }
 }
+pub mod sim;

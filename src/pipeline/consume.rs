@@ -28,6 +28,7 @@
 //! The order upsert → replace → cleanup is the design's first invariant:
 //! never break the derived index before the source of truth.
 
+use super::bugs::Bug;
 use super::{log_event, Pipeline};
 use crate::core::chunk::{chunk_text, ContentType};
 use crate::core::failure::{FailureBucket, RetryDecision};
@@ -35,6 +36,12 @@ use crate::core::ids::{sha256_hex, vector_id, DocId};
 use crate::ports::{Clock, Database, Embedder, JobMessage, JobQueue, PortError, VectorIndex, VectorMetadata, VectorRecord};
 use crate::store::{ConsumeRow, StagedChunk};
 use serde_json::{json, Value};
+
+/// A job is stale when its version is no longer the latest, or is not newer
+/// than the live one: it must never write again.
+fn is_stale(job: &ConsumeRow) -> bool {
+    job.version < job.latest_version || job.live_version.is_some_and(|l| l >= job.version)
+}
 
 /// What the entry point must do with the message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -77,21 +84,34 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             "succeeded" | "failed" | "superseded" | "dead" => return Ok(ConsumeOutcome::Ack { reason: "already_final" }),
             _ => {}
         }
-        // Stale work is rejected before anything is written.
-        let stale = job.version < job.latest_version || job.live_version.is_some_and(|l| l >= job.version);
-        if stale && job.state != "running" {
-            self.store.supersede(&job.job_id, self.clock.now_ms()).await?;
-            return Ok(ConsumeOutcome::Ack { reason: "superseded" });
-        }
         let now = self.clock.now_ms();
+        // Stale work is rejected before anything is written.
+        if is_stale(&job) {
+            return self.supersede(&job, now).await;
+        }
         let lease_until = now + i64::from(self.cfg.job_lease_seconds) * 1000;
         let Some(attempt) = self.store.claim(&job.job_id, now, lease_until).await? else {
-            // Another delivery holds the lease; look again later.
-            return Ok(ConsumeOutcome::Retry { delay_seconds: self.cfg.claim_busy_retry_seconds });
+            // The claim also refuses a version that became stale since the
+            // load; tell the two cases apart.
+            return match self.store.consume_load(&msg.job_id).await? {
+                Some(again) if is_stale(&again) => self.supersede(&again, now).await,
+                // Another delivery holds the lease (or just finished): look again later.
+                _ => Ok(ConsumeOutcome::Retry { delay_seconds: self.cfg.claim_busy_retry_seconds }),
+            };
         };
         match self.run_claimed(&job).await {
             Ok(()) => Ok(ConsumeOutcome::Ack { reason: "committed" }),
             Err(e) => self.fail_attempt(&job, attempt, e).await,
+        }
+    }
+
+    async fn supersede(&self, job: &ConsumeRow, now: i64) -> Result<ConsumeOutcome, PortError> {
+        if self.store.supersede(&job.job_id, now).await? {
+            Ok(ConsumeOutcome::Ack { reason: "superseded" })
+        } else {
+            // A live delivery holds it and will lose the compare-and-set, or
+            // it already ended: either way, look once more later.
+            Ok(ConsumeOutcome::Retry { delay_seconds: self.cfg.claim_busy_retry_seconds })
         }
     }
 
@@ -114,7 +134,9 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                 .map(|(c, (id, h))| StagedChunk { i: c.index, id, s: c.start, e: c.end, h, t: c.text })
                 .collect();
             // 2. stage
-            self.store.stage_chunks(&job.job_id, &job.doc_id, job.version, &staged, self.clock.now_ms()).await?;
+            if !self.bugs.has(Bug::UpsertBeforeStage) {
+                self.store.stage_chunks(&job.job_id, &job.doc_id, job.version, &staged, self.clock.now_ms()).await?;
+            }
 
             let base_metadata = self.vector_metadata(job)?;
             // 3 + 4. embed and upsert, in bounded batches.
@@ -137,10 +159,17 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                 }
                 self.index.upsert(&records).await?;
             }
+            if self.bugs.has(Bug::UpsertBeforeStage) {
+                self.store.stage_chunks(&job.job_id, &job.doc_id, job.version, &staged, self.clock.now_ms()).await?;
+            }
             self.store.set_step(&job.job_id, "upserted", self.clock.now_ms()).await?;
         }
+        if self.bugs.has(Bug::DeleteBeforeReplace) {
+            self.store.bug_intents_for_replaced(&job.doc_id, job.version, self.clock.now_ms()).await?;
+            self.cleanup_doc(&job.doc_id).await;
+        }
         // 5. replace
-        let live = self.store.commit(&job.job_id, &job.doc_id, job.version, self.clock.now_ms()).await?;
+        let live = self.store.commit(&job.job_id, &job.doc_id, job.version, self.clock.now_ms(), self.bugs).await?;
         log_event("job_committed", json!({ "job_id": job.job_id, "live": live }));
         // 6. cleanup: best effort here; what is left is drained by cron.
         self.cleanup_doc(&job.doc_id).await;
@@ -179,6 +208,11 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
     /// failure, backs the intents off. Returns whether it succeeded.
     pub(super) async fn delete_vectors(&self, ids: &[String]) -> bool {
         let now = self.clock.now_ms();
+        if self.bugs.has(Bug::IntentRemovedBeforeDelete) {
+            if self.store.intents_done(ids).await.is_err() {
+                return false;
+            }
+        }
         match self.index.delete_by_ids(ids).await {
             Ok(()) => match self.store.intents_done(ids).await {
                 Ok(()) => true,

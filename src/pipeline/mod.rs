@@ -2,6 +2,7 @@
 //! search. The same code runs in workerd (D1, Queues, local or production
 //! index) and in native tests (SQLite and in-memory fakes).
 
+pub mod bugs;
 mod consume;
 mod intake;
 mod repair;
@@ -29,12 +30,14 @@ pub struct Pipeline<D, V, E, Q, C> {
     pub embedder: E,
     pub queue: Q,
     pub clock: C,
+    /// Deliberate protocol bugs; inert unless built with `protocol-bugs`.
+    pub bugs: bugs::Bugs,
 }
 
 impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D, V, E, Q, C> {
     pub fn new(cfg: Config, db: D, index: V, embedder: E, queue: Q, clock: C) -> Self {
         let store = Store::new(db, cfg.d1_json_param_bytes_max);
-        Pipeline { cfg, store, index, embedder, queue, clock }
+        Pipeline { cfg, store, index, embedder, queue, clock, bugs: bugs::Bugs::default() }
     }
 
     pub fn chunk_config(&self) -> ChunkConfig {

@@ -33,7 +33,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         };
 
         // 1. sweep
-        match self.store.sweep_abandoned(self.clock.now_ms(), self.cfg.cron_abandoned_chunks_max).await {
+        match self.store.sweep_abandoned(self.clock.now_ms(), self.cfg.cron_abandoned_chunks_max, self.bugs).await {
             Ok(n) => report.abandoned_chunks_swept = n,
             Err(e) => failed(&mut report, e.bucket),
         }
@@ -68,7 +68,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                 let mut messages = Vec::new();
                 for r in rows {
                     if r.attempts >= self.cfg.job_attempts_max {
-                        match self.store.job_stalled_dead(&r.job_id, now).await {
+                        match self.store.job_stalled_dead(&r.job_id, &r.doc_id, r.version, now).await {
                             Ok(()) => report.jobs_dead += 1,
                             Err(e) => failed(&mut report, e.bucket),
                         }

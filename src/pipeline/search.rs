@@ -42,7 +42,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         }
         let ids: Vec<String> = matches.iter().map(|m| m.id.clone()).collect();
         let mut live: HashMap<String, _> =
-            self.store.live_chunks(&ids).await?.into_iter().map(|r| (r.vector_id.clone(), r)).collect();
+            self.store.live_chunks(&ids, self.bugs).await?.into_iter().map(|r| (r.vector_id.clone(), r)).collect();
         let mut hits = Vec::new();
         for m in matches {
             if let Some(row) = live.remove(&m.id) {

@@ -4,6 +4,7 @@
 pub mod sql;
 
 use crate::core::failure::FailureBucket;
+use crate::pipeline::bugs::{self, Bug, Bugs};
 use crate::ports::{Database, PortError, SqlValue, Stmt};
 use serde::{Deserialize, Serialize};
 
@@ -216,15 +217,16 @@ impl<D: Database> Store<D> {
     /// The replace step: intents for the replaced version, the
     /// compare-and-set, intents for a loser, and the job's end, atomically.
     /// Returns whether this version is now live.
-    pub async fn commit(&self, job_id: &str, doc_id: &str, version: u32, now: i64) -> Result<bool, PortError> {
+    pub async fn commit(&self, job_id: &str, doc_id: &str, version: u32, now: i64, bugs: Bugs) -> Result<bool, PortError> {
         let p = || vec![doc_id.into(), version.into(), int(now)];
+        let set_live = if bugs.has(Bug::FlipWithoutCas) { bugs::sql::SET_LIVE_UNGUARDED } else { sql::COMMIT_SET_LIVE };
         let mut finish = p();
         finish.push(job_id.into());
         let changes = self
             .db
             .batch(vec![
                 Stmt::new(sql::COMMIT_INTENTS_FOR_REPLACED, p()),
-                Stmt::new(sql::COMMIT_SET_LIVE, p()),
+                Stmt::new(set_live, p()),
                 Stmt::new(sql::COMMIT_INTENTS_FOR_LOSER, p()),
                 Stmt::new(sql::COMMIT_FINISH_JOB, finish),
             ])
@@ -287,8 +289,15 @@ impl<D: Database> Store<D> {
         self.db.execute(Stmt::new(sql::INTENTS_BACK_OFF, vec![json_array(ids).into(), int(not_before)])).await.map(|_| ())
     }
 
-    pub async fn sweep_abandoned(&self, now: i64, limit: usize) -> Result<u64, PortError> {
-        self.db.execute(Stmt::new(sql::SWEEP_ABANDONED, vec![int(now), int(limit as i64)])).await
+    pub async fn sweep_abandoned(&self, now: i64, limit: usize, bugs: Bugs) -> Result<u64, PortError> {
+        let sweep = if bugs.has(Bug::SweepIgnoresLease) { bugs::sql::SWEEP_IGNORING_LEASE } else { sql::SWEEP_ABANDONED };
+        self.db.execute(Stmt::new(sweep, vec![int(now), int(limit as i64)])).await
+    }
+
+    /// `DeleteBeforeReplace` only: the replaced version's intents, ahead of the replace.
+    pub async fn bug_intents_for_replaced(&self, doc_id: &str, version: u32, now: i64) -> Result<(), PortError> {
+        let stmt = Stmt::new(sql::COMMIT_INTENTS_FOR_REPLACED, vec![doc_id.into(), version.into(), int(now)]);
+        self.db.execute(stmt).await.map(|_| ())
     }
 
     pub async fn stalled_jobs(&self, now: i64, stalled_before: i64, limit: usize) -> Result<Vec<StalledJobRow>, PortError> {
@@ -299,12 +308,20 @@ impl<D: Database> Store<D> {
         self.db.execute(Stmt::new(sql::TOUCH_JOBS, vec![json_array(job_ids).into(), int(now)])).await.map(|_| ())
     }
 
-    pub async fn job_stalled_dead(&self, job_id: &str, now: i64) -> Result<(), PortError> {
-        self.db.execute(Stmt::new(sql::JOB_STALLED_DEAD, vec![job_id.into(), int(now)])).await.map(|_| ())
+    /// Ends a stalled job `dead`; its version's vectors (if not live) become intents.
+    pub async fn job_stalled_dead(&self, job_id: &str, doc_id: &str, version: u32, now: i64) -> Result<(), PortError> {
+        self.db
+            .batch(vec![
+                Stmt::new(sql::JOB_STALLED_DEAD, vec![job_id.into(), int(now)]),
+                Stmt::new(sql::COMMIT_INTENTS_FOR_LOSER, vec![doc_id.into(), version.into(), int(now)]),
+            ])
+            .await
+            .map(|_| ())
     }
 
-    pub async fn live_chunks(&self, vector_ids: &[String]) -> Result<Vec<LiveChunkRow>, PortError> {
-        self.db.query(Stmt::new(sql::LIVE_CHUNKS_BY_VECTOR_ID, vec![json_array(vector_ids).into()])).await
+    pub async fn live_chunks(&self, vector_ids: &[String], bugs: Bugs) -> Result<Vec<LiveChunkRow>, PortError> {
+        let q = if bugs.has(Bug::ServeUnfiltered) { bugs::sql::CHUNKS_BY_VECTOR_ID } else { sql::LIVE_CHUNKS_BY_VECTOR_ID };
+        self.db.query(Stmt::new(q, vec![json_array(vector_ids).into()])).await
     }
 }
 

@@ -81,19 +81,25 @@ JOIN documents d ON d.doc_id = j.doc_id
 WHERE j.job_id = ?1";
 
 /// Stale work is rejected: a job whose version is no longer the latest (or
-/// is already superseded by a live newer version) ends `superseded`.
+/// is already superseded by a live newer version) ends `superseded`,
+/// unless a live delivery holds it (it will lose the compare-and-set).
 /// `?1` job, `?2` now.
 pub const CONSUME_SUPERSEDE: &str = "\
 UPDATE jobs SET state = 'superseded', step = 'superseded', updated_at = ?2
-WHERE job_id = ?1 AND state IN ('queued', 'up_for_retry')";
+WHERE job_id = ?1 AND (state IN ('queued', 'up_for_retry') OR (state = 'running' AND lease_until < ?2))";
 
 /// The claim (invariant 5): only one delivery runs a job at a time. A
 /// `running` job can be taken over only after its lease expired, which is
-/// longer than an invocation can live. Returns the new attempt count.
+/// longer than an invocation can live. Only a current version can be
+/// claimed (the latest, and newer than the live one): a version older than
+/// the latest is never written again, which is what lets the cron sweep
+/// clean it up. Returns the new attempt count.
 /// `?1` job, `?2` now, `?3` lease until.
 pub const CONSUME_CLAIM: &str = "\
 UPDATE jobs SET state = 'running', step = 'claimed', attempts = attempts + 1, lease_until = ?3, updated_at = ?2
 WHERE job_id = ?1 AND (state IN ('queued', 'up_for_retry') OR (state = 'running' AND lease_until < ?2))
+  AND EXISTS (SELECT 1 FROM documents d WHERE d.doc_id = jobs.doc_id AND d.latest_version = jobs.version
+              AND (d.live_version IS NULL OR d.live_version < jobs.version))
 RETURNING attempts";
 
 /// The text of a version, in order.

@@ -1,0 +1,75 @@
+//! Deliberate protocol bugs, for testing the tester only.
+//!
+//! With the `protocol-bugs` cargo feature off (every build but the one
+//! `make test` runs for `tests/sim_bugs.rs`), [`Bugs::has`] is constantly
+//! false and each bug's code path is dead. With it on, the simulation must
+//! catch every one of them (`tests/sim_bugs.rs`).
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bug {
+    /// Deletes the live version's vectors before the replace commits.
+    DeleteBeforeReplace,
+    /// Flips `live_version` without the compare-and-set.
+    FlipWithoutCas,
+    /// The abandoned-version sweep ignores the lease of a running job.
+    SweepIgnoresLease,
+    /// Writes vectors before their chunk rows are recorded in D1.
+    UpsertBeforeStage,
+    /// Search serves index matches without checking D1 for liveness.
+    ServeUnfiltered,
+    /// Removes cleanup intents before the index delete succeeded.
+    IntentRemovedBeforeDelete,
+}
+
+impl Bug {
+    pub const ALL: [Bug; 6] = [
+        Bug::DeleteBeforeReplace,
+        Bug::FlipWithoutCas,
+        Bug::SweepIgnoresLease,
+        Bug::UpsertBeforeStage,
+        Bug::ServeUnfiltered,
+        Bug::IntentRemovedBeforeDelete,
+    ];
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Bugs {
+    #[cfg(feature = "protocol-bugs")]
+    pub active: Option<Bug>,
+}
+
+impl Bugs {
+    #[cfg(feature = "protocol-bugs")]
+    pub fn only(bug: Bug) -> Bugs {
+        Bugs { active: Some(bug) }
+    }
+
+    #[inline(always)]
+    pub fn has(&self, bug: Bug) -> bool {
+        #[cfg(feature = "protocol-bugs")]
+        {
+            self.active == Some(bug)
+        }
+        #[cfg(not(feature = "protocol-bugs"))]
+        {
+            let _ = bug;
+            false
+        }
+    }
+}
+
+/// SQL used only by the seeded bugs (never by the real protocol).
+pub mod sql {
+    /// `FlipWithoutCas`: no compare-and-set.
+    pub const SET_LIVE_UNGUARDED: &str = "UPDATE documents SET live_version = ?2, updated_at = ?3 WHERE doc_id = ?1";
+    /// `SweepIgnoresLease`: the sweep without the lease condition.
+    pub const SWEEP_IGNORING_LEASE: &str = "\
+INSERT OR IGNORE INTO cleanup_intents (vector_id, doc_id, version, reason, attempts, not_before, created_at)
+SELECT c.vector_id, c.doc_id, c.version, 'abandoned', 0, 0, ?1
+FROM chunks c JOIN documents d ON d.doc_id = c.doc_id
+WHERE c.version < d.latest_version AND (d.live_version IS NULL OR c.version <> d.live_version)
+LIMIT ?2";
+    /// `ServeUnfiltered`: chunks by vector id, live or not.
+    pub const CHUNKS_BY_VECTOR_ID: &str = "\
+SELECT vector_id, doc_id, version, chunk_index, text FROM chunks WHERE vector_id IN (SELECT value FROM json_each(?1))";
+}

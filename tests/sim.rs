@@ -1,0 +1,180 @@
+//! The deterministic simulation (see `src/native/sim.rs`): every single
+//! crash point of the single-version, update, delete and overtake flows,
+//! exhaustively, then random seeds with interleavings, duplicates,
+//! reordering, cron at arbitrary points and random faults.
+//!
+//! `SIM_SEEDS=N` sets the number of random seeds (default 2,000);
+//! `make sim SEEDS=N` runs more. A failing case prints the command that
+//! replays it.
+
+use ingest_pipeline::native::sim::{
+    count_calls, random_script, run, run_flow, sim_config, FaultKind, FaultPlan, Mode, RunReport, Sched, FLOWS,
+};
+use ingest_pipeline::pipeline::bugs::Bugs;
+use std::collections::BTreeSet;
+
+fn env_u64(name: &str) -> Option<u64> {
+    std::env::var(name).ok().map(|v| v.parse().unwrap_or_else(|_| panic!("{name} must be a number")))
+}
+
+const RANDOM_FAULTS_PER_MILLE: u64 = 60;
+
+#[derive(Default)]
+struct Summary {
+    runs: u64,
+    calls: u64,
+    faults: u64,
+    crashes: u64,
+    duplicates: u64,
+    max_concurrency: usize,
+    max_ticks: u32,
+    pairs: BTreeSet<String>,
+    kinds: BTreeSet<String>,
+}
+
+impl Summary {
+    fn add(&mut self, r: &RunReport) {
+        self.runs += 1;
+        self.calls += r.calls;
+        self.faults += r.faults;
+        self.crashes += r.crashes;
+        self.duplicates += r.duplicates;
+        self.max_concurrency = self.max_concurrency.max(r.max_concurrency);
+        self.max_ticks = self.max_ticks.max(r.cron_ticks_to_quiesce);
+        self.pairs.extend(r.injected.iter().map(|(c, f)| format!("{c:?}/{}", f.name())));
+        self.kinds.extend(r.kinds_seen.iter().map(|c| format!("{c:?}")));
+    }
+
+    fn merge(&mut self, o: Summary) {
+        self.runs += o.runs;
+        self.calls += o.calls;
+        self.faults += o.faults;
+        self.crashes += o.crashes;
+        self.duplicates += o.duplicates;
+        self.max_concurrency = self.max_concurrency.max(o.max_concurrency);
+        self.max_ticks = self.max_ticks.max(o.max_ticks);
+        self.pairs.extend(o.pairs);
+        self.kinds.extend(o.kinds);
+    }
+}
+
+#[test]
+fn every_single_crash_point_of_every_flow() {
+    let cfg = sim_config();
+    let mut summary = Summary::default();
+    let mut points = 0;
+    for flow in FLOWS {
+        let n = count_calls(flow, &cfg, Bugs::default());
+        assert!(n > 10, "{flow} makes only {n} port calls");
+        for at in 0..n {
+            for kind in FaultKind::ALL {
+                points += 1;
+                let sched = Sched::new(0, FaultPlan::At { at, kind });
+                match run_flow(flow, &cfg, Bugs::default(), &sched) {
+                    Ok(r) => summary.add(&r),
+                    Err(v) => panic!(
+                        "{} violated in flow {flow}, fault {} at call {at}: {}\nreplay: SIM_FLOW={flow} SIM_CALL={at} SIM_FAULT={} cargo test --test sim replay -- --nocapture",
+                        v.invariant,
+                        kind.name(),
+                        v.detail,
+                        kind.name()
+                    ),
+                }
+            }
+        }
+    }
+    println!(
+        "exhaustive: {} flows, {points} crash points ({} port calls x {} fault kinds), {} faults injected, {} crashes; call/fault pairs covered: {}; max cron ticks to quiesce: {}",
+        FLOWS.len(),
+        points / 3,
+        FaultKind::ALL.len(),
+        summary.faults,
+        summary.crashes,
+        summary.pairs.len(),
+        summary.max_ticks
+    );
+    assert_eq!(summary.runs, points);
+    assert_eq!(summary.faults, points, "every run injected its one fault");
+}
+
+#[test]
+fn random_seeds_hold_every_invariant() {
+    let seeds = env_u64("SIM_SEEDS").unwrap_or(2_000);
+    let start = env_u64("SIM_SEED_START").unwrap_or(0);
+    // Seeds are independent: spread them over the machine's cores.
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
+    let parts: Vec<Summary> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                scope.spawn(move || {
+                    let cfg = sim_config();
+                    let mut summary = Summary::default();
+                    for seed in (start..start + seeds).filter(|s| s % threads == t) {
+                        let script = random_script(seed);
+                        let sched = Sched::new(seed, FaultPlan::Random { per_mille: RANDOM_FAULTS_PER_MILLE });
+                        match run(&script, &cfg, Bugs::default(), &sched, Mode::Random) {
+                            Ok(r) => summary.add(&r),
+                            Err(v) => panic!(
+                                "{} violated with seed {seed}: {}\nscript: {script:?}\nreplay: SIM_SEED={seed} cargo test --test sim replay -- --nocapture",
+                                v.invariant, v.detail
+                            ),
+                        }
+                    }
+                    summary
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().expect("a simulation thread failed")).collect()
+    });
+    let mut summary = Summary::default();
+    for p in parts {
+        summary.merge(p);
+    }
+    println!(
+        "random: {} seeds from {start}, {} port calls, {} faults injected, {} crashes, {} duplicate deliveries, max {} concurrent tasks, max {} cron ticks to quiesce; call kinds: {}; call/fault pairs covered: {} {:?}",
+        summary.runs,
+        summary.calls,
+        summary.faults,
+        summary.crashes,
+        summary.duplicates,
+        summary.max_concurrency,
+        summary.max_ticks,
+        summary.kinds.len(),
+        summary.pairs.len(),
+        summary.pairs
+    );
+    assert_eq!(summary.runs, seeds);
+    assert!(summary.faults > seeds, "faults were injected");
+    assert!(summary.max_concurrency >= 3, "tasks really interleaved");
+}
+
+/// Replays one case with its full trace: `SIM_SEED=n` or
+/// `SIM_FLOW=update SIM_CALL=17 SIM_FAULT=crash_after`.
+#[test]
+fn replay() {
+    let cfg = sim_config();
+    if let Some(seed) = env_u64("SIM_SEED") {
+        let script = random_script(seed);
+        println!("script: {script:?}");
+        let sched = Sched::new(seed, FaultPlan::Random { per_mille: RANDOM_FAULTS_PER_MILLE });
+        sched.verbose.set(true);
+        let result = run(&script, &cfg, Bugs::default(), &sched, Mode::Random);
+        for line in sched.trace.borrow().iter() {
+            println!("{line}");
+        }
+        println!("{result:?}");
+        assert!(result.is_ok());
+    }
+    if let Ok(flow) = std::env::var("SIM_FLOW") {
+        let at = env_u64("SIM_CALL").expect("SIM_CALL");
+        let kind = FaultKind::parse(&std::env::var("SIM_FAULT").expect("SIM_FAULT")).expect("a fault kind");
+        let sched = Sched::new(0, FaultPlan::At { at, kind });
+        sched.verbose.set(true);
+        let result = run_flow(&flow, &cfg, Bugs::default(), &sched);
+        for line in sched.trace.borrow().iter() {
+            println!("{line}");
+        }
+        println!("{result:?}");
+        assert!(result.is_ok());
+    }
+}
