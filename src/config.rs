@@ -249,6 +249,25 @@ pub const SETTINGS: &[&str] = &[
 ];
 
 impl Config {
+    /// The configuration that determines chunks and vectors, as a canonical
+    /// JSON object: recorded with every staged version, so D1 knows which
+    /// model, pooling, dimensions and chunker produced each vector.
+    pub fn index_config(&self) -> String {
+        let (embedder, pooling) = match self.embedder_backend {
+            EmbedderBackend::LocalHash => ("local-hash-v1", "none"),
+            EmbedderBackend::WorkersAi => (self.embedding_model.as_str(), self.embedding_pooling.as_str()),
+        };
+        serde_json::json!({
+            "chunker": "greedy-v1",
+            "chunk_size_max_chars": self.chunk_size_max_chars,
+            "chunk_overlap_chars": self.chunk_overlap_chars,
+            "embedder": embedder,
+            "pooling": pooling,
+            "dimensions": self.embedding_dimensions,
+        })
+        .to_string()
+    }
+
     /// Builds the configuration from named variables; `lookup` returns the
     /// raw value of a variable, or `None` to keep the default.
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {

@@ -31,6 +31,12 @@ fn ingest_indexes_and_search_finds_it() {
     assert_eq!(hits[0].version, 1);
     let job = futures::executor::block_on(w.p().store.job_view(&job_id)).unwrap().unwrap();
     assert_eq!((job.state.as_str(), job.attempts), ("succeeded", 1));
+    // D1 records which configuration produced the vectors.
+    let doc = futures::executor::block_on(w.p().document("a")).unwrap().unwrap();
+    let ic = doc.index_config.expect("index config recorded");
+    assert_eq!(ic["dimensions"], 64);
+    assert_eq!(ic["embedder"], "local-hash-v1");
+    assert_eq!(ic["chunk_size_max_chars"], 200);
 }
 
 #[test]

@@ -15,7 +15,10 @@ use std::collections::{BTreeMap, VecDeque};
 
 /// The ledger's migrations, in order, as `wrangler d1 migrations` applies them.
 /// `tests/sql.rs` checks this list against the `migrations/` folder.
-pub const LEDGER_MIGRATIONS: &[(&str, &str)] = &[("0001_init.sql", include_str!("../../migrations/0001_init.sql"))];
+pub const LEDGER_MIGRATIONS: &[(&str, &str)] = &[
+    ("0001_init.sql", include_str!("../../migrations/0001_init.sql")),
+    ("0002_index_config.sql", include_str!("../../migrations/0002_index_config.sql")),
+];
 
 /// The local index's migrations (`migrations-local-index/`).
 pub const LOCAL_INDEX_MIGRATIONS: &[(&str, &str)] =

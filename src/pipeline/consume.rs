@@ -133,9 +133,10 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                 .zip(ids.iter().zip(&hashes))
                 .map(|(c, (id, h))| StagedChunk { i: c.index, id, s: c.start, e: c.end, h, t: c.text })
                 .collect();
+            let index_config = self.cfg.index_config();
             // 2. stage
             if !self.bugs.has(Bug::UpsertBeforeStage) {
-                self.store.stage_chunks(&job.job_id, &job.doc_id, job.version, &staged, self.clock.now_ms()).await?;
+                self.store.stage_chunks(&job.job_id, &job.doc_id, job.version, &staged, &index_config, self.clock.now_ms()).await?;
             }
 
             let base_metadata = self.vector_metadata(job)?;
@@ -160,7 +161,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                 self.index.upsert(&records).await?;
             }
             if self.bugs.has(Bug::UpsertBeforeStage) {
-                self.store.stage_chunks(&job.job_id, &job.doc_id, job.version, &staged, self.clock.now_ms()).await?;
+                self.store.stage_chunks(&job.job_id, &job.doc_id, job.version, &staged, &index_config, self.clock.now_ms()).await?;
             }
             self.store.set_step(&job.job_id, "upserted", self.clock.now_ms()).await?;
         }

@@ -37,6 +37,9 @@ pub struct DocumentView {
     pub job_state: Option<String>,
     pub job_step: Option<String>,
     pub last_failure_bucket: Option<String>,
+    /// The chunker and embedding configuration that produced the live
+    /// version's vectors (model, pooling, dimensions, chunk sizes).
+    pub index_config: Option<serde_json::Value>,
     pub created_at: i64,
     pub updated_at: i64,
 }
@@ -72,6 +75,7 @@ impl DocumentView {
             job_state: r.job_state,
             job_step: r.job_step,
             last_failure_bucket: r.last_failure_bucket,
+            index_config: r.live_index_config.as_deref().and_then(|c| serde_json::from_str(c).ok()),
             created_at: r.created_at,
             updated_at: r.updated_at,
         }

@@ -52,6 +52,7 @@ pub struct DocumentViewRow {
     pub repair_needed: i64,
     pub live_is_delete: Option<i64>,
     pub live_chunk_count: Option<u32>,
+    pub live_index_config: Option<String>,
     pub created_at: i64,
     pub updated_at: i64,
     pub job_id: Option<String>,
@@ -196,6 +197,7 @@ impl<D: Database> Store<D> {
         doc_id: &str,
         version: u32,
         chunks: &[StagedChunk<'_>],
+        index_config: &str,
         now: i64,
     ) -> Result<(), PortError> {
         let mut stmts: Vec<Stmt> = json_pages(chunks, self.json_param_bytes_max)
@@ -204,7 +206,7 @@ impl<D: Database> Store<D> {
             .collect();
         stmts.push(Stmt::new(
             sql::CONSUME_SET_CHUNK_COUNT,
-            vec![doc_id.into(), version.into(), SqlValue::Int(chunks.len() as i64)],
+            vec![doc_id.into(), version.into(), SqlValue::Int(chunks.len() as i64), index_config.into()],
         ));
         stmts.push(Stmt::new(sql::CONSUME_SET_STEP, vec![job_id.into(), "staged".into(), int(now)]));
         self.db.batch(stmts).await.map(|_| ())

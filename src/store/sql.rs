@@ -52,6 +52,7 @@ FROM json_each(?1)";
 pub const DOCUMENT_VIEWS: &str = "\
 SELECT d.doc_id AS doc_id, d.latest_version AS latest_version, d.live_version AS live_version,
        d.repair_needed AS repair_needed, lv.is_delete AS live_is_delete, lv.chunk_count AS live_chunk_count,
+       lv.index_config AS live_index_config,
        d.created_at AS created_at, d.updated_at AS updated_at,
        j.job_id AS job_id, j.state AS job_state, j.step AS job_step, j.last_failure_bucket AS last_failure_bucket
 FROM documents d
@@ -114,8 +115,11 @@ SELECT ?1, ?2, json_extract(value, '$.i'), json_extract(value, '$.id'), json_ext
        json_extract(value, '$.e'), json_extract(value, '$.h'), json_extract(value, '$.t')
 FROM json_each(?3)";
 
-/// Records the chunk count of a staged version. `?1` doc, `?2` version, `?3` count.
-pub const CONSUME_SET_CHUNK_COUNT: &str = "UPDATE versions SET chunk_count = ?3 WHERE doc_id = ?1 AND version = ?2";
+/// Records the chunk count of a staged version and the configuration
+/// (chunker, model, pooling, dimensions) that produced its chunks and
+/// vectors. `?1` doc, `?2` version, `?3` count, `?4` index config JSON.
+pub const CONSUME_SET_CHUNK_COUNT: &str =
+    "UPDATE versions SET chunk_count = ?3, index_config = ?4 WHERE doc_id = ?1 AND version = ?2";
 
 /// Moves a running job to another step. `?1` job, `?2` step, `?3` now.
 pub const CONSUME_SET_STEP: &str = "UPDATE jobs SET step = ?2, updated_at = ?3 WHERE job_id = ?1 AND state = 'running'";
