@@ -139,11 +139,32 @@ function startWatchdog(pgid, persistDir) {
 
 /**
  * Starts the Worker with `wrangler dev --env local` on an empty state
- * directory with both D1 databases migrated. Returns `{ base, logs(), stop() }`.
+ * directory with both D1 databases migrated. Returns
+ * `{ base, logs(), stop(), persistDir }`.
+ *
+ * Options (all optional):
+ * - `vars`: `{ NAME: value }`, each passed as `--var NAME:value` (overrides
+ *   `[env.local.vars]` for this run only);
+ * - `persistDir`: restart on the state directory of an earlier worker
+ *   (stopped with `stop({ keepState: true })`) instead of a fresh one; its
+ *   D1 data survives, local queue messages do not.
+ *
+ * `stop({ keepState = false, signal = 'SIGTERM' })`: stops the wrangler
+ * process group (`signal: 'SIGKILL'` for an abrupt crash) and, unless
+ * `keepState`, removes the state directory.
  */
-export async function startWorker() {
+export async function startWorker({ vars = {}, persistDir: reuseDir } = {}) {
   ensureDevVars();
-  const persistDir = fs.mkdtempSync(path.join(os.tmpdir(), 'ingest-e2e-'));
+  for (const name of Object.keys(vars)) {
+    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) throw new Error(`startWorker: bad variable name ${JSON.stringify(name)}`);
+  }
+  let persistDir;
+  if (reuseDir === undefined) {
+    persistDir = fs.mkdtempSync(path.join(os.tmpdir(), 'ingest-e2e-'));
+  } else {
+    persistDir = reuseDir;
+    fs.mkdirSync(persistDir, { recursive: true });
+  }
   let child;
   let pgid;
   let exited = false;
@@ -152,9 +173,9 @@ export async function startWorker() {
   let buffer = '';
   const logs = () => buffer;
 
-  const stop = async () => {
+  const stop = async ({ keepState = false, signal = 'SIGTERM' } = {}) => {
     if (pgid !== undefined) {
-      if (!exited) killGroup(pgid, 'SIGTERM');
+      if (!exited) killGroup(pgid, signal);
       const deadline = Date.now() + 10_000;
       await Promise.race([exitPromise, sleep(10_000)]);
       // wrangler may leave workerd children behind the parent: wait for the
@@ -168,7 +189,7 @@ export async function startWorker() {
       running.delete(pgid);
       pgid = undefined;
     }
-    fs.rmSync(persistDir, { recursive: true, force: true });
+    if (!keepState) fs.rmSync(persistDir, { recursive: true, force: true });
   };
 
   try {
@@ -184,6 +205,7 @@ export async function startWorker() {
       '--test-scheduled',
       '--inspector-port', String(inspectorPort),
       '--show-interactive-dev-session=false',
+      ...Object.entries(vars).flatMap(([name, value]) => ['--var', `${name}:${value}`]),
     ];
     installExitHooks();
     child = spawn(WRANGLER, args, {
@@ -357,4 +379,22 @@ export async function waitForState(base, docId, state, { timeoutMs = 30_000, lat
 /** `POST /v1/search`; asserts nothing, returns `{ status, body }`. */
 export function search(base, body) {
   return api(base, 'POST', '/v1/search', body);
+}
+
+/** The admin token of the local profile (`.dev.vars.example`), for `/v1/admin/*`. */
+export const ADMIN_TOKEN = 'dev-admin-token';
+
+/** `api` with the admin token. */
+export function admin(base, method, urlPath, body) {
+  return api(base, method, urlPath, body, { token: ADMIN_TOKEN });
+}
+
+/** Runs the cron handler once (`--test-scheduled`); returns the response text. */
+export async function triggerCron(base, cron = '*/5 * * * *') {
+  const res = await fetch(`${base}/cdn-cgi/handler/scheduled?cron=${encodeURIComponent(cron).replace(/%20/g, '+')}`, {
+    signal: AbortSignal.timeout(60_000),
+  });
+  const text = await res.text();
+  if (res.status !== 200) throw new Error(`scheduled handler answered ${res.status}: ${text}`);
+  return text;
 }
