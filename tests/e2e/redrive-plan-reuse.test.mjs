@@ -1,0 +1,75 @@
+// A redrive's plan is its blast radius: executing the same plan id a second
+// time must not start a second redrive (which would send further "canaries"
+// past a first redrive whose canaries failed). `todo` while the Worker accepts
+// it: the plan id fingerprints the request and the matched letters' last_seen
+// only, and executing changes neither, so the second execution gets 202 and a
+// new redrive. Drop `todo` once fixed (expected: 409, or the same redrive).
+
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { admin, api, docPath, sleep, startWorker, waitFor, waitForState, withLogs } from './helpers.mjs';
+
+const DOCS = Array.from({ length: 8 }, (_, i) => `poison-reuse-${i + 1}`);
+
+let worker;
+let base;
+const getWorker = () => worker;
+
+before(
+  async () => {
+    worker = await startWorker({ vars: { LOCAL_INDEX_REJECT_DOC_PREFIX: 'poison-' } });
+    base = worker.base;
+  },
+  { timeout: 300_000 },
+);
+
+after(async () => {
+  await worker?.stop();
+});
+
+describe('a redrive plan is executed at most once', () => {
+  it(
+    'executing the same plan id again (cause still there) re-runs no more than the first canaries',
+    { todo: 'POST /v1/admin/redrives with an already executed plan_id starts a second redrive' },
+    withLogs(getWorker, async () => {
+      const res = await api(base, 'POST', '/v1/documents', {
+        documents: DOCS.map((doc_id) => ({ doc_id, text: `Plan reuse check: ${doc_id} lists tides and gulls.` })),
+      });
+      assert.equal(res.status, 200, res.text);
+      for (const id of DOCS) await waitForState(base, id, 'failed');
+      await waitFor(
+        async () => {
+          const r = await admin(base, 'GET', '/v1/admin/dead-letters?limit=100');
+          return r.body.letters.length === DOCS.length && r.body.letters.every((l) => l.times_seen >= 2);
+        },
+        { what: 'every letter archived by both paths' },
+      );
+
+      // `until` keeps the canaries' own (later) letters out of the plan.
+      const body = { filter: { bucket: 'index_rejected', until: Date.now() }, canary_size: 3 };
+      const pf = await admin(base, 'POST', '/v1/admin/redrives', body);
+      assert.equal(pf.status, 200, pf.text);
+      assert.equal(pf.body.plan.eligible.length, DOCS.length, pf.text);
+      const first = await admin(base, 'POST', '/v1/admin/redrives', { ...body, plan_id: pf.body.plan.plan_id });
+      assert.equal(first.status, 202, first.text);
+      const stopped = await waitFor(
+        async () => {
+          const r = await admin(base, 'GET', `/v1/admin/redrives/${first.body.redrive_id}`);
+          return r.body.state === 'stopped' ? r.body : null;
+        },
+        { timeoutMs: 30_000, what: 'the first redrive to stop on its failed canaries' },
+      );
+      assert.equal(stopped.stop_reason, 'canary_failed', JSON.stringify(stopped));
+
+      const again = await admin(base, 'POST', '/v1/admin/redrives', { ...body, plan_id: pf.body.plan.plan_id });
+      await sleep(2_000);
+      let rerun = 0;
+      for (const id of DOCS) if ((await api(base, 'GET', docPath(id))).body.latest_version > 1) rerun++;
+      assert.ok(
+        again.status === 409 || (again.status === 202 && again.body.redrive_id === first.body.redrive_id),
+        `a second execution of the plan started another redrive: ${again.status} ${again.text}`,
+      );
+      assert.equal(rerun, 3, `documents re-run while the cause is still there: ${rerun}, the plan allowed 3 canaries`);
+    }),
+  );
+});
