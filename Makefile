@@ -38,6 +38,13 @@ SEED_START ?= 0
 sim:
 	SIM_SEEDS=$(SEEDS) SIM_SEED_START=$(SEED_START) cargo test --profile sim --locked --test sim random_seeds_hold_every_invariant -- --nocapture
 
+## Native benchmark, measured not asserted (docs/performance.md): core
+## throughput, port calls per document size, embedding reuse, peak memory.
+## Sizes in chunks: make bench BENCH_SIZES=10,100,1000,10000,20000
+BENCH_SIZES ?= 10,100,1000,10000,20000
+bench:
+	BENCH_SIZES=$(BENCH_SIZES) cargo run --profile sim --locked --bin bench
+
 test-e2e: build
 	node --test --test-concurrency=1 tests/e2e/
 

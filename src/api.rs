@@ -9,7 +9,8 @@
 use crate::core::chunk::ContentType;
 use crate::core::ids::{DocId, DocIdError};
 use crate::pipeline::{
-    log_event, DocumentInput, DocumentView, IntakeError, IntakeItem, IntakeOutcome, Pipeline, SearchRequest,
+    log_event, DocumentInput, DocumentView, IntakeError, IntakeItem, IntakeOutcome, LetterFilter, Pipeline,
+    RedriveRequest, SearchRequest,
 };
 use crate::ports::{Clock, Database, Embedder, JobQueue, MetadataFilter, PortError, VectorIndex};
 use serde_json::{json, Map, Value};
@@ -138,7 +139,10 @@ where
     Q: JobQueue,
     C: Clock,
 {
-    let path = req.path.split('?').next().unwrap_or("");
+    let (path, query) = match req.path.split_once('?') {
+        Some((p, q)) => (p, q),
+        None => (req.path, ""),
+    };
     if path == "/healthz" {
         return match req.method {
             "GET" | "HEAD" => Ok(ok(200, json!({ "ok": true }))),
@@ -148,9 +152,15 @@ where
     let Some(rest) = path.strip_prefix("/v1/") else {
         return Err(ApiError::new(404, "not_found", "no such route"));
     };
-    if rest.starts_with("admin/") || rest == "admin" {
-        authorize(secrets.admin_token.as_deref(), req)?;
-        return Err(ApiError::new(404, "not_found", "no such route"));
+    if let Some(admin_path) = rest.strip_prefix("admin/") {
+        // The ingest token is valid but not enough here: 403, not 401.
+        if let Err(e) = authorize(secrets.admin_token.as_deref(), req) {
+            if e.status == 401 && secrets.ingest_token.as_deref().is_some_and(|t| !t.is_empty() && bearer_matches(req.authorization, t)) {
+                return Err(ApiError::new(403, "forbidden", "this route needs the admin token"));
+            }
+            return Err(e);
+        }
+        return admin_route(p, req, admin_path, query).await;
     }
     authorize(secrets.ingest_token.as_deref(), req)?;
     let segments: Vec<&str> = rest.split('/').collect();
@@ -200,6 +210,164 @@ where
         (_, ["documents", _]) | (_, ["documents"]) | (_, ["jobs", _]) | (_, ["search"]) => Err(method_not_allowed()),
         _ => Err(ApiError::new(404, "not_found", "no such route")),
     }
+}
+
+async fn admin_route<D, V, E, Q, C>(p: &Pipeline<D, V, E, Q, C>, req: &ApiRequest<'_>, path: &str, query: &str) -> Result<ApiResponse, ApiError>
+where
+    D: Database,
+    V: VectorIndex,
+    E: Embedder,
+    Q: JobQueue,
+    C: Clock,
+{
+    let q = parse_query(query)?;
+    let segments: Vec<&str> = path.split('/').collect();
+    match (req.method, segments.as_slice()) {
+        ("GET", ["repair", "runs"]) => {
+            let limit = query_limit(&q, 20, 200)?;
+            let runs = p.repair_runs(limit).await.map_err(ApiError::from_port)?;
+            Ok(ok(200, json!({ "runs": runs })))
+        }
+        ("GET", ["dead-letters", "summary"]) => {
+            let groups = p.dead_letter_summary().await.map_err(ApiError::from_port)?;
+            Ok(ok(200, json!({ "groups": groups })))
+        }
+        ("GET", ["dead-letters"]) => {
+            let f = LetterFilter {
+                bucket: q.get("bucket").cloned(),
+                doc_id: q.get("doc_id").cloned(),
+                since: query_int(&q, "since")?,
+                until: query_int(&q, "until")?,
+                cursor: q.get("cursor").cloned(),
+                limit: query_limit(&q, 50, 500)?,
+            };
+            let (letters, next) = p.dead_letters(&f).await.map_err(ApiError::from_port)?;
+            Ok(ok(200, json!({ "letters": letters, "next_cursor": next })))
+        }
+        ("POST", ["redrives"]) => {
+            let body = json_body(p, req)?;
+            let (rreq, plan_id) = parse_redrive(&body)?;
+            match plan_id {
+                None => {
+                    let plan = p.redrive_plan(&rreq).await.map_err(ApiError::from_port)?;
+                    Ok(ok(200, json!({ "preflight": true, "plan": plan })))
+                }
+                Some(id) => match p.redrive_execute(&rreq, &id).await.map_err(ApiError::from_port)? {
+                    Some(view) => Ok(ok(202, view)),
+                    None => Err(ApiError::new(409, "plan_changed", "the letters changed since the preflight; run it again")),
+                },
+            }
+        }
+        ("GET", ["redrives", id]) => {
+            let id = percent_decode(id)?;
+            // Polling also moves the redrive on.
+            p.redrive_advance(&id).await.map_err(ApiError::from_port)?;
+            match p.redrive_view(&id).await.map_err(ApiError::from_port)? {
+                Some(view) => Ok(ok(200, view)),
+                None => Err(ApiError::new(404, "redrive_not_found", "no such redrive")),
+            }
+        }
+        (_, ["repair", "runs"]) | (_, ["dead-letters", ..]) | (_, ["redrives", ..]) => Err(method_not_allowed()),
+        _ => Err(ApiError::new(404, "not_found", "no such route")),
+    }
+}
+
+fn parse_query(query: &str) -> Result<std::collections::BTreeMap<String, String>, ApiError> {
+    let mut out = std::collections::BTreeMap::new();
+    for pair in query.split('&').filter(|s| !s.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        out.insert(percent_decode(&k.replace('+', " "))?, percent_decode(&v.replace('+', " "))?);
+    }
+    Ok(out)
+}
+
+fn query_int(q: &std::collections::BTreeMap<String, String>, name: &str) -> Result<Option<i64>, ApiError> {
+    q.get(name)
+        .map(|v| v.parse::<i64>().map_err(|_| ApiError::field(name, "must be an integer (milliseconds since the epoch)")))
+        .transpose()
+}
+
+fn query_limit(q: &std::collections::BTreeMap<String, String>, default: usize, max: usize) -> Result<usize, ApiError> {
+    match q.get("limit") {
+        None => Ok(default),
+        Some(v) => match v.parse::<usize>() {
+            Ok(n) if (1..=max).contains(&n) => Ok(n),
+            _ => Err(ApiError::field("limit", &format!("must be an integer in 1..={max}"))),
+        },
+    }
+}
+
+/// `{"filter": {"bucket"?, "since"?, "until"?, "doc_ids"?}, "canary_size"? (3-5),
+/// "max_failed_canaries"?, "max_failure_ratio"?, "batch_size"?, "plan_id"?}`
+fn parse_redrive(body: &Value) -> Result<(RedriveRequest, Option<String>), ApiError> {
+    let Value::Object(obj) = body else {
+        return Err(ApiError::new(400, "invalid_body", "the body must be a JSON object"));
+    };
+    for key in obj.keys() {
+        if !matches!(key.as_str(), "filter" | "canary_size" | "max_failed_canaries" | "max_failure_ratio" | "batch_size" | "plan_id") {
+            return Err(ApiError::new(422, "unknown_field", format!("unknown field {:?}", truncate(key, 64))));
+        }
+    }
+    let uint = |name: &str, default: usize, range: std::ops::RangeInclusive<usize>| -> Result<usize, ApiError> {
+        match obj.get(name) {
+            None | Some(Value::Null) => Ok(default),
+            Some(v) => match v.as_u64().map(|n| n as usize) {
+                Some(n) if range.contains(&n) => Ok(n),
+                _ => Err(ApiError::field(name, &format!("must be an integer in {}..={}", range.start(), range.end()))),
+            },
+        }
+    };
+    let canary_size = uint("canary_size", 3, 3..=5)?;
+    let max_failed_canaries = uint("max_failed_canaries", 0, 0..=5)?;
+    let batch_size = uint("batch_size", 10, 1..=100)?;
+    let max_failure_ratio = match obj.get("max_failure_ratio") {
+        None | Some(Value::Null) => 0.2,
+        Some(v) => match v.as_f64() {
+            Some(r) if (0.0..=1.0).contains(&r) => r,
+            _ => return Err(ApiError::field("max_failure_ratio", "must be a number in 0..=1")),
+        },
+    };
+    let mut rreq = RedriveRequest {
+        bucket: None,
+        since: None,
+        until: None,
+        doc_ids: None,
+        canary_size,
+        max_failed_canaries,
+        max_failure_ratio,
+        batch_size,
+    };
+    match obj.get("filter") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(f)) => {
+            for (k, v) in f {
+                match (k.as_str(), v) {
+                    ("bucket", Value::String(s)) if crate::core::failure::FailureBucket::parse(s).is_some() => rreq.bucket = Some(s.clone()),
+                    ("bucket", _) => return Err(ApiError::field("filter.bucket", "must be a failure bucket")),
+                    ("since", v) if v.as_i64().is_some() => rreq.since = v.as_i64(),
+                    ("until", v) if v.as_i64().is_some() => rreq.until = v.as_i64(),
+                    ("since" | "until", _) => return Err(ApiError::field("filter.since/until", "must be milliseconds since the epoch")),
+                    ("doc_ids", Value::Array(ids)) if ids.len() <= 100 => {
+                        let mut out = Vec::new();
+                        for id in ids {
+                            let Some(s) = id.as_str() else { return Err(ApiError::field("filter.doc_ids", "must be strings")) };
+                            out.push(parse_doc_id(s, "filter.doc_ids")?.as_str().to_string());
+                        }
+                        rreq.doc_ids = Some(out);
+                    }
+                    ("doc_ids", _) => return Err(ApiError::field("filter.doc_ids", "must be an array of at most 100 ids")),
+                    _ => return Err(ApiError::new(422, "unknown_field", format!("unknown field filter.{}", truncate(k, 64)))),
+                }
+            }
+        }
+        Some(_) => return Err(ApiError::field("filter", "must be an object")),
+    }
+    let plan_id = match obj.get("plan_id") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) if s.len() == 32 && s.bytes().all(|b| b.is_ascii_hexdigit()) => Some(s.clone()),
+        Some(_) => return Err(ApiError::field("plan_id", "must be a plan id from a preflight")),
+    };
+    Ok((rreq, plan_id))
 }
 
 fn method_not_allowed() -> ApiError {
@@ -295,7 +463,7 @@ fn parse_metadata<D, V, E, Q, C>(p: &Pipeline<D, V, E, Q, C>, m: &Map<String, Va
         return Err(ApiError::field(field, "must have at most 32 keys"));
     }
     for (k, v) in m {
-        if k.is_empty() || k.len() > 64 || k.starts_with('$') || k.contains('.') || k.chars().any(char::is_control) {
+        if k.is_empty() || k.len() > 64 || k.starts_with('$') || k.contains('.') || k.contains('"') || k.chars().any(char::is_control) {
             return Err(ApiError::field(field, "keys must be 1-64 bytes, without '.', a leading '$' or control characters"));
         }
         if RESERVED_METADATA_KEYS.contains(&k.as_str()) {

@@ -162,6 +162,12 @@ pub struct Config {
     pub job_stall_seconds: u32,
     /// Stalled jobs re-enqueued per scheduled run.
     pub cron_requeue_jobs_max: usize,
+    /// Live chunks checked against the index per scheduled run (getByIds,
+    /// in calls of at most 100).
+    pub cron_verify_chunks_max: usize,
+    /// Only versions live for longer than this are verified: the index's
+    /// visibility delay (Vectorize: p99 under 2 minutes).
+    pub index_visibility_window_seconds: u32,
 }
 
 impl Default for Config {
@@ -199,6 +205,8 @@ impl Default for Config {
             cron_abandoned_chunks_max: 1000,
             job_stall_seconds: 900,
             cron_requeue_jobs_max: 100,
+            cron_verify_chunks_max: 100,
+            index_visibility_window_seconds: 300,
         }
     }
 }
@@ -246,6 +254,8 @@ pub const SETTINGS: &[&str] = &[
     "CRON_ABANDONED_CHUNKS_MAX",
     "JOB_STALL_SECONDS",
     "CRON_REQUEUE_JOBS_MAX",
+    "CRON_VERIFY_CHUNKS_MAX",
+    "INDEX_VISIBILITY_WINDOW_SECONDS",
 ];
 
 impl Config {
@@ -305,6 +315,8 @@ impl Config {
         num!(cron_abandoned_chunks_max, "CRON_ABANDONED_CHUNKS_MAX");
         num!(job_stall_seconds, "JOB_STALL_SECONDS");
         num!(cron_requeue_jobs_max, "CRON_REQUEUE_JOBS_MAX");
+        num!(cron_verify_chunks_max, "CRON_VERIFY_CHUNKS_MAX");
+        num!(index_visibility_window_seconds, "INDEX_VISIBILITY_WINDOW_SECONDS");
         num!(index_check_ttl_seconds, "INDEX_CHECK_TTL_SECONDS");
         if let Some(raw) = lookup("EMBEDDING_MODEL") {
             c.embedding_model = raw.trim().to_string();
@@ -436,6 +448,7 @@ impl Config {
         check(self.cron_abandoned_chunks_max >= 1, "CRON_ABANDONED_CHUNKS_MAX", "must be positive")?;
         check(self.job_stall_seconds >= 1, "JOB_STALL_SECONDS", "must be positive")?;
         check((1..=100).contains(&self.cron_requeue_jobs_max), "CRON_REQUEUE_JOBS_MAX", "must be 1..=100")?;
+        check(self.cron_verify_chunks_max <= 1000, "CRON_VERIFY_CHUNKS_MAX", "must be 0..=1000")?;
         Ok(())
     }
 }

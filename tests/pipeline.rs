@@ -221,7 +221,7 @@ fn permanent_failures_end_failed_and_leave_no_orphans() {
     w.put("a", &long_text(TEXT_B, 10));
     // The upsert of the first page succeeds, the replace is refused for good.
     w.db.fail_sql.replace(Some((sql::COMMIT_SET_LIVE, FailureBucket::DbRejected)));
-    assert_eq!(w.deliver_all(), vec![ConsumeOutcome::Ack { reason: "failed" }]);
+    assert_eq!(w.deliver_all(), vec![ConsumeOutcome::DeadLetter { reason: "failed" }]);
     let doc = futures::executor::block_on(w.p().document("a")).unwrap().unwrap();
     assert_eq!((doc.state, doc.live_version), (DocumentState::Failed, Some(1)));
     assert_eq!(doc.last_failure_bucket.as_deref(), Some("db_rejected"));
@@ -239,7 +239,7 @@ fn exhausted_attempts_end_dead() {
     w.put("a", TEXT_A);
     w.index.upsert_faults.fail_next(5, FailureBucket::IndexUnavailable);
     let outcomes = w.deliver_all();
-    assert_eq!(outcomes.last(), Some(&ConsumeOutcome::Ack { reason: "dead" }));
+    assert_eq!(outcomes.last(), Some(&ConsumeOutcome::DeadLetter { reason: "dead" }));
     assert_eq!(outcomes.len(), 2);
     assert_eq!(w.state("a"), DocumentState::Failed);
 }

@@ -141,6 +141,42 @@ fn every_statement_is_exercised_by_the_flows() {
         w.db.executed.borrow_mut().extend(w3.db.executed.borrow().iter().copied());
     }
 
+    // Dead letters, diagnosis, redrives, repair runs.
+    {
+        let w4 = common::World::new();
+        w4.put("h", "omicron pi rho");
+        w4.index.upsert_faults.fail_next(1, FailureBucket::IndexRejected);
+        let msgs = w4.queue.take_all();
+        w4.consume(&msgs[0]);
+        let p = w4.p();
+        block_on(p.archive_dead_letter("m-1", &msgs[0])).unwrap();
+        block_on(p.dead_letter_summary()).unwrap();
+        let f = ingest_pipeline::pipeline::LetterFilter { limit: 10, cursor: Some("1|x".into()), ..Default::default() };
+        block_on(p.dead_letters(&f)).unwrap();
+        let req = ingest_pipeline::pipeline::RedriveRequest {
+            bucket: None,
+            since: None,
+            until: None,
+            doc_ids: None,
+            canary_size: 3,
+            max_failed_canaries: 0,
+            max_failure_ratio: 0.2,
+            batch_size: 10,
+        };
+        let plan = block_on(p.redrive_plan(&req)).unwrap();
+        let view = block_on(p.redrive_execute(&req, &plan.plan_id)).unwrap().unwrap();
+        w4.deliver_all();
+        block_on(p.redrive_advance(view["redrive_id"].as_str().unwrap())).unwrap();
+        w4.cron();
+        block_on(p.repair_runs(5)).unwrap();
+        // A live vector goes missing: verification marks and re-runs the document.
+        let lost = w4.live_vector_ids()[0].clone();
+        w4.index.vectors.borrow_mut().remove(&lost);
+        w4.clock.advance_ms(i64::from(w4.cfg.index_visibility_window_seconds) * 1000 + 1);
+        assert_eq!(w4.cron().documents_repaired, 1);
+        w.db.executed.borrow_mut().extend(w4.db.executed.borrow().iter().copied());
+    }
+
     // The local index on its own database.
     let vdb = SqliteDb::local_index();
     let idx = LocalIndex {
@@ -152,6 +188,7 @@ fn every_statement_is_exercised_by_the_flows() {
         id_bytes_max: 64,
         top_k_max: 100,
         json_param_bytes_max: 900_000,
+        reject_doc_prefix: None,
     };
     let mut md = std::collections::BTreeMap::new();
     md.insert("doc_id".to_string(), serde_json::json!("a"));
@@ -181,6 +218,7 @@ fn local_index_enforces_vectorize_limits() {
         id_bytes_max: 64,
         top_k_max: 100,
         json_param_bytes_max: 900_000,
+        reject_doc_prefix: None,
     };
     let mut md = std::collections::BTreeMap::new();
     md.insert("doc_id".to_string(), serde_json::json!("a"));

@@ -18,6 +18,11 @@ pub struct LocalIndex<D> {
     pub id_bytes_max: usize,
     pub top_k_max: usize,
     pub json_param_bytes_max: usize,
+    /// Local fault injection for end-to-end tests and drills
+    /// (`LOCAL_INDEX_REJECT_DOC_PREFIX`): upserts of vectors whose `doc_id`
+    /// starts with this prefix are rejected as Vectorize would reject a bad
+    /// request (a permanent `index_rejected`). `None` in normal use.
+    pub reject_doc_prefix: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -63,6 +68,9 @@ impl<D: Database> VectorIndex for LocalIndex<D> {
             let Some(doc_id) = v.metadata.get("doc_id").and_then(|d| d.as_str()) else {
                 return reject("metadata_doc_id");
             };
+            if self.reject_doc_prefix.as_deref().is_some_and(|p| !p.is_empty() && doc_id.starts_with(p)) {
+                return reject("injected_rejection");
+            }
             let metadata = serde_json::to_string(&v.metadata).expect("metadata serializes");
             if metadata.len() > 10 * 1024 {
                 return reject("metadata_too_large");

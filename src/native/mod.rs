@@ -18,6 +18,8 @@ use std::collections::{BTreeMap, VecDeque};
 pub const LEDGER_MIGRATIONS: &[(&str, &str)] = &[
     ("0001_init.sql", include_str!("../../migrations/0001_init.sql")),
     ("0002_index_config.sql", include_str!("../../migrations/0002_index_config.sql")),
+    ("0003_dead_letters_and_repair.sql", include_str!("../../migrations/0003_dead_letters_and_repair.sql")),
+    ("0004_repair_cursor.sql", include_str!("../../migrations/0004_repair_cursor.sql")),
 ];
 
 /// The local index's migrations (`migrations-local-index/`).
@@ -365,3 +367,79 @@ impl Clock for ManualClock {
     }
 }
 pub mod sim;
+
+// ------------------------------------------------------------------ counting wrappers
+
+use crate::ports::Embedder;
+
+/// An [`Embedder`] that counts what reaches the one it wraps: calls, and
+/// texts (each text is one embedding computed). For tests and benchmarks.
+pub struct CountingEmbedder<E> {
+    pub inner: E,
+    pub calls: Cell<u64>,
+    pub texts: Cell<u64>,
+}
+
+impl<E> CountingEmbedder<E> {
+    pub fn new(inner: E) -> CountingEmbedder<E> {
+        CountingEmbedder { inner, calls: Cell::new(0), texts: Cell::new(0) }
+    }
+}
+
+impl<E: Embedder> Embedder for CountingEmbedder<E> {
+    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, PortError> {
+        self.calls.set(self.calls.get() + 1);
+        self.texts.set(self.texts.get() + texts.len() as u64);
+        self.inner.embed(texts).await
+    }
+}
+
+/// A [`VectorIndex`] that counts every call to the one it wraps, and the
+/// vectors and IDs they carried. For tests and benchmarks.
+pub struct CountingIndex<V> {
+    pub inner: V,
+    pub upsert_calls: Cell<u64>,
+    pub vectors_written: Cell<u64>,
+    pub delete_calls: Cell<u64>,
+    pub ids_deleted: Cell<u64>,
+    pub get_calls: Cell<u64>,
+    pub ids_got: Cell<u64>,
+    pub query_calls: Cell<u64>,
+}
+
+impl<V> CountingIndex<V> {
+    pub fn new(inner: V) -> CountingIndex<V> {
+        CountingIndex {
+            inner,
+            upsert_calls: Cell::new(0),
+            vectors_written: Cell::new(0),
+            delete_calls: Cell::new(0),
+            ids_deleted: Cell::new(0),
+            get_calls: Cell::new(0),
+            ids_got: Cell::new(0),
+            query_calls: Cell::new(0),
+        }
+    }
+}
+
+impl<V: VectorIndex> VectorIndex for CountingIndex<V> {
+    async fn upsert(&self, vectors: &[VectorRecord]) -> Result<(), PortError> {
+        self.upsert_calls.set(self.upsert_calls.get() + 1);
+        self.vectors_written.set(self.vectors_written.get() + vectors.len() as u64);
+        self.inner.upsert(vectors).await
+    }
+    async fn delete_by_ids(&self, ids: &[String]) -> Result<(), PortError> {
+        self.delete_calls.set(self.delete_calls.get() + 1);
+        self.ids_deleted.set(self.ids_deleted.get() + ids.len() as u64);
+        self.inner.delete_by_ids(ids).await
+    }
+    async fn query(&self, vector: &[f32], top_k: usize, filter: &MetadataFilter) -> Result<Vec<VectorMatch>, PortError> {
+        self.query_calls.set(self.query_calls.get() + 1);
+        self.inner.query(vector, top_k, filter).await
+    }
+    async fn get_by_ids(&self, ids: &[String]) -> Result<Vec<VectorRecord>, PortError> {
+        self.get_calls.set(self.get_calls.get() + 1);
+        self.ids_got.set(self.ids_got.get() + ids.len() as u64);
+        self.inner.get_by_ids(ids).await
+    }
+}

@@ -22,7 +22,7 @@ use crate::core::chunk::ContentType;
 use crate::core::failure::FailureBucket;
 use crate::core::ids::DocId;
 use crate::pipeline::bugs::Bugs;
-use crate::pipeline::{ConsumeOutcome, DocumentInput, IntakeItem, Pipeline, RepairReport, SearchRequest};
+use crate::pipeline::{ConsumeOutcome, DocumentInput, IntakeItem, Pipeline, SearchRequest};
 use crate::ports::{
     Database, Embedder, JobMessage, JobQueue, MetadataFilter, PortError, Stmt, VectorIndex, VectorMatch, VectorRecord,
 };
@@ -883,7 +883,7 @@ pub fn run(script: &Script, cfg: &Config, bugs: Bugs, sched: &Sched, mode: Mode)
             .map_err(|v| with_trace(v, sched))?;
         monitor.check_step(&w).map_err(|v| with_trace(v, sched))?;
         // A cron run that died did something unknown: run another.
-        if did == Some(RepairReport::default()) && w.broker.is_empty() && w.unfinished_jobs() == 0 {
+        if did.is_some_and(|r| !r.did_work()) && w.broker.is_empty() && w.unfinished_jobs() == 0 {
             break;
         }
     }
@@ -942,7 +942,7 @@ fn drive<T>(
 fn settle(w: &World, sched: &Sched, m: JobMessage, outcome: ConsumeOutcome) {
     let now = w.clock.0.get();
     match outcome {
-        ConsumeOutcome::Ack { .. } => {
+        ConsumeOutcome::Ack { .. } | ConsumeOutcome::DeadLetter { .. } => {
             if sched.ack_fault().is_some() {
                 w.broker.push(m, now + CRASH_REDELIVERY_MS);
             }
@@ -1020,7 +1020,7 @@ pub fn reference_dump(script: &Script, cfg: &Config, bugs: Bugs) -> String {
     for _ in 0..=QUIESCENCE_TICKS_MAX {
         deliver_all();
         w.clock.advance_ms(i64::from(cfg.job_lease_seconds.max(cfg.job_stall_seconds)) * 1000 + 1);
-        if futures::executor::block_on(p.repair()) == RepairReport::default() && w.broker.is_empty() {
+        if !futures::executor::block_on(p.repair()).did_work() && w.broker.is_empty() {
             break;
         }
     }

@@ -9,7 +9,12 @@
 //! 2. **stage** (D1 batch): chunk rows with their vector IDs, chunk count,
 //!    step `staged`. Crash: D1 knows every vector ID this version may write;
 //!    none is written yet. A rerun stages the same rows (`INSERT OR IGNORE`).
-//! 3. **embed** (embedder, no lasting effect).
+//! 3. **embed** (embedder, no lasting effect). Chunks whose text the live
+//!    version also holds, indexed with the same configuration
+//!    (`versions.index_config`), are not embedded again: the live vectors'
+//!    values are read (one D1 query, index `get_by_ids`) and written in 4
+//!    under this version's own IDs. A vector the index does not return is
+//!    embedded instead. Reads only: no lasting effect either.
 //! 4. **upsert** (index, in batches): new vectors under IDs no other version
 //!    uses. Crash: the index holds vectors of a version that is not live;
 //!    search filters them out against D1; a rerun overwrites them with the
@@ -36,6 +41,15 @@ use crate::core::ids::{sha256_hex, vector_id, DocId};
 use crate::ports::{Clock, Database, Embedder, JobMessage, JobQueue, PortError, VectorIndex, VectorMetadata, VectorRecord};
 use crate::store::{ConsumeRow, StagedChunk};
 use serde_json::{json, Value};
+use std::collections::{BTreeMap, HashMap};
+
+/// What happened to the chunks of one version: vectors computed by the
+/// embedder, and vectors copied from the live version (embedding reuse).
+#[derive(Clone, Copy, Debug, Default)]
+struct VectorCounts {
+    embedded: usize,
+    reused: usize,
+}
 
 /// A job is stale when its version is no longer the latest, or is not newer
 /// than the live one: it must never write again.
@@ -51,6 +65,9 @@ pub enum ConsumeOutcome {
     Ack { reason: &'static str },
     /// Ask Queues to deliver the message again after `delay_seconds`.
     Retry { delay_seconds: u32 },
+    /// The job ended `failed` or `dead`: send the message to the dead-letter
+    /// queue (the evidence), then acknowledge it. Redelivery repeats this.
+    DeadLetter { reason: &'static str },
 }
 
 impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D, V, E, Q, C> {
@@ -66,6 +83,9 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         };
         match outcome {
             ConsumeOutcome::Ack { reason } => log_event("consume_ack", json!({ "job_id": msg.job_id, "reason": reason })),
+            ConsumeOutcome::DeadLetter { reason } => {
+                log_event("consume_dead_letter", json!({ "job_id": msg.job_id, "reason": reason }))
+            }
             ConsumeOutcome::Retry { delay_seconds } => {
                 log_event("consume_retry", json!({ "job_id": msg.job_id, "delay_seconds": delay_seconds }))
             }
@@ -81,7 +101,8 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             return Ok(ConsumeOutcome::Ack { reason: "pointer_mismatch" });
         }
         match job.state.as_str() {
-            "succeeded" | "failed" | "superseded" | "dead" => return Ok(ConsumeOutcome::Ack { reason: "already_final" }),
+            "succeeded" | "superseded" => return Ok(ConsumeOutcome::Ack { reason: "already_final" }),
+            "failed" | "dead" => return Ok(ConsumeOutcome::DeadLetter { reason: "already_failed" }),
             _ => {}
         }
         let now = self.clock.now_ms();
@@ -118,6 +139,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
     /// Steps 2–6 for a job this delivery holds.
     async fn run_claimed(&self, job: &ConsumeRow) -> Result<(), PortError> {
         let doc_id = DocId::parse(&job.doc_id).map_err(|_| PortError::new(FailureBucket::InputInvalid, "doc_id"))?;
+        let mut counts = VectorCounts::default();
         if job.kind == "index" {
             let text = self.store.load_text(&job.doc_id, job.version, job.part_count).await?;
             let content_type = ContentType::parse(&job.content_type)
@@ -139,25 +161,43 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                 self.store.stage_chunks(&job.job_id, &job.doc_id, job.version, &staged, &index_config, self.clock.now_ms()).await?;
             }
 
+            // Embedding reuse: chunks whose text the live version holds,
+            // embedded with the same configuration, keep their vectors.
+            let reusable: HashMap<String, String> = if job.live_version.is_some() {
+                let rows = self.store.reusable_vectors(&job.doc_id, job.version, &index_config).await?;
+                rows.into_iter().map(|r| (r.content_hash, r.vector_id)).collect()
+            } else {
+                HashMap::new()
+            };
+
             let base_metadata = self.vector_metadata(job)?;
-            // 3 + 4. embed and upsert, in bounded batches.
+            // 3 + 4. embed (or reuse) and upsert, in bounded batches.
             for (page_no, page) in chunks.chunks(self.cfg.upsert_batch_size).enumerate() {
                 let offset = page_no * self.cfg.upsert_batch_size;
-                let mut records = Vec::with_capacity(page.len());
-                for (sub_no, sub) in page.chunks(self.cfg.embed_batch_size).enumerate() {
-                    let texts: Vec<String> = sub.iter().map(|c| c.text.to_string()).collect();
+                let mut values = self.reused_values(&hashes[offset..offset + page.len()], &reusable).await;
+                counts.reused += values.iter().filter(|v| v.is_some()).count();
+                let misses: Vec<usize> = (0..page.len()).filter(|&k| values[k].is_none()).collect();
+                for batch in misses.chunks(self.cfg.embed_batch_size) {
+                    let texts: Vec<String> = batch.iter().map(|&k| page[k].text.to_string()).collect();
                     let vectors = self.embedder.embed(&texts).await?;
                     if vectors.len() != texts.len() || vectors.iter().any(|v| v.len() != self.cfg.embedding_dimensions) {
                         return Err(PortError::new(FailureBucket::EmbedRejected, "embed_shape"));
                     }
-                    for (k, values) in vectors.into_iter().enumerate() {
-                        let c = &sub[k];
-                        let mut metadata = base_metadata.clone();
-                        metadata.insert("chunk".into(), json!(c.index));
-                        let id = ids[offset + sub_no * self.cfg.embed_batch_size + k].clone();
-                        records.push(VectorRecord { id, values, metadata });
+                    counts.embedded += texts.len();
+                    for (&k, v) in batch.iter().zip(vectors) {
+                        values[k] = Some(v);
                     }
                 }
+                let records: Vec<VectorRecord> = page
+                    .iter()
+                    .zip(values)
+                    .enumerate()
+                    .map(|(k, (c, v))| {
+                        let mut metadata = base_metadata.clone();
+                        metadata.insert("chunk".into(), json!(c.index));
+                        VectorRecord { id: ids[offset + k].clone(), values: v.expect("every chunk has a vector"), metadata }
+                    })
+                    .collect();
                 self.index.upsert(&records).await?;
             }
             if self.bugs.has(Bug::UpsertBeforeStage) {
@@ -171,10 +211,56 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         }
         // 5. replace
         let live = self.store.commit(&job.job_id, &job.doc_id, job.version, self.clock.now_ms(), self.bugs).await?;
-        log_event("job_committed", json!({ "job_id": job.job_id, "live": live }));
+        log_event(
+            "job_committed",
+            json!({ "job_id": job.job_id, "live": live, "embedded": counts.embedded, "reused": counts.reused }),
+        );
         // 6. cleanup: best effort here; what is left is drained by cron.
         self.cleanup_doc(&job.doc_id).await;
         Ok(())
+    }
+
+    /// The values of the live vectors that chunks with these `hashes` can
+    /// reuse (`reusable`: content hash → live vector ID), fetched from the
+    /// index in batches the index accepts; `None` for a chunk to embed. A
+    /// vector the index does not return (not visible yet, or gone), returns
+    /// malformed, or a failed fetch, only means embedding that chunk: reuse
+    /// is an optimization, never a reason for the job to fail.
+    async fn reused_values(&self, hashes: &[String], reusable: &HashMap<String, String>) -> Vec<Option<Vec<f32>>> {
+        let mut out: Vec<Option<Vec<f32>>> = vec![None; hashes.len()];
+        // Live vector ID → positions in this page (a text may repeat).
+        let mut wanted: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+        for (k, h) in hashes.iter().enumerate() {
+            if let Some(id) = reusable.get(h) {
+                wanted.entry(id.as_str()).or_default().push(k);
+            }
+        }
+        let wanted_ids: Vec<String> = wanted.keys().map(|id| id.to_string()).collect();
+        for batch in wanted_ids.chunks(self.get_batch_size()) {
+            let found = match self.index.get_by_ids(batch).await {
+                Ok(found) => found,
+                Err(e) => {
+                    log_event("reuse_get_failed", json!({ "bucket": e.bucket.as_str(), "code": e.code, "ids": batch.len() }));
+                    break;
+                }
+            };
+            for rec in found {
+                let ok = rec.values.len() == self.cfg.embedding_dimensions && rec.values.iter().all(|x| x.is_finite());
+                if let (true, Some(positions)) = (ok, wanted.get(rec.id.as_str())) {
+                    for &k in positions {
+                        out[k] = Some(rec.values.clone());
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// IDs per `get_by_ids` call: the limit the index adapters enforce
+    /// (`src/wasm/mod.rs` sets their `get_batch_max` to `DELETE_BATCH_SIZE`;
+    /// Vectorize documents none, 100 is safe).
+    fn get_batch_size(&self) -> usize {
+        self.cfg.delete_batch_size.max(1)
     }
 
     /// The metadata every vector of this version carries: `doc_id`,
@@ -247,11 +333,11 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             }
             RetryDecision::Fail => {
                 self.store.job_end_failed(&job.job_id, &job.doc_id, job.version, e.bucket, "failed", now).await?;
-                Ok(ConsumeOutcome::Ack { reason: "failed" })
+                Ok(ConsumeOutcome::DeadLetter { reason: "failed" })
             }
             RetryDecision::GiveUp => {
                 self.store.job_end_failed(&job.job_id, &job.doc_id, job.version, e.bucket, "dead", now).await?;
-                Ok(ConsumeOutcome::Ack { reason: "dead" })
+                Ok(ConsumeOutcome::DeadLetter { reason: "dead" })
             }
         }
     }

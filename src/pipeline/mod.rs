@@ -2,6 +2,7 @@
 //! search. The same code runs in workerd (D1, Queues, local or production
 //! index) and in native tests (SQLite and in-memory fakes).
 
+mod admin;
 pub mod bugs;
 mod consume;
 mod intake;
@@ -9,6 +10,7 @@ mod repair;
 mod search;
 mod views;
 
+pub use admin::{LetterFilter, Plan, RedriveRequest, REDRIVE_LETTERS_MAX};
 pub use consume::ConsumeOutcome;
 pub use intake::{DocumentInput, IntakeError, IntakeItem, IntakeOutcome};
 pub use repair::RepairReport;

@@ -7,7 +7,21 @@
 
 use super::{log_event, Pipeline};
 use crate::core::failure::FailureBucket;
-use crate::ports::{Clock, Database, Embedder, JobMessage, JobQueue, VectorIndex};
+use crate::ports::{Clock, Database, Embedder, JobMessage, JobQueue, PortError, SqlValue, Stmt, VectorIndex};
+use crate::store::sql;
+use serde::Deserialize;
+
+#[derive(Deserialize)]
+struct CursorRow {
+    value: String,
+}
+
+#[derive(Deserialize)]
+struct VerifyRow {
+    vector_id: String,
+    doc_id: String,
+    version: u32,
+}
 use serde::Serialize;
 use serde_json::json;
 
@@ -19,12 +33,78 @@ pub struct RepairReport {
     pub intents_failed: u64,
     pub jobs_requeued: u64,
     pub jobs_dead: u64,
+    /// Live chunks checked against the index (getByIds).
+    pub chunks_verified: u64,
+    /// Documents whose live vectors were missing: marked `repair_needed`
+    /// and re-run as a new version.
+    pub documents_repaired: u64,
+    /// Active redrives advanced.
+    pub redrives_advanced: u64,
+    /// Whether a step stopped at its per-run cap (work is left for the next run).
+    pub budget_hit: bool,
     /// Buckets of the steps that failed in this run (each at most once).
     pub failures: Vec<FailureBucket>,
 }
 
+impl RepairReport {
+    /// Whether the run changed or found anything (verifying chunks that
+    /// were all present does not count).
+    pub fn did_work(&self) -> bool {
+        self.abandoned_chunks_swept + self.intents_deleted + self.intents_failed + self.jobs_requeued + self.jobs_dead
+            + self.documents_repaired + self.redrives_advanced
+            > 0
+            || !self.failures.is_empty()
+    }
+}
+
+/// Redrives advanced per scheduled run.
+const REDRIVES_PER_RUN_MAX: usize = 10;
+
 impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D, V, E, Q, C> {
+    /// Checks the next page of live chunks (older than the visibility
+    /// window) against the index, continuing from a cursor kept in D1. A
+    /// document with a missing vector is marked `repair_needed` and its live
+    /// version re-run. Returns (chunks checked, documents repaired).
+    async fn verify_sample(&self) -> Result<(u64, u64), PortError> {
+        if self.cfg.cron_verify_chunks_max == 0 {
+            return Ok((0, 0));
+        }
+        let now = self.clock.now_ms();
+        let live_before = now - i64::from(self.cfg.index_visibility_window_seconds) * 1000;
+        let cursor: Vec<CursorRow> = self.store.db.query(Stmt::new(sql::CURSOR_GET, vec!["verify".into()])).await?;
+        let after = cursor.into_iter().next().map(|c| c.value).unwrap_or_default();
+        let rows: Vec<VerifyRow> = self
+            .store
+            .db
+            .query(Stmt::new(
+                sql::VERIFY_LIVE_CHUNKS,
+                vec![SqlValue::Int(live_before), after.into(), SqlValue::Int(self.cfg.cron_verify_chunks_max as i64)],
+            ))
+            .await?;
+        // The next run starts after the last chunk checked, or from the top.
+        let next = if rows.len() < self.cfg.cron_verify_chunks_max { String::new() } else { rows.last().map(|r| r.vector_id.clone()).unwrap_or_default() };
+        let mut missing: Vec<(String, u32)> = Vec::new();
+        for page in rows.chunks(100) {
+            let ids: Vec<String> = page.iter().map(|r| r.vector_id.clone()).collect();
+            let found: std::collections::HashSet<String> =
+                self.index.get_by_ids(&ids).await?.into_iter().map(|v| v.id).collect();
+            for r in page.iter().filter(|r| !found.contains(&r.vector_id)) {
+                if !missing.iter().any(|(d, v)| *d == r.doc_id && *v == r.version) {
+                    missing.push((r.doc_id.clone(), r.version));
+                }
+            }
+        }
+        for (doc_id, version) in &missing {
+            log_event("repair_missing_vectors", json!({ "doc_id": doc_id, "version": version }));
+            self.store.db.execute(Stmt::new(sql::MARK_REPAIR_NEEDED, vec![doc_id.as_str().into(), (*version).into()])).await?;
+            self.rerun_live_version(doc_id, *version).await?;
+        }
+        self.store.db.execute(Stmt::new(sql::CURSOR_SET, vec!["verify".into(), next.into()])).await?;
+        Ok((rows.len() as u64, missing.len() as u64))
+    }
+
     pub async fn repair(&self) -> RepairReport {
+        let started_at = self.clock.now_ms();
         let mut report = RepairReport::default();
         let failed = |report: &mut RepairReport, b: FailureBucket| {
             if !report.failures.contains(&b) {
@@ -34,7 +114,10 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
 
         // 1. sweep
         match self.store.sweep_abandoned(self.clock.now_ms(), self.cfg.cron_abandoned_chunks_max, self.bugs).await {
-            Ok(n) => report.abandoned_chunks_swept = n,
+            Ok(n) => {
+                report.abandoned_chunks_swept = n;
+                report.budget_hit |= n as usize >= self.cfg.cron_abandoned_chunks_max;
+            }
             Err(e) => failed(&mut report, e.bucket),
         }
 
@@ -92,7 +175,29 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             Err(e) => failed(&mut report, e.bucket),
         }
 
+        // 4. verify a bounded sample of live chunks against the index
+        match self.verify_sample().await {
+            Ok((checked, missing_docs)) => {
+                report.chunks_verified = checked;
+                report.documents_repaired = missing_docs;
+            }
+            Err(e) => failed(&mut report, e.bucket),
+        }
+
+        // 5. redrives in progress
+        match self.advance_redrives(REDRIVES_PER_RUN_MAX).await {
+            Ok(n) => report.redrives_advanced = n as u64,
+            Err(e) => failed(&mut report, e.bucket),
+        }
+        report.budget_hit |= budget == 0 || report.jobs_requeued + report.jobs_dead >= self.cfg.cron_requeue_jobs_max as u64;
+
         log_event("repair_run", json!(report));
+        // A run that did nothing is not recorded (cron runs every few minutes).
+        if report.did_work() {
+            if let Err(e) = self.record_repair_run(started_at, &report).await {
+                log_event("repair_run_not_recorded", json!({ "bucket": e.bucket.as_str(), "code": e.code }));
+            }
+        }
         report
     }
 }

@@ -46,6 +46,11 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         let mut hits = Vec::new();
         for m in matches {
             if let Some(row) = live.remove(&m.id) {
+                // Vectorize compares string filters on their first 64 bytes:
+                // check the exact doc_id against D1.
+                if req.doc_id.as_ref().is_some_and(|d| *d != row.doc_id) {
+                    continue;
+                }
                 hits.push(SearchHit { doc_id: row.doc_id, version: row.version, chunk: row.chunk_index, text: row.text, score: m.score });
                 if hits.len() == req.top_k {
                     break;

@@ -325,6 +325,21 @@ impl<D: Database> Store<D> {
         let q = if bugs.has(Bug::ServeUnfiltered) { bugs::sql::CHUNKS_BY_VECTOR_ID } else { sql::LIVE_CHUNKS_BY_VECTOR_ID };
         self.db.query(Stmt::new(q, vec![json_array(vector_ids).into()])).await
     }
+
+    /// Embedding reuse: the live version's vector ID for each chunk text
+    /// (content hash) of the staged `version` that the live version also
+    /// holds, if the live version was indexed with `index_config`.
+    pub async fn reusable_vectors(&self, doc_id: &str, version: u32, index_config: &str) -> Result<Vec<ReusableVectorRow>, PortError> {
+        let params = vec![doc_id.into(), version.into(), index_config.into()];
+        self.db.query(Stmt::new(sql::CONSUME_REUSABLE_VECTORS, params)).await
+    }
+}
+
+/// A live vector whose chunk text a new version repeats (`reusable_vectors`).
+#[derive(Debug, Clone, Deserialize)]
+pub struct ReusableVectorRow {
+    pub content_hash: String,
+    pub vector_id: String,
 }
 
 #[cfg(test)]

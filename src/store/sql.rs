@@ -259,6 +259,174 @@ pub const LOCAL_INDEX_GET: &str = "SELECT id, vec, metadata FROM vectors WHERE i
 /// Brute force: every vector (optionally of one document).
 pub const LOCAL_INDEX_SCAN: &str = "SELECT id, vec, metadata FROM vectors WHERE ?1 IS NULL OR doc_id = ?1";
 
+// ---------------------------------------------------------------- repair runs, dead letters, redrives
+
+/// Records one scheduled run. `?1` started, `?2` finished, `?3` report JSON, `?4` budget hit.
+pub const REPAIR_RUN_INSERT: &str =
+    "INSERT INTO repair_runs (started_at, finished_at, report, budget_hit) VALUES (?1, ?2, ?3, ?4)";
+
+/// The latest runs first. `?1` limit.
+pub const REPAIR_RUNS_LIST: &str = "\
+SELECT run_id, started_at, finished_at, report, budget_hit FROM repair_runs ORDER BY run_id DESC LIMIT ?1";
+
+/// Archives a dead letter with a snapshot of its job, once per job: a
+/// letter seen again only moves `last_seen` and `times_seen`. Never deleted.
+/// `?1` job, `?2` message id, `?3` doc, `?4` version, `?5` now.
+pub const DEAD_LETTER_ARCHIVE: &str = "\
+INSERT INTO dead_letters (job_id, message_id, doc_id, version, job_state, job_step, failure_bucket, attempts, chunk_count, first_seen, last_seen, times_seen)
+VALUES (?1, ?2, ?3, ?4,
+  (SELECT state FROM jobs WHERE job_id = ?1), (SELECT step FROM jobs WHERE job_id = ?1),
+  (SELECT last_failure_bucket FROM jobs WHERE job_id = ?1), (SELECT attempts FROM jobs WHERE job_id = ?1),
+  (SELECT chunk_count FROM versions WHERE doc_id = ?3 AND version = ?4), ?5, ?5, 1)
+ON CONFLICT (job_id) DO UPDATE SET message_id = excluded.message_id, job_state = excluded.job_state,
+  job_step = excluded.job_step, failure_bucket = excluded.failure_bucket, attempts = excluded.attempts,
+  chunk_count = excluded.chunk_count, last_seen = excluded.last_seen, times_seen = dead_letters.times_seen + 1";
+
+/// Read-only diagnosis: letters by failure bucket x whether the letter's
+/// version is still the document's latest x chunk-count bucket.
+pub const DEAD_LETTERS_SUMMARY: &str = "\
+SELECT COALESCE(l.failure_bucket, 'unknown') AS failure_bucket,
+       CASE WHEN d.latest_version = l.version THEN 1 ELSE 0 END AS version_is_latest,
+       CASE WHEN l.chunk_count IS NULL THEN 'unknown' WHEN l.chunk_count <= 10 THEN '0-10'
+            WHEN l.chunk_count <= 100 THEN '11-100' WHEN l.chunk_count <= 1000 THEN '101-1000' ELSE '>1000' END AS chunk_count_bucket,
+       count(*) AS letters, sum(l.times_seen) AS deliveries, min(l.first_seen) AS first_seen, max(l.last_seen) AS last_seen
+FROM dead_letters l LEFT JOIN documents d ON d.doc_id = l.doc_id
+GROUP BY 1, 2, 3 ORDER BY letters DESC, 1, 2, 3";
+
+/// A page of letters, newest first, filtered. `?1` bucket or NULL, `?2` doc
+/// or NULL, `?3` seen since or NULL, `?4` seen until or NULL, `?5` cursor
+/// (last_seen, job_id) as 'ms|job' or NULL, `?6` limit.
+pub const DEAD_LETTERS_PAGE: &str = "\
+SELECT l.job_id, l.message_id, l.doc_id, l.version, l.job_state, l.job_step, l.failure_bucket, l.attempts,
+       l.chunk_count, l.first_seen, l.last_seen, l.times_seen,
+       CASE WHEN d.latest_version = l.version THEN 1 ELSE 0 END AS version_is_latest
+FROM dead_letters l LEFT JOIN documents d ON d.doc_id = l.doc_id
+WHERE (?1 IS NULL OR l.failure_bucket = ?1) AND (?2 IS NULL OR l.doc_id = ?2)
+  AND (?3 IS NULL OR l.last_seen >= ?3) AND (?4 IS NULL OR l.last_seen <= ?4)
+  AND (?5 IS NULL OR l.last_seen < CAST(substr(?5, 1, instr(?5, '|') - 1) AS INTEGER)
+       OR (l.last_seen = CAST(substr(?5, 1, instr(?5, '|') - 1) AS INTEGER) AND l.job_id > substr(?5, instr(?5, '|') + 1)))
+ORDER BY l.last_seen DESC, l.job_id LIMIT ?6";
+
+/// Letters a redrive may touch, with what the ledger says of them now.
+/// `?1` bucket or NULL, `?2` since or NULL, `?3` until or NULL, `?4` JSON
+/// array of doc ids or NULL, `?5` limit.
+pub const REDRIVE_CANDIDATES: &str = "\
+SELECT l.job_id, l.doc_id, l.version, l.failure_bucket, l.last_seen, d.latest_version, d.live_version,
+       (SELECT count(*) FROM redrive_items i WHERE i.letter_job_id = l.job_id AND i.state IN ('sent', 'succeeded')) AS redriven
+FROM dead_letters l LEFT JOIN documents d ON d.doc_id = l.doc_id
+WHERE (?1 IS NULL OR l.failure_bucket = ?1) AND (?2 IS NULL OR l.last_seen >= ?2) AND (?3 IS NULL OR l.last_seen <= ?3)
+  AND (?4 IS NULL OR l.doc_id IN (SELECT value FROM json_each(?4)))
+ORDER BY l.job_id LIMIT ?5";
+
+pub const REDRIVE_INSERT: &str = "\
+INSERT INTO redrives (redrive_id, plan_id, state, params, stop_reason, created_at, updated_at) VALUES (?1, ?2, 'canary', ?3, NULL, ?4, ?4)";
+
+/// `?1` redrive, `?2` JSON array of `{job_id, doc_id, version, phase, seq, state}`.
+pub const REDRIVE_ITEMS_INSERT: &str = "\
+INSERT INTO redrive_items (redrive_id, letter_job_id, doc_id, version, phase, seq, state, new_job_id, new_version)
+SELECT ?1, json_extract(value, '$.job_id'), json_extract(value, '$.doc_id'), json_extract(value, '$.version'),
+       json_extract(value, '$.phase'), json_extract(value, '$.seq'), json_extract(value, '$.state'), NULL, NULL
+FROM json_each(?2)";
+
+/// `?1` redrive, `?2` now, `?3` event, `?4` detail JSON.
+pub const REDRIVE_AUDIT: &str = "INSERT INTO redrive_audit (redrive_id, at, event, detail) VALUES (?1, ?2, ?3, ?4)";
+
+pub const REDRIVE_GET: &str = "SELECT redrive_id, plan_id, state, params, stop_reason, created_at, updated_at FROM redrives WHERE redrive_id = ?1";
+
+/// Redrives still moving (for cron). `?1` limit.
+pub const REDRIVES_ACTIVE: &str = "SELECT redrive_id FROM redrives WHERE state IN ('canary', 'running') ORDER BY created_at LIMIT ?1";
+
+/// The items of a redrive with the state of the job each one started.
+pub const REDRIVE_ITEMS: &str = "\
+SELECT i.letter_job_id, i.doc_id, i.version, i.phase, i.seq, i.state, i.new_job_id, i.new_version, j.state AS job_state
+FROM redrive_items i LEFT JOIN jobs j ON j.job_id = i.new_job_id
+WHERE i.redrive_id = ?1 ORDER BY i.seq";
+
+/// `?1` redrive, `?2` letter job, `?3` state, `?4` new job or NULL, `?5` new version or NULL.
+pub const REDRIVE_ITEM_SET: &str = "\
+UPDATE redrive_items SET state = ?3, new_job_id = COALESCE(?4, new_job_id), new_version = COALESCE(?5, new_version)
+WHERE redrive_id = ?1 AND letter_job_id = ?2";
+
+/// `?1` redrive, `?2` state, `?3` stop reason or NULL, `?4` now.
+pub const REDRIVE_SET_STATE: &str = "\
+UPDATE redrives SET state = ?2, stop_reason = COALESCE(?3, stop_reason), updated_at = ?4
+WHERE redrive_id = ?1 AND state IN ('canary', 'running')";
+
+/// Re-running a version as a new version with the same content (fresh
+/// vector IDs, so nothing left of the failed run can interfere), statement
+/// 1 of 4: advance `latest_version` only if `?2` is still the latest and
+/// not live. `?1` doc, `?2` version, `?3` now.
+pub const RERUN_ADVANCE: &str = "\
+UPDATE documents SET latest_version = ?2 + 1, updated_at = ?3
+WHERE doc_id = ?1 AND latest_version = ?2 AND (live_version IS NULL OR live_version < ?2)";
+
+/// Statement 2 of 4: the copy of the version row (only if 1 applied).
+pub const RERUN_COPY_VERSION: &str = "\
+INSERT INTO versions (doc_id, version, is_delete, content_hash, content_type, metadata, text_bytes, part_count, chunk_count, created_at, index_config)
+SELECT doc_id, ?2 + 1, is_delete, content_hash, content_type, metadata, text_bytes, part_count, NULL, ?3, NULL
+FROM versions WHERE doc_id = ?1 AND version = ?2
+  AND EXISTS (SELECT 1 FROM documents d WHERE d.doc_id = ?1 AND d.latest_version = ?2 + 1)
+  AND NOT EXISTS (SELECT 1 FROM versions v2 WHERE v2.doc_id = ?1 AND v2.version = ?2 + 1)";
+
+/// Statement 3 of 4: the copy of the text parts.
+pub const RERUN_COPY_PARTS: &str = "\
+INSERT INTO version_parts (doc_id, version, part, text)
+SELECT doc_id, ?2 + 1, part, text FROM version_parts WHERE doc_id = ?1 AND version = ?2
+  AND EXISTS (SELECT 1 FROM versions v WHERE v.doc_id = ?1 AND v.version = ?2 + 1 AND v.created_at = ?3)
+  AND NOT EXISTS (SELECT 1 FROM version_parts p2 WHERE p2.doc_id = ?1 AND p2.version = ?2 + 1)";
+
+/// Statement 4 of 4: its job, `queued`. `?4` new job id.
+pub const RERUN_INSERT_JOB: &str = "\
+INSERT OR IGNORE INTO jobs (job_id, doc_id, version, kind, state, step, attempts, last_failure_bucket, lease_until, next_attempt_at, created_at, updated_at)
+SELECT ?4, ?1, ?2 + 1, CASE WHEN v.is_delete = 1 THEN 'delete' ELSE 'index' END, 'queued', 'queued', 0, NULL, NULL, NULL, ?3, ?3
+FROM versions v WHERE v.doc_id = ?1 AND v.version = ?2 + 1 AND v.created_at = ?3";
+
+/// Embedding reuse: for each chunk text (content hash) of the staged version
+/// `?2` that the live version also holds, one of the live version's vector
+/// IDs, provided the live version was indexed with the same configuration
+/// `?3` (chunker, model, pooling, dimensions: `Config::index_config`). Their
+/// values are copied to the new version's own IDs (never written in place:
+/// a live vector is never overwritten). Reads only; `?1` doc.
+pub const CONSUME_REUSABLE_VECTORS: &str = "\
+SELECT o.content_hash AS content_hash, MIN(o.vector_id) AS vector_id
+FROM documents d
+JOIN versions v ON v.doc_id = d.doc_id AND v.version = d.live_version
+JOIN chunks o ON o.doc_id = d.doc_id AND o.version = d.live_version
+WHERE d.doc_id = ?1 AND d.live_version < ?2 AND v.is_delete = 0 AND v.index_config = ?3
+  AND o.content_hash IN (SELECT n.content_hash FROM chunks n WHERE n.doc_id = ?1 AND n.version = ?2)
+GROUP BY o.content_hash";
+
+/// Whether a version is a tombstone. `?1` doc, `?2` version.
+pub const VERSION_IS_DELETE: &str = "SELECT is_delete FROM versions WHERE doc_id = ?1 AND version = ?2";
+
+/// A redrive's audit trail, in order. `?1` redrive.
+pub const REDRIVE_AUDIT_LIST: &str = "SELECT at, event, detail FROM redrive_audit WHERE redrive_id = ?1 ORDER BY at, rowid";
+
+/// Index verification: a page of live chunks, of versions live for longer
+/// than the visibility window, after the cursor. `?1` live before, `?2`
+/// cursor (vector id, '' to start), `?3` limit.
+pub const VERIFY_LIVE_CHUNKS: &str = "\
+SELECT c.vector_id AS vector_id, c.doc_id AS doc_id, c.version AS version
+FROM chunks c JOIN documents d ON d.doc_id = c.doc_id AND d.live_version = c.version
+WHERE d.updated_at < ?1 AND c.vector_id > ?2 ORDER BY c.vector_id LIMIT ?3";
+
+/// `?1` cursor name.
+pub const CURSOR_GET: &str = "SELECT value FROM repair_cursors WHERE name = ?1";
+
+/// `?1` cursor name, `?2` value.
+pub const CURSOR_SET: &str = "\
+INSERT INTO repair_cursors (name, value) VALUES (?1, ?2) ON CONFLICT (name) DO UPDATE SET value = excluded.value";
+
+/// The live version has vectors missing from the index: shown as
+/// `repair_needed` until a new version replaces it. `?1` doc, `?2` version.
+pub const MARK_REPAIR_NEEDED: &str = "UPDATE documents SET repair_needed = 1 WHERE doc_id = ?1 AND live_version = ?2";
+
+/// Repair of a live version: like RERUN_ADVANCE, but the version to copy
+/// may be the live one. `?1` doc, `?2` version, `?3` now.
+pub const REPAIR_RERUN_ADVANCE: &str = "\
+UPDATE documents SET latest_version = ?2 + 1, updated_at = ?3
+WHERE doc_id = ?1 AND latest_version = ?2 AND (live_version IS NULL OR live_version <= ?2)";
+
 /// Every statement above, by name (checked against this file by tests/sql.rs).
 pub const ALL: &[(&str, &str)] = &[
     ("LATEST_VERSIONS", LATEST_VERSIONS),
@@ -296,4 +464,30 @@ pub const ALL: &[(&str, &str)] = &[
     ("LOCAL_INDEX_DELETE", LOCAL_INDEX_DELETE),
     ("LOCAL_INDEX_GET", LOCAL_INDEX_GET),
     ("LOCAL_INDEX_SCAN", LOCAL_INDEX_SCAN),
+    ("REPAIR_RUN_INSERT", REPAIR_RUN_INSERT),
+    ("REPAIR_RUNS_LIST", REPAIR_RUNS_LIST),
+    ("DEAD_LETTER_ARCHIVE", DEAD_LETTER_ARCHIVE),
+    ("DEAD_LETTERS_SUMMARY", DEAD_LETTERS_SUMMARY),
+    ("DEAD_LETTERS_PAGE", DEAD_LETTERS_PAGE),
+    ("REDRIVE_CANDIDATES", REDRIVE_CANDIDATES),
+    ("REDRIVE_INSERT", REDRIVE_INSERT),
+    ("REDRIVE_ITEMS_INSERT", REDRIVE_ITEMS_INSERT),
+    ("REDRIVE_AUDIT", REDRIVE_AUDIT),
+    ("REDRIVE_GET", REDRIVE_GET),
+    ("REDRIVES_ACTIVE", REDRIVES_ACTIVE),
+    ("REDRIVE_ITEMS", REDRIVE_ITEMS),
+    ("REDRIVE_ITEM_SET", REDRIVE_ITEM_SET),
+    ("REDRIVE_SET_STATE", REDRIVE_SET_STATE),
+    ("RERUN_ADVANCE", RERUN_ADVANCE),
+    ("RERUN_COPY_VERSION", RERUN_COPY_VERSION),
+    ("RERUN_COPY_PARTS", RERUN_COPY_PARTS),
+    ("RERUN_INSERT_JOB", RERUN_INSERT_JOB),
+    ("CONSUME_REUSABLE_VECTORS", CONSUME_REUSABLE_VECTORS),
+    ("VERSION_IS_DELETE", VERSION_IS_DELETE),
+    ("REDRIVE_AUDIT_LIST", REDRIVE_AUDIT_LIST),
+    ("VERIFY_LIVE_CHUNKS", VERIFY_LIVE_CHUNKS),
+    ("CURSOR_GET", CURSOR_GET),
+    ("CURSOR_SET", CURSOR_SET),
+    ("MARK_REPAIR_NEEDED", MARK_REPAIR_NEEDED),
+    ("REPAIR_RERUN_ADVANCE", REPAIR_RERUN_ADVANCE),
 ];

@@ -157,6 +157,7 @@ fn app(env: &Env) -> Result<App, PortError> {
                 id_bytes_max: cfg.vector_id_bytes_max,
                 top_k_max: cfg.index_query_top_k_max,
                 json_param_bytes_max: cfg.d1_json_param_bytes_max,
+                reject_doc_prefix: setting(env, "LOCAL_INDEX_REJECT_DOC_PREFIX"),
             }),
             Err(_) => AnyIndex::Refused(PortError::new(FailureBucket::ConfigInvalid, "vectors_db_binding_missing")),
         },
@@ -377,6 +378,14 @@ async fn fetch(mut req: Request, env: Env, _ctx: Context) -> worker::Result<Resp
     console_error_panic_hook::set_once();
     let method = req.method().to_string();
     let path = req.url().map(|u| u.path().to_string()).unwrap_or_default();
+    // The API sees the query string too (admin listings take filters).
+    let path_and_query = req
+        .url()
+        .map(|u| match u.query() {
+            Some(q) => format!("{}?{q}", u.path()),
+            None => u.path().to_string(),
+        })
+        .unwrap_or_default();
     if path == "/healthz" && method == "GET" {
         let deep = req.url().is_ok_and(|u| u.query_pairs().any(|(k, v)| k == "deep" && (v == "1" || v == "true")));
         if deep {
@@ -412,7 +421,7 @@ async fn fetch(mut req: Request, env: Env, _ctx: Context) -> worker::Result<Resp
         &secrets,
         ApiRequest {
             method: &method,
-            path: &path,
+            path: &path_and_query,
             authorization: authorization.as_deref(),
             content_type: content_type.as_deref(),
             body: &body,
@@ -434,6 +443,22 @@ async fn queue(batch: MessageBatch<serde_json::Value>, env: Env, _ctx: Context) 
             return Ok(());
         }
     };
+    // The dead-letter queue's consumer: archive every letter in D1, then ack.
+    if setting(&env, "DEAD_LETTER_QUEUE").as_deref() == Some(batch.queue().as_str()) {
+        for raw in batch.raw_iter() {
+            let msg: JobMessage = serde_wasm_bindgen::from_value(raw.body()).unwrap_or_else(|_| JobMessage {
+                // Evidence is kept even when the body is not a pointer.
+                job_id: format!("malformed:{}", raw.id()),
+                doc_id: String::new(),
+                version: 0,
+            });
+            match app.archive_dead_letter(&raw.id(), &msg).await {
+                Ok(()) => raw.ack(),
+                Err(_) => raw.retry_with_options(&QueueRetryOptionsBuilder::new().with_delay_seconds(60).build()),
+            }
+        }
+        return Ok(());
+    }
     guard_index(&mut app, "queue").await;
     // Raw messages, one by one: a malformed body must not fail the batch.
     for raw in batch.raw_iter() {
@@ -447,6 +472,22 @@ async fn queue(batch: MessageBatch<serde_json::Value>, env: Env, _ctx: Context) 
             ConsumeOutcome::Ack { .. } => raw.ack(),
             ConsumeOutcome::Retry { delay_seconds } => {
                 raw.retry_with_options(&QueueRetryOptionsBuilder::new().with_delay_seconds(delay_seconds).build())
+            }
+            ConsumeOutcome::DeadLetter { .. } => {
+                // Evidence first in D1 (the ledger), then the pointer to the
+                // dead-letter queue; only then ack. Any failure: redeliver,
+                // which repeats both (the archive is idempotent per job).
+                let archived = app.archive_dead_letter(&raw.id(), &msg).await.is_ok();
+                let sent = match env.queue("DLQ") {
+                    Ok(q) => q.send(msg.clone()).await.is_ok(),
+                    Err(_) => true, // no DLQ binding configured: D1 holds the evidence
+                };
+                if archived && sent {
+                    raw.ack();
+                } else {
+                    log_event("dead_letter_deferred", json!({ "bucket": "queue_unavailable", "job_id": msg.job_id }));
+                    raw.retry_with_options(&QueueRetryOptionsBuilder::new().with_delay_seconds(30).build());
+                }
             }
         }
     }

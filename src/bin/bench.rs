@@ -1,0 +1,640 @@
+//! `make bench`: a native benchmark of the pipeline (see `docs/performance.md`).
+//!
+//! Measured, not asserted. It prints four tables:
+//!
+//! 1. throughput of the pure core (chunk + hash + vector IDs) and, apart, of
+//!    the local embedder;
+//! 2. port calls of one document of about 10 … 20,000 chunks ingested
+//!    through the real pipeline (SQLite ledger with call and statement
+//!    counters, in-memory index and queue), against the fewest calls the
+//!    platform limits allow;
+//! 3. a re-ingest with one paragraph changed: what reaches the embedder and
+//!    what is written to the index (embedding reuse);
+//! 4. memory while ingesting: the process's peak RSS, and the Rust heap's
+//!    peak and retained growth.
+//!
+//! Native only: on wasm32 (the Worker build) this binary is an empty `main`.
+
+#[cfg(target_arch = "wasm32")]
+fn main() {}
+
+#[cfg(not(target_arch = "wasm32"))]
+fn main() {
+    bench::main();
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+mod bench {
+    use futures::executor::block_on;
+    use ingest_pipeline::adapters::local_embedder::LocalEmbedder;
+    use ingest_pipeline::config::Config;
+    use ingest_pipeline::core::chunk::{chunk_text, ChunkConfig, ContentType};
+    use ingest_pipeline::core::ids::{sha256_hex, vector_id, DocId};
+    use ingest_pipeline::core::local_embed;
+    use ingest_pipeline::native::sim::Rng;
+    use ingest_pipeline::native::{CountingEmbedder, CountingIndex, ManualClock, MemIndex, MemQueue, SqliteDb};
+    use ingest_pipeline::pipeline::{ConsumeOutcome, DocumentInput, IntakeItem, Pipeline};
+    use ingest_pipeline::ports::{MetadataFilter, PortError, VectorIndex, VectorMatch, VectorRecord};
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Instant;
+
+    // ---------------------------------------------------------------- heap accounting
+
+    /// The system allocator, counting the bytes in use and their peak.
+    struct Tracking;
+
+    static IN_USE: AtomicUsize = AtomicUsize::new(0);
+    static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+    fn grew(n: usize) {
+        let now = IN_USE.fetch_add(n, Ordering::Relaxed) + n;
+        PEAK.fetch_max(now, Ordering::Relaxed);
+    }
+
+    // SAFETY: every call is forwarded to `System` unchanged; the counters
+    // only observe sizes.
+    unsafe impl GlobalAlloc for Tracking {
+        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            let p = unsafe { System.alloc(layout) };
+            if !p.is_null() {
+                grew(layout.size());
+            }
+            p
+        }
+        unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+            let p = unsafe { System.alloc_zeroed(layout) };
+            if !p.is_null() {
+                grew(layout.size());
+            }
+            p
+        }
+        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+            unsafe { System.dealloc(ptr, layout) };
+            IN_USE.fetch_sub(layout.size(), Ordering::Relaxed);
+        }
+        unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+            let p = unsafe { System.realloc(ptr, layout, new_size) };
+            if !p.is_null() {
+                IN_USE.fetch_sub(layout.size(), Ordering::Relaxed);
+                grew(new_size);
+            }
+            p
+        }
+    }
+
+    #[global_allocator]
+    static ALLOC: Tracking = Tracking;
+
+    fn heap_in_use() -> usize {
+        IN_USE.load(Ordering::Relaxed)
+    }
+
+    /// Starts a new heap peak measurement from the bytes in use now.
+    fn reset_heap_peak() -> usize {
+        let now = heap_in_use();
+        PEAK.store(now, Ordering::Relaxed);
+        now
+    }
+
+    fn heap_peak() -> usize {
+        PEAK.load(Ordering::Relaxed)
+    }
+
+    /// A field of `/proc/self/status`, in KiB (Linux only).
+    fn proc_status_kib(field: &str) -> Option<u64> {
+        let status = std::fs::read_to_string("/proc/self/status").ok()?;
+        let line = status.lines().find(|l| l.starts_with(field))?;
+        line.split_whitespace().nth(1)?.parse().ok()
+    }
+
+    /// Resets the process's peak RSS (VmHWM) to its current RSS (Linux ≥ 4.0).
+    fn reset_peak_rss() -> bool {
+        std::fs::write("/proc/self/clear_refs", "5").is_ok()
+    }
+
+    fn mib(bytes: usize) -> f64 {
+        bytes as f64 / (1024.0 * 1024.0)
+    }
+
+    // ---------------------------------------------------------------- documents
+
+    /// A vocabulary of made-up words, so the embedder sees varied text.
+    fn vocabulary(rng: &mut Rng) -> Vec<String> {
+        const SYLLABLES: [&str; 24] = [
+            "ka", "lo", "mi", "ne", "ru", "ta", "so", "vi", "de", "po", "ga", "hu", "ze", "bi", "fo", "ja", "qu", "re", "sa",
+            "ti", "wo", "xe", "ya", "nu",
+        ];
+        (0..3000)
+            .map(|_| (0..2 + rng.below(3)).map(|_| SYLLABLES[rng.below(24) as usize]).collect::<String>())
+            .collect()
+    }
+
+    /// A paragraph of at most `chars` characters (and not much less):
+    /// sentences of 6–16 words.
+    fn paragraph(rng: &mut Rng, vocab: &[String], chars: usize) -> String {
+        let mut p = String::with_capacity(chars);
+        let mut left_in_sentence = 0;
+        loop {
+            let word = &vocab[rng.below(vocab.len() as u64) as usize];
+            if p.len() + 1 + word.len() + 1 > chars {
+                break;
+            }
+            if left_in_sentence == 0 {
+                if !p.is_empty() {
+                    p.push_str(". ");
+                }
+                left_in_sentence = 6 + rng.below(11);
+            } else {
+                p.push(' ');
+            }
+            p.push_str(word);
+            left_in_sentence -= 1;
+        }
+        p.push('.');
+        p
+    }
+
+    /// A document of `n` paragraphs, each a little shorter than a chunk, so
+    /// that it chunks into about `n` chunks.
+    fn document(seed: u64, n: usize, paragraph_chars: usize) -> Vec<String> {
+        let mut rng = Rng::new(seed);
+        let vocab = vocabulary(&mut rng);
+        (0..n).map(|_| paragraph(&mut rng, &vocab, paragraph_chars)).collect()
+    }
+
+    /// The benchmark's configuration: the defaults (384 dimensions, 100
+    /// texts per embed call, 1,000 vectors per upsert, 100 IDs per delete),
+    /// with 500-character chunks so that 20,000 chunks (≈ 9 MB) fit under
+    /// the default 10 MB `DOCUMENT_BYTES_MAX`.
+    fn bench_config() -> Config {
+        let cfg = Config { chunk_size_max_chars: 500, chunk_overlap_chars: 50, ..Config::default() };
+        cfg.validate().expect("bench configuration is valid");
+        cfg
+    }
+
+    /// Paragraph length: with the ≤ 50 characters of overlap and the blank
+/// line, a paragraph fits one 500-character chunk, so `n` paragraphs make
+/// `n` chunks.
+const PARAGRAPH_CHARS: usize = 440;
+
+    fn chunk_cfg(cfg: &Config) -> ChunkConfig {
+        ChunkConfig { size_max_chars: cfg.chunk_size_max_chars, overlap_chars: cfg.chunk_overlap_chars }
+    }
+
+    // ---------------------------------------------------------------- 1. core throughput
+
+    fn core_throughput() {
+        let cfg = bench_config();
+        let text = document(1, 4000, PARAGRAPH_CHARS).join("\n\n");
+        let mb = text.len() as f64 / 1e6;
+        let doc = DocId::parse("bench-core").unwrap();
+        println!("## 1. Pure core throughput (native, one thread; {mb:.1} MB of text, 500-char chunks)\n");
+        println!("| stage | input | time | throughput |");
+        println!("|---|---:|---:|---:|");
+
+        let reps = 5;
+        let t = Instant::now();
+        let mut n = 0;
+        for _ in 0..reps {
+            n = chunk_text(&text, ContentType::Plain, chunk_cfg(&cfg)).len();
+        }
+        let chunk_s = t.elapsed().as_secs_f64() / reps as f64;
+        println!("| chunk | {mb:.1} MB → {n} chunks | {:.1} ms | {:.0} MB/s |", chunk_s * 1e3, mb / chunk_s);
+
+        let t = Instant::now();
+        let mut sink = 0usize;
+        for _ in 0..reps {
+            let chunks = chunk_text(&text, ContentType::Plain, chunk_cfg(&cfg));
+            for c in &chunks {
+                sink += sha256_hex(c.text.as_bytes()).len() + vector_id(&doc, 7, c.index).len();
+            }
+        }
+        let all_s = t.elapsed().as_secs_f64() / reps as f64;
+        std::hint::black_box(sink);
+        println!(
+            "| chunk + sha256 + vector IDs | {mb:.1} MB → {n} chunks | {:.1} ms | {:.0} MB/s |",
+            all_s * 1e3,
+            mb / all_s
+        );
+
+        let chunks = chunk_text(&text, ContentType::Plain, chunk_cfg(&cfg));
+        let chunk_bytes: usize = chunks.iter().map(|c| c.text.len()).sum();
+        let t = Instant::now();
+        let mut sink = 0.0f32;
+        for c in &chunks {
+            sink += local_embed::embed(c.text, cfg.embedding_dimensions)[0];
+        }
+        let embed_s = t.elapsed().as_secs_f64();
+        std::hint::black_box(sink);
+        println!(
+            "| local embedder ({} dims) | {:.1} MB in {n} chunks | {:.0} ms | {:.1} MB/s ({:.0} chunks/s) |",
+            cfg.embedding_dimensions,
+            chunk_bytes as f64 / 1e6,
+            embed_s * 1e3,
+            chunk_bytes as f64 / 1e6 / embed_s,
+            n as f64 / embed_s
+        );
+        println!();
+    }
+
+    // ---------------------------------------------------------------- 2–4. the pipeline
+
+    /// One ingest world: the real pipeline over the SQLite ledger, the
+    /// in-memory index and queue, the local embedder, all counted.
+    struct World {
+        cfg: Config,
+        db: SqliteDb,
+        index: CountingIndex<MemIndex>,
+        embedder: CountingEmbedder<LocalEmbedder>,
+        queue: MemQueue,
+        clock: ManualClock,
+    }
+
+    #[derive(Clone, Copy, Debug, Default)]
+    struct Counts {
+        d1_calls: u64,
+        d1_statements: u64,
+        embed_calls: u64,
+        texts_embedded: u64,
+        upsert_calls: u64,
+        vectors_written: u64,
+        delete_calls: u64,
+        ids_deleted: u64,
+        get_calls: u64,
+        ids_fetched: u64,
+        queue_sends: u64,
+        /// Wall-clock milliseconds since the bench started.
+        ms: f64,
+    }
+
+    fn elapsed_ms() -> f64 {
+        static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+        START.get_or_init(Instant::now).elapsed().as_secs_f64() * 1e3
+    }
+
+    impl Counts {
+        fn since(self, before: Counts) -> Counts {
+            Counts {
+                d1_calls: self.d1_calls - before.d1_calls,
+                d1_statements: self.d1_statements - before.d1_statements,
+                embed_calls: self.embed_calls - before.embed_calls,
+                texts_embedded: self.texts_embedded - before.texts_embedded,
+                upsert_calls: self.upsert_calls - before.upsert_calls,
+                vectors_written: self.vectors_written - before.vectors_written,
+                delete_calls: self.delete_calls - before.delete_calls,
+                ids_deleted: self.ids_deleted - before.ids_deleted,
+                get_calls: self.get_calls - before.get_calls,
+                ids_fetched: self.ids_fetched - before.ids_fetched,
+                queue_sends: self.queue_sends - before.queue_sends,
+                ms: self.ms - before.ms,
+            }
+        }
+
+        /// Every call that is a subrequest on the platform.
+        fn subrequests(&self) -> u64 {
+            self.d1_calls + self.embed_calls + self.upsert_calls + self.delete_calls + self.get_calls + self.queue_sends
+        }
+    }
+
+    /// D1 calls a consumer cannot do without: load the job, claim it, read
+    /// the text, stage the chunks, replace.
+    const D1_FLOOR: u64 = 5;
+
+    impl World {
+        fn new(cfg: Config) -> World {
+            World {
+                db: SqliteDb::ledger(),
+                index: CountingIndex::new(MemIndex::new(cfg.embedding_dimensions)),
+                embedder: CountingEmbedder::new(LocalEmbedder {
+                    dimensions: cfg.embedding_dimensions,
+                    batch_size_max: cfg.embed_batch_size,
+                }),
+                queue: MemQueue::default(),
+                clock: ManualClock::new(1_700_000_000_000),
+                cfg,
+            }
+        }
+
+        fn p(&self) -> Pipeline<&SqliteDb, &CountingIndex<MemIndex>, &CountingEmbedder<LocalEmbedder>, &MemQueue, &ManualClock> {
+            Pipeline::new(self.cfg.clone(), &self.db, &self.index, &self.embedder, &self.queue, &self.clock)
+        }
+
+        fn counts(&self) -> Counts {
+            Counts {
+                d1_calls: self.db.calls.get(),
+                d1_statements: self.db.statements.get(),
+                embed_calls: self.embedder.calls.get(),
+                texts_embedded: self.embedder.texts.get(),
+                upsert_calls: self.index.upsert_calls.get(),
+                vectors_written: self.index.vectors_written.get(),
+                delete_calls: self.index.delete_calls.get(),
+                ids_deleted: self.index.ids_deleted.get(),
+                get_calls: self.index.get_calls.get(),
+                ids_fetched: self.index.ids_got.get(),
+                queue_sends: self.queue.send_calls.get(),
+                ms: elapsed_ms(),
+            }
+        }
+
+        fn put(&self, doc: &str, text: String) {
+            let item = IntakeItem::Put(DocumentInput {
+                doc_id: DocId::parse(doc).unwrap(),
+                text,
+                metadata: Default::default(),
+                content_type: ContentType::Plain,
+            });
+            block_on(self.p().intake(&[item])).expect("intake accepts the document");
+        }
+
+        /// Delivers every queued message, one invocation each; returns the
+        /// number of deliveries.
+        fn deliver_all(&self) -> u64 {
+            let mut deliveries = 0;
+            loop {
+                let batch = self.queue.take_all();
+                if batch.is_empty() {
+                    return deliveries;
+                }
+                for m in batch {
+                    deliveries += 1;
+                    let outcome = block_on(self.p().consume(&m));
+                    if let ConsumeOutcome::Retry { delay_seconds } = outcome {
+                        self.clock.advance_ms(i64::from(delay_seconds) * 1000);
+                        self.queue.sent.borrow_mut().push_back(m);
+                    } else {
+                        assert_eq!(outcome, ConsumeOutcome::Ack { reason: "committed" }, "unexpected outcome");
+                    }
+                }
+            }
+        }
+
+        fn live_chunks(&self) -> usize {
+            self.db.inspect::<serde_json::Value>(
+                "SELECT count(*) AS n FROM chunks c JOIN documents d ON d.doc_id = c.doc_id AND d.live_version = c.version",
+                vec![],
+            )[0]["n"]
+                .as_u64()
+                .unwrap() as usize
+        }
+    }
+
+    struct Ingest {
+        chunks: usize,
+        bytes: usize,
+        intake: Counts,
+        consume: Counts,
+        deliveries: u64,
+        consume_ms: f64,
+        rss_peak_kib: Option<u64>,
+        /// Rust heap peak of the consumer alone (see `consumer_heap_peak`).
+        consumer_heap_peak: usize,
+    }
+
+    fn ingest(target_chunks: usize) -> Ingest {
+        let w = World::new(bench_config());
+        let text = document(target_chunks as u64, target_chunks, PARAGRAPH_CHARS).join("\n\n");
+        let bytes = text.len();
+        let c0 = w.counts();
+        w.put("bench", text);
+        let c1 = w.counts();
+        let rss_reset = reset_peak_rss();
+        let t = Instant::now();
+        let deliveries = w.deliver_all();
+        let consume_ms = t.elapsed().as_secs_f64() * 1e3;
+        let rss_peak_kib = if rss_reset { proc_status_kib("VmHWM:") } else { None };
+        let c2 = w.counts();
+        let chunks = w.live_chunks();
+        assert_eq!(w.index.inner.vectors.borrow().len(), chunks, "the index holds the live vectors");
+        Ingest {
+            chunks,
+            bytes,
+            intake: c1.since(c0),
+            consume: c2.since(c1),
+            deliveries,
+            consume_ms,
+            rss_peak_kib,
+            consumer_heap_peak: consumer_heap_peak(target_chunks),
+        }
+    }
+
+    /// An index that checks and counts what it is given and keeps nothing:
+    /// in production the index is remote, so what it stores is not the
+    /// Worker's memory.
+    struct DiscardIndex {
+        dimensions: usize,
+    }
+
+    impl VectorIndex for DiscardIndex {
+        async fn upsert(&self, vectors: &[VectorRecord]) -> Result<(), PortError> {
+            assert!(vectors.len() <= 1000 && vectors.iter().all(|v| v.values.len() == self.dimensions));
+            Ok(())
+        }
+        async fn delete_by_ids(&self, ids: &[String]) -> Result<(), PortError> {
+            assert!(ids.len() <= 100);
+            Ok(())
+        }
+        async fn query(&self, _: &[f32], _: usize, _: &MetadataFilter) -> Result<Vec<VectorMatch>, PortError> {
+            Ok(Vec::new())
+        }
+        async fn get_by_ids(&self, _: &[String]) -> Result<Vec<VectorRecord>, PortError> {
+            Ok(Vec::new())
+        }
+    }
+
+    /// The Rust heap's peak above its level before the consume step, for one
+    /// document of `target_chunks` chunks, with the index discarding what it
+    /// gets. It counts the text, chunks, IDs, hashes, the staged rows' JSON,
+    /// one page of vectors and the rows read back from the ledger (as D1's
+    /// results would be); not the ledger itself (SQLite allocates on its own).
+    fn consumer_heap_peak(target_chunks: usize) -> usize {
+        let cfg = bench_config();
+        let db = SqliteDb::ledger();
+        let index = DiscardIndex { dimensions: cfg.embedding_dimensions };
+        let embedder = LocalEmbedder { dimensions: cfg.embedding_dimensions, batch_size_max: cfg.embed_batch_size };
+        let queue = MemQueue::default();
+        let clock = ManualClock::new(1_700_000_000_000);
+        let p = Pipeline::new(cfg, &db, &index, &embedder, &queue, &clock);
+        let text = document(target_chunks as u64, target_chunks, PARAGRAPH_CHARS).join("\n\n");
+        let item = IntakeItem::Put(DocumentInput {
+            doc_id: DocId::parse("bench").unwrap(),
+            text,
+            metadata: Default::default(),
+            content_type: ContentType::Plain,
+        });
+        block_on(p.intake(&[item])).expect("intake accepts the document");
+        let messages = queue.take_all();
+        let before = reset_heap_peak();
+        for m in &messages {
+            assert_eq!(block_on(p.consume(m)), ConsumeOutcome::Ack { reason: "committed" });
+        }
+        heap_peak() - before
+    }
+
+    fn pipeline_table(runs: &[Ingest]) {
+        println!("## 2. One document through the real pipeline (SQLite ledger, in-memory index and queue)\n");
+        println!("Consumer side (the queue invocations); intake is one HTTP invocation apart.\n");
+        println!(
+            "| chunks | text | intake D1 calls / stmts | deliveries | D1 calls | D1 stmts | embed calls | upsert calls | delete calls | get calls | queue sends | subrequests | minimum | ratio | consume time |"
+        );
+        println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+        for r in runs {
+            let n = r.chunks as u64;
+            let min = n.div_ceil(100) + n.div_ceil(1000) + D1_FLOOR;
+            let c = &r.consume;
+            println!(
+                "| {} | {:.2} MB | {} / {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.2} | {:.0} ms |",
+                r.chunks,
+                r.bytes as f64 / 1e6,
+                r.intake.d1_calls,
+                r.intake.d1_statements,
+                r.deliveries,
+                c.d1_calls,
+                c.d1_statements,
+                c.embed_calls,
+                c.upsert_calls,
+                c.delete_calls,
+                c.get_calls,
+                c.queue_sends + r.intake.queue_sends,
+                c.subrequests(),
+                min,
+                c.subrequests() as f64 / min as f64,
+                r.consume_ms
+            );
+        }
+        println!();
+        println!("minimum = ⌈n/100⌉ embed calls + ⌈n/1000⌉ upserts + {D1_FLOOR} D1 calls (load, claim, text, stage, replace); subrequests = D1 calls + embed + upsert + delete + get calls of the consumer; queue sends include intake's.\n");
+    }
+
+    fn memory_table(runs: &[Ingest]) {
+        println!("## 4. Memory while consuming one document\n");
+        println!("| chunks | text | process peak RSS (VmHWM, reset before consume) | consumer's Rust heap peak (index discarded) |");
+        println!("|---:|---:|---:|---:|");
+        for r in runs {
+            println!(
+                "| {} | {:.2} MB | {} | {:.1} MiB |",
+                r.chunks,
+                r.bytes as f64 / 1e6,
+                r.rss_peak_kib.map_or("n/a".to_string(), |k| format!("{:.1} MiB", k as f64 / 1024.0)),
+                mib(r.consumer_heap_peak)
+            );
+        }
+        println!();
+        println!("Peak RSS is the whole native process, with the in-memory SQLite ledger (text, parts, chunk rows) and the in-memory index (every vector) inside it; on the platform both are remote. The consumer's heap peak is measured in a second run whose index keeps nothing: the text, chunks, IDs, hashes, staged rows' JSON, one page of vectors and the rows read back from the ledger; the closest native stand-in for the Worker's own memory (128 MB per isolate).\n");
+    }
+
+    // ---------------------------------------------------------------- 3. reuse
+
+    struct Reingest {
+        chunks: usize,
+        changed: usize,
+        /// v1's consume, v2's consume (reuse), and v2's consume where reuse
+        /// cannot apply (the pre-reuse behaviour, measured).
+        first: Counts,
+        second: Counts,
+        without_reuse: Option<Counts>,
+    }
+
+    /// Ingests v1 then v2 (one paragraph changed) in `w`, counting the
+    /// consumer side of each; `v2_cfg` is the configuration v2 runs under.
+    fn two_versions(mut w: World, v1: &str, v2: &str, v2_cfg: Config) -> (Counts, Counts, usize) {
+        w.put("bench", v1.to_string());
+        let c0 = w.counts();
+        w.deliver_all();
+        let c1 = w.counts();
+        w.cfg = v2_cfg;
+        w.put("bench", v2.to_string());
+        let c2 = w.counts();
+        w.deliver_all();
+        let c3 = w.counts();
+        (c1.since(c0), c3.since(c2), w.live_chunks())
+    }
+
+    fn chunk_texts(text: &str, cfg: &Config) -> Vec<String> {
+        chunk_text(text, ContentType::Plain, chunk_cfg(cfg)).into_iter().map(|c| c.text.to_string()).collect()
+    }
+
+    fn reingest(target_chunks: usize) -> Reingest {
+        let cfg = bench_config();
+        let mut paragraphs = document(7 + target_chunks as u64, target_chunks, PARAGRAPH_CHARS);
+        let v1 = paragraphs.join("\n\n");
+        let k = paragraphs.len() / 2;
+        paragraphs[k] = document(99, 1, PARAGRAPH_CHARS).remove(0);
+        let v2 = paragraphs.join("\n\n");
+        let old: std::collections::BTreeSet<String> = chunk_texts(&v1, &cfg).into_iter().collect();
+        let changed = chunk_texts(&v2, &cfg).iter().filter(|t| !old.contains(*t)).count();
+
+        let (first, second, chunks) = two_versions(World::new(cfg.clone()), &v1, &v2, cfg.clone());
+        // The same chunks under a configuration that differs (499-character
+        // chunks cut these documents identically): nothing is reusable, so
+        // every chunk is embedded, as before embedding reuse existed.
+        let other = Config { chunk_size_max_chars: cfg.chunk_size_max_chars - 1, ..cfg.clone() };
+        let without_reuse = (chunk_texts(&v2, &other) == chunk_texts(&v2, &cfg))
+            .then(|| two_versions(World::new(cfg.clone()), &v1, &v2, other).1);
+        Reingest { chunks, changed, first, second, without_reuse }
+    }
+
+    fn reuse_table(runs: &[Reingest]) {
+        println!("## 3. Re-ingest with one paragraph changed (embedding reuse)\n");
+        println!("Consumer side of each version.\n");
+        println!("| chunks | version | chunks changed | texts embedded | embed calls | vectors fetched (get calls) | vectors written (upsert calls) | old vectors deleted (delete calls) | D1 calls | subrequests | consume time |");
+        println!("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+        for r in runs {
+            let mut rows = vec![("v1 (new document)", r.chunks, &r.first), ("v2, with reuse", r.changed, &r.second)];
+            if let Some(c) = &r.without_reuse {
+                rows.push(("v2, without reuse †", r.changed, c));
+            }
+            for (label, changed, c) in rows {
+                println!(
+                    "| {} | {label} | {changed} | {} | {} | {} ({}) | {} ({}) | {} ({}) | {} | {} | {:.0} ms |",
+                    r.chunks,
+                    c.texts_embedded,
+                    c.embed_calls,
+                    c.ids_fetched,
+                    c.get_calls,
+                    c.vectors_written,
+                    c.upsert_calls,
+                    c.ids_deleted,
+                    c.delete_calls,
+                    c.d1_calls,
+                    c.subrequests(),
+                    c.ms
+                );
+            }
+        }
+        println!();
+        println!("† the same v2 run under CHUNK_SIZE_MAX_CHARS=499, which cuts these documents into the same chunks but is a different index configuration, so nothing is reusable: the consumer's work before embedding reuse existed (plus the one D1 read that finds nothing). Every chunk of v2 gets a vector under its own ID either way (IDs embed the version; a live vector is never overwritten), so vectors written = chunks. The consumer deletes at most CRON_CLEANUP_INTENTS_MAX (1,000) old vectors itself; cron drains the rest.\n");
+    }
+
+    pub fn main() {
+        let sizes: Vec<usize> = match std::env::var("BENCH_SIZES") {
+            Ok(s) => s.split(',').map(|x| x.trim().parse().expect("BENCH_SIZES: comma-separated numbers")).collect(),
+            Err(_) => vec![10, 100, 1_000, 10_000, 20_000],
+        };
+        println!("# ingest-pipeline bench (native, profile `{}`)\n", if cfg!(debug_assertions) { "debug" } else { "optimized" });
+        let cfg = bench_config();
+        println!(
+            "config: CHUNK_SIZE_MAX_CHARS={} CHUNK_OVERLAP_CHARS={} EMBEDDING_DIMENSIONS={} EMBED_BATCH_SIZE={} UPSERT_BATCH_SIZE={} DELETE_BATCH_SIZE={} D1_JSON_PARAM_BYTES_MAX={} D1_TEXT_PART_BYTES_MAX={}\n",
+            cfg.chunk_size_max_chars,
+            cfg.chunk_overlap_chars,
+            cfg.embedding_dimensions,
+            cfg.embed_batch_size,
+            cfg.upsert_batch_size,
+            cfg.delete_batch_size,
+            cfg.d1_json_param_bytes_max,
+            cfg.d1_text_part_bytes_max
+        );
+        core_throughput();
+        // Smallest first, so the largest document's ingest sets the peaks last.
+        let runs: Vec<Ingest> = sizes.iter().map(|&n| ingest(n)).collect();
+        pipeline_table(&runs);
+        let reuse: Vec<Reingest> = [200, *sizes.iter().max().unwrap_or(&200)]
+            .into_iter()
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .map(reingest)
+            .collect();
+        reuse_table(&reuse);
+        memory_table(&runs);
+    }
+}

@@ -1,0 +1,466 @@
+//! Operations: repair-run reports, the dead-letter archive and its read-only
+//! diagnosis, and redrives (preflight → canary → bounded batches, with a
+//! stop condition and an audit trail).
+//!
+//! A redrive re-runs a dead-lettered version as a *new version with the
+//! same content* (`store::sql::RERUN_*`): it goes through the normal
+//! protocol with fresh vector IDs, so nothing the failed run left behind can
+//! interfere, and the failed version becomes an abandoned one that cron
+//! sweeps. A letter whose version is no longer the latest (superseded) or is
+//! already live is skipped.
+
+use super::{log_event, Pipeline, RepairReport};
+use crate::core::ids::{job_id, sha256_hex, DocId};
+use crate::ports::{Clock, Database, Embedder, JobMessage, JobQueue, PortError, SqlValue, Stmt, VectorIndex};
+use crate::store::{json_array, sql};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+pub struct RepairRunRow {
+    pub run_id: i64,
+    pub started_at: i64,
+    pub finished_at: i64,
+    pub report: String,
+    pub budget_hit: i64,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+pub struct LetterFilter {
+    pub bucket: Option<String>,
+    pub doc_id: Option<String>,
+    pub since: Option<i64>,
+    pub until: Option<i64>,
+    pub cursor: Option<String>,
+    pub limit: usize,
+}
+
+/// What a redrive asks for. Defaults: canary 3, no failed canary allowed,
+/// at most 20 % failures in later batches, batches of 10.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+pub struct RedriveRequest {
+    pub bucket: Option<String>,
+    pub since: Option<i64>,
+    pub until: Option<i64>,
+    pub doc_ids: Option<Vec<String>>,
+    pub canary_size: usize,
+    pub max_failed_canaries: usize,
+    pub max_failure_ratio: f64,
+    pub batch_size: usize,
+}
+
+/// Letters a redrive considers at most.
+pub const REDRIVE_LETTERS_MAX: usize = 1000;
+
+#[derive(Debug, Deserialize)]
+struct Candidate {
+    job_id: String,
+    doc_id: String,
+    version: u32,
+    failure_bucket: Option<String>,
+    last_seen: i64,
+    latest_version: Option<u32>,
+    live_version: Option<u32>,
+    redriven: i64,
+}
+
+#[derive(Debug, Serialize, Clone, PartialEq)]
+pub struct PlanItem {
+    pub job_id: String,
+    pub doc_id: String,
+    pub version: u32,
+    pub failure_bucket: Option<String>,
+}
+
+#[derive(Debug, Serialize, Clone, PartialEq)]
+pub struct Plan {
+    pub plan_id: String,
+    pub matched: usize,
+    pub eligible: Vec<PlanItem>,
+    /// Letters that would be skipped, with why (`superseded`, `already_live`,
+    /// `already_redriven`, `document_missing`).
+    pub skipped: Vec<Value>,
+    pub documents: Vec<String>,
+    pub canaries: Vec<String>,
+}
+
+#[derive(Debug, Deserialize, Serialize, Clone)]
+struct RedriveRow {
+    redrive_id: String,
+    plan_id: String,
+    state: String,
+    params: String,
+    stop_reason: Option<String>,
+    created_at: i64,
+    updated_at: i64,
+}
+
+#[derive(Debug, Deserialize, Serialize, Clone)]
+struct ItemRow {
+    letter_job_id: String,
+    doc_id: String,
+    version: u32,
+    phase: String,
+    seq: u32,
+    state: String,
+    new_job_id: Option<String>,
+    new_version: Option<u32>,
+    job_state: Option<String>,
+}
+
+#[derive(Serialize)]
+struct NewItem<'a> {
+    job_id: &'a str,
+    doc_id: &'a str,
+    version: u32,
+    phase: &'static str,
+    seq: usize,
+    state: &'static str,
+}
+
+fn opt_text(v: &Option<String>) -> SqlValue {
+    v.clone().map_or(SqlValue::Null, SqlValue::Text)
+}
+
+fn opt_int(v: Option<i64>) -> SqlValue {
+    v.map_or(SqlValue::Null, SqlValue::Int)
+}
+
+impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D, V, E, Q, C> {
+    /// Stores the report of one scheduled run.
+    pub async fn record_repair_run(&self, started_at: i64, report: &RepairReport) -> Result<(), PortError> {
+        let budget_hit = report.budget_hit;
+        let stmt = Stmt::new(
+            sql::REPAIR_RUN_INSERT,
+            vec![
+                SqlValue::Int(started_at),
+                SqlValue::Int(self.clock.now_ms()),
+                serde_json::to_string(report).expect("report serializes").into(),
+                SqlValue::Int(i64::from(budget_hit)),
+            ],
+        );
+        self.store.db.execute(stmt).await.map(|_| ())
+    }
+
+    pub async fn repair_runs(&self, limit: usize) -> Result<Vec<Value>, PortError> {
+        let rows: Vec<RepairRunRow> =
+            self.store.db.query(Stmt::new(sql::REPAIR_RUNS_LIST, vec![SqlValue::Int(limit as i64)])).await?;
+        Ok(rows
+            .into_iter()
+            .map(|r| {
+                json!({ "run_id": r.run_id, "started_at": r.started_at, "finished_at": r.finished_at,
+                        "budget_hit": r.budget_hit != 0,
+                        "report": serde_json::from_str::<Value>(&r.report).unwrap_or(Value::Null) })
+            })
+            .collect())
+    }
+
+    /// Archives a dead-lettered message with a snapshot of its job. Idempotent.
+    pub async fn archive_dead_letter(&self, message_id: &str, msg: &JobMessage) -> Result<(), PortError> {
+        let params = vec![
+            msg.job_id.as_str().into(),
+            message_id.into(),
+            msg.doc_id.as_str().into(),
+            msg.version.into(),
+            SqlValue::Int(self.clock.now_ms()),
+        ];
+        self.store.db.execute(Stmt::new(sql::DEAD_LETTER_ARCHIVE, params)).await?;
+        log_event("dead_letter_archived", json!({ "job_id": msg.job_id, "message_id": message_id }));
+        Ok(())
+    }
+
+    pub async fn dead_letter_summary(&self) -> Result<Vec<Value>, PortError> {
+        self.store.db.query(Stmt::new(sql::DEAD_LETTERS_SUMMARY, vec![])).await
+    }
+
+    pub async fn dead_letters(&self, f: &LetterFilter) -> Result<(Vec<Value>, Option<String>), PortError> {
+        let params = vec![
+            opt_text(&f.bucket),
+            opt_text(&f.doc_id),
+            opt_int(f.since),
+            opt_int(f.until),
+            opt_text(&f.cursor),
+            SqlValue::Int(f.limit as i64),
+        ];
+        let rows: Vec<Value> = self.store.db.query(Stmt::new(sql::DEAD_LETTERS_PAGE, params)).await?;
+        let next = if rows.len() == f.limit {
+            rows.last().map(|r| format!("{}|{}", r["last_seen"], r["job_id"].as_str().unwrap_or("")))
+        } else {
+            None
+        };
+        Ok((rows, next))
+    }
+
+    /// The preflight: what a redrive would do. Changes nothing.
+    pub async fn redrive_plan(&self, req: &RedriveRequest) -> Result<Plan, PortError> {
+        let doc_ids = req.doc_ids.as_ref().map(|d| json_array(d));
+        let params = vec![
+            opt_text(&req.bucket),
+            opt_int(req.since),
+            opt_int(req.until),
+            opt_text(&doc_ids),
+            SqlValue::Int(REDRIVE_LETTERS_MAX as i64),
+        ];
+        let rows: Vec<Candidate> = self.store.db.query(Stmt::new(sql::REDRIVE_CANDIDATES, params)).await?;
+        let matched = rows.len();
+        let mut eligible = Vec::new();
+        let mut skipped = Vec::new();
+        let mut fingerprint = serde_json::to_string(req).expect("request serializes");
+        for c in rows {
+            fingerprint.push_str(&format!("|{}:{}", c.job_id, c.last_seen));
+            let why = match (c.latest_version, c.live_version) {
+                _ if c.redriven > 0 => Some("already_redriven"),
+                (None, _) => Some("document_missing"),
+                (Some(l), _) if l > c.version => Some("superseded"),
+                (_, Some(live)) if live >= c.version => Some("already_live"),
+                _ => None,
+            };
+            match why {
+                Some(why) => skipped.push(json!({ "job_id": c.job_id, "doc_id": c.doc_id, "version": c.version, "reason": why })),
+                None => eligible.push(PlanItem {
+                    job_id: c.job_id,
+                    doc_id: c.doc_id,
+                    version: c.version,
+                    failure_bucket: c.failure_bucket,
+                }),
+            }
+        }
+        let mut documents: Vec<String> = eligible.iter().map(|e| e.doc_id.clone()).collect();
+        documents.sort();
+        documents.dedup();
+        let canaries = eligible.iter().take(req.canary_size).map(|e| e.job_id.clone()).collect();
+        Ok(Plan { plan_id: sha256_hex(fingerprint.as_bytes())[..32].to_string(), matched, eligible, skipped, documents, canaries })
+    }
+
+    /// Executes a plan: records the redrive and its items, sends the
+    /// canaries. `Ok(None)` if the plan changed since the preflight.
+    pub async fn redrive_execute(&self, req: &RedriveRequest, plan_id: &str) -> Result<Option<Value>, PortError> {
+        let plan = self.redrive_plan(req).await?;
+        if plan.plan_id != plan_id {
+            return Ok(None);
+        }
+        let now = self.clock.now_ms();
+        let redrive_id = sha256_hex(format!("{plan_id}:{now}").as_bytes())[..24].to_string();
+        let items: Vec<NewItem> = plan
+            .eligible
+            .iter()
+            .enumerate()
+            .map(|(i, e)| NewItem {
+                job_id: &e.job_id,
+                doc_id: &e.doc_id,
+                version: e.version,
+                phase: if i < req.canary_size { "canary" } else { "batch" },
+                seq: i,
+                state: "pending",
+            })
+            .collect();
+        let mut stmts = vec![
+            Stmt::new(
+                sql::REDRIVE_INSERT,
+                vec![
+                    redrive_id.as_str().into(),
+                    plan_id.into(),
+                    serde_json::to_string(req).expect("request serializes").into(),
+                    SqlValue::Int(now),
+                ],
+            ),
+            audit(&redrive_id, now, "created", json!({ "plan_id": plan_id, "eligible": plan.eligible.len(), "skipped": plan.skipped.len() })),
+        ];
+        if !items.is_empty() {
+            stmts.push(Stmt::new(sql::REDRIVE_ITEMS_INSERT, vec![redrive_id.as_str().into(), json_array(&items).into()]));
+        }
+        self.store.db.batch(stmts).await?;
+        self.redrive_advance(&redrive_id).await?;
+        self.redrive_view(&redrive_id).await
+    }
+
+    /// Moves a redrive on: settles the items whose jobs ended, checks the
+    /// stop condition, sends the next batch. Safe to call any number of
+    /// times (cron and polling both call it).
+    pub async fn redrive_advance(&self, redrive_id: &str) -> Result<(), PortError> {
+        let Some(r) = self.redrive_row(redrive_id).await? else { return Ok(()) };
+        if r.state != "canary" && r.state != "running" {
+            return Ok(());
+        }
+        let req: RedriveRequest = serde_json::from_str(&r.params).map_err(|_| PortError::new(crate::core::failure::FailureBucket::Internal, "redrive_params"))?;
+        let now = self.clock.now_ms();
+        let mut items = self.redrive_items(redrive_id).await?;
+        // Settle the items whose jobs reached a final state.
+        for it in items.iter_mut().filter(|i| i.state == "sent") {
+            let settled = match it.job_state.as_deref() {
+                Some("succeeded") => Some("succeeded"),
+                Some("failed" | "dead") => Some("failed"),
+                Some("superseded") => Some("skipped"),
+                _ => None,
+            };
+            if let Some(s) = settled {
+                self.set_item(redrive_id, &it.letter_job_id, s, None, None).await?;
+                it.state = s.to_string();
+            }
+        }
+        let in_flight = items.iter().any(|i| i.state == "sent");
+        let (canaries, rest): (Vec<&ItemRow>, Vec<&ItemRow>) = items.iter().partition(|i| i.phase == "canary");
+        let failed_canaries = canaries.iter().filter(|i| i.state == "failed").count();
+        if failed_canaries > req.max_failed_canaries {
+            return self.stop(redrive_id, now, "canary_failed", json!({ "failed_canaries": failed_canaries })).await;
+        }
+        let to_send: Vec<&ItemRow> = if r.state == "canary" {
+            let pending: Vec<&ItemRow> = canaries.iter().copied().filter(|i| i.state == "pending").collect();
+            if !pending.is_empty() {
+                pending
+            } else if in_flight {
+                return Ok(());
+            } else {
+                self.set_state(redrive_id, "running", None, now).await?;
+                self.audit(redrive_id, now, "canaries_passed", json!({ "canaries": canaries.len() })).await?;
+                rest.iter().copied().filter(|i| i.state == "pending").take(req.batch_size).collect()
+            }
+        } else {
+            if in_flight {
+                return Ok(());
+            }
+            let done: Vec<&&ItemRow> = rest.iter().filter(|i| i.state == "succeeded" || i.state == "failed").collect();
+            let failed = done.iter().filter(|i| i.state == "failed").count();
+            if !done.is_empty() && failed as f64 / done.len() as f64 > req.max_failure_ratio {
+                return self.stop(redrive_id, now, "failure_ratio", json!({ "failed": failed, "done": done.len() })).await;
+            }
+            rest.iter().copied().filter(|i| i.state == "pending").take(req.batch_size).collect()
+        };
+        if to_send.is_empty() {
+            self.set_state(redrive_id, "completed", None, now).await?;
+            return self.audit(redrive_id, now, "completed", json!({})).await;
+        }
+        let mut sent = 0;
+        for it in to_send {
+            match self.rerun_version(&it.doc_id, it.version).await? {
+                Some((new_version, new_job)) => {
+                    self.set_item(redrive_id, &it.letter_job_id, "sent", Some(&new_job), Some(new_version)).await?;
+                    sent += 1;
+                }
+                None => self.set_item(redrive_id, &it.letter_job_id, "skipped", None, None).await?,
+            }
+        }
+        self.audit(redrive_id, now, "sent", json!({ "items": sent, "phase": if r.state == "canary" { "canary" } else { "batch" } })).await
+    }
+
+    /// Re-runs `version` of `doc_id` as a new version with the same content,
+    /// if it is still the latest and not live; sends its job.
+    pub async fn rerun_version(&self, doc_id: &str, version: u32) -> Result<Option<(u32, String)>, PortError> {
+        self.rerun(doc_id, version, sql::RERUN_ADVANCE).await
+    }
+
+    /// Re-runs the live `version` (its vectors are missing from the index)
+    /// as a new version with the same content.
+    pub async fn rerun_live_version(&self, doc_id: &str, version: u32) -> Result<Option<(u32, String)>, PortError> {
+        self.rerun(doc_id, version, sql::REPAIR_RERUN_ADVANCE).await
+    }
+
+    async fn rerun(&self, doc_id: &str, version: u32, advance: &'static str) -> Result<Option<(u32, String)>, PortError> {
+        let Ok(doc) = DocId::parse(doc_id) else { return Ok(None) };
+        let now = self.clock.now_ms();
+        let new_version = version + 1;
+        // The kind follows the copied version; the job id is derived like intake's.
+        let kinds: Vec<Value> = self
+            .store
+            .db
+            .query(Stmt::new(
+                sql::VERSION_IS_DELETE,
+                vec![doc_id.into(), version.into()],
+            ))
+            .await?;
+        let kind = if kinds.first().and_then(|k| k["is_delete"].as_i64()) == Some(1) { "delete" } else { "index" };
+        let new_job = job_id(&doc, new_version, kind, 0);
+        let p = || vec![doc_id.into(), version.into(), SqlValue::Int(now)];
+        let mut job_params = p();
+        job_params.push(new_job.as_str().into());
+        let changes = self
+            .store
+            .db
+            .batch(vec![
+                Stmt::new(advance, p()),
+                Stmt::new(sql::RERUN_COPY_VERSION, p()),
+                Stmt::new(sql::RERUN_COPY_PARTS, p()),
+                Stmt::new(sql::RERUN_INSERT_JOB, job_params),
+            ])
+            .await?;
+        if changes.first().copied().unwrap_or(0) == 0 {
+            return Ok(None);
+        }
+        let msg = JobMessage { job_id: new_job.clone(), doc_id: doc_id.to_string(), version: new_version };
+        if let Err(e) = self.queue.send_batch(&[msg]).await {
+            // The job is queued in D1; cron's requeue sends it once stalled.
+            log_event("enqueue_deferred", json!({ "bucket": e.bucket.as_str(), "code": e.code, "jobs": 1 }));
+        }
+        Ok(Some((new_version, new_job)))
+    }
+
+    pub async fn redrive_view(&self, redrive_id: &str) -> Result<Option<Value>, PortError> {
+        let Some(r) = self.redrive_row(redrive_id).await? else { return Ok(None) };
+        let items = self.redrive_items(redrive_id).await?;
+        let count = |s: &str| items.iter().filter(|i| i.state == s).count();
+        let audit: Vec<Value> = self
+            .store
+            .db
+            .query(Stmt::new(
+                sql::REDRIVE_AUDIT_LIST,
+                vec![redrive_id.into()],
+            ))
+            .await?;
+        Ok(Some(json!({
+            "redrive_id": r.redrive_id, "plan_id": r.plan_id, "state": r.state, "stop_reason": r.stop_reason,
+            "params": serde_json::from_str::<Value>(&r.params).unwrap_or(Value::Null),
+            "counts": { "total": items.len(), "pending": count("pending"), "sent": count("sent"),
+                        "succeeded": count("succeeded"), "failed": count("failed"), "skipped": count("skipped") },
+            "items": items, "audit": audit, "created_at": r.created_at, "updated_at": r.updated_at,
+        })))
+    }
+
+    /// Advances every active redrive (cron). Returns how many it looked at.
+    pub async fn advance_redrives(&self, limit: usize) -> Result<usize, PortError> {
+        let rows: Vec<Value> =
+            self.store.db.query(Stmt::new(sql::REDRIVES_ACTIVE, vec![SqlValue::Int(limit as i64)])).await?;
+        for r in &rows {
+            if let Some(id) = r["redrive_id"].as_str() {
+                self.redrive_advance(id).await?;
+            }
+        }
+        Ok(rows.len())
+    }
+
+    async fn redrive_row(&self, redrive_id: &str) -> Result<Option<RedriveRow>, PortError> {
+        Ok(self.store.db.query(Stmt::new(sql::REDRIVE_GET, vec![redrive_id.into()])).await?.into_iter().next())
+    }
+
+    async fn redrive_items(&self, redrive_id: &str) -> Result<Vec<ItemRow>, PortError> {
+        self.store.db.query(Stmt::new(sql::REDRIVE_ITEMS, vec![redrive_id.into()])).await
+    }
+
+    async fn set_item(&self, redrive_id: &str, letter: &str, state: &str, job: Option<&str>, version: Option<u32>) -> Result<(), PortError> {
+        let params = vec![
+            redrive_id.into(),
+            letter.into(),
+            state.into(),
+            job.map_or(SqlValue::Null, Into::into),
+            version.map_or(SqlValue::Null, Into::into),
+        ];
+        self.store.db.execute(Stmt::new(sql::REDRIVE_ITEM_SET, params)).await.map(|_| ())
+    }
+
+    async fn set_state(&self, redrive_id: &str, state: &str, reason: Option<&str>, now: i64) -> Result<(), PortError> {
+        let params = vec![redrive_id.into(), state.into(), reason.map_or(SqlValue::Null, Into::into), SqlValue::Int(now)];
+        self.store.db.execute(Stmt::new(sql::REDRIVE_SET_STATE, params)).await.map(|_| ())
+    }
+
+    async fn stop(&self, redrive_id: &str, now: i64, reason: &str, detail: Value) -> Result<(), PortError> {
+        self.set_state(redrive_id, "stopped", Some(reason), now).await?;
+        self.audit(redrive_id, now, "stopped", json!({ "reason": reason, "detail": detail })).await
+    }
+
+    async fn audit(&self, redrive_id: &str, now: i64, event: &str, detail: Value) -> Result<(), PortError> {
+        self.store.db.execute(audit(redrive_id, now, event, detail)).await.map(|_| ())
+    }
+}
+
+fn audit(redrive_id: &str, now: i64, event: &str, detail: Value) -> Stmt {
+    Stmt::new(sql::REDRIVE_AUDIT, vec![redrive_id.into(), SqlValue::Int(now), event.into(), detail.to_string().into()])
+}

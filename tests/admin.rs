@@ -1,0 +1,184 @@
+//! Dead letters, diagnosis, canary redrives and repair-run reports, through
+//! the HTTP contract (`/v1/admin/*`, admin token only).
+
+mod common;
+
+use common::World;
+use futures::executor::block_on;
+use ingest_pipeline::api::{handle, ApiRequest, ApiResponse, Secrets};
+use ingest_pipeline::core::failure::FailureBucket;
+use ingest_pipeline::pipeline::ConsumeOutcome;
+use serde_json::{json, Value};
+
+const ADMIN: &str = "Bearer t-admin";
+const INGEST: &str = "Bearer t-ingest";
+
+fn call(w: &World, method: &str, path: &str, auth: &str, body: Option<Value>) -> ApiResponse {
+    let bytes = body.map(|b| b.to_string().into_bytes()).unwrap_or_default();
+    let secrets = Secrets { ingest_token: Some("t-ingest".into()), admin_token: Some("t-admin".into()) };
+    let req = ApiRequest { method, path, authorization: Some(auth), content_type: Some("application/json"), body: &bytes };
+    block_on(handle(&w.p(), &secrets, req))
+}
+
+/// Delivers messages like the Worker's queue handler: a dead letter is
+/// archived (message id = job id here) and acknowledged.
+fn deliver(w: &World) -> Vec<ConsumeOutcome> {
+    let mut out = Vec::new();
+    for _ in 0..100 {
+        let batch = w.queue.take_all();
+        if batch.is_empty() {
+            break;
+        }
+        for m in batch {
+            let o = w.consume(&m);
+            match o {
+                ConsumeOutcome::DeadLetter { .. } => block_on(w.p().archive_dead_letter(&format!("msg-{}", m.job_id), &m)).unwrap(),
+                ConsumeOutcome::Retry { delay_seconds } => {
+                    w.clock.advance_ms(i64::from(delay_seconds) * 1000);
+                    w.queue.sent.borrow_mut().push_back(m);
+                }
+                ConsumeOutcome::Ack { .. } => {}
+            }
+            out.push(o);
+        }
+    }
+    out
+}
+
+#[test]
+fn admin_routes_need_the_admin_token() {
+    let w = World::new();
+    let r = call(&w, "GET", "/v1/admin/dead-letters/summary", INGEST, None);
+    assert_eq!((r.status, r.body["error"]["code"].as_str()), (403, Some("forbidden")));
+    let r = call(&w, "GET", "/v1/admin/dead-letters/summary", "Bearer nope", None);
+    assert_eq!(r.status, 401);
+    let r = call(&w, "GET", "/v1/admin/dead-letters/summary", ADMIN, None);
+    assert_eq!((r.status, r.body.clone()), (200, json!({ "groups": [] })));
+    // And the admin token is not an ingest token.
+    assert_eq!(call(&w, "GET", "/v1/documents/x", ADMIN, None).status, 401);
+}
+
+#[test]
+fn a_permanent_failure_is_archived_diagnosed_and_redriven_by_canary() {
+    let w = World::new();
+    assert_eq!(call(&w, "PUT", "/v1/documents/a", INGEST, Some(json!({"text": "alpha bravo charlie"}))).status, 202);
+    w.index.upsert_faults.fail_next(1, FailureBucket::IndexRejected);
+    assert_eq!(deliver(&w), vec![ConsumeOutcome::DeadLetter { reason: "failed" }]);
+    assert_eq!(w.state("a"), ingest_pipeline::pipeline::DocumentState::Failed);
+
+    // Read-only diagnosis.
+    let r = call(&w, "GET", "/v1/admin/dead-letters/summary", ADMIN, None);
+    let g = &r.body["groups"][0];
+    assert_eq!((g["failure_bucket"].as_str(), g["version_is_latest"].as_i64(), g["letters"].as_i64()), (Some("index_rejected"), Some(1), Some(1)));
+    assert_eq!(g["chunk_count_bucket"], "0-10");
+    let r = call(&w, "GET", "/v1/admin/dead-letters?bucket=index_rejected&limit=10", ADMIN, None);
+    assert_eq!(r.body["letters"][0]["doc_id"], "a");
+    assert_eq!(r.body["letters"][0]["job_state"], "failed");
+
+    // The cause is gone (no more injected faults). A preflight changes nothing.
+    let before = w.db.dump(&[]);
+    let r = call(&w, "POST", "/v1/admin/redrives", ADMIN, Some(json!({"filter": {"bucket": "index_rejected"}})));
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["plan"]["matched"], 1);
+    assert_eq!(r.body["plan"]["documents"], json!(["a"]));
+    let plan_id = r.body["plan"]["plan_id"].as_str().unwrap().to_string();
+    assert_eq!(w.db.dump(&[]), before, "the preflight wrote something");
+    assert!(w.queue.take_all().is_empty());
+
+    // Execute: the canary is sent, indexed, and the redrive completes.
+    let r = call(&w, "POST", "/v1/admin/redrives", ADMIN, Some(json!({"filter": {"bucket": "index_rejected"}, "plan_id": plan_id})));
+    assert_eq!(r.status, 202, "{}", r.body);
+    let id = r.body["redrive_id"].as_str().unwrap().to_string();
+    assert_eq!(r.body["counts"]["sent"], 1);
+    deliver(&w);
+    let r = call(&w, "GET", &format!("/v1/admin/redrives/{id}"), ADMIN, None);
+    assert_eq!(r.body["state"], "completed", "{}", r.body);
+    assert_eq!(r.body["counts"]["succeeded"], 1);
+    assert_eq!(w.state("a"), ingest_pipeline::pipeline::DocumentState::Indexed);
+    assert!(w.search("alpha", 3).iter().any(|h| h.doc_id == "a"));
+    // Every step is in the audit trail; the letter is kept.
+    let events: Vec<&str> = r.body["audit"].as_array().unwrap().iter().map(|a| a["event"].as_str().unwrap()).collect();
+    assert_eq!(events, vec!["created", "sent", "canaries_passed", "completed"]);
+    assert_eq!(w.count("SELECT count(*) AS n FROM dead_letters"), 1);
+    // The same plan cannot run twice: the letter is now redriven.
+    let r = call(&w, "POST", "/v1/admin/redrives", ADMIN, Some(json!({"filter": {"bucket": "index_rejected"}})));
+    assert_eq!(r.body["plan"]["eligible"], json!([]));
+    assert_eq!(r.body["plan"]["skipped"][0]["reason"], "already_redriven");
+    // Cron cleans the failed version's vectors up; the index matches D1.
+    w.cron();
+    assert_eq!(w.index.ids(), w.live_vector_ids());
+}
+
+#[test]
+fn a_redrive_whose_canary_fails_stops_without_sending_the_rest() {
+    let w = World::new();
+    for d in ["a", "b", "c", "d", "e"] {
+        call(&w, "PUT", &format!("/v1/documents/{d}"), INGEST, Some(json!({"text": format!("text of {d}")})));
+    }
+    w.index.upsert_faults.fail_next(5, FailureBucket::IndexRejected);
+    deliver(&w);
+    let r = call(&w, "POST", "/v1/admin/redrives", ADMIN, Some(json!({"canary_size": 3})));
+    assert_eq!(r.body["plan"]["eligible"].as_array().unwrap().len(), 5);
+    let plan_id = r.body["plan"]["plan_id"].as_str().unwrap().to_string();
+    // A stale plan id is refused.
+    let r2 = call(&w, "POST", "/v1/admin/redrives", ADMIN, Some(json!({"canary_size": 4, "plan_id": plan_id})));
+    assert_eq!((r2.status, r2.body["error"]["code"].as_str()), (409, Some("plan_changed")));
+    // The cause is still there: the canaries fail.
+    w.index.upsert_faults.fail_next(3, FailureBucket::IndexRejected);
+    let r = call(&w, "POST", "/v1/admin/redrives", ADMIN, Some(json!({"canary_size": 3, "plan_id": plan_id})));
+    assert_eq!(r.body["counts"]["sent"], 3);
+    let id = r.body["redrive_id"].as_str().unwrap().to_string();
+    deliver(&w);
+    w.cron(); // cron advances redrives too
+    let r = call(&w, "GET", &format!("/v1/admin/redrives/{id}"), ADMIN, None);
+    assert_eq!((r.body["state"].as_str(), r.body["stop_reason"].as_str()), (Some("stopped"), Some("canary_failed")), "{}", r.body);
+    assert_eq!(r.body["counts"]["pending"], 2, "the rest was never sent");
+    assert_eq!(r.body["counts"]["failed"], 3);
+    assert!(w.queue.take_all().is_empty());
+}
+
+#[test]
+fn repair_runs_are_recorded_and_listed() {
+    let w = World::new();
+    call(&w, "PUT", "/v1/documents/a", INGEST, Some(json!({"text": "one two three"})));
+    deliver(&w);
+    call(&w, "PUT", "/v1/documents/a", INGEST, Some(json!({"text": "four five six"})));
+    w.index.delete_faults.fail_next(1, FailureBucket::IndexUnavailable);
+    deliver(&w);
+    w.clock.advance_ms(60_000);
+    let report = w.cron();
+    assert!(report.intents_deleted > 0);
+    w.cron(); // nothing to do: not recorded
+    let r = call(&w, "GET", "/v1/admin/repair/runs?limit=5", ADMIN, None);
+    let runs = r.body["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 1, "{}", r.body);
+    assert_eq!(runs[0]["report"]["intents_deleted"], report.intents_deleted);
+    assert_eq!(runs[0]["budget_hit"], false);
+    assert_eq!(call(&w, "GET", "/v1/admin/repair/runs?limit=0", ADMIN, None).status, 422);
+}
+
+#[test]
+fn cron_finds_missing_live_vectors_and_repairs_the_document() {
+    let w = World::new();
+    call(&w, "PUT", "/v1/documents/a", INGEST, Some(json!({"text": "sierra tango uniform. ".repeat(30)})));
+    call(&w, "PUT", "/v1/documents/b", INGEST, Some(json!({"text": "victor whiskey"})));
+    deliver(&w);
+    // Too recent to verify: nothing is checked yet.
+    assert_eq!(w.cron().chunks_verified, 0);
+    // The index loses one of a's vectors (e.g. an index rebuilt from an old snapshot).
+    let lost = w.live_vector_ids().into_iter().find(|id| id.ends_with(":1:1")).unwrap();
+    w.index.vectors.borrow_mut().remove(&lost);
+    w.clock.advance_ms(i64::from(w.cfg.index_visibility_window_seconds) * 1000 + 1);
+    let report = w.cron();
+    assert!(report.chunks_verified > 1);
+    assert_eq!(report.documents_repaired, 1);
+    assert_eq!(w.state("a"), ingest_pipeline::pipeline::DocumentState::RepairNeeded);
+    assert_eq!(w.state("b"), ingest_pipeline::pipeline::DocumentState::Indexed);
+    deliver(&w);
+    let doc = block_on(w.p().document("a")).unwrap().unwrap();
+    assert_eq!((doc.state, doc.live_version), (ingest_pipeline::pipeline::DocumentState::Indexed, Some(2)));
+    w.cron();
+    assert_eq!(w.index.ids(), w.live_vector_ids(), "no hole, no orphan");
+    let r = call(&w, "GET", "/v1/admin/repair/runs", ADMIN, None);
+    assert!(r.body["runs"].as_array().unwrap().iter().any(|run| run["report"]["documents_repaired"] == 1));
+}
