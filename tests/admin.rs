@@ -90,6 +90,9 @@ fn a_permanent_failure_is_archived_diagnosed_and_redriven_by_canary() {
     assert_eq!(r.status, 202, "{}", r.body);
     let id = r.body["redrive_id"].as_str().unwrap().to_string();
     assert_eq!(r.body["counts"]["sent"], 1);
+    // A plan runs at most once.
+    let again = call(&w, "POST", "/v1/admin/redrives", ADMIN, Some(json!({"filter": {"bucket": "index_rejected"}, "plan_id": plan_id})));
+    assert_eq!((again.status, again.body["error"]["code"].as_str()), (409, Some("plan_changed")));
     deliver(&w);
     let r = call(&w, "GET", &format!("/v1/admin/redrives/{id}"), ADMIN, None);
     assert_eq!(r.body["state"], "completed", "{}", r.body);

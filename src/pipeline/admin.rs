@@ -207,7 +207,11 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         let mut skipped = Vec::new();
         let mut fingerprint = serde_json::to_string(req).expect("request serializes");
         for c in rows {
-            fingerprint.push_str(&format!("|{}:{}", c.job_id, c.last_seen));
+            // The plan id changes whenever what the redrive would do changes.
+            fingerprint.push_str(&format!(
+                "|{}:{}:{:?}:{:?}:{}",
+                c.job_id, c.last_seen, c.latest_version, c.live_version, c.redriven
+            ));
             let why = match (c.latest_version, c.live_version) {
                 _ if c.redriven > 0 => Some("already_redriven"),
                 (None, _) => Some("document_missing"),
@@ -240,7 +244,9 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             return Ok(None);
         }
         let now = self.clock.now_ms();
-        let redrive_id = sha256_hex(format!("{plan_id}:{now}").as_bytes())[..24].to_string();
+        // Derived from the plan: executing one plan twice collides on the
+        // primary key instead of starting a second redrive.
+        let redrive_id = format!("rd-{}", &plan_id[..24]);
         let items: Vec<NewItem> = plan
             .eligible
             .iter()
@@ -269,7 +275,10 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         if !items.is_empty() {
             stmts.push(Stmt::new(sql::REDRIVE_ITEMS_INSERT, vec![redrive_id.as_str().into(), json_array(&items).into()]));
         }
-        self.store.db.batch(stmts).await?;
+        match self.store.db.batch(stmts).await {
+            Err(e) if e.code == "db_constraint" => return Ok(None),
+            other => other?,
+        };
         self.redrive_advance(&redrive_id).await?;
         self.redrive_view(&redrive_id).await
     }
