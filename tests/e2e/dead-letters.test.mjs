@@ -111,7 +111,8 @@ async function preflight(body) {
 async function execute(body, planId) {
   const res = await admin(base, 'POST', '/v1/admin/redrives', { ...body, plan_id: planId });
   assert.equal(res.status, 202, res.text);
-  assert.match(res.body.redrive_id, /^[0-9a-f]{24}$/, res.text);
+  assert.equal(typeof res.body.redrive_id, 'string', res.text);
+  assert.ok(res.body.redrive_id.length > 0, res.text);
   assert.equal(res.body.plan_id, planId, res.text);
   return res.body;
 }

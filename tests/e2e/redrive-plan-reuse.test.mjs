@@ -1,9 +1,8 @@
 // A redrive's plan is its blast radius: executing the same plan id a second
 // time must not start a second redrive (which would send further "canaries"
-// past a first redrive whose canaries failed). `todo` while the Worker accepts
-// it: the plan id fingerprints the request and the matched letters' last_seen
-// only, and executing changes neither, so the second execution gets 202 and a
-// new redrive. Drop `todo` once fixed (expected: 409, or the same redrive).
+// past a first redrive whose canaries failed). The second execution answers
+// 409 (or, equally acceptable, returns the same redrive), and only the first
+// redrive's canaries were ever re-run.
 
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -30,7 +29,6 @@ after(async () => {
 describe('a redrive plan is executed at most once', () => {
   it(
     'executing the same plan id again (cause still there) re-runs no more than the first canaries',
-    { todo: 'POST /v1/admin/redrives with an already executed plan_id starts a second redrive' },
     withLogs(getWorker, async () => {
       const res = await api(base, 'POST', '/v1/documents', {
         documents: DOCS.map((doc_id) => ({ doc_id, text: `Plan reuse check: ${doc_id} lists tides and gulls.` })),
