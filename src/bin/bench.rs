@@ -189,7 +189,7 @@ const PARAGRAPH_CHARS: usize = 440;
         let text = document(1, 4000, PARAGRAPH_CHARS).join("\n\n");
         let mb = text.len() as f64 / 1e6;
         let doc = DocId::parse("bench-core").unwrap();
-        println!("## 1. Pure core throughput (native, one thread; {mb:.1} MB of text, 500-char chunks)\n");
+        println!("### 1. Pure core throughput (native, one thread; {mb:.1} MB of text, 500-char chunks)\n");
         println!("| stage | input | time | throughput |");
         println!("|---|---:|---:|---:|");
 
@@ -472,7 +472,7 @@ const PARAGRAPH_CHARS: usize = 440;
     }
 
     fn pipeline_table(runs: &[Ingest]) {
-        println!("## 2. One document through the real pipeline (SQLite ledger, in-memory index and queue)\n");
+        println!("### 2. One document through the real pipeline (SQLite ledger, in-memory index and queue)\n");
         println!("Consumer side (the queue invocations); intake is one HTTP invocation apart.\n");
         println!(
             "| chunks | text | intake D1 calls / stmts | deliveries | D1 calls | D1 stmts | embed calls | upsert calls | delete calls | get calls | queue sends | subrequests | minimum | ratio | consume time |"
@@ -507,7 +507,7 @@ const PARAGRAPH_CHARS: usize = 440;
     }
 
     fn memory_table(runs: &[Ingest]) {
-        println!("## 4. Memory while consuming one document\n");
+        println!("### 4. Memory while consuming one document\n");
         println!("| chunks | text | process peak RSS (VmHWM, reset before consume) | consumer's Rust heap peak (index discarded) |");
         println!("|---:|---:|---:|---:|");
         for r in runs {
@@ -575,7 +575,7 @@ const PARAGRAPH_CHARS: usize = 440;
     }
 
     fn reuse_table(runs: &[Reingest]) {
-        println!("## 3. Re-ingest with one paragraph changed (embedding reuse)\n");
+        println!("### 3. Re-ingest with one paragraph changed (embedding reuse)\n");
         println!("Consumer side of each version.\n");
         println!("| chunks | version | chunks changed | texts embedded | embed calls | vectors fetched (get calls) | vectors written (upsert calls) | old vectors deleted (delete calls) | D1 calls | subrequests | consume time |");
         println!("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
@@ -611,7 +611,7 @@ const PARAGRAPH_CHARS: usize = 440;
             Ok(s) => s.split(',').map(|x| x.trim().parse().expect("BENCH_SIZES: comma-separated numbers")).collect(),
             Err(_) => vec![10, 100, 1_000, 10_000, 20_000],
         };
-        println!("# ingest-pipeline bench (native, profile `{}`)\n", if cfg!(debug_assertions) { "debug" } else { "optimized" });
+        println!("ingest-pipeline bench (native, profile `{}`)\n", if cfg!(debug_assertions) { "debug" } else { "optimized" });
         let cfg = bench_config();
         println!(
             "config: CHUNK_SIZE_MAX_CHARS={} CHUNK_OVERLAP_CHARS={} EMBEDDING_DIMENSIONS={} EMBED_BATCH_SIZE={} UPSERT_BATCH_SIZE={} DELETE_BATCH_SIZE={} D1_JSON_PARAM_BYTES_MAX={} D1_TEXT_PART_BYTES_MAX={}\n",
