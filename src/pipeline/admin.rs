@@ -303,7 +303,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                 _ => None,
             };
             if let Some(s) = settled {
-                self.set_item(redrive_id, &it.letter_job_id, s, None, None).await?;
+                self.set_item(redrive_id, &it.letter_job_id, "sent", s, None, None).await?;
                 it.state = s.to_string();
             }
         }
@@ -343,10 +343,10 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         for it in to_send {
             match self.rerun_version(&it.doc_id, it.version).await? {
                 Some((new_version, new_job)) => {
-                    self.set_item(redrive_id, &it.letter_job_id, "sent", Some(&new_job), Some(new_version)).await?;
+                    self.set_item(redrive_id, &it.letter_job_id, "pending", "sent", Some(&new_job), Some(new_version)).await?;
                     sent += 1;
                 }
-                None => self.set_item(redrive_id, &it.letter_job_id, "skipped", None, None).await?,
+                None => self.set_item(redrive_id, &it.letter_job_id, "pending", "skipped", None, None).await?,
             }
         }
         self.audit(redrive_id, now, "sent", json!({ "items": sent, "phase": if r.state == "canary" { "canary" } else { "batch" } })).await
@@ -444,13 +444,22 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         self.store.db.query(Stmt::new(sql::REDRIVE_ITEMS, vec![redrive_id.into()])).await
     }
 
-    async fn set_item(&self, redrive_id: &str, letter: &str, state: &str, job: Option<&str>, version: Option<u32>) -> Result<(), PortError> {
+    async fn set_item(
+        &self,
+        redrive_id: &str,
+        letter: &str,
+        from: &str,
+        state: &str,
+        job: Option<&str>,
+        version: Option<u32>,
+    ) -> Result<(), PortError> {
         let params = vec![
             redrive_id.into(),
             letter.into(),
             state.into(),
             job.map_or(SqlValue::Null, Into::into),
             version.map_or(SqlValue::Null, Into::into),
+            from.into(),
         ];
         self.store.db.execute(Stmt::new(sql::REDRIVE_ITEM_SET, params)).await.map(|_| ())
     }

@@ -152,7 +152,14 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                 for r in rows {
                     if r.attempts >= self.cfg.job_attempts_max {
                         match self.store.job_stalled_dead(&r.job_id, &r.doc_id, r.version, now).await {
-                            Ok(()) => report.jobs_dead += 1,
+                            Ok(()) => {
+                                report.jobs_dead += 1;
+                                // Its evidence, like any dead-lettered job's.
+                                let msg = JobMessage { job_id: r.job_id.clone(), doc_id: r.doc_id.clone(), version: r.version };
+                                if let Err(e) = self.archive_dead_letter(&format!("cron:{}", r.job_id), &msg).await {
+                                    failed(&mut report, e.bucket);
+                                }
+                            }
                             Err(e) => failed(&mut report, e.bucket),
                         }
                     } else {

@@ -342,10 +342,13 @@ SELECT i.letter_job_id, i.doc_id, i.version, i.phase, i.seq, i.state, i.new_job_
 FROM redrive_items i LEFT JOIN jobs j ON j.job_id = i.new_job_id
 WHERE i.redrive_id = ?1 ORDER BY i.seq";
 
-/// `?1` redrive, `?2` letter job, `?3` state, `?4` new job or NULL, `?5` new version or NULL.
+/// Moves an item on, only from the state the caller saw (two concurrent
+/// advances of one redrive cannot overwrite each other's result).
+/// `?1` redrive, `?2` letter job, `?3` new state, `?4` new job or NULL,
+/// `?5` new version or NULL, `?6` expected current state.
 pub const REDRIVE_ITEM_SET: &str = "\
 UPDATE redrive_items SET state = ?3, new_job_id = COALESCE(?4, new_job_id), new_version = COALESCE(?5, new_version)
-WHERE redrive_id = ?1 AND letter_job_id = ?2";
+WHERE redrive_id = ?1 AND letter_job_id = ?2 AND state = ?6";
 
 /// `?1` redrive, `?2` state, `?3` stop reason or NULL, `?4` now.
 pub const REDRIVE_SET_STATE: &str = "\

@@ -473,12 +473,16 @@ async fn queue(batch: MessageBatch<serde_json::Value>, env: Env, _ctx: Context) 
             ConsumeOutcome::Retry { delay_seconds } => {
                 raw.retry_with_options(&QueueRetryOptionsBuilder::new().with_delay_seconds(delay_seconds).build())
             }
-            ConsumeOutcome::DeadLetter { .. } => {
+            ConsumeOutcome::DeadLetter { reason } => {
                 // Evidence first in D1 (the ledger), then the pointer to the
                 // dead-letter queue; only then ack. Any failure: redeliver,
-                // which repeats both (the archive is idempotent per job).
+                // which repeats both (the archive is idempotent per job). A
+                // redelivery of a job that had already failed is archived
+                // again but not re-sent: the first delivery sent it, and a
+                // misrouted dead-letter queue must not loop.
                 let archived = app.archive_dead_letter(&raw.id(), &msg).await.is_ok();
                 let sent = match env.queue("DLQ") {
+                    Ok(_) if reason == "already_failed" => true,
                     Ok(q) => q.send(msg.clone()).await.is_ok(),
                     Err(_) => true, // no DLQ binding configured: D1 holds the evidence
                 };

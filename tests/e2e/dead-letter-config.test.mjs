@@ -7,9 +7,6 @@
 // execution answers 409 plan_changed).
 //
 // Checked on `wrangler deploy --dry-run` (no network, no credentials).
-// The production check is `todo` while the top level of wrangler.toml has
-// DEAD_LETTER_QUEUE as a top-level key instead of a [vars] entry (wrangler:
-// "Unexpected fields found in top-level field"); drop `todo` once fixed.
 
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -70,7 +67,6 @@ describe('DEAD_LETTER_QUEUE names the dead-letter queue the Worker consumes', ()
 
   it(
     'production (top level)',
-    { todo: 'wrangler.toml: DEAD_LETTER_QUEUE is a top-level key, not a [vars] entry, so production does not bind it' },
     () => {
       const output = checkDeadLetterQueueVariable('', 'ingest-jobs-dlq');
       assert.doesNotMatch(output, /Unexpected fields found in [^\n]*DEAD_LETTER_QUEUE/, output);
