@@ -162,6 +162,12 @@ pub struct Config {
     pub job_stall_seconds: u32,
     /// Stalled jobs re-enqueued per scheduled run.
     pub cron_requeue_jobs_max: usize,
+    /// Subrequests (D1, index, queue calls) one scheduled run may make; the
+    /// run stops between steps when the next would pass it (Workers Free:
+    /// 1,000 to Cloudflare services per invocation).
+    pub cron_subrequests_max: u64,
+    /// Wall time one scheduled run may take before it stops between steps.
+    pub cron_wall_seconds_max: u32,
     /// Live chunks checked against the index per scheduled run (getByIds,
     /// in calls of at most 100).
     pub cron_verify_chunks_max: usize,
@@ -206,6 +212,8 @@ impl Default for Config {
             job_stall_seconds: 900,
             cron_requeue_jobs_max: 100,
             cron_verify_chunks_max: 100,
+            cron_subrequests_max: 500,
+            cron_wall_seconds_max: 60,
             index_visibility_window_seconds: 300,
         }
     }
@@ -255,6 +263,8 @@ pub const SETTINGS: &[&str] = &[
     "JOB_STALL_SECONDS",
     "CRON_REQUEUE_JOBS_MAX",
     "CRON_VERIFY_CHUNKS_MAX",
+    "CRON_SUBREQUESTS_MAX",
+    "CRON_WALL_SECONDS_MAX",
     "INDEX_VISIBILITY_WINDOW_SECONDS",
 ];
 
@@ -316,6 +326,8 @@ impl Config {
         num!(job_stall_seconds, "JOB_STALL_SECONDS");
         num!(cron_requeue_jobs_max, "CRON_REQUEUE_JOBS_MAX");
         num!(cron_verify_chunks_max, "CRON_VERIFY_CHUNKS_MAX");
+        num!(cron_subrequests_max, "CRON_SUBREQUESTS_MAX");
+        num!(cron_wall_seconds_max, "CRON_WALL_SECONDS_MAX");
         num!(index_visibility_window_seconds, "INDEX_VISIBILITY_WINDOW_SECONDS");
         num!(index_check_ttl_seconds, "INDEX_CHECK_TTL_SECONDS");
         if let Some(raw) = lookup("EMBEDDING_MODEL") {
@@ -449,6 +461,12 @@ impl Config {
         check(self.job_stall_seconds >= 1, "JOB_STALL_SECONDS", "must be positive")?;
         check((1..=100).contains(&self.cron_requeue_jobs_max), "CRON_REQUEUE_JOBS_MAX", "must be 1..=100")?;
         check(self.cron_verify_chunks_max <= 1000, "CRON_VERIFY_CHUNKS_MAX", "must be 0..=1000")?;
+        check(self.cron_subrequests_max >= 10, "CRON_SUBREQUESTS_MAX", "must be at least 10")?;
+        check(
+            (1..=900).contains(&self.cron_wall_seconds_max),
+            "CRON_WALL_SECONDS_MAX",
+            "must be 1..=900 (the cron wall-clock limit is 15 min)",
+        )?;
         Ok(())
     }
 }

@@ -185,3 +185,33 @@ fn cron_finds_missing_live_vectors_and_repairs_the_document() {
     let r = call(&w, "GET", "/v1/admin/repair/runs", ADMIN, None);
     assert!(r.body["runs"].as_array().unwrap().iter().any(|run| run["report"]["documents_repaired"] == 1));
 }
+
+#[test]
+fn a_cron_run_stops_at_its_subrequest_budget_and_the_next_run_goes_on() {
+    let mut cfg = World::new().cfg;
+    cfg.cron_subrequests_max = 10;
+    cfg.delete_batch_size = 2;
+    let w = World::with(cfg);
+    call(&w, "PUT", "/v1/documents/a", INGEST, Some(json!({"text": "alpha bravo charlie delta echo. ".repeat(40)})));
+    deliver(&w);
+    let old = w.live_vector_ids().len();
+    assert!(old >= 8, "{old} chunks");
+    call(&w, "PUT", "/v1/documents/a", INGEST, Some(json!({"text": "foxtrot"})));
+    w.index.delete_faults.fail_next(1, FailureBucket::IndexUnavailable);
+    deliver(&w);
+    w.clock.advance_ms(60_000);
+    let first = w.cron();
+    assert!(first.budget_hit);
+    assert!(first.subrequests_used <= 10, "{first:?}");
+    assert_eq!(first.intents_deleted, 6, "1 sweep + 3 batches of 3 calls fit in 10");
+    let mut runs = 1;
+    while w.count("SELECT count(*) AS n FROM cleanup_intents") > 0 {
+        let r = w.cron();
+        assert!(r.subrequests_used <= 10);
+        runs += 1;
+        assert!(runs < 10, "the cleanup does not progress");
+    }
+    assert_eq!(w.index.ids(), w.live_vector_ids());
+    let r = call(&w, "GET", "/v1/admin/repair/runs", ADMIN, None);
+    assert_eq!(r.body["runs"].as_array().unwrap().last().unwrap()["budget_hit"], true);
+}

@@ -40,8 +40,14 @@ pub struct RepairReport {
     pub documents_repaired: u64,
     /// Active redrives advanced.
     pub redrives_advanced: u64,
-    /// Whether a step stopped at its per-run cap (work is left for the next run).
+    /// Whether a step stopped at its per-run cap, or the run at its
+    /// subrequest or wall-time budget (work is left for the next run).
     pub budget_hit: bool,
+    /// Subrequests (D1, index and queue calls) the run made, as counted
+    /// against `CRON_SUBREQUESTS_MAX`.
+    pub subrequests_used: u64,
+    /// Wall time of the run, in milliseconds (by the injected clock).
+    pub elapsed_ms: i64,
     /// Buckets of the steps that failed in this run (each at most once).
     pub failures: Vec<FailureBucket>,
 }
@@ -54,6 +60,26 @@ impl RepairReport {
             + self.documents_repaired + self.redrives_advanced
             > 0
             || !self.failures.is_empty()
+    }
+}
+
+/// The budget of one scheduled run: subrequests and wall time. Steps ask
+/// before they start and stop between batches once it is spent.
+struct Meter {
+    used: std::cell::Cell<u64>,
+    max: u64,
+    started_ms: i64,
+    wall_ms: i64,
+}
+
+impl Meter {
+    fn spend(&self, n: u64) {
+        self.used.set(self.used.get() + n);
+    }
+
+    /// Whether `next` more subrequests fit, and time is left.
+    fn allows(&self, now_ms: i64, next: u64) -> bool {
+        self.used.get() + next <= self.max && now_ms - self.started_ms < self.wall_ms
     }
 }
 
@@ -106,6 +132,18 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
     pub async fn repair(&self) -> RepairReport {
         let started_at = self.clock.now_ms();
         let mut report = RepairReport::default();
+        let meter = Meter {
+            used: std::cell::Cell::new(0),
+            max: self.cfg.cron_subrequests_max,
+            started_ms: started_at,
+            wall_ms: i64::from(self.cfg.cron_wall_seconds_max) * 1000,
+        };
+        // Asks the meter; a refusal marks the run as having hit its budget.
+        let allows = |report: &mut RepairReport, next: u64| {
+            let ok = meter.allows(self.clock.now_ms(), next);
+            report.budget_hit |= !ok;
+            ok
+        };
         let failed = |report: &mut RepairReport, b: FailureBucket| {
             if !report.failures.contains(&b) {
                 report.failures.push(b);
@@ -113,18 +151,23 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         };
 
         // 1. sweep
-        match self.store.sweep_abandoned(self.clock.now_ms(), self.cfg.cron_abandoned_chunks_max, self.bugs).await {
-            Ok(n) => {
-                report.abandoned_chunks_swept = n;
-                report.budget_hit |= n as usize >= self.cfg.cron_abandoned_chunks_max;
+        if allows(&mut report, 1) {
+            meter.spend(1);
+            match self.store.sweep_abandoned(self.clock.now_ms(), self.cfg.cron_abandoned_chunks_max, self.bugs).await {
+                Ok(n) => {
+                    report.abandoned_chunks_swept = n;
+                    report.budget_hit |= n as usize >= self.cfg.cron_abandoned_chunks_max;
+                }
+                Err(e) => failed(&mut report, e.bucket),
             }
-            Err(e) => failed(&mut report, e.bucket),
         }
 
         // 2. drain
         let mut budget = self.cfg.cron_cleanup_intents_max;
-        while budget > 0 {
+        // Each batch: the due intents, the index delete, the ledger update.
+        while budget > 0 && allows(&mut report, 3) {
             let limit = self.cfg.delete_batch_size.min(budget);
+            meter.spend(1);
             let ids = match self.store.intents_due(self.clock.now_ms(), limit).await {
                 Ok(ids) if ids.is_empty() => break,
                 Ok(ids) => ids,
@@ -134,6 +177,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                 }
             };
             budget = budget.saturating_sub(ids.len());
+            meter.spend(2);
             if self.delete_vectors(&ids).await {
                 report.intents_deleted += ids.len() as u64;
             } else {
@@ -146,11 +190,22 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         // 3. requeue
         let now = self.clock.now_ms();
         let stalled_before = now - i64::from(self.cfg.job_stall_seconds) * 1000;
-        match self.store.stalled_jobs(now, stalled_before, self.cfg.cron_requeue_jobs_max).await {
+        let stalled = if allows(&mut report, 3) {
+            meter.spend(1);
+            self.store.stalled_jobs(now, stalled_before, self.cfg.cron_requeue_jobs_max).await
+        } else {
+            Ok(Vec::new())
+        };
+        match stalled {
             Ok(rows) => {
                 let mut messages = Vec::new();
                 for r in rows {
+                    // The send and the touch of the requeued ones stay reserved.
+                    if !allows(&mut report, 2 + 2) {
+                        break;
+                    }
                     if r.attempts >= self.cfg.job_attempts_max {
+                        meter.spend(2);
                         match self.store.job_stalled_dead(&r.job_id, &r.doc_id, r.version, now).await {
                             Ok(()) => {
                                 report.jobs_dead += 1;
@@ -167,6 +222,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                     }
                 }
                 if !messages.is_empty() {
+                    meter.spend(2);
                     match self.queue.send_batch(&messages).await {
                         Ok(()) => {
                             let ids: Vec<&str> = messages.iter().map(|m| m.job_id.as_str()).collect();
@@ -182,21 +238,41 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             Err(e) => failed(&mut report, e.bucket),
         }
 
-        // 4. verify a bounded sample of live chunks against the index
-        match self.verify_sample().await {
-            Ok((checked, missing_docs)) => {
-                report.chunks_verified = checked;
-                report.documents_repaired = missing_docs;
+        // 4. verify a bounded sample of live chunks against the index:
+        // cursor, page, getByIds per 100, cursor update (repairs counted after).
+        let verify_cost = 3 + (self.cfg.cron_verify_chunks_max as u64).div_ceil(100);
+        if allows(&mut report, verify_cost) {
+            match self.verify_sample().await {
+                Ok((checked, missing_docs)) => {
+                    report.chunks_verified = checked;
+                    report.documents_repaired = missing_docs;
+                    // Each repair: mark, the version's kind, the re-run batch, the send.
+                    meter.spend(3 + checked.div_ceil(100) + 4 * missing_docs);
+                }
+                Err(e) => {
+                    meter.spend(verify_cost);
+                    failed(&mut report, e.bucket);
+                }
             }
-            Err(e) => failed(&mut report, e.bucket),
         }
 
-        // 5. redrives in progress
-        match self.advance_redrives(REDRIVES_PER_RUN_MAX).await {
-            Ok(n) => report.redrives_advanced = n as u64,
-            Err(e) => failed(&mut report, e.bucket),
+        // 5. redrives in progress (a redrive's advance is a few reads and
+        // writes plus one re-run per item it sends).
+        let per_redrive = 6 + 4 * 100;
+        if allows(&mut report, 1 + per_redrive) {
+            let n = (meter.max.saturating_sub(meter.used.get() + 1) / per_redrive).min(REDRIVES_PER_RUN_MAX as u64) as usize;
+            meter.spend(1);
+            match self.advance_redrives(n.max(1)).await {
+                Ok(n) => {
+                    report.redrives_advanced = n as u64;
+                    meter.spend(6 * n as u64);
+                }
+                Err(e) => failed(&mut report, e.bucket),
+            }
         }
         report.budget_hit |= budget == 0 || report.jobs_requeued + report.jobs_dead >= self.cfg.cron_requeue_jobs_max as u64;
+        report.subrequests_used = meter.used.get();
+        report.elapsed_ms = self.clock.now_ms() - started_at;
 
         log_event("repair_run", json!(report));
         // A run that did nothing is not recorded (cron runs every few minutes).
