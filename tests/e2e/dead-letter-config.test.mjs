@@ -10,34 +10,8 @@
 
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
-import { REPO_ROOT } from './helpers.mjs';
+import { wranglerDryRun } from './helpers.mjs';
 
-const WRANGLER = path.join(REPO_ROOT, 'node_modules', '.bin', 'wrangler');
-
-function dryRun(envName) {
-  const outdir = fs.mkdtempSync(path.join(os.tmpdir(), 'ingest-dlq-dry-run-'));
-  try {
-    const env = { ...process.env, CI: '1', WRANGLER_SEND_METRICS: 'false', NO_COLOR: '1' };
-    delete env.CLOUDFLARE_API_TOKEN;
-    delete env.CLOUDFLARE_ACCOUNT_ID;
-    const r = spawnSync(WRANGLER, ['deploy', '--dry-run', `--env=${envName}`, '--outdir', outdir], {
-      cwd: REPO_ROOT,
-      env,
-      encoding: 'utf8',
-      maxBuffer: 16 * 1024 * 1024,
-      timeout: 300_000,
-    });
-    const output = `${r.stdout ?? ''}\n${r.stderr ?? ''}`;
-    assert.equal(r.status, 0, `wrangler deploy --dry-run --env=${envName} failed:\n${output.slice(-6000)}`);
-    return output;
-  } finally {
-    fs.rmSync(outdir, { recursive: true, force: true });
-  }
-}
 
 /** `env.NAME (resource)   Type` lines of wrangler's binding table. */
 function bindings(output) {
@@ -49,7 +23,7 @@ function bindings(output) {
 }
 
 function checkDeadLetterQueueVariable(envName, dlqName) {
-  const output = dryRun(envName);
+  const { output } = wranglerDryRun(envName);
   const b = bindings(output);
   const producer = b.find((x) => x.name === 'DLQ');
   assert.equal(producer?.type, 'Queue', output);

@@ -5,35 +5,8 @@
 
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
-import { REPO_ROOT } from './helpers.mjs';
+import { wranglerDryRun } from './helpers.mjs';
 
-const WRANGLER = path.join(REPO_ROOT, 'node_modules', '.bin', 'wrangler');
-
-function dryRun(envName) {
-  const outdir = fs.mkdtempSync(path.join(os.tmpdir(), 'ingest-dry-run-'));
-  try {
-    const env = { ...process.env, CI: '1', WRANGLER_SEND_METRICS: 'false', NO_COLOR: '1' };
-    // No credentials: a dry run must not need them.
-    delete env.CLOUDFLARE_API_TOKEN;
-    delete env.CLOUDFLARE_ACCOUNT_ID;
-    const r = spawnSync(WRANGLER, ['deploy', '--dry-run', `--env=${envName}`, '--outdir', outdir], {
-      cwd: REPO_ROOT,
-      env,
-      encoding: 'utf8',
-      maxBuffer: 16 * 1024 * 1024,
-      timeout: 300_000,
-    });
-    const output = `${r.stdout ?? ''}\n${r.stderr ?? ''}`;
-    assert.equal(r.status, 0, `wrangler deploy --dry-run --env=${envName} failed:\n${output.slice(-6000)}`);
-    return { output, files: fs.readdirSync(outdir) };
-  } finally {
-    fs.rmSync(outdir, { recursive: true, force: true });
-  }
-}
 
 /** The binding table wrangler prints: `env.NAME (resource)   Type`. */
 function bindings(output) {
@@ -46,7 +19,7 @@ function bindings(output) {
 
 describe('wrangler deploy --dry-run', () => {
   it('production (top level): builds, binds D1, the queue, Vectorize and Workers AI', () => {
-    const { output, files } = dryRun('');
+    const { output, files } = wranglerDryRun('');
     const b = bindings(output);
     const find = (name) => b.find((x) => x.name === name);
     assert.equal(find('VECTORIZE')?.type, 'Vectorize Index', output);
@@ -62,7 +35,7 @@ describe('wrangler deploy --dry-run', () => {
   });
 
   it('the offline profile (--env local) binds neither Vectorize nor Workers AI', () => {
-    const { output } = dryRun('local');
+    const { output } = wranglerDryRun('local');
     const names = bindings(output).map((x) => x.name);
     assert.ok(names.includes('VECTORS_DB'), output);
     assert.ok(!names.includes('VECTORIZE'), output);

@@ -4,6 +4,7 @@
 //
 // Only Node built-ins and the global fetch are used.
 
+import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
@@ -397,4 +398,28 @@ export async function triggerCron(base, cron = '*/5 * * * *') {
   const text = await res.text();
   if (res.status !== 200) throw new Error(`scheduled handler answered ${res.status}: ${text}`);
   return text;
+}
+
+/** `wrangler deploy --dry-run` of one configuration, with no credentials and
+ * no network: returns its output and the files it would upload. */
+export function wranglerDryRun(envName) {
+  const outdir = fs.mkdtempSync(path.join(os.tmpdir(), 'ingest-dry-run-'));
+  try {
+    const env = { ...process.env, CI: '1', WRANGLER_SEND_METRICS: 'false', NO_COLOR: '1' };
+    // No credentials: a dry run must not need them.
+    delete env.CLOUDFLARE_API_TOKEN;
+    delete env.CLOUDFLARE_ACCOUNT_ID;
+    const r = spawnSync(path.join(REPO_ROOT, 'node_modules', '.bin', 'wrangler'), ['deploy', '--dry-run', `--env=${envName}`, '--outdir', outdir], {
+      cwd: REPO_ROOT,
+      env,
+      encoding: 'utf8',
+      maxBuffer: 16 * 1024 * 1024,
+      timeout: 300_000,
+    });
+    const output = `${r.stdout ?? ''}\n${r.stderr ?? ''}`;
+    assert.equal(r.status, 0, `wrangler deploy --dry-run --env=${envName} failed:\n${output.slice(-6000)}`);
+    return { output, files: fs.readdirSync(outdir) };
+  } finally {
+    fs.rmSync(outdir, { recursive: true, force: true });
+  }
 }
