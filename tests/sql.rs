@@ -6,6 +6,7 @@ mod common;
 use common::World;
 use futures::executor::block_on;
 use ingest_pipeline::adapters::local_index::LocalIndex;
+use ingest_pipeline::adapters::IndexLimits;
 use ingest_pipeline::core::failure::FailureBucket;
 use ingest_pipeline::native::{SqliteDb, LEDGER_MIGRATIONS, LOCAL_INDEX_MIGRATIONS};
 use ingest_pipeline::ports::{Database, SqlValue, Stmt, VectorIndex, VectorRecord};
@@ -20,6 +21,19 @@ fn files_in(dir: &str) -> Vec<String> {
         .collect();
     names.sort();
     names
+}
+
+/// The offline index over `vdb`: 4 dimensions, the given batch limits.
+fn local_index(vdb: &SqliteDb, upsert_batch_max: usize, delete_batch_max: usize) -> LocalIndex<&SqliteDb> {
+    let limits = IndexLimits {
+        dimensions: 4,
+        upsert_batch_max,
+        delete_batch_max,
+        get_batch_max: delete_batch_max,
+        id_bytes_max: 64,
+        top_k_max: 100,
+    };
+    LocalIndex { db: vdb, limits, json_param_bytes_max: 900_000, reject_doc_prefix: None }
 }
 
 #[test]
@@ -179,17 +193,7 @@ fn every_statement_is_exercised_by_the_flows() {
 
     // The local index on its own database.
     let vdb = SqliteDb::local_index();
-    let idx = LocalIndex {
-        db: &vdb,
-        dimensions: 4,
-        upsert_batch_max: 1000,
-        delete_batch_max: 100,
-        get_batch_max: 100,
-        id_bytes_max: 64,
-        top_k_max: 100,
-        json_param_bytes_max: 900_000,
-        reject_doc_prefix: None,
-    };
+    let idx = local_index(&vdb, 1000, 100);
     let mut md = std::collections::BTreeMap::new();
     md.insert("doc_id".to_string(), serde_json::json!("a"));
     let rec = VectorRecord { id: "v1".into(), values: vec![1.0, 0.0, 0.0, 0.0], metadata: md.clone() };
@@ -209,17 +213,7 @@ fn every_statement_is_exercised_by_the_flows() {
 #[test]
 fn local_index_enforces_vectorize_limits() {
     let vdb = SqliteDb::local_index();
-    let idx = LocalIndex {
-        db: &vdb,
-        dimensions: 4,
-        upsert_batch_max: 2,
-        delete_batch_max: 2,
-        get_batch_max: 2,
-        id_bytes_max: 64,
-        top_k_max: 100,
-        json_param_bytes_max: 900_000,
-        reject_doc_prefix: None,
-    };
+    let idx = local_index(&vdb, 2, 2);
     let mut md = std::collections::BTreeMap::new();
     md.insert("doc_id".to_string(), serde_json::json!("a"));
     let rec = |id: &str, dims: usize| VectorRecord { id: id.into(), values: vec![0.5; dims], metadata: md.clone() };

@@ -3,6 +3,7 @@
 //! brute-force cosine search. It enforces the same batch and ID limits as
 //! Vectorize, so code that passes locally respects them in production.
 
+use super::IndexLimits;
 use crate::core::failure::FailureBucket;
 use crate::core::local_embed::cosine;
 use crate::ports::{Database, MetadataFilter, PortError, Stmt, VectorIndex, VectorMatch, VectorMetadata, VectorRecord};
@@ -11,12 +12,7 @@ use serde::{Deserialize, Serialize};
 
 pub struct LocalIndex<D> {
     pub db: D,
-    pub dimensions: usize,
-    pub upsert_batch_max: usize,
-    pub delete_batch_max: usize,
-    pub get_batch_max: usize,
-    pub id_bytes_max: usize,
-    pub top_k_max: usize,
+    pub limits: IndexLimits,
     pub json_param_bytes_max: usize,
     /// Local fault injection for end-to-end tests and drills
     /// (`LOCAL_INDEX_REJECT_DOC_PREFIX`): upserts of vectors whose `doc_id`
@@ -54,15 +50,15 @@ fn matches(metadata: &VectorMetadata, filter: &MetadataFilter) -> bool {
 impl<D: Database> VectorIndex for LocalIndex<D> {
     async fn upsert(&self, vectors: &[VectorRecord]) -> Result<(), PortError> {
         let reject = |code| Err(PortError::new(FailureBucket::IndexRejected, code));
-        if vectors.len() > self.upsert_batch_max {
+        if vectors.len() > self.limits.upsert_batch_max {
             return reject("upsert_batch_too_large");
         }
         let mut rows = Vec::with_capacity(vectors.len());
         for v in vectors {
-            if v.id.is_empty() || v.id.len() > self.id_bytes_max {
+            if v.id.is_empty() || v.id.len() > self.limits.id_bytes_max {
                 return reject("vector_id_length");
             }
-            if v.values.len() != self.dimensions {
+            if v.values.len() != self.limits.dimensions {
                 return reject("dimensions");
             }
             let Some(doc_id) = v.metadata.get("doc_id").and_then(|d| d.as_str()) else {
@@ -88,7 +84,7 @@ impl<D: Database> VectorIndex for LocalIndex<D> {
     }
 
     async fn delete_by_ids(&self, ids: &[String]) -> Result<(), PortError> {
-        if ids.len() > self.delete_batch_max {
+        if ids.len() > self.limits.delete_batch_max {
             return Err(PortError::new(FailureBucket::IndexRejected, "delete_batch_too_large"));
         }
         self.db
@@ -99,10 +95,10 @@ impl<D: Database> VectorIndex for LocalIndex<D> {
     }
 
     async fn query(&self, vector: &[f32], top_k: usize, filter: &MetadataFilter) -> Result<Vec<VectorMatch>, PortError> {
-        if top_k == 0 || top_k > self.top_k_max {
+        if top_k == 0 || top_k > self.limits.top_k_max {
             return Err(PortError::new(FailureBucket::IndexRejected, "top_k"));
         }
-        if vector.len() != self.dimensions {
+        if vector.len() != self.limits.dimensions {
             return Err(PortError::new(FailureBucket::IndexRejected, "dimensions"));
         }
         let doc_id = filter.get("doc_id").and_then(|d| d.as_str()).map(str::to_string);
@@ -125,7 +121,7 @@ impl<D: Database> VectorIndex for LocalIndex<D> {
     }
 
     async fn get_by_ids(&self, ids: &[String]) -> Result<Vec<VectorRecord>, PortError> {
-        if ids.len() > self.get_batch_max {
+        if ids.len() > self.limits.get_batch_max {
             return Err(PortError::new(FailureBucket::IndexRejected, "get_batch_too_large"));
         }
         let rows: Vec<StoredRow> = self

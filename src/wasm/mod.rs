@@ -18,7 +18,8 @@ use js_sys::Reflect;
 use serde::Serialize;
 use serde_json::json;
 use std::cell::RefCell;
-use vectorize::{IndexInfo, VectorizeBinding, VectorizeIndex, VectorizeLimits};
+use crate::adapters::IndexLimits;
+use vectorize::{IndexInfo, VectorizeBinding, VectorizeIndex};
 use wasm_bindgen::JsValue;
 use worker::{event, Context, Env, MessageBatch, MessageExt, QueueRetryOptionsBuilder, Request, Response, ScheduleContext, ScheduledEvent};
 use workers_ai::{AiBinding, WorkersAiEmbedder};
@@ -150,12 +151,7 @@ fn app(env: &Env) -> Result<App, PortError> {
         IndexBackend::LocalD1 => match env.d1("VECTORS_DB") {
             Ok(vdb) => AnyIndex::Local(LocalIndex {
                 db: D1Db(vdb),
-                dimensions: cfg.embedding_dimensions,
-                upsert_batch_max: cfg.upsert_batch_size,
-                delete_batch_max: cfg.delete_batch_size,
-                get_batch_max: cfg.delete_batch_size,
-                id_bytes_max: cfg.vector_id_bytes_max,
-                top_k_max: cfg.index_query_top_k_max,
+                limits: IndexLimits::from_config(&cfg),
                 json_param_bytes_max: cfg.d1_json_param_bytes_max,
                 reject_doc_prefix: setting(env, "LOCAL_INDEX_REJECT_DOC_PREFIX"),
             }),
@@ -164,14 +160,7 @@ fn app(env: &Env) -> Result<App, PortError> {
         IndexBackend::Vectorize => match env.get_binding::<VectorizeBinding>("VECTORIZE") {
             Ok(binding) => AnyIndex::Vectorize(VectorizeIndex {
                 binding,
-                limits: VectorizeLimits {
-                    dimensions: cfg.embedding_dimensions,
-                    upsert_batch_max: cfg.upsert_batch_size,
-                    delete_batch_max: cfg.delete_batch_size,
-                    get_batch_max: cfg.delete_batch_size,
-                    id_bytes_max: cfg.vector_id_bytes_max,
-                    top_k_max: cfg.index_query_top_k_max,
-                },
+                limits: IndexLimits::from_config(&cfg),
             }),
             Err(_) => AnyIndex::Refused(PortError::new(FailureBucket::ConfigInvalid, "vectorize_binding_missing")),
         },

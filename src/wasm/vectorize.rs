@@ -11,6 +11,7 @@
 //! error's text into a failure bucket and a static code; the text itself is
 //! never logged or returned.
 
+use crate::adapters::IndexLimits;
 use super::js_error_text;
 use crate::config::VectorMetric;
 use crate::core::failure::FailureBucket;
@@ -67,20 +68,11 @@ pub(super) fn has_methods(val: &JsValue, names: &[&str]) -> bool {
         && names.iter().all(|n| Reflect::get(val, &JsValue::from_str(n)).is_ok_and(|f| f.is_function()))
 }
 
-/// The limits every call is checked against (from [`crate::config::Config`]).
-#[derive(Clone, Copy, Debug)]
-pub struct VectorizeLimits {
-    pub dimensions: usize,
-    pub upsert_batch_max: usize,
-    pub delete_batch_max: usize,
-    pub get_batch_max: usize,
-    pub id_bytes_max: usize,
-    pub top_k_max: usize,
-}
-
+/// The Vectorize adapter; every call is checked against `limits`
+/// (from [`crate::config::Config`]).
 pub struct VectorizeIndex {
     pub binding: VectorizeBinding,
-    pub limits: VectorizeLimits,
+    pub limits: IndexLimits,
 }
 
 /// What `describe()` reports about the index. The V2 binding answers
