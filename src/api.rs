@@ -9,8 +9,8 @@
 use crate::core::chunk::ContentType;
 use crate::core::ids::{DocId, DocIdError};
 use crate::pipeline::{
-    log_event, DocumentInput, DocumentView, IntakeError, IntakeItem, IntakeOutcome, LetterFilter, Pipeline,
-    RedriveRequest, SearchRequest,
+    log_event, DocumentInput, DocumentView, IntakeError, IntakeItem, IntakeOutcome, LetterFilter,
+    Pipeline, RedriveRequest, SearchRequest,
 };
 use crate::ports::{Clock, Database, Embedder, JobQueue, MetadataFilter, PortError, VectorIndex};
 use serde_json::{json, Map, Value};
@@ -47,7 +47,11 @@ pub struct ApiError {
 
 impl ApiError {
     fn new(status: u16, code: &'static str, message: impl Into<String>) -> ApiError {
-        ApiError { status, code, message: message.into() }
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+        }
     }
 
     fn field(field: &str, why: &str) -> ApiError {
@@ -59,14 +63,24 @@ impl ApiError {
     }
 
     fn response(self) -> ApiResponse {
-        ApiResponse { status: self.status, body: self.body() }
+        ApiResponse {
+            status: self.status,
+            body: self.body(),
+        }
     }
 
     /// A failure of a port, told by its bucket only.
     fn from_port(e: PortError) -> ApiError {
         let status = if e.bucket.is_transient() { 503 } else { 500 };
-        log_event("api_port_failure", json!({ "bucket": e.bucket.as_str(), "code": e.code }));
-        ApiError::new(status, e.bucket.as_str(), "the service could not complete the request; retry later")
+        log_event(
+            "api_port_failure",
+            json!({ "bucket": e.bucket.as_str(), "code": e.code }),
+        );
+        ApiError::new(
+            status,
+            e.bucket.as_str(),
+            "the service could not complete the request; retry later",
+        )
     }
 }
 
@@ -87,7 +101,13 @@ fn bearer_matches(header: Option<&str>, secret: &str) -> bool {
 }
 
 fn percent_decode(raw: &str) -> Result<String, ApiError> {
-    let bad = || ApiError::new(400, "invalid_path", "the path is not valid percent-encoded UTF-8");
+    let bad = || {
+        ApiError::new(
+            400,
+            "invalid_path",
+            "the path is not valid percent-encoded UTF-8",
+        )
+    };
     let bytes = raw.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
@@ -117,7 +137,11 @@ fn parse_doc_id(raw: &str, field: &str) -> Result<DocId, ApiError> {
     })
 }
 
-pub async fn handle<D, V, E, Q, C>(p: &Pipeline<D, V, E, Q, C>, secrets: &Secrets, req: ApiRequest<'_>) -> ApiResponse
+pub async fn handle<D, V, E, Q, C>(
+    p: &Pipeline<D, V, E, Q, C>,
+    secrets: &Secrets,
+    req: ApiRequest<'_>,
+) -> ApiResponse
 where
     D: Database,
     V: VectorIndex,
@@ -131,7 +155,11 @@ where
     }
 }
 
-async fn route<D, V, E, Q, C>(p: &Pipeline<D, V, E, Q, C>, secrets: &Secrets, req: &ApiRequest<'_>) -> Result<ApiResponse, ApiError>
+async fn route<D, V, E, Q, C>(
+    p: &Pipeline<D, V, E, Q, C>,
+    secrets: &Secrets,
+    req: &ApiRequest<'_>,
+) -> Result<ApiResponse, ApiError>
 where
     D: Database,
     V: VectorIndex,
@@ -155,8 +183,17 @@ where
     if let Some(admin_path) = rest.strip_prefix("admin/") {
         // The ingest token is valid but not enough here: 403, not 401.
         if let Err(e) = authorize(secrets.admin_token.as_deref(), req) {
-            if e.status == 401 && secrets.ingest_token.as_deref().is_some_and(|t| !t.is_empty() && bearer_matches(req.authorization, t)) {
-                return Err(ApiError::new(403, "forbidden", "this route needs the admin token"));
+            if e.status == 401
+                && secrets
+                    .ingest_token
+                    .as_deref()
+                    .is_some_and(|t| !t.is_empty() && bearer_matches(req.authorization, t))
+            {
+                return Err(ApiError::new(
+                    403,
+                    "forbidden",
+                    "this route needs the admin token",
+                ));
             }
             return Err(e);
         }
@@ -174,8 +211,15 @@ where
         }
         ("GET", ["documents", id]) => {
             let doc_id = parse_doc_id(&percent_decode(id)?, "doc_id")?;
-            match p.document(doc_id.as_str()).await.map_err(ApiError::from_port)? {
-                Some(view) => Ok(ok(200, serde_json::to_value(view).expect("view serializes"))),
+            match p
+                .document(doc_id.as_str())
+                .await
+                .map_err(ApiError::from_port)?
+            {
+                Some(view) => Ok(ok(
+                    200,
+                    serde_json::to_value(view).expect("view serializes"),
+                )),
                 None => Err(ApiError::new(404, "document_not_found", "no such document")),
             }
         }
@@ -196,8 +240,17 @@ where
         }
         ("GET", ["jobs", id]) => {
             let job_id = percent_decode(id)?;
-            match p.store.job_view(&job_id).await.map_err(ApiError::from_port)? {
-                Some(job) => Ok(ok(200, serde_json::to_value(job).expect("job serializes"))),
+            match p
+                .store
+                .job_view(&job_id)
+                .await
+                .map_err(ApiError::from_port)?
+            {
+                Some(job) => {
+                    let view =
+                        crate::pipeline::JobView::from_row(job, p.cfg.consume_subrequests_max);
+                    Ok(ok(200, serde_json::to_value(view).expect("job serializes")))
+                }
                 None => Err(ApiError::new(404, "job_not_found", "no such job")),
             }
         }
@@ -207,12 +260,19 @@ where
             let hits = p.search(&sreq).await.map_err(ApiError::from_port)?;
             Ok(ok(200, json!({ "results": hits })))
         }
-        (_, ["documents", _]) | (_, ["documents"]) | (_, ["jobs", _]) | (_, ["search"]) => Err(method_not_allowed()),
+        (_, ["documents", _]) | (_, ["documents"]) | (_, ["jobs", _]) | (_, ["search"]) => {
+            Err(method_not_allowed())
+        }
         _ => Err(ApiError::new(404, "not_found", "no such route")),
     }
 }
 
-async fn admin_route<D, V, E, Q, C>(p: &Pipeline<D, V, E, Q, C>, req: &ApiRequest<'_>, path: &str, query: &str) -> Result<ApiResponse, ApiError>
+async fn admin_route<D, V, E, Q, C>(
+    p: &Pipeline<D, V, E, Q, C>,
+    req: &ApiRequest<'_>,
+    path: &str,
+    query: &str,
+) -> Result<ApiResponse, ApiError>
 where
     D: Database,
     V: VectorIndex,
@@ -252,9 +312,17 @@ where
                     let plan = p.redrive_plan(&rreq).await.map_err(ApiError::from_port)?;
                     Ok(ok(200, json!({ "preflight": true, "plan": plan })))
                 }
-                Some(id) => match p.redrive_execute(&rreq, &id).await.map_err(ApiError::from_port)? {
+                Some(id) => match p
+                    .redrive_execute(&rreq, &id)
+                    .await
+                    .map_err(ApiError::from_port)?
+                {
                     Some(view) => Ok(ok(202, view)),
-                    None => Err(ApiError::new(409, "plan_changed", "the letters changed since the preflight; run it again")),
+                    None => Err(ApiError::new(
+                        409,
+                        "plan_changed",
+                        "the letters changed since the preflight; run it again",
+                    )),
                 },
             }
         }
@@ -267,7 +335,9 @@ where
                 None => Err(ApiError::new(404, "redrive_not_found", "no such redrive")),
             }
         }
-        (_, ["repair", "runs"]) | (_, ["dead-letters", ..]) | (_, ["redrives", ..]) => Err(method_not_allowed()),
+        (_, ["repair", "runs"]) | (_, ["dead-letters", ..]) | (_, ["redrives", ..]) => {
+            Err(method_not_allowed())
+        }
         _ => Err(ApiError::new(404, "not_found", "no such route")),
     }
 }
@@ -276,23 +346,40 @@ fn parse_query(query: &str) -> Result<std::collections::BTreeMap<String, String>
     let mut out = std::collections::BTreeMap::new();
     for pair in query.split('&').filter(|s| !s.is_empty()) {
         let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        out.insert(percent_decode(&k.replace('+', " "))?, percent_decode(&v.replace('+', " "))?);
+        out.insert(
+            percent_decode(&k.replace('+', " "))?,
+            percent_decode(&v.replace('+', " "))?,
+        );
     }
     Ok(out)
 }
 
-fn query_int(q: &std::collections::BTreeMap<String, String>, name: &str) -> Result<Option<i64>, ApiError> {
+fn query_int(
+    q: &std::collections::BTreeMap<String, String>,
+    name: &str,
+) -> Result<Option<i64>, ApiError> {
     q.get(name)
-        .map(|v| v.parse::<i64>().map_err(|_| ApiError::field(name, "must be an integer (milliseconds since the epoch)")))
+        .map(|v| {
+            v.parse::<i64>().map_err(|_| {
+                ApiError::field(name, "must be an integer (milliseconds since the epoch)")
+            })
+        })
         .transpose()
 }
 
-fn query_limit(q: &std::collections::BTreeMap<String, String>, default: usize, max: usize) -> Result<usize, ApiError> {
+fn query_limit(
+    q: &std::collections::BTreeMap<String, String>,
+    default: usize,
+    max: usize,
+) -> Result<usize, ApiError> {
     match q.get("limit") {
         None => Ok(default),
         Some(v) => match v.parse::<usize>() {
             Ok(n) if (1..=max).contains(&n) => Ok(n),
-            _ => Err(ApiError::field("limit", &format!("must be an integer in 1..={max}"))),
+            _ => Err(ApiError::field(
+                "limit",
+                &format!("must be an integer in 1..={max}"),
+            )),
         },
     }
 }
@@ -301,19 +388,41 @@ fn query_limit(q: &std::collections::BTreeMap<String, String>, default: usize, m
 /// "max_failed_canaries"?, "max_failure_ratio"?, "batch_size"?, "plan_id"?}`
 fn parse_redrive(body: &Value) -> Result<(RedriveRequest, Option<String>), ApiError> {
     let Value::Object(obj) = body else {
-        return Err(ApiError::new(400, "invalid_body", "the body must be a JSON object"));
+        return Err(ApiError::new(
+            400,
+            "invalid_body",
+            "the body must be a JSON object",
+        ));
     };
     for key in obj.keys() {
-        if !matches!(key.as_str(), "filter" | "canary_size" | "max_failed_canaries" | "max_failure_ratio" | "batch_size" | "plan_id") {
-            return Err(ApiError::new(422, "unknown_field", format!("unknown field {:?}", truncate(key, 64))));
+        if !matches!(
+            key.as_str(),
+            "filter"
+                | "canary_size"
+                | "max_failed_canaries"
+                | "max_failure_ratio"
+                | "batch_size"
+                | "plan_id"
+        ) {
+            return Err(ApiError::new(
+                422,
+                "unknown_field",
+                format!("unknown field {:?}", truncate(key, 64)),
+            ));
         }
     }
-    let uint = |name: &str, default: usize, range: std::ops::RangeInclusive<usize>| -> Result<usize, ApiError> {
+    let uint = |name: &str,
+                default: usize,
+                range: std::ops::RangeInclusive<usize>|
+     -> Result<usize, ApiError> {
         match obj.get(name) {
             None | Some(Value::Null) => Ok(default),
             Some(v) => match v.as_u64().map(|n| n as usize) {
                 Some(n) if range.contains(&n) => Ok(n),
-                _ => Err(ApiError::field(name, &format!("must be an integer in {}..={}", range.start(), range.end()))),
+                _ => Err(ApiError::field(
+                    name,
+                    &format!("must be an integer in {}..={}", range.start(), range.end()),
+                )),
             },
         }
     };
@@ -324,7 +433,12 @@ fn parse_redrive(body: &Value) -> Result<(RedriveRequest, Option<String>), ApiEr
         None | Some(Value::Null) => 0.2,
         Some(v) => match v.as_f64() {
             Some(r) if (0.0..=1.0).contains(&r) => r,
-            _ => return Err(ApiError::field("max_failure_ratio", "must be a number in 0..=1")),
+            _ => {
+                return Err(ApiError::field(
+                    "max_failure_ratio",
+                    "must be a number in 0..=1",
+                ))
+            }
         },
     };
     let mut rreq = RedriveRequest {
@@ -342,21 +456,45 @@ fn parse_redrive(body: &Value) -> Result<(RedriveRequest, Option<String>), ApiEr
         Some(Value::Object(f)) => {
             for (k, v) in f {
                 match (k.as_str(), v) {
-                    ("bucket", Value::String(s)) if crate::core::failure::FailureBucket::parse(s).is_some() => rreq.bucket = Some(s.clone()),
-                    ("bucket", _) => return Err(ApiError::field("filter.bucket", "must be a failure bucket")),
+                    ("bucket", Value::String(s))
+                        if crate::core::failure::FailureBucket::parse(s).is_some() =>
+                    {
+                        rreq.bucket = Some(s.clone())
+                    }
+                    ("bucket", _) => {
+                        return Err(ApiError::field("filter.bucket", "must be a failure bucket"))
+                    }
                     ("since", v) if v.as_i64().is_some() => rreq.since = v.as_i64(),
                     ("until", v) if v.as_i64().is_some() => rreq.until = v.as_i64(),
-                    ("since" | "until", _) => return Err(ApiError::field("filter.since/until", "must be milliseconds since the epoch")),
+                    ("since" | "until", _) => {
+                        return Err(ApiError::field(
+                            "filter.since/until",
+                            "must be milliseconds since the epoch",
+                        ))
+                    }
                     ("doc_ids", Value::Array(ids)) if ids.len() <= 100 => {
                         let mut out = Vec::new();
                         for id in ids {
-                            let Some(s) = id.as_str() else { return Err(ApiError::field("filter.doc_ids", "must be strings")) };
+                            let Some(s) = id.as_str() else {
+                                return Err(ApiError::field("filter.doc_ids", "must be strings"));
+                            };
                             out.push(parse_doc_id(s, "filter.doc_ids")?.as_str().to_string());
                         }
                         rreq.doc_ids = Some(out);
                     }
-                    ("doc_ids", _) => return Err(ApiError::field("filter.doc_ids", "must be an array of at most 100 ids")),
-                    _ => return Err(ApiError::new(422, "unknown_field", format!("unknown field filter.{}", truncate(k, 64)))),
+                    ("doc_ids", _) => {
+                        return Err(ApiError::field(
+                            "filter.doc_ids",
+                            "must be an array of at most 100 ids",
+                        ))
+                    }
+                    _ => {
+                        return Err(ApiError::new(
+                            422,
+                            "unknown_field",
+                            format!("unknown field filter.{}", truncate(k, 64)),
+                        ))
+                    }
                 }
             }
         }
@@ -364,29 +502,51 @@ fn parse_redrive(body: &Value) -> Result<(RedriveRequest, Option<String>), ApiEr
     }
     let plan_id = match obj.get("plan_id") {
         None | Some(Value::Null) => None,
-        Some(Value::String(s)) if s.len() == 32 && s.bytes().all(|b| b.is_ascii_hexdigit()) => Some(s.clone()),
-        Some(_) => return Err(ApiError::field("plan_id", "must be a plan id from a preflight")),
+        Some(Value::String(s)) if s.len() == 32 && s.bytes().all(|b| b.is_ascii_hexdigit()) => {
+            Some(s.clone())
+        }
+        Some(_) => {
+            return Err(ApiError::field(
+                "plan_id",
+                "must be a plan id from a preflight",
+            ))
+        }
     };
     Ok((rreq, plan_id))
 }
 
 fn method_not_allowed() -> ApiError {
-    ApiError::new(405, "method_not_allowed", "this method is not allowed on this route")
+    ApiError::new(
+        405,
+        "method_not_allowed",
+        "this method is not allowed on this route",
+    )
 }
 
 fn authorize(secret: Option<&str>, req: &ApiRequest<'_>) -> Result<(), ApiError> {
     let Some(secret) = secret.filter(|s| !s.is_empty()) else {
         log_event("auth_not_configured", json!({ "bucket": "config_invalid" }));
-        return Err(ApiError::new(503, "auth_not_configured", "the service has no credentials configured"));
+        return Err(ApiError::new(
+            503,
+            "auth_not_configured",
+            "the service has no credentials configured",
+        ));
     };
     if bearer_matches(req.authorization, secret) {
         Ok(())
     } else {
-        Err(ApiError::new(401, "unauthorized", "missing or invalid bearer token"))
+        Err(ApiError::new(
+            401,
+            "unauthorized",
+            "missing or invalid bearer token",
+        ))
     }
 }
 
-fn json_body<D, V, E, Q, C>(p: &Pipeline<D, V, E, Q, C>, req: &ApiRequest<'_>) -> Result<Value, ApiError> {
+fn json_body<D, V, E, Q, C>(
+    p: &Pipeline<D, V, E, Q, C>,
+    req: &ApiRequest<'_>,
+) -> Result<Value, ApiError> {
     if req.body.len() > p.cfg.request_bytes_max {
         return Err(ApiError::new(
             413,
@@ -395,12 +555,22 @@ fn json_body<D, V, E, Q, C>(p: &Pipeline<D, V, E, Q, C>, req: &ApiRequest<'_>) -
         ));
     }
     if let Some(ct) = req.content_type {
-        let essence = ct.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+        let essence = ct
+            .split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase();
         if essence != "application/json" {
-            return Err(ApiError::new(415, "unsupported_media_type", "send the body as application/json"));
+            return Err(ApiError::new(
+                415,
+                "unsupported_media_type",
+                "send the body as application/json",
+            ));
         }
     }
-    serde_json::from_slice(req.body).map_err(|_| ApiError::new(400, "invalid_json", "the body is not valid JSON"))
+    serde_json::from_slice(req.body)
+        .map_err(|_| ApiError::new(400, "invalid_json", "the body is not valid JSON"))
 }
 
 /// Validates one document object. `path_doc_id` is the ID from the URL (PUT).
@@ -410,17 +580,33 @@ fn parse_document<D, V, E, Q, C>(
     path_doc_id: Option<DocId>,
 ) -> Result<DocumentInput, ApiError> {
     let Value::Object(obj) = body else {
-        return Err(ApiError::new(400, "invalid_body", "the body must be a JSON object"));
+        return Err(ApiError::new(
+            400,
+            "invalid_body",
+            "the body must be a JSON object",
+        ));
     };
     for key in obj.keys() {
-        if !matches!(key.as_str(), "doc_id" | "text" | "metadata" | "content_type") {
-            return Err(ApiError::new(422, "unknown_field", format!("unknown field {:?}", truncate(key, 64))));
+        if !matches!(
+            key.as_str(),
+            "doc_id" | "text" | "metadata" | "content_type"
+        ) {
+            return Err(ApiError::new(
+                422,
+                "unknown_field",
+                format!("unknown field {:?}", truncate(key, 64)),
+            ));
         }
     }
     let doc_id = match (path_doc_id, obj.get("doc_id")) {
         (Some(id), None) => id,
         (Some(id), Some(Value::String(s))) if s == id.as_str() => id,
-        (Some(_), Some(_)) => return Err(ApiError::field("doc_id", "must match the document ID in the path")),
+        (Some(_), Some(_)) => {
+            return Err(ApiError::field(
+                "doc_id",
+                "must match the document ID in the path",
+            ))
+        }
         (None, Some(Value::String(s))) => parse_doc_id(s, "doc_id")?,
         (None, Some(_)) => return Err(ApiError::field("doc_id", "must be a string")),
         (None, None) => return Err(ApiError::field("doc_id", "is required")),
@@ -434,16 +620,27 @@ fn parse_document<D, V, E, Q, C>(
         return Err(ApiError::new(
             413,
             "document_too_large",
-            format!("text is {} bytes; the limit is {} bytes", text.len(), p.cfg.document_bytes_max),
+            format!(
+                "text is {} bytes; the limit is {} bytes",
+                text.len(),
+                p.cfg.document_bytes_max
+            ),
         ));
     }
     if text.trim().is_empty() {
-        return Err(ApiError::field("text", "must contain non-whitespace characters"));
+        return Err(ApiError::field(
+            "text",
+            "must contain non-whitespace characters",
+        ));
     }
     let content_type = match obj.get("content_type") {
         None | Some(Value::Null) => ContentType::Plain,
         Some(Value::String(s)) => ContentType::parse(s).ok_or_else(|| {
-            ApiError::new(415, "unsupported_content_type", "content_type must be text/plain or text/markdown")
+            ApiError::new(
+                415,
+                "unsupported_content_type",
+                "content_type must be text/plain or text/markdown",
+            )
         })?,
         Some(_) => return Err(ApiError::field("content_type", "must be a string")),
     };
@@ -452,30 +649,60 @@ fn parse_document<D, V, E, Q, C>(
         Some(Value::Object(m)) => parse_metadata(p, m, "metadata")?,
         Some(_) => return Err(ApiError::field("metadata", "must be an object")),
     };
-    Ok(DocumentInput { doc_id, text, metadata, content_type })
+    Ok(DocumentInput {
+        doc_id,
+        text,
+        metadata,
+        content_type,
+    })
 }
 
 /// Keys the pipeline puts on every vector; user metadata may not use them.
 const RESERVED_METADATA_KEYS: [&str; 3] = ["doc_id", "version", "chunk"];
 
-fn parse_metadata<D, V, E, Q, C>(p: &Pipeline<D, V, E, Q, C>, m: &Map<String, Value>, field: &str) -> Result<Map<String, Value>, ApiError> {
+fn parse_metadata<D, V, E, Q, C>(
+    p: &Pipeline<D, V, E, Q, C>,
+    m: &Map<String, Value>,
+    field: &str,
+) -> Result<Map<String, Value>, ApiError> {
     if m.len() > 32 {
         return Err(ApiError::field(field, "must have at most 32 keys"));
     }
     for (k, v) in m {
-        if k.is_empty() || k.len() > 64 || k.starts_with('$') || k.contains('.') || k.contains('"') || k.chars().any(char::is_control) {
-            return Err(ApiError::field(field, "keys must be 1-64 bytes, without '.', a leading '$' or control characters"));
+        if k.is_empty()
+            || k.len() > 64
+            || k.starts_with('$')
+            || k.contains('.')
+            || k.contains('"')
+            || k.chars().any(char::is_control)
+        {
+            return Err(ApiError::field(
+                field,
+                "keys must be 1-64 bytes, without '.', a leading '$' or control characters",
+            ));
         }
         if RESERVED_METADATA_KEYS.contains(&k.as_str()) {
-            return Err(ApiError::field(field, "keys doc_id, version and chunk are reserved"));
+            return Err(ApiError::field(
+                field,
+                "keys doc_id, version and chunk are reserved",
+            ));
         }
         if !matches!(v, Value::String(_) | Value::Number(_) | Value::Bool(_)) {
-            return Err(ApiError::field(field, "values must be strings, numbers or booleans"));
+            return Err(ApiError::field(
+                field,
+                "values must be strings, numbers or booleans",
+            ));
         }
     }
     let size = Value::Object(m.clone()).to_string().len();
     if size > p.cfg.metadata_bytes_max {
-        return Err(ApiError::field(field, &format!("must serialize to at most {} bytes", p.cfg.metadata_bytes_max)));
+        return Err(ApiError::field(
+            field,
+            &format!(
+                "must serialize to at most {} bytes",
+                p.cfg.metadata_bytes_max
+            ),
+        ));
     }
     Ok(m.clone())
 }
@@ -487,18 +714,34 @@ fn truncate(s: &str, n: usize) -> &str {
     }
 }
 
-fn parse_search<D, V, E, Q, C>(p: &Pipeline<D, V, E, Q, C>, body: &Value) -> Result<SearchRequest, ApiError> {
+fn parse_search<D, V, E, Q, C>(
+    p: &Pipeline<D, V, E, Q, C>,
+    body: &Value,
+) -> Result<SearchRequest, ApiError> {
     let Value::Object(obj) = body else {
-        return Err(ApiError::new(400, "invalid_body", "the body must be a JSON object"));
+        return Err(ApiError::new(
+            400,
+            "invalid_body",
+            "the body must be a JSON object",
+        ));
     };
     for key in obj.keys() {
         if !matches!(key.as_str(), "query" | "top_k" | "filter") {
-            return Err(ApiError::new(422, "unknown_field", format!("unknown field {:?}", truncate(key, 64))));
+            return Err(ApiError::new(
+                422,
+                "unknown_field",
+                format!("unknown field {:?}", truncate(key, 64)),
+            ));
         }
     }
     let query = match obj.get("query") {
         Some(Value::String(s)) if !s.trim().is_empty() && s.len() <= 4096 => s.clone(),
-        Some(Value::String(_)) => return Err(ApiError::field("query", "must be 1-4096 bytes and not blank")),
+        Some(Value::String(_)) => {
+            return Err(ApiError::field(
+                "query",
+                "must be 1-4096 bytes and not blank",
+            ))
+        }
         Some(_) => return Err(ApiError::field("query", "must be a string")),
         None => return Err(ApiError::field("query", "is required")),
     };
@@ -506,7 +749,12 @@ fn parse_search<D, V, E, Q, C>(p: &Pipeline<D, V, E, Q, C>, body: &Value) -> Res
         None | Some(Value::Null) => p.cfg.search_top_k_default,
         Some(v) => match v.as_u64() {
             Some(k) if k >= 1 && k as usize <= p.cfg.search_top_k_max => k as usize,
-            _ => return Err(ApiError::field("top_k", &format!("must be an integer in 1..={}", p.cfg.search_top_k_max))),
+            _ => {
+                return Err(ApiError::field(
+                    "top_k",
+                    &format!("must be an integer in 1..={}", p.cfg.search_top_k_max),
+                ))
+            }
         },
     };
     let mut doc_id = None;
@@ -516,22 +764,44 @@ fn parse_search<D, V, E, Q, C>(p: &Pipeline<D, V, E, Q, C>, body: &Value) -> Res
         Some(Value::Object(f)) => {
             for (k, v) in f {
                 match (k.as_str(), v) {
-                    ("doc_id", Value::String(s)) => doc_id = Some(parse_doc_id(s, "filter.doc_id")?.as_str().to_string()),
-                    ("doc_id", _) => return Err(ApiError::field("filter.doc_id", "must be a string")),
-                    ("metadata", Value::Object(m)) => {
-                        metadata = parse_metadata(p, m, "filter.metadata")?.into_iter().collect();
+                    ("doc_id", Value::String(s)) => {
+                        doc_id = Some(parse_doc_id(s, "filter.doc_id")?.as_str().to_string())
                     }
-                    ("metadata", _) => return Err(ApiError::field("filter.metadata", "must be an object")),
-                    _ => return Err(ApiError::new(422, "unknown_field", format!("unknown field filter.{}", truncate(k, 64)))),
+                    ("doc_id", _) => {
+                        return Err(ApiError::field("filter.doc_id", "must be a string"))
+                    }
+                    ("metadata", Value::Object(m)) => {
+                        metadata = parse_metadata(p, m, "filter.metadata")?
+                            .into_iter()
+                            .collect();
+                    }
+                    ("metadata", _) => {
+                        return Err(ApiError::field("filter.metadata", "must be an object"))
+                    }
+                    _ => {
+                        return Err(ApiError::new(
+                            422,
+                            "unknown_field",
+                            format!("unknown field filter.{}", truncate(k, 64)),
+                        ))
+                    }
                 }
             }
         }
         Some(_) => return Err(ApiError::field("filter", "must be an object")),
     }
-    Ok(SearchRequest { query, top_k, doc_id, metadata })
+    Ok(SearchRequest {
+        query,
+        top_k,
+        doc_id,
+        metadata,
+    })
 }
 
-async fn intake<D, V, E, Q, C>(p: &Pipeline<D, V, E, Q, C>, items: &[IntakeItem]) -> Result<Vec<IntakeOutcome>, ApiError>
+async fn intake<D, V, E, Q, C>(
+    p: &Pipeline<D, V, E, Q, C>,
+    items: &[IntakeItem],
+) -> Result<Vec<IntakeOutcome>, ApiError>
 where
     D: Database,
     V: VectorIndex,
@@ -540,14 +810,21 @@ where
     C: Clock,
 {
     p.intake(items).await.map_err(|e| match e {
-        IntakeError::Conflict => ApiError::new(409, "conflict", "a concurrent write to the same document won; retry"),
+        IntakeError::Conflict => ApiError::new(
+            409,
+            "conflict",
+            "a concurrent write to the same document won; retry",
+        ),
         IntakeError::Port(e) => ApiError::from_port(e),
     })
 }
 
 /// The answer for one intake outcome, with the document's current state
 /// for an unchanged one.
-async fn outcome_response<D, V, E, Q, C>(p: &Pipeline<D, V, E, Q, C>, out: IntakeOutcome) -> Result<ApiResponse, ApiError>
+async fn outcome_response<D, V, E, Q, C>(
+    p: &Pipeline<D, V, E, Q, C>,
+    out: IntakeOutcome,
+) -> Result<ApiResponse, ApiError>
 where
     D: Database,
     V: VectorIndex,
@@ -556,7 +833,10 @@ where
     C: Clock,
 {
     let views = match &out {
-        IntakeOutcome::Unchanged { doc_id, .. } => p.documents(&[doc_id.as_str()]).await.map_err(ApiError::from_port)?,
+        IntakeOutcome::Unchanged { doc_id, .. } => p
+            .documents(&[doc_id.as_str()])
+            .await
+            .map_err(ApiError::from_port)?,
         _ => Vec::new(),
     };
     let (status, body) = outcome_json(out, &views);
@@ -565,12 +845,20 @@ where
 
 fn outcome_json(out: IntakeOutcome, views: &[DocumentView]) -> (u16, Value) {
     match out {
-        IntakeOutcome::Queued { doc_id, version, job_id } => {
-            (202, json!({ "doc_id": doc_id, "version": version, "job_id": job_id, "state": "queued" }))
-        }
+        IntakeOutcome::Queued {
+            doc_id,
+            version,
+            job_id,
+        } => (
+            202,
+            json!({ "doc_id": doc_id, "version": version, "job_id": job_id, "state": "queued" }),
+        ),
         IntakeOutcome::Unchanged { doc_id, version } => {
             let state = views.iter().find(|v| v.doc_id == doc_id).map(|v| v.state);
-            (200, json!({ "doc_id": doc_id, "version": version, "state": state, "unchanged": true }))
+            (
+                200,
+                json!({ "doc_id": doc_id, "version": version, "state": state, "unchanged": true }),
+            )
         }
         IntakeOutcome::NotFound { .. } => {
             let e = ApiError::new(404, "document_not_found", "no such document");
@@ -579,7 +867,10 @@ fn outcome_json(out: IntakeOutcome, views: &[DocumentView]) -> (u16, Value) {
     }
 }
 
-async fn batch_intake<D, V, E, Q, C>(p: &Pipeline<D, V, E, Q, C>, body: &Value) -> Result<ApiResponse, ApiError>
+async fn batch_intake<D, V, E, Q, C>(
+    p: &Pipeline<D, V, E, Q, C>,
+    body: &Value,
+) -> Result<ApiResponse, ApiError>
 where
     D: Database,
     V: VectorIndex,
@@ -588,10 +879,18 @@ where
     C: Clock,
 {
     let Some(obj) = body.as_object() else {
-        return Err(ApiError::new(400, "invalid_body", "the body must be a JSON object"));
+        return Err(ApiError::new(
+            400,
+            "invalid_body",
+            "the body must be a JSON object",
+        ));
     };
     if obj.len() != 1 {
-        return Err(ApiError::new(422, "unknown_field", "a batch body holds only \"documents\""));
+        return Err(ApiError::new(
+            422,
+            "unknown_field",
+            "a batch body holds only \"documents\"",
+        ));
     }
     let Some(Value::Array(docs)) = obj.get("documents") else {
         return Err(ApiError::field("documents", "must be an array"));
@@ -603,7 +902,10 @@ where
         return Err(ApiError::new(
             413,
             "batch_too_large",
-            format!("a batch holds at most {} documents", p.cfg.intake_batch_documents_max),
+            format!(
+                "a batch holds at most {} documents",
+                p.cfg.intake_batch_documents_max
+            ),
         ));
     }
     // Validate every item first; only valid ones are written, in one batch.
@@ -618,7 +920,11 @@ where
             Err(e) => slots.push(Err(e)),
         }
     }
-    let outcomes = if items.is_empty() { Vec::new() } else { intake(p, &items).await? };
+    let outcomes = if items.is_empty() {
+        Vec::new()
+    } else {
+        intake(p, &items).await?
+    };
     let unchanged: Vec<&str> = outcomes
         .iter()
         .filter_map(|o| match o {
@@ -626,7 +932,11 @@ where
             _ => None,
         })
         .collect();
-    let views = if unchanged.is_empty() { Vec::new() } else { p.documents(&unchanged).await.map_err(ApiError::from_port)? };
+    let views = if unchanged.is_empty() {
+        Vec::new()
+    } else {
+        p.documents(&unchanged).await.map_err(ApiError::from_port)?
+    };
     let results: Vec<Value> = slots
         .into_iter()
         .zip(docs)

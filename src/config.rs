@@ -61,7 +61,13 @@ impl VectorMetric {
     }
 
     pub fn parse(raw: &str) -> Option<VectorMetric> {
-        [VectorMetric::Cosine, VectorMetric::Euclidean, VectorMetric::DotProduct].into_iter().find(|m| m.as_str() == raw)
+        [
+            VectorMetric::Cosine,
+            VectorMetric::Euclidean,
+            VectorMetric::DotProduct,
+        ]
+        .into_iter()
+        .find(|m| m.as_str() == raw)
     }
 }
 
@@ -152,6 +158,17 @@ pub struct Config {
     /// Delay before a delivery that found the job claimed by another looks again.
     pub claim_busy_retry_seconds: u32,
 
+    // Consumer invocation budget.
+    /// Subrequests (every D1, embed, index and queue call counts as one) one
+    /// queue invocation may make for its job. Before each step the consumer
+    /// checks that the step, plus a reserve to checkpoint or fail, still
+    /// fits; otherwise it checkpoints in D1 and continues in a new message.
+    /// Default: the Workers Free plan's 50 external subrequests.
+    pub consume_subrequests_max: u64,
+    /// Wall time one queue invocation may spend on its job before it
+    /// checkpoints (must stay under `JOB_LEASE_SECONDS`).
+    pub consume_wall_seconds_max: u32,
+
     // Cron.
     /// Cleanup intents drained per scheduled run (in batches of `delete_batch_size`).
     pub cron_cleanup_intents_max: usize,
@@ -207,6 +224,8 @@ impl Default for Config {
             retry_max_delay_seconds: 3600,
             job_lease_seconds: 960,
             claim_busy_retry_seconds: 60,
+            consume_subrequests_max: 50,
+            consume_wall_seconds_max: 300,
             cron_cleanup_intents_max: 1000,
             cron_abandoned_chunks_max: 1000,
             job_stall_seconds: 900,
@@ -224,7 +243,10 @@ pub enum ConfigError {
     #[error("setting {name} is not a valid value")]
     Unparsable { name: &'static str },
     #[error("setting {name} is out of range: {why}")]
-    OutOfRange { name: &'static str, why: &'static str },
+    OutOfRange {
+        name: &'static str,
+        why: &'static str,
+    },
 }
 
 /// The names of every setting, as Worker variables, with their defaults
@@ -264,6 +286,8 @@ pub const SETTINGS: &[&str] = &[
     "CRON_REQUEUE_JOBS_MAX",
     "CRON_VERIFY_CHUNKS_MAX",
     "CRON_SUBREQUESTS_MAX",
+    "CONSUME_SUBREQUESTS_MAX",
+    "CONSUME_WALL_SECONDS_MAX",
     "CRON_WALL_SECONDS_MAX",
     "INDEX_VISIBILITY_WINDOW_SECONDS",
 ];
@@ -275,7 +299,10 @@ impl Config {
     pub fn index_config(&self) -> String {
         let (embedder, pooling) = match self.embedder_backend {
             EmbedderBackend::LocalHash => ("local-hash-v1", "none"),
-            EmbedderBackend::WorkersAi => (self.embedding_model.as_str(), self.embedding_pooling.as_str()),
+            EmbedderBackend::WorkersAi => (
+                self.embedding_model.as_str(),
+                self.embedding_pooling.as_str(),
+            ),
         };
         serde_json::json!({
             "chunker": "greedy-v1",
@@ -295,7 +322,10 @@ impl Config {
         macro_rules! num {
             ($field:ident, $name:literal) => {
                 if let Some(raw) = lookup($name) {
-                    c.$field = raw.trim().parse().map_err(|_| ConfigError::Unparsable { name: $name })?;
+                    c.$field = raw
+                        .trim()
+                        .parse()
+                        .map_err(|_| ConfigError::Unparsable { name: $name })?;
                 }
             };
         }
@@ -327,8 +357,13 @@ impl Config {
         num!(cron_requeue_jobs_max, "CRON_REQUEUE_JOBS_MAX");
         num!(cron_verify_chunks_max, "CRON_VERIFY_CHUNKS_MAX");
         num!(cron_subrequests_max, "CRON_SUBREQUESTS_MAX");
+        num!(consume_subrequests_max, "CONSUME_SUBREQUESTS_MAX");
+        num!(consume_wall_seconds_max, "CONSUME_WALL_SECONDS_MAX");
         num!(cron_wall_seconds_max, "CRON_WALL_SECONDS_MAX");
-        num!(index_visibility_window_seconds, "INDEX_VISIBILITY_WINDOW_SECONDS");
+        num!(
+            index_visibility_window_seconds,
+            "INDEX_VISIBILITY_WINDOW_SECONDS"
+        );
         num!(index_check_ttl_seconds, "INDEX_CHECK_TTL_SECONDS");
         if let Some(raw) = lookup("EMBEDDING_MODEL") {
             c.embedding_model = raw.trim().to_string();
@@ -337,25 +372,39 @@ impl Config {
             c.embedding_pooling = match raw.trim() {
                 "mean" => Pooling::Mean,
                 "cls" => Pooling::Cls,
-                _ => return Err(ConfigError::Unparsable { name: "EMBEDDING_POOLING" }),
+                _ => {
+                    return Err(ConfigError::Unparsable {
+                        name: "EMBEDDING_POOLING",
+                    })
+                }
             };
         }
         if let Some(raw) = lookup("VECTORIZE_METRIC") {
             c.vectorize_metric =
-                VectorMetric::parse(raw.trim()).ok_or(ConfigError::Unparsable { name: "VECTORIZE_METRIC" })?;
+                VectorMetric::parse(raw.trim()).ok_or(ConfigError::Unparsable {
+                    name: "VECTORIZE_METRIC",
+                })?;
         }
         if let Some(raw) = lookup("INDEX_BACKEND") {
             c.index_backend = match raw.trim() {
                 "local-d1" => IndexBackend::LocalD1,
                 "vectorize" => IndexBackend::Vectorize,
-                _ => return Err(ConfigError::Unparsable { name: "INDEX_BACKEND" }),
+                _ => {
+                    return Err(ConfigError::Unparsable {
+                        name: "INDEX_BACKEND",
+                    })
+                }
             };
         }
         if let Some(raw) = lookup("EMBEDDER_BACKEND") {
             c.embedder_backend = match raw.trim() {
                 "local-hash" => EmbedderBackend::LocalHash,
                 "workers-ai" => EmbedderBackend::WorkersAi,
-                _ => return Err(ConfigError::Unparsable { name: "EMBEDDER_BACKEND" }),
+                _ => {
+                    return Err(ConfigError::Unparsable {
+                        name: "EMBEDDER_BACKEND",
+                    })
+                }
             };
         }
         c.validate()?;
@@ -371,20 +420,36 @@ impl Config {
                 Err(ConfigError::OutOfRange { name, why })
             }
         }
-        check(self.chunk_size_max_chars >= 16, "CHUNK_SIZE_MAX_CHARS", "must be at least 16")?;
+        check(
+            self.chunk_size_max_chars >= 16,
+            "CHUNK_SIZE_MAX_CHARS",
+            "must be at least 16",
+        )?;
         check(
             self.chunk_overlap_chars * 2 <= self.chunk_size_max_chars,
             "CHUNK_OVERLAP_CHARS",
             "must be at most half of CHUNK_SIZE_MAX_CHARS",
         )?;
-        check(self.document_bytes_max >= 1, "DOCUMENT_BYTES_MAX", "must be positive")?;
-        check(self.request_bytes_max >= 1024, "REQUEST_BYTES_MAX", "must be at least 1024")?;
+        check(
+            self.document_bytes_max >= 1,
+            "DOCUMENT_BYTES_MAX",
+            "must be positive",
+        )?;
+        check(
+            self.request_bytes_max >= 1024,
+            "REQUEST_BYTES_MAX",
+            "must be at least 1024",
+        )?;
         check(
             (1..=1000).contains(&self.intake_batch_documents_max),
             "INTAKE_BATCH_DOCUMENTS_MAX",
             "must be 1..=1000",
         )?;
-        check(self.metadata_bytes_max <= 9216, "METADATA_BYTES_MAX", "must leave room in 10 KiB")?;
+        check(
+            self.metadata_bytes_max <= 9216,
+            "METADATA_BYTES_MAX",
+            "must leave room in 10 KiB",
+        )?;
         check(
             (4096..=1_900_000).contains(&self.d1_json_param_bytes_max),
             "D1_JSON_PARAM_BYTES_MAX",
@@ -409,15 +474,32 @@ impl Config {
         )?;
         if self.embedder_backend == EmbedderBackend::WorkersAi {
             check(
-                known_model_dimensions(&self.embedding_model).is_none_or(|d| d == self.embedding_dimensions),
+                known_model_dimensions(&self.embedding_model)
+                    .is_none_or(|d| d == self.embedding_dimensions),
                 "EMBEDDING_DIMENSIONS",
                 "must equal the output dimensions of EMBEDDING_MODEL",
             )?;
         }
-        check(self.index_check_ttl_seconds <= 3600, "INDEX_CHECK_TTL_SECONDS", "must be 0..=3600")?;
-        check((1..=100).contains(&self.embed_batch_size), "EMBED_BATCH_SIZE", "must be 1..=100")?;
-        check((1..=1000).contains(&self.upsert_batch_size), "UPSERT_BATCH_SIZE", "must be 1..=1000")?;
-        check((1..=100).contains(&self.delete_batch_size), "DELETE_BATCH_SIZE", "must be 1..=100")?;
+        check(
+            self.index_check_ttl_seconds <= 3600,
+            "INDEX_CHECK_TTL_SECONDS",
+            "must be 0..=3600",
+        )?;
+        check(
+            (1..=100).contains(&self.embed_batch_size),
+            "EMBED_BATCH_SIZE",
+            "must be 1..=100",
+        )?;
+        check(
+            (1..=1000).contains(&self.upsert_batch_size),
+            "UPSERT_BATCH_SIZE",
+            "must be 1..=1000",
+        )?;
+        check(
+            (1..=100).contains(&self.delete_batch_size),
+            "DELETE_BATCH_SIZE",
+            "must be 1..=100",
+        )?;
         check(
             (48..=64).contains(&self.vector_id_bytes_max),
             "VECTOR_ID_BYTES_MAX",
@@ -428,7 +510,11 @@ impl Config {
             "SEARCH_TOP_K_DEFAULT",
             "must be 1..=SEARCH_TOP_K_MAX",
         )?;
-        check((1..=100).contains(&self.search_top_k_max), "SEARCH_TOP_K_MAX", "must be 1..=100")?;
+        check(
+            (1..=100).contains(&self.search_top_k_max),
+            "SEARCH_TOP_K_MAX",
+            "must be 1..=100",
+        )?;
         check(
             (1..=10).contains(&self.search_overfetch_factor),
             "SEARCH_OVERFETCH_FACTOR",
@@ -439,9 +525,14 @@ impl Config {
             "INDEX_QUERY_TOP_K_MAX",
             "must be 1..=100",
         )?;
-        check((1..=100).contains(&self.job_attempts_max), "JOB_ATTEMPTS_MAX", "must be 1..=100")?;
         check(
-            self.retry_base_delay_seconds >= 1 && self.retry_base_delay_seconds <= self.retry_max_delay_seconds,
+            (1..=100).contains(&self.job_attempts_max),
+            "JOB_ATTEMPTS_MAX",
+            "must be 1..=100",
+        )?;
+        check(
+            self.retry_base_delay_seconds >= 1
+                && self.retry_base_delay_seconds <= self.retry_max_delay_seconds,
             "RETRY_BASE_DELAY_SECONDS",
             "must be 1..=RETRY_MAX_DELAY_SECONDS",
         )?;
@@ -450,18 +541,57 @@ impl Config {
             "RETRY_MAX_DELAY_SECONDS",
             "must be at most 86400 (Queues' delay limit)",
         )?;
-        check(self.job_lease_seconds >= 1, "JOB_LEASE_SECONDS", "must be positive")?;
+        check(
+            self.job_lease_seconds >= 1,
+            "JOB_LEASE_SECONDS",
+            "must be positive",
+        )?;
         check(
             self.claim_busy_retry_seconds >= 1 && self.claim_busy_retry_seconds <= 86_400,
             "CLAIM_BUSY_RETRY_SECONDS",
             "must be 1..=86400",
         )?;
-        check(self.cron_cleanup_intents_max >= 1, "CRON_CLEANUP_INTENTS_MAX", "must be positive")?;
-        check(self.cron_abandoned_chunks_max >= 1, "CRON_ABANDONED_CHUNKS_MAX", "must be positive")?;
-        check(self.job_stall_seconds >= 1, "JOB_STALL_SECONDS", "must be positive")?;
-        check((1..=100).contains(&self.cron_requeue_jobs_max), "CRON_REQUEUE_JOBS_MAX", "must be 1..=100")?;
-        check(self.cron_verify_chunks_max <= 1000, "CRON_VERIFY_CHUNKS_MAX", "must be 0..=1000")?;
-        check(self.cron_subrequests_max >= 10, "CRON_SUBREQUESTS_MAX", "must be at least 10")?;
+        check(
+            self.cron_cleanup_intents_max >= 1,
+            "CRON_CLEANUP_INTENTS_MAX",
+            "must be positive",
+        )?;
+        check(
+            self.cron_abandoned_chunks_max >= 1,
+            "CRON_ABANDONED_CHUNKS_MAX",
+            "must be positive",
+        )?;
+        check(
+            self.job_stall_seconds >= 1,
+            "JOB_STALL_SECONDS",
+            "must be positive",
+        )?;
+        check(
+            (1..=100).contains(&self.cron_requeue_jobs_max),
+            "CRON_REQUEUE_JOBS_MAX",
+            "must be 1..=100",
+        )?;
+        check(
+            self.cron_verify_chunks_max <= 1000,
+            "CRON_VERIFY_CHUNKS_MAX",
+            "must be 0..=1000",
+        )?;
+        check(
+            self.cron_subrequests_max >= 10,
+            "CRON_SUBREQUESTS_MAX",
+            "must be at least 10",
+        )?;
+        check(
+            self.consume_subrequests_max >= crate::pipeline::CONSUME_SUBREQUESTS_MIN,
+            "CONSUME_SUBREQUESTS_MAX",
+            "must be at least 10 (one page of one chunk, plus the checkpoint reserve)",
+        )?;
+        check(
+            self.consume_wall_seconds_max >= 1
+                && self.consume_wall_seconds_max < self.job_lease_seconds,
+            "CONSUME_WALL_SECONDS_MAX",
+            "must be 1..JOB_LEASE_SECONDS (a lease must outlive the invocation that holds it)",
+        )?;
         check(
             (1..=900).contains(&self.cron_wall_seconds_max),
             "CRON_WALL_SECONDS_MAX",
@@ -493,10 +623,23 @@ mod tests {
         assert_eq!(c.chunk_overlap_chars, 20);
         assert_eq!(c.index_backend, IndexBackend::Vectorize);
 
-        let err = Config::from_lookup(|n| (n == "UPSERT_BATCH_SIZE").then(|| "5000".to_string())).unwrap_err();
-        assert_eq!(err, ConfigError::OutOfRange { name: "UPSERT_BATCH_SIZE", why: "must be 1..=1000" });
-        let err = Config::from_lookup(|n| (n == "EMBED_BATCH_SIZE").then(|| "ten".to_string())).unwrap_err();
-        assert_eq!(err, ConfigError::Unparsable { name: "EMBED_BATCH_SIZE" });
+        let err = Config::from_lookup(|n| (n == "UPSERT_BATCH_SIZE").then(|| "5000".to_string()))
+            .unwrap_err();
+        assert_eq!(
+            err,
+            ConfigError::OutOfRange {
+                name: "UPSERT_BATCH_SIZE",
+                why: "must be 1..=1000"
+            }
+        );
+        let err = Config::from_lookup(|n| (n == "EMBED_BATCH_SIZE").then(|| "ten".to_string()))
+            .unwrap_err();
+        assert_eq!(
+            err,
+            ConfigError::Unparsable {
+                name: "EMBED_BATCH_SIZE"
+            }
+        );
     }
 
     #[test]
@@ -508,39 +651,99 @@ mod tests {
 
         let prod = |extra: &'static [(&'static str, &'static str)]| {
             move |n: &str| {
-                let base = [("INDEX_BACKEND", "vectorize"), ("EMBEDDER_BACKEND", "workers-ai"), ("EMBEDDING_DIMENSIONS", "768")];
-                extra.iter().chain(base.iter()).find(|(k, _)| *k == n).map(|(_, v)| v.to_string())
+                let base = [
+                    ("INDEX_BACKEND", "vectorize"),
+                    ("EMBEDDER_BACKEND", "workers-ai"),
+                    ("EMBEDDING_DIMENSIONS", "768"),
+                ];
+                extra
+                    .iter()
+                    .chain(base.iter())
+                    .find(|(k, _)| *k == n)
+                    .map(|(_, v)| v.to_string())
             }
         };
-        let c = Config::from_lookup(prod(&[("EMBEDDING_POOLING", "cls"), ("VECTORIZE_METRIC", "dot-product")])).unwrap();
+        let c = Config::from_lookup(prod(&[
+            ("EMBEDDING_POOLING", "cls"),
+            ("VECTORIZE_METRIC", "dot-product"),
+        ]))
+        .unwrap();
         assert_eq!(c.embedding_pooling, Pooling::Cls);
         assert_eq!(c.vectorize_metric, VectorMetric::DotProduct);
         assert_eq!(c.embedding_dimensions, 768);
 
         let err = Config::from_lookup(prod(&[("EMBEDDING_POOLING", "max")])).unwrap_err();
-        assert_eq!(err, ConfigError::Unparsable { name: "EMBEDDING_POOLING" });
+        assert_eq!(
+            err,
+            ConfigError::Unparsable {
+                name: "EMBEDDING_POOLING"
+            }
+        );
         let err = Config::from_lookup(prod(&[("VECTORIZE_METRIC", "manhattan")])).unwrap_err();
-        assert_eq!(err, ConfigError::Unparsable { name: "VECTORIZE_METRIC" });
+        assert_eq!(
+            err,
+            ConfigError::Unparsable {
+                name: "VECTORIZE_METRIC"
+            }
+        );
         // A known model fixes the dimensions...
-        let err = Config::from_lookup(prod(&[("EMBEDDING_MODEL", "@cf/baai/bge-small-en-v1.5")])).unwrap_err();
-        assert!(matches!(err, ConfigError::OutOfRange { name: "EMBEDDING_DIMENSIONS", .. }), "{err:?}");
-        let c = Config::from_lookup(prod(&[("EMBEDDING_MODEL", "@cf/baai/bge-small-en-v1.5"), ("EMBEDDING_DIMENSIONS", "384")]))
-            .unwrap();
+        let err = Config::from_lookup(prod(&[("EMBEDDING_MODEL", "@cf/baai/bge-small-en-v1.5")]))
+            .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ConfigError::OutOfRange {
+                    name: "EMBEDDING_DIMENSIONS",
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        let c = Config::from_lookup(prod(&[
+            ("EMBEDDING_MODEL", "@cf/baai/bge-small-en-v1.5"),
+            ("EMBEDDING_DIMENSIONS", "384"),
+        ]))
+        .unwrap();
         assert_eq!(c.embedding_model, "@cf/baai/bge-small-en-v1.5");
         // ...an unknown one is taken at its configured word, and the local embedder ignores the model.
-        Config::from_lookup(prod(&[("EMBEDDING_MODEL", "@cf/acme/embed-v9"), ("EMBEDDING_DIMENSIONS", "512")])).unwrap();
+        Config::from_lookup(prod(&[
+            ("EMBEDDING_MODEL", "@cf/acme/embed-v9"),
+            ("EMBEDDING_DIMENSIONS", "512"),
+        ]))
+        .unwrap();
         Config::from_lookup(|n| (n == "EMBEDDING_DIMENSIONS").then(|| "64".to_string())).unwrap();
         let err = Config::from_lookup(prod(&[("EMBEDDING_MODEL", "bad model")])).unwrap_err();
-        assert!(matches!(err, ConfigError::OutOfRange { name: "EMBEDDING_MODEL", .. }), "{err:?}");
+        assert!(
+            matches!(
+                err,
+                ConfigError::OutOfRange {
+                    name: "EMBEDDING_MODEL",
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
         let err = Config::from_lookup(prod(&[("INDEX_CHECK_TTL_SECONDS", "3601")])).unwrap_err();
-        assert!(matches!(err, ConfigError::OutOfRange { name: "INDEX_CHECK_TTL_SECONDS", .. }), "{err:?}");
+        assert!(
+            matches!(
+                err,
+                ConfigError::OutOfRange {
+                    name: "INDEX_CHECK_TTL_SECONDS",
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
     }
 
     #[test]
     fn configuration_doc_lists_every_setting() {
         let doc = include_str!("../docs/configuration.md");
         for name in SETTINGS {
-            assert!(doc.contains(&format!("`{name}`")), "docs/configuration.md does not list {name}");
+            assert!(
+                doc.contains(&format!("`{name}`")),
+                "docs/configuration.md does not list {name}"
+            );
         }
     }
 }

@@ -115,7 +115,12 @@ pub type MetadataFilter = BTreeMap<String, serde_json::Value>;
 pub trait VectorIndex {
     async fn upsert(&self, vectors: &[VectorRecord]) -> Result<(), PortError>;
     async fn delete_by_ids(&self, ids: &[String]) -> Result<(), PortError>;
-    async fn query(&self, vector: &[f32], top_k: usize, filter: &MetadataFilter) -> Result<Vec<VectorMatch>, PortError>;
+    async fn query(
+        &self,
+        vector: &[f32],
+        top_k: usize,
+        filter: &MetadataFilter,
+    ) -> Result<Vec<VectorMatch>, PortError>;
     async fn get_by_ids(&self, ids: &[String]) -> Result<Vec<VectorRecord>, PortError>;
 }
 
@@ -144,9 +149,14 @@ pub trait Clock {
 }
 
 /// Reads rows as `T` from a JSON object per row; shared by native adapters.
-pub fn rows_from_json<T: DeserializeOwned>(rows: Vec<serde_json::Value>) -> Result<Vec<T>, PortError> {
+pub fn rows_from_json<T: DeserializeOwned>(
+    rows: Vec<serde_json::Value>,
+) -> Result<Vec<T>, PortError> {
     rows.into_iter()
-        .map(|r| serde_json::from_value(r).map_err(|_| PortError::new(FailureBucket::Internal, "row_shape")))
+        .map(|r| {
+            serde_json::from_value(r)
+                .map_err(|_| PortError::new(FailureBucket::Internal, "row_shape"))
+        })
         .collect()
 }
 
@@ -170,7 +180,12 @@ impl<T: VectorIndex> VectorIndex for &T {
     async fn delete_by_ids(&self, ids: &[String]) -> Result<(), PortError> {
         (**self).delete_by_ids(ids).await
     }
-    async fn query(&self, vector: &[f32], top_k: usize, filter: &MetadataFilter) -> Result<Vec<VectorMatch>, PortError> {
+    async fn query(
+        &self,
+        vector: &[f32],
+        top_k: usize,
+        filter: &MetadataFilter,
+    ) -> Result<Vec<VectorMatch>, PortError> {
         (**self).query(vector, top_k, filter).await
     }
     async fn get_by_ids(&self, ids: &[String]) -> Result<Vec<VectorRecord>, PortError> {

@@ -15,8 +15,17 @@ const INGEST: &str = "Bearer t-ingest";
 
 fn call(w: &World, method: &str, path: &str, auth: &str, body: Option<Value>) -> ApiResponse {
     let bytes = body.map(|b| b.to_string().into_bytes()).unwrap_or_default();
-    let secrets = Secrets { ingest_token: Some("t-ingest".into()), admin_token: Some("t-admin".into()) };
-    let req = ApiRequest { method, path, authorization: Some(auth), content_type: Some("application/json"), body: &bytes };
+    let secrets = Secrets {
+        ingest_token: Some("t-ingest".into()),
+        admin_token: Some("t-admin".into()),
+    };
+    let req = ApiRequest {
+        method,
+        path,
+        authorization: Some(auth),
+        content_type: Some("application/json"),
+        body: &bytes,
+    };
     block_on(handle(&w.p(), &secrets, req))
 }
 
@@ -32,7 +41,9 @@ fn deliver(w: &World) -> Vec<ConsumeOutcome> {
         for m in batch {
             let o = w.consume(&m);
             match o {
-                ConsumeOutcome::DeadLetter { .. } => block_on(w.p().archive_dead_letter(&format!("msg-{}", m.job_id), &m)).unwrap(),
+                ConsumeOutcome::DeadLetter { .. } => {
+                    block_on(w.p().archive_dead_letter(&format!("msg-{}", m.job_id), &m)).unwrap()
+                }
                 ConsumeOutcome::Retry { delay_seconds } => {
                     w.clock.advance_ms(i64::from(delay_seconds) * 1000);
                     w.queue.sent.borrow_mut().push_back(m);
@@ -49,8 +60,17 @@ fn deliver(w: &World) -> Vec<ConsumeOutcome> {
 fn admin_routes_need_the_admin_token() {
     let w = World::new();
     let r = call(&w, "GET", "/v1/admin/dead-letters/summary", INGEST, None);
-    assert_eq!((r.status, r.body["error"]["code"].as_str()), (403, Some("forbidden")));
-    let r = call(&w, "GET", "/v1/admin/dead-letters/summary", "Bearer nope", None);
+    assert_eq!(
+        (r.status, r.body["error"]["code"].as_str()),
+        (403, Some("forbidden"))
+    );
+    let r = call(
+        &w,
+        "GET",
+        "/v1/admin/dead-letters/summary",
+        "Bearer nope",
+        None,
+    );
     assert_eq!(r.status, 401);
     let r = call(&w, "GET", "/v1/admin/dead-letters/summary", ADMIN, None);
     assert_eq!((r.status, r.body.clone()), (200, json!({ "groups": [] })));
@@ -61,23 +81,60 @@ fn admin_routes_need_the_admin_token() {
 #[test]
 fn a_permanent_failure_is_archived_diagnosed_and_redriven_by_canary() {
     let w = World::new();
-    assert_eq!(call(&w, "PUT", "/v1/documents/a", INGEST, Some(json!({"text": "alpha bravo charlie"}))).status, 202);
-    w.index.upsert_faults.fail_next(1, FailureBucket::IndexRejected);
-    assert_eq!(deliver(&w), vec![ConsumeOutcome::DeadLetter { reason: "failed" }]);
-    assert_eq!(w.state("a"), ingest_pipeline::pipeline::DocumentState::Failed);
+    assert_eq!(
+        call(
+            &w,
+            "PUT",
+            "/v1/documents/a",
+            INGEST,
+            Some(json!({"text": "alpha bravo charlie"}))
+        )
+        .status,
+        202
+    );
+    w.index
+        .upsert_faults
+        .fail_next(1, FailureBucket::IndexRejected);
+    assert_eq!(
+        deliver(&w),
+        vec![ConsumeOutcome::DeadLetter { reason: "failed" }]
+    );
+    assert_eq!(
+        w.state("a"),
+        ingest_pipeline::pipeline::DocumentState::Failed
+    );
 
     // Read-only diagnosis.
     let r = call(&w, "GET", "/v1/admin/dead-letters/summary", ADMIN, None);
     let g = &r.body["groups"][0];
-    assert_eq!((g["failure_bucket"].as_str(), g["version_is_latest"].as_i64(), g["letters"].as_i64()), (Some("index_rejected"), Some(1), Some(1)));
+    assert_eq!(
+        (
+            g["failure_bucket"].as_str(),
+            g["version_is_latest"].as_i64(),
+            g["letters"].as_i64()
+        ),
+        (Some("index_rejected"), Some(1), Some(1))
+    );
     assert_eq!(g["chunk_count_bucket"], "0-10");
-    let r = call(&w, "GET", "/v1/admin/dead-letters?bucket=index_rejected&limit=10", ADMIN, None);
+    let r = call(
+        &w,
+        "GET",
+        "/v1/admin/dead-letters?bucket=index_rejected&limit=10",
+        ADMIN,
+        None,
+    );
     assert_eq!(r.body["letters"][0]["doc_id"], "a");
     assert_eq!(r.body["letters"][0]["job_state"], "failed");
 
     // The cause is gone (no more injected faults). A preflight changes nothing.
     let before = w.db.dump(&[]);
-    let r = call(&w, "POST", "/v1/admin/redrives", ADMIN, Some(json!({"filter": {"bucket": "index_rejected"}})));
+    let r = call(
+        &w,
+        "POST",
+        "/v1/admin/redrives",
+        ADMIN,
+        Some(json!({"filter": {"bucket": "index_rejected"}})),
+    );
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.body["plan"]["matched"], 1);
     assert_eq!(r.body["plan"]["documents"], json!(["a"]));
@@ -86,25 +143,57 @@ fn a_permanent_failure_is_archived_diagnosed_and_redriven_by_canary() {
     assert!(w.queue.take_all().is_empty());
 
     // Execute: the canary is sent, indexed, and the redrive completes.
-    let r = call(&w, "POST", "/v1/admin/redrives", ADMIN, Some(json!({"filter": {"bucket": "index_rejected"}, "plan_id": plan_id})));
+    let r = call(
+        &w,
+        "POST",
+        "/v1/admin/redrives",
+        ADMIN,
+        Some(json!({"filter": {"bucket": "index_rejected"}, "plan_id": plan_id})),
+    );
     assert_eq!(r.status, 202, "{}", r.body);
     let id = r.body["redrive_id"].as_str().unwrap().to_string();
     assert_eq!(r.body["counts"]["sent"], 1);
     // A plan runs at most once.
-    let again = call(&w, "POST", "/v1/admin/redrives", ADMIN, Some(json!({"filter": {"bucket": "index_rejected"}, "plan_id": plan_id})));
-    assert_eq!((again.status, again.body["error"]["code"].as_str()), (409, Some("plan_changed")));
+    let again = call(
+        &w,
+        "POST",
+        "/v1/admin/redrives",
+        ADMIN,
+        Some(json!({"filter": {"bucket": "index_rejected"}, "plan_id": plan_id})),
+    );
+    assert_eq!(
+        (again.status, again.body["error"]["code"].as_str()),
+        (409, Some("plan_changed"))
+    );
     deliver(&w);
     let r = call(&w, "GET", &format!("/v1/admin/redrives/{id}"), ADMIN, None);
     assert_eq!(r.body["state"], "completed", "{}", r.body);
     assert_eq!(r.body["counts"]["succeeded"], 1);
-    assert_eq!(w.state("a"), ingest_pipeline::pipeline::DocumentState::Indexed);
+    assert_eq!(
+        w.state("a"),
+        ingest_pipeline::pipeline::DocumentState::Indexed
+    );
     assert!(w.search("alpha", 3).iter().any(|h| h.doc_id == "a"));
     // Every step is in the audit trail; the letter is kept.
-    let events: Vec<&str> = r.body["audit"].as_array().unwrap().iter().map(|a| a["event"].as_str().unwrap()).collect();
-    assert_eq!(events, vec!["created", "sent", "canaries_passed", "completed"]);
+    let events: Vec<&str> = r.body["audit"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["event"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        events,
+        vec!["created", "sent", "canaries_passed", "completed"]
+    );
     assert_eq!(w.count("SELECT count(*) AS n FROM dead_letters"), 1);
     // The same plan cannot run twice: the letter is now redriven.
-    let r = call(&w, "POST", "/v1/admin/redrives", ADMIN, Some(json!({"filter": {"bucket": "index_rejected"}})));
+    let r = call(
+        &w,
+        "POST",
+        "/v1/admin/redrives",
+        ADMIN,
+        Some(json!({"filter": {"bucket": "index_rejected"}})),
+    );
     assert_eq!(r.body["plan"]["eligible"], json!([]));
     assert_eq!(r.body["plan"]["skipped"][0]["reason"], "already_redriven");
     // Cron cleans the failed version's vectors up; the index matches D1.
@@ -116,25 +205,61 @@ fn a_permanent_failure_is_archived_diagnosed_and_redriven_by_canary() {
 fn a_redrive_whose_canary_fails_stops_without_sending_the_rest() {
     let w = World::new();
     for d in ["a", "b", "c", "d", "e"] {
-        call(&w, "PUT", &format!("/v1/documents/{d}"), INGEST, Some(json!({"text": format!("text of {d}")})));
+        call(
+            &w,
+            "PUT",
+            &format!("/v1/documents/{d}"),
+            INGEST,
+            Some(json!({"text": format!("text of {d}")})),
+        );
     }
-    w.index.upsert_faults.fail_next(5, FailureBucket::IndexRejected);
+    w.index
+        .upsert_faults
+        .fail_next(5, FailureBucket::IndexRejected);
     deliver(&w);
-    let r = call(&w, "POST", "/v1/admin/redrives", ADMIN, Some(json!({"canary_size": 3})));
+    let r = call(
+        &w,
+        "POST",
+        "/v1/admin/redrives",
+        ADMIN,
+        Some(json!({"canary_size": 3})),
+    );
     assert_eq!(r.body["plan"]["eligible"].as_array().unwrap().len(), 5);
     let plan_id = r.body["plan"]["plan_id"].as_str().unwrap().to_string();
     // A stale plan id is refused.
-    let r2 = call(&w, "POST", "/v1/admin/redrives", ADMIN, Some(json!({"canary_size": 4, "plan_id": plan_id})));
-    assert_eq!((r2.status, r2.body["error"]["code"].as_str()), (409, Some("plan_changed")));
+    let r2 = call(
+        &w,
+        "POST",
+        "/v1/admin/redrives",
+        ADMIN,
+        Some(json!({"canary_size": 4, "plan_id": plan_id})),
+    );
+    assert_eq!(
+        (r2.status, r2.body["error"]["code"].as_str()),
+        (409, Some("plan_changed"))
+    );
     // The cause is still there: the canaries fail.
-    w.index.upsert_faults.fail_next(3, FailureBucket::IndexRejected);
-    let r = call(&w, "POST", "/v1/admin/redrives", ADMIN, Some(json!({"canary_size": 3, "plan_id": plan_id})));
+    w.index
+        .upsert_faults
+        .fail_next(3, FailureBucket::IndexRejected);
+    let r = call(
+        &w,
+        "POST",
+        "/v1/admin/redrives",
+        ADMIN,
+        Some(json!({"canary_size": 3, "plan_id": plan_id})),
+    );
     assert_eq!(r.body["counts"]["sent"], 3);
     let id = r.body["redrive_id"].as_str().unwrap().to_string();
     deliver(&w);
     w.cron(); // cron advances redrives too
     let r = call(&w, "GET", &format!("/v1/admin/redrives/{id}"), ADMIN, None);
-    assert_eq!((r.body["state"].as_str(), r.body["stop_reason"].as_str()), (Some("stopped"), Some("canary_failed")), "{}", r.body);
+    assert_eq!(
+        (r.body["state"].as_str(), r.body["stop_reason"].as_str()),
+        (Some("stopped"), Some("canary_failed")),
+        "{}",
+        r.body
+    );
     assert_eq!(r.body["counts"]["pending"], 2, "the rest was never sent");
     assert_eq!(r.body["counts"]["failed"], 3);
     assert!(w.queue.take_all().is_empty());
@@ -143,10 +268,24 @@ fn a_redrive_whose_canary_fails_stops_without_sending_the_rest() {
 #[test]
 fn repair_runs_are_recorded_and_listed() {
     let w = World::new();
-    call(&w, "PUT", "/v1/documents/a", INGEST, Some(json!({"text": "one two three"})));
+    call(
+        &w,
+        "PUT",
+        "/v1/documents/a",
+        INGEST,
+        Some(json!({"text": "one two three"})),
+    );
     deliver(&w);
-    call(&w, "PUT", "/v1/documents/a", INGEST, Some(json!({"text": "four five six"})));
-    w.index.delete_faults.fail_next(1, FailureBucket::IndexUnavailable);
+    call(
+        &w,
+        "PUT",
+        "/v1/documents/a",
+        INGEST,
+        Some(json!({"text": "four five six"})),
+    );
+    w.index
+        .delete_faults
+        .fail_next(1, FailureBucket::IndexUnavailable);
     deliver(&w);
     w.clock.advance_ms(60_000);
     let report = w.cron();
@@ -157,33 +296,66 @@ fn repair_runs_are_recorded_and_listed() {
     assert_eq!(runs.len(), 1, "{}", r.body);
     assert_eq!(runs[0]["report"]["intents_deleted"], report.intents_deleted);
     assert_eq!(runs[0]["budget_hit"], false);
-    assert_eq!(call(&w, "GET", "/v1/admin/repair/runs?limit=0", ADMIN, None).status, 422);
+    assert_eq!(
+        call(&w, "GET", "/v1/admin/repair/runs?limit=0", ADMIN, None).status,
+        422
+    );
 }
 
 #[test]
 fn cron_finds_missing_live_vectors_and_repairs_the_document() {
     let w = World::new();
-    call(&w, "PUT", "/v1/documents/a", INGEST, Some(json!({"text": "sierra tango uniform. ".repeat(30)})));
-    call(&w, "PUT", "/v1/documents/b", INGEST, Some(json!({"text": "victor whiskey"})));
+    call(
+        &w,
+        "PUT",
+        "/v1/documents/a",
+        INGEST,
+        Some(json!({"text": "sierra tango uniform. ".repeat(30)})),
+    );
+    call(
+        &w,
+        "PUT",
+        "/v1/documents/b",
+        INGEST,
+        Some(json!({"text": "victor whiskey"})),
+    );
     deliver(&w);
     // Too recent to verify: nothing is checked yet.
     assert_eq!(w.cron().chunks_verified, 0);
     // The index loses one of a's vectors (e.g. an index rebuilt from an old snapshot).
-    let lost = w.live_vector_ids().into_iter().find(|id| id.ends_with(":1:1")).unwrap();
+    let lost = w
+        .live_vector_ids()
+        .into_iter()
+        .find(|id| id.ends_with(":1:1"))
+        .unwrap();
     w.index.vectors.borrow_mut().remove(&lost);
-    w.clock.advance_ms(i64::from(w.cfg.index_visibility_window_seconds) * 1000 + 1);
+    w.clock
+        .advance_ms(i64::from(w.cfg.index_visibility_window_seconds) * 1000 + 1);
     let report = w.cron();
     assert!(report.chunks_verified > 1);
     assert_eq!(report.documents_repaired, 1);
-    assert_eq!(w.state("a"), ingest_pipeline::pipeline::DocumentState::RepairNeeded);
-    assert_eq!(w.state("b"), ingest_pipeline::pipeline::DocumentState::Indexed);
+    assert_eq!(
+        w.state("a"),
+        ingest_pipeline::pipeline::DocumentState::RepairNeeded
+    );
+    assert_eq!(
+        w.state("b"),
+        ingest_pipeline::pipeline::DocumentState::Indexed
+    );
     deliver(&w);
     let doc = block_on(w.p().document("a")).unwrap().unwrap();
-    assert_eq!((doc.state, doc.live_version), (ingest_pipeline::pipeline::DocumentState::Indexed, Some(2)));
+    assert_eq!(
+        (doc.state, doc.live_version),
+        (ingest_pipeline::pipeline::DocumentState::Indexed, Some(2))
+    );
     w.cron();
     assert_eq!(w.index.ids(), w.live_vector_ids(), "no hole, no orphan");
     let r = call(&w, "GET", "/v1/admin/repair/runs", ADMIN, None);
-    assert!(r.body["runs"].as_array().unwrap().iter().any(|run| run["report"]["documents_repaired"] == 1));
+    assert!(r.body["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|run| run["report"]["documents_repaired"] == 1));
 }
 
 #[test]
@@ -192,18 +364,35 @@ fn a_cron_run_stops_at_its_subrequest_budget_and_the_next_run_goes_on() {
     cfg.cron_subrequests_max = 10;
     cfg.delete_batch_size = 2;
     let w = World::with(cfg);
-    call(&w, "PUT", "/v1/documents/a", INGEST, Some(json!({"text": "alpha bravo charlie delta echo. ".repeat(40)})));
+    call(
+        &w,
+        "PUT",
+        "/v1/documents/a",
+        INGEST,
+        Some(json!({"text": "alpha bravo charlie delta echo. ".repeat(40)})),
+    );
     deliver(&w);
     let old = w.live_vector_ids().len();
     assert!(old >= 8, "{old} chunks");
-    call(&w, "PUT", "/v1/documents/a", INGEST, Some(json!({"text": "foxtrot"})));
-    w.index.delete_faults.fail_next(1, FailureBucket::IndexUnavailable);
+    call(
+        &w,
+        "PUT",
+        "/v1/documents/a",
+        INGEST,
+        Some(json!({"text": "foxtrot"})),
+    );
+    w.index
+        .delete_faults
+        .fail_next(1, FailureBucket::IndexUnavailable);
     deliver(&w);
     w.clock.advance_ms(60_000);
     let first = w.cron();
     assert!(first.budget_hit);
     assert!(first.subrequests_used <= 10, "{first:?}");
-    assert_eq!(first.intents_deleted, 6, "1 sweep + 3 batches of 3 calls fit in 10");
+    assert_eq!(
+        first.intents_deleted, 6,
+        "1 sweep + 3 batches of 3 calls fit in 10"
+    );
     let mut runs = 1;
     while w.count("SELECT count(*) AS n FROM cleanup_intents") > 0 {
         let r = w.cron();
@@ -213,5 +402,8 @@ fn a_cron_run_stops_at_its_subrequest_budget_and_the_next_run_goes_on() {
     }
     assert_eq!(w.index.ids(), w.live_vector_ids());
     let r = call(&w, "GET", "/v1/admin/repair/runs", ADMIN, None);
-    assert_eq!(r.body["runs"].as_array().unwrap().last().unwrap()["budget_hit"], true);
+    assert_eq!(
+        r.body["runs"].as_array().unwrap().last().unwrap()["budget_hit"],
+        true
+    );
 }

@@ -9,11 +9,15 @@ use ingest_pipeline::core::failure::FailureBucket;
 use ingest_pipeline::pipeline::{ConsumeOutcome, DocumentState, IntakeOutcome};
 use ingest_pipeline::store::sql;
 
-const TEXT_A: &str = "Cloudflare Queues deliver every message at least once, so consumers must be idempotent.";
+const TEXT_A: &str =
+    "Cloudflare Queues deliver every message at least once, so consumers must be idempotent.";
 const TEXT_B: &str = "Bananas are yellow and grow in tropical climates near the equator.";
 
 fn long_text(words: &str, n: usize) -> String {
-    (0..n).map(|i| format!("{words} sentence number {i}.")).collect::<Vec<_>>().join(" ")
+    (0..n)
+        .map(|i| format!("{words} sentence number {i}."))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 #[test]
@@ -22,17 +26,26 @@ fn ingest_indexes_and_search_finds_it() {
     let (version, job_id) = queued(&w.put("a", TEXT_A));
     assert_eq!(version, 1);
     assert_eq!(w.state("a"), DocumentState::Queued);
-    assert_eq!(w.deliver_all(), vec![ConsumeOutcome::Ack { reason: "committed" }]);
+    assert_eq!(
+        w.deliver_all(),
+        vec![ConsumeOutcome::Ack {
+            reason: "committed"
+        }]
+    );
     assert_eq!(w.state("a"), DocumentState::Indexed);
     assert_eq!(w.index.ids(), w.live_vector_ids());
     assert!(!w.index.ids().is_empty());
     let hits = w.search("queues deliver at least once", 5);
     assert_eq!(hits[0].doc_id, "a");
     assert_eq!(hits[0].version, 1);
-    let job = futures::executor::block_on(w.p().store.job_view(&job_id)).unwrap().unwrap();
+    let job = futures::executor::block_on(w.p().store.job_view(&job_id))
+        .unwrap()
+        .unwrap();
     assert_eq!((job.state.as_str(), job.attempts), ("succeeded", 1));
     // D1 records which configuration produced the vectors.
-    let doc = futures::executor::block_on(w.p().document("a")).unwrap().unwrap();
+    let doc = futures::executor::block_on(w.p().document("a"))
+        .unwrap()
+        .unwrap();
     let ic = doc.index_config.expect("index config recorded");
     assert_eq!(ic["dimensions"], 64);
     assert_eq!(ic["embedder"], "local-hash-v1");
@@ -45,13 +58,31 @@ fn unchanged_reingest_creates_no_version_and_no_job() {
     w.put("a", TEXT_A);
     w.deliver_all();
     let before = w.db.dump(&[]);
-    assert_eq!(w.put("a", TEXT_A), IntakeOutcome::Unchanged { doc_id: "a".into(), version: 1 });
+    assert_eq!(
+        w.put("a", TEXT_A),
+        IntakeOutcome::Unchanged {
+            doc_id: "a".into(),
+            version: 1
+        }
+    );
     assert!(w.queue.take_all().is_empty());
-    assert_eq!(w.db.dump(&[]), before, "an unchanged PUT must write nothing");
+    assert_eq!(
+        w.db.dump(&[]),
+        before,
+        "an unchanged PUT must write nothing"
+    );
     // Metadata is part of the content.
     let mut m = serde_json::Map::new();
     m.insert("lang".into(), "en".into());
-    assert!(matches!(w.put_with("a", TEXT_A, m, ingest_pipeline::core::chunk::ContentType::Plain), IntakeOutcome::Queued { version: 2, .. }));
+    assert!(matches!(
+        w.put_with(
+            "a",
+            TEXT_A,
+            m,
+            ingest_pipeline::core::chunk::ContentType::Plain
+        ),
+        IntakeOutcome::Queued { version: 2, .. }
+    ));
 }
 
 #[test]
@@ -64,10 +95,18 @@ fn update_replaces_old_vectors_and_old_text_is_never_served() {
     w.put("a", TEXT_B);
     w.deliver_all();
     assert_eq!(w.state("a"), DocumentState::Indexed);
-    assert_eq!(w.index.ids(), w.live_vector_ids(), "old vectors are gone, new ones are there");
+    assert_eq!(
+        w.index.ids(),
+        w.live_vector_ids(),
+        "old vectors are gone, new ones are there"
+    );
     assert!(old_ids.iter().all(|id| !w.index.ids().contains(id)));
     let hits = w.search("queues deliver at least once idempotent", 10);
-    assert!(hits.iter().all(|h| h.version == 2 && !h.text.contains("Queues")), "{hits:?}");
+    assert!(
+        hits.iter()
+            .all(|h| h.version == 2 && !h.text.contains("Queues")),
+        "{hits:?}"
+    );
     assert_eq!(w.count("SELECT count(*) AS n FROM cleanup_intents"), 0);
 }
 
@@ -83,10 +122,24 @@ fn delete_removes_every_vector_and_a_later_put_revives() {
     assert!(w.index.ids().is_empty());
     assert!(w.search("queues", 5).is_empty());
     // Deleting again changes nothing; deleting the unknown is not found.
-    assert_eq!(w.delete("a"), IntakeOutcome::Unchanged { doc_id: "a".into(), version: 2 });
-    assert_eq!(w.delete("nope"), IntakeOutcome::NotFound { doc_id: "nope".into() });
+    assert_eq!(
+        w.delete("a"),
+        IntakeOutcome::Unchanged {
+            doc_id: "a".into(),
+            version: 2
+        }
+    );
+    assert_eq!(
+        w.delete("nope"),
+        IntakeOutcome::NotFound {
+            doc_id: "nope".into()
+        }
+    );
     // A newer PUT brings it back, even with the same text as before.
-    assert!(matches!(w.put("a", &long_text(TEXT_A, 10)), IntakeOutcome::Queued { version: 3, .. }));
+    assert!(matches!(
+        w.put("a", &long_text(TEXT_A, 10)),
+        IntakeOutcome::Queued { version: 3, .. }
+    ));
     w.deliver_all();
     assert_eq!(w.state("a"), DocumentState::Indexed);
     assert_eq!(w.index.ids(), w.live_vector_ids());
@@ -97,11 +150,21 @@ fn redelivery_is_harmless_and_leaves_identical_state() {
     let w = World::new();
     w.put("a", &long_text(TEXT_A, 10));
     let msgs = w.queue.take_all();
-    assert_eq!(w.consume(&msgs[0]), ConsumeOutcome::Ack { reason: "committed" });
+    assert_eq!(
+        w.consume(&msgs[0]),
+        ConsumeOutcome::Ack {
+            reason: "committed"
+        }
+    );
     let dump = w.db.dump(VOLATILE);
     let index = w.index.ids();
     for _ in 0..3 {
-        assert_eq!(w.consume(&msgs[0]), ConsumeOutcome::Ack { reason: "already_final" });
+        assert_eq!(
+            w.consume(&msgs[0]),
+            ConsumeOutcome::Ack {
+                reason: "already_final"
+            }
+        );
     }
     assert_eq!(w.db.dump(VOLATILE), dump);
     assert_eq!(w.index.ids(), index);
@@ -115,10 +178,25 @@ fn out_of_order_delivery_never_makes_an_older_version_live() {
     let msgs = w.queue.take_all();
     assert_eq!(msgs.len(), 2);
     // Version 2 first, then the late version 1.
-    assert_eq!(w.consume(&msgs[1]), ConsumeOutcome::Ack { reason: "committed" });
-    assert_eq!(w.consume(&msgs[0]), ConsumeOutcome::Ack { reason: "superseded" });
-    let doc = futures::executor::block_on(w.p().document("a")).unwrap().unwrap();
-    assert_eq!((doc.live_version, doc.state), (Some(2), DocumentState::Indexed));
+    assert_eq!(
+        w.consume(&msgs[1]),
+        ConsumeOutcome::Ack {
+            reason: "committed"
+        }
+    );
+    assert_eq!(
+        w.consume(&msgs[0]),
+        ConsumeOutcome::Ack {
+            reason: "superseded"
+        }
+    );
+    let doc = futures::executor::block_on(w.p().document("a"))
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (doc.live_version, doc.state),
+        (Some(2), DocumentState::Indexed)
+    );
     assert_eq!(w.index.ids(), w.live_vector_ids());
 }
 
@@ -128,8 +206,18 @@ fn a_stale_message_cannot_resurrect_a_deleted_document() {
     w.put("a", TEXT_A);
     w.delete("a");
     let msgs = w.queue.take_all();
-    assert_eq!(w.consume(&msgs[1]), ConsumeOutcome::Ack { reason: "committed" });
-    assert_eq!(w.consume(&msgs[0]), ConsumeOutcome::Ack { reason: "superseded" });
+    assert_eq!(
+        w.consume(&msgs[1]),
+        ConsumeOutcome::Ack {
+            reason: "committed"
+        }
+    );
+    assert_eq!(
+        w.consume(&msgs[0]),
+        ConsumeOutcome::Ack {
+            reason: "superseded"
+        }
+    );
     assert_eq!(w.state("a"), DocumentState::Deleted);
     assert!(w.index.ids().is_empty());
 }
@@ -141,16 +229,29 @@ fn a_version_that_loses_the_race_cleans_up_its_own_vectors() {
     let first = w.queue.take_all();
     // Version 1 is claimed and runs up to the replace, but version 2 is
     // accepted meanwhile: v1's compare-and-set must fail.
-    w.db.fail_sql.replace(Some((sql::COMMIT_SET_LIVE, FailureBucket::DbBusy)));
+    w.db.fail_sql
+        .replace(Some((sql::COMMIT_SET_LIVE, FailureBucket::DbBusy)));
     assert!(matches!(w.consume(&first[0]), ConsumeOutcome::Retry { .. }));
     assert!(!w.index.ids().is_empty(), "v1's vectors were upserted");
     w.put("a", TEXT_B);
     // The lease of v1's failed attempt was released: v1 is now stale.
-    assert_eq!(w.consume(&first[0]), ConsumeOutcome::Ack { reason: "superseded" });
+    assert_eq!(
+        w.consume(&first[0]),
+        ConsumeOutcome::Ack {
+            reason: "superseded"
+        }
+    );
     w.deliver_all();
     w.cron();
-    assert_eq!(w.index.ids(), w.live_vector_ids(), "v1's abandoned vectors were swept");
-    assert_eq!(w.count("SELECT count(*) AS n FROM chunks WHERE version = 1"), 0);
+    assert_eq!(
+        w.index.ids(),
+        w.live_vector_ids(),
+        "v1's abandoned vectors were swept"
+    );
+    assert_eq!(
+        w.count("SELECT count(*) AS n FROM chunks WHERE version = 1"),
+        0
+    );
 }
 
 #[test]
@@ -164,7 +265,9 @@ fn side_effect_order_is_upsert_then_replace_then_cleanup() {
     // If the new vectors cannot be written, nothing else happens: the old
     // version stays live and fully served.
     w.put("a", TEXT_B);
-    w.index.upsert_faults.fail_next(1, FailureBucket::IndexUnavailable);
+    w.index
+        .upsert_faults
+        .fail_next(1, FailureBucket::IndexUnavailable);
     let msgs = w.queue.take_all();
     assert!(matches!(w.consume(&msgs[0]), ConsumeOutcome::Retry { .. }));
     assert_eq!(w.index.ids(), v1_ids);
@@ -174,18 +277,34 @@ fn side_effect_order_is_upsert_then_replace_then_cleanup() {
 
     // If the replace fails after the upsert, the old version is still live
     // and none of its vectors was deleted.
-    w.db.fail_sql.replace(Some((sql::COMMIT_SET_LIVE, FailureBucket::DbBusy)));
+    w.db.fail_sql
+        .replace(Some((sql::COMMIT_SET_LIVE, FailureBucket::DbBusy)));
     assert!(matches!(w.consume(&msgs[0]), ConsumeOutcome::Retry { .. }));
     assert!(v1_ids.iter().all(|id| w.index.ids().contains(id)));
     assert_eq!(w.live_vector_ids(), v1_ids);
-    assert!(w.index.log.borrow().iter().all(|l| l.starts_with("upsert ")));
+    assert!(w
+        .index
+        .log
+        .borrow()
+        .iter()
+        .all(|l| l.starts_with("upsert ")));
 
     // The delete of old vectors fails: v2 is live anyway; the intents stay
     // and cron drains them.
-    w.index.delete_faults.fail_next(1, FailureBucket::IndexUnavailable);
-    assert_eq!(w.consume(&msgs[0]), ConsumeOutcome::Ack { reason: "committed" });
+    w.index
+        .delete_faults
+        .fail_next(1, FailureBucket::IndexUnavailable);
+    assert_eq!(
+        w.consume(&msgs[0]),
+        ConsumeOutcome::Ack {
+            reason: "committed"
+        }
+    );
     assert_eq!(w.state("a"), DocumentState::Indexed);
-    assert_eq!(w.count("SELECT count(*) AS n FROM cleanup_intents"), v1_ids.len() as i64);
+    assert_eq!(
+        w.count("SELECT count(*) AS n FROM cleanup_intents"),
+        v1_ids.len() as i64
+    );
     w.clock.advance_ms(60_000);
     let report = w.cron();
     assert_eq!(report.intents_deleted, v1_ids.len() as u64);
@@ -202,15 +321,27 @@ fn side_effect_order_is_upsert_then_replace_then_cleanup() {
 fn transient_failures_retry_with_backoff_then_succeed() {
     let w = World::new();
     let (_, job_id) = queued(&w.put("a", TEXT_A));
-    w.index.upsert_faults.fail_next(2, FailureBucket::IndexRateLimited);
+    w.index
+        .upsert_faults
+        .fail_next(2, FailureBucket::IndexRateLimited);
     let outcomes = w.deliver_all();
     assert!(matches!(outcomes[0], ConsumeOutcome::Retry { delay_seconds } if delay_seconds >= 1));
     assert!(matches!(outcomes[1], ConsumeOutcome::Retry { .. }));
-    assert_eq!(outcomes[2], ConsumeOutcome::Ack { reason: "committed" });
-    let job = futures::executor::block_on(w.p().store.job_view(&job_id)).unwrap().unwrap();
+    assert_eq!(
+        outcomes[2],
+        ConsumeOutcome::Ack {
+            reason: "committed"
+        }
+    );
+    let job = futures::executor::block_on(w.p().store.job_view(&job_id))
+        .unwrap()
+        .unwrap();
     assert_eq!(job.state, "succeeded");
     assert_eq!(job.attempts, 3);
-    assert_eq!(job.last_failure_bucket.as_deref(), Some("index_rate_limited"));
+    assert_eq!(
+        job.last_failure_bucket.as_deref(),
+        Some("index_rate_limited")
+    );
 }
 
 #[test]
@@ -220,10 +351,19 @@ fn permanent_failures_end_failed_and_leave_no_orphans() {
     w.deliver_all();
     w.put("a", &long_text(TEXT_B, 10));
     // The upsert of the first page succeeds, the replace is refused for good.
-    w.db.fail_sql.replace(Some((sql::COMMIT_SET_LIVE, FailureBucket::DbRejected)));
-    assert_eq!(w.deliver_all(), vec![ConsumeOutcome::DeadLetter { reason: "failed" }]);
-    let doc = futures::executor::block_on(w.p().document("a")).unwrap().unwrap();
-    assert_eq!((doc.state, doc.live_version), (DocumentState::Failed, Some(1)));
+    w.db.fail_sql
+        .replace(Some((sql::COMMIT_SET_LIVE, FailureBucket::DbRejected)));
+    assert_eq!(
+        w.deliver_all(),
+        vec![ConsumeOutcome::DeadLetter { reason: "failed" }]
+    );
+    let doc = futures::executor::block_on(w.p().document("a"))
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (doc.state, doc.live_version),
+        (DocumentState::Failed, Some(1))
+    );
     assert_eq!(doc.last_failure_bucket.as_deref(), Some("db_rejected"));
     // v1 is still served; v2's vectors were recorded as intents and go away.
     assert!(w.search("queues", 3).iter().all(|h| h.version == 1));
@@ -237,9 +377,14 @@ fn exhausted_attempts_end_dead() {
     cfg.job_attempts_max = 2;
     let w = World::with(cfg);
     w.put("a", TEXT_A);
-    w.index.upsert_faults.fail_next(5, FailureBucket::IndexUnavailable);
+    w.index
+        .upsert_faults
+        .fail_next(5, FailureBucket::IndexUnavailable);
     let outcomes = w.deliver_all();
-    assert_eq!(outcomes.last(), Some(&ConsumeOutcome::DeadLetter { reason: "dead" }));
+    assert_eq!(
+        outcomes.last(),
+        Some(&ConsumeOutcome::DeadLetter { reason: "dead" })
+    );
     assert_eq!(outcomes.len(), 2);
     assert_eq!(w.state("a"), DocumentState::Failed);
 }
@@ -252,12 +397,28 @@ fn a_claimed_job_is_not_run_twice_until_its_lease_expires() {
     let now = w.clock.0.get();
     let lease = now + i64::from(w.cfg.job_lease_seconds) * 1000;
     // Another delivery holds the claim (e.g. a concurrent duplicate).
-    assert_eq!(futures::executor::block_on(w.p().store.claim(&job_id, now, lease)).unwrap(), Some(1));
-    assert_eq!(w.consume(&msgs[0]), ConsumeOutcome::Retry { delay_seconds: w.cfg.claim_busy_retry_seconds });
+    assert_eq!(
+        futures::executor::block_on(w.p().store.claim(&job_id, now, lease))
+            .unwrap()
+            .map(|c| c.attempts),
+        Some(1)
+    );
+    assert_eq!(
+        w.consume(&msgs[0]),
+        ConsumeOutcome::Retry {
+            delay_seconds: w.cfg.claim_busy_retry_seconds
+        }
+    );
     assert_eq!(w.state("a"), DocumentState::Indexing);
     // Its holder died: after the lease, the next delivery takes over.
-    w.clock.advance_ms(i64::from(w.cfg.job_lease_seconds) * 1000 + 1);
-    assert_eq!(w.consume(&msgs[0]), ConsumeOutcome::Ack { reason: "committed" });
+    w.clock
+        .advance_ms(i64::from(w.cfg.job_lease_seconds) * 1000 + 1);
+    assert_eq!(
+        w.consume(&msgs[0]),
+        ConsumeOutcome::Ack {
+            reason: "committed"
+        }
+    );
     assert_eq!(w.state("a"), DocumentState::Indexed);
 }
 
@@ -268,7 +429,8 @@ fn a_lost_message_is_requeued_by_cron() {
     let (_, job_id) = queued(&w.put("a", TEXT_A));
     assert!(w.queue.take_all().is_empty(), "the send failed");
     assert_eq!(w.cron().jobs_requeued, 0, "not stalled yet");
-    w.clock.advance_ms(i64::from(w.cfg.job_stall_seconds) * 1000 + 1);
+    w.clock
+        .advance_ms(i64::from(w.cfg.job_stall_seconds) * 1000 + 1);
     let report = w.cron();
     assert_eq!(report.jobs_requeued, 1);
     let msgs = w.queue.take_all();
@@ -285,7 +447,9 @@ fn chunk_rows_are_written_in_few_statements() {
     cfg.chunk_size_max_chars = 64;
     cfg.chunk_overlap_chars = 0;
     let w = World::with(cfg);
-    let text: String = (0..2000).map(|i| format!("chunk {i:05} {}\n\n", "w".repeat(50))).collect();
+    let text: String = (0..2000)
+        .map(|i| format!("chunk {i:05} {}\n\n", "w".repeat(50)))
+        .collect();
     w.put("big", &text);
     let before = w.db.calls.get();
     w.deliver_all();
@@ -315,7 +479,10 @@ fn batch_intake_uses_one_read_and_one_write() {
     assert_eq!(w.db.calls.get() - before, 2);
     assert_eq!(w.queue.send_calls.get(), 1);
     w.deliver_all();
-    assert_eq!(w.count("SELECT count(*) AS n FROM documents WHERE live_version = 1"), 100);
+    assert_eq!(
+        w.count("SELECT count(*) AS n FROM documents WHERE live_version = 1"),
+        100
+    );
 }
 
 #[test]
@@ -327,7 +494,12 @@ fn large_documents_are_split_into_parts_and_round_trip() {
     let text: String = (0..3000).map(|i| format!("語{i} ")).collect();
     w.put("big", &text);
     assert!(w.count("SELECT count(*) AS n FROM version_parts") > 3);
-    let back = futures::executor::block_on(w.p().store.load_text("big", 1, w.count("SELECT part_count AS n FROM versions") as u32)).unwrap();
+    let back = futures::executor::block_on(w.p().store.load_text(
+        "big",
+        1,
+        w.count("SELECT part_count AS n FROM versions") as u32,
+    ))
+    .unwrap();
     assert_eq!(back, text);
     w.deliver_all();
     assert_eq!(w.state("big"), DocumentState::Indexed);

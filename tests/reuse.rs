@@ -6,89 +6,18 @@
 
 mod common;
 
-use common::World;
+use common::{changed_chunks, chunk_texts, counted, document, paragraph, Counted, World};
 use futures::executor::block_on;
-use ingest_pipeline::adapters::local_embedder::LocalEmbedder;
-use ingest_pipeline::core::chunk::{chunk_text, ChunkConfig, ContentType};
 use ingest_pipeline::core::failure::FailureBucket;
 use ingest_pipeline::core::ids::sha256_hex;
 use ingest_pipeline::core::local_embed;
 use ingest_pipeline::native::sim::{self, CallKind, FaultKind, FaultPlan, Mode, Op, Sched, Script};
-use ingest_pipeline::native::{CountingEmbedder, CountingIndex, ManualClock, MemIndex, MemQueue, SqliteDb};
+use ingest_pipeline::native::{CountingEmbedder, CountingIndex, MemIndex};
 use ingest_pipeline::pipeline::bugs::Bugs;
-use ingest_pipeline::pipeline::{ConsumeOutcome, DocumentState, Pipeline, SearchRequest};
+use ingest_pipeline::pipeline::{ConsumeOutcome, DocumentState, SearchRequest};
 use ingest_pipeline::ports::{MetadataFilter, PortError, VectorIndex, VectorMatch, VectorRecord};
 use serde::Deserialize;
 use std::collections::BTreeSet;
-
-const TOPICS: [&str; 8] = ["queues", "vectors", "ledgers", "leases", "intents", "batches", "tokens", "chunks"];
-
-/// Paragraph `i`: about 150 characters, unique, so that with the test
-/// world's 200-character chunks each chunk is one paragraph (plus the
-/// overlap taken from the end of the previous one).
-fn paragraph(i: usize) -> String {
-    let t = TOPICS[i % TOPICS.len()];
-    let u = TOPICS[(i * 5 + 3) % TOPICS.len()];
-    format!("Paragraph {i:03} explains how {t} and {u} interact in section {i}; the reader learns rule {i} of the pipeline by heart today.")
-}
-
-fn document(paragraphs: usize, changed: Option<(usize, &str)>) -> String {
-    (0..paragraphs)
-        .map(|i| match changed {
-            Some((k, text)) if k == i => text.to_string(),
-            _ => paragraph(i),
-        })
-        .collect::<Vec<_>>()
-        .join("\n\n")
-}
-
-fn chunk_texts(text: &str, w: &World) -> Vec<String> {
-    let cfg = ChunkConfig { size_max_chars: w.cfg.chunk_size_max_chars, overlap_chars: w.cfg.chunk_overlap_chars };
-    chunk_text(text, ContentType::Plain, cfg).into_iter().map(|c| c.text.to_string()).collect()
-}
-
-/// Chunks of `new` whose text is not a chunk of `old`: what must be embedded.
-fn changed_chunks(old: &str, new: &str, w: &World) -> usize {
-    let old: BTreeSet<String> = chunk_texts(old, w).into_iter().collect();
-    chunk_texts(new, w).iter().filter(|t| !old.contains(*t)).count()
-}
-
-/// The world's ports, wrapped to count what reaches the embedder and the index.
-struct Counted<'a, V: VectorIndex = &'a MemIndex> {
-    w: &'a World,
-    embedder: CountingEmbedder<&'a LocalEmbedder>,
-    index: CountingIndex<V>,
-}
-
-fn counted(w: &World) -> Counted<'_> {
-    Counted { w, embedder: CountingEmbedder::new(&w.embedder), index: CountingIndex::new(&w.index) }
-}
-
-impl<'a, V: VectorIndex> Counted<'a, V> {
-    fn p(&self) -> Pipeline<&SqliteDb, &CountingIndex<V>, &CountingEmbedder<&'a LocalEmbedder>, &MemQueue, &ManualClock> {
-        Pipeline::new(self.w.cfg.clone(), &self.w.db, &self.index, &self.embedder, &self.w.queue, &self.w.clock)
-    }
-
-    /// Delivers every queued message through the counted ports.
-    fn deliver_all(&self) -> Vec<ConsumeOutcome> {
-        let mut out = Vec::new();
-        for _ in 0..100 {
-            let batch = self.w.queue.take_all();
-            if batch.is_empty() {
-                return out;
-            }
-            for m in batch {
-                let o = block_on(self.p().consume(&m));
-                if let ConsumeOutcome::Retry { delay_seconds } = o {
-                    self.w.clock.advance_ms(i64::from(delay_seconds) * 1000);
-                    self.w.queue.sent.borrow_mut().push_back(m);
-                }
-                out.push(o);
-            }
-        }
-        panic!("the queue did not drain");
-    }
-}
 
 #[derive(Deserialize)]
 struct ChunkRow {
@@ -113,8 +42,15 @@ fn assert_vectors_are_fresh_embeddings(w: &World) {
     assert!(!rows.is_empty());
     let index = w.index.vectors.borrow();
     for r in &rows {
-        let v = index.get(&r.vector_id).unwrap_or_else(|| panic!("live chunk {} has no vector", r.vector_id));
-        assert_eq!(v.values, local_embed::embed(&r.text, w.cfg.embedding_dimensions), "vector {} differs", r.vector_id);
+        let v = index
+            .get(&r.vector_id)
+            .unwrap_or_else(|| panic!("live chunk {} has no vector", r.vector_id));
+        assert_eq!(
+            v.values,
+            local_embed::embed(&r.text, w.cfg.embedding_dimensions),
+            "vector {} differs",
+            r.vector_id
+        );
         assert_eq!(v.metadata["version"], serde_json::json!(r.version));
         assert_eq!(v.metadata["chunk"], serde_json::json!(r.chunk_index));
     }
@@ -129,37 +65,80 @@ fn reingest_with_one_paragraph_changed_embeds_only_the_changed_chunks() {
 
     let first = counted(&w);
     w.put("doc", &v1);
-    assert_eq!(first.deliver_all(), vec![ConsumeOutcome::Ack { reason: "committed" }]);
-    assert_eq!(first.embedder.texts.get(), n1 as u64, "a first version embeds every chunk");
-    assert_eq!(first.index.get_calls.get(), 0, "nothing to reuse: no live version");
+    assert_eq!(
+        first.deliver_all(),
+        vec![ConsumeOutcome::Ack {
+            reason: "committed"
+        }]
+    );
+    assert_eq!(
+        first.embedder.texts.get(),
+        n1 as u64,
+        "a first version embeds every chunk"
+    );
+    assert_eq!(
+        first.index.get_calls.get(),
+        0,
+        "nothing to reuse: no live version"
+    );
     let v1_ids = w.index.ids();
 
     // Version 2: paragraph 100 rewritten.
     let v2 = document(200, Some((100, "Paragraph 100 now covers zeppelins and marmalade instead; nothing else in the document changed at all, not one byte.")));
     let changed = changed_chunks(&v1, &v2, &w);
-    assert!((1..=2).contains(&changed), "one paragraph changes one or two chunks, got {changed}");
+    assert!(
+        (1..=2).contains(&changed),
+        "one paragraph changes one or two chunks, got {changed}"
+    );
     let n2 = chunk_texts(&v2, &w).len();
     let second = counted(&w);
     w.put("doc", &v2);
-    assert_eq!(second.deliver_all(), vec![ConsumeOutcome::Ack { reason: "committed" }]);
-    assert_eq!(second.embedder.texts.get(), changed as u64, "only the changed chunks reach the embedder");
+    assert_eq!(
+        second.deliver_all(),
+        vec![ConsumeOutcome::Ack {
+            reason: "committed"
+        }]
+    );
+    assert_eq!(
+        second.embedder.texts.get(),
+        changed as u64,
+        "only the changed chunks reach the embedder"
+    );
     assert_eq!(second.embedder.calls.get(), 1);
     let reused = (n2 - changed) as u64;
     assert_eq!(second.index.ids_got.get(), reused);
-    assert_eq!(second.index.get_calls.get(), reused.div_ceil(w.cfg.delete_batch_size as u64));
-    assert_eq!(second.index.vectors_written.get(), n2 as u64, "every chunk of v2 has its own vector");
+    assert_eq!(
+        second.index.get_calls.get(),
+        reused.div_ceil(w.cfg.delete_batch_size as u64)
+    );
+    assert_eq!(
+        second.index.vectors_written.get(),
+        n2 as u64,
+        "every chunk of v2 has its own vector"
+    );
     assert_eq!(second.index.upsert_calls.get(), 1);
 
     assert_eq!(w.state("doc"), DocumentState::Indexed);
-    assert_eq!(w.index.ids(), w.live_vector_ids(), "the index holds exactly the live vectors");
-    assert!(v1_ids.iter().all(|id| !w.index.ids().contains(id)), "v1's vectors were deleted after the replace");
+    assert_eq!(
+        w.index.ids(),
+        w.live_vector_ids(),
+        "the index holds exactly the live vectors"
+    );
+    assert!(
+        v1_ids.iter().all(|id| !w.index.ids().contains(id)),
+        "v1's vectors were deleted after the replace"
+    );
     assert!(w.live_vector_ids().iter().all(|id| id.contains(":2:")));
     assert_eq!(w.count("SELECT count(*) AS n FROM cleanup_intents"), 0);
     assert_vectors_are_fresh_embeddings(&w);
 
     // Search finds the new text and the reused text, both in version 2.
     let hits = w.search("zeppelins marmalade", 3);
-    assert_eq!((hits[0].version, hits[0].text.contains("zeppelins")), (2, true), "{hits:?}");
+    assert_eq!(
+        (hits[0].version, hits[0].text.contains("zeppelins")),
+        (2, true),
+        "{hits:?}"
+    );
     let hits = w.search(&paragraph(42), 3);
     assert_eq!(hits[0].version, 2);
     assert!(hits[0].text.contains(&paragraph(42)), "{hits:?}");
@@ -169,7 +148,10 @@ fn reingest_with_one_paragraph_changed_embeds_only_the_changed_chunks() {
     let third = counted(&w);
     w.put("doc", &v1);
     third.deliver_all();
-    assert_eq!(third.embedder.texts.get(), changed_chunks(&v2, &v1, &w) as u64);
+    assert_eq!(
+        third.embedder.texts.get(),
+        changed_chunks(&v2, &v1, &w) as u64
+    );
     assert_eq!(w.state("doc"), DocumentState::Indexed);
     assert_eq!(w.index.ids(), w.live_vector_ids());
     assert_vectors_are_fresh_embeddings(&w);
@@ -187,12 +169,20 @@ fn a_configuration_change_reuses_nothing() {
     w.deliver_all();
     let same_chunks = chunk_texts(&v1, &w);
     w.cfg.chunk_size_max_chars = 180;
-    assert_eq!(chunk_texts(&v1, &w), same_chunks, "the test needs identical chunks under both sizes");
+    assert_eq!(
+        chunk_texts(&v1, &w),
+        same_chunks,
+        "the test needs identical chunks under both sizes"
+    );
     let c = counted(&w);
     w.put("doc", &v2);
     c.deliver_all();
     let n2 = chunk_texts(&v2, &w).len() as u64;
-    assert_eq!(c.embedder.texts.get(), n2, "a chunker change re-embeds everything");
+    assert_eq!(
+        c.embedder.texts.get(),
+        n2,
+        "a chunker change re-embeds everything"
+    );
     assert_eq!(c.index.get_calls.get(), 0, "D1 offered nothing to reuse");
     assert_eq!(w.state("doc"), DocumentState::Indexed);
     assert_eq!(w.index.ids(), w.live_vector_ids());
@@ -231,7 +221,10 @@ fn a_vector_the_index_does_not_return_is_embedded() {
     let c = counted(&w);
     w.put("doc", &v2);
     c.deliver_all();
-    assert_eq!(c.embedder.texts.get(), changed_chunks(&v1, &v2, &w) as u64 + 1);
+    assert_eq!(
+        c.embedder.texts.get(),
+        changed_chunks(&v1, &v2, &w) as u64 + 1
+    );
     assert_eq!(w.state("doc"), DocumentState::Indexed);
     assert_eq!(w.index.ids(), w.live_vector_ids());
     assert_vectors_are_fresh_embeddings(&w);
@@ -247,7 +240,12 @@ impl VectorIndex for GetFails<'_> {
     async fn delete_by_ids(&self, ids: &[String]) -> Result<(), PortError> {
         self.0.delete_by_ids(ids).await
     }
-    async fn query(&self, vector: &[f32], top_k: usize, filter: &MetadataFilter) -> Result<Vec<VectorMatch>, PortError> {
+    async fn query(
+        &self,
+        vector: &[f32],
+        top_k: usize,
+        filter: &MetadataFilter,
+    ) -> Result<Vec<VectorMatch>, PortError> {
         self.0.query(vector, top_k, filter).await
     }
     async fn get_by_ids(&self, _: &[String]) -> Result<Vec<VectorRecord>, PortError> {
@@ -262,10 +260,24 @@ fn a_failing_fetch_falls_back_to_embedding() {
     w.put("doc", &v1);
     w.deliver_all();
     let v2 = document(30, Some((3, "Paragraph 003 is brand new.")));
-    let c = Counted { w: &w, embedder: CountingEmbedder::new(&w.embedder), index: CountingIndex::new(GetFails(&w.index)) };
+    let c = Counted {
+        w: &w,
+        embedder: CountingEmbedder::new(&w.embedder),
+        index: CountingIndex::new(GetFails(&w.index)),
+    };
     w.put("doc", &v2);
-    assert_eq!(c.deliver_all(), vec![ConsumeOutcome::Ack { reason: "committed" }], "reuse never fails a job");
-    assert_eq!(c.index.get_calls.get(), 1, "one failed fetch, then no more tries");
+    assert_eq!(
+        c.deliver_all(),
+        vec![ConsumeOutcome::Ack {
+            reason: "committed"
+        }],
+        "reuse never fails a job"
+    );
+    assert_eq!(
+        c.index.get_calls.get(),
+        1,
+        "one failed fetch, then no more tries"
+    );
     assert_eq!(c.embedder.texts.get(), chunk_texts(&v2, &w).len() as u64);
     assert_eq!(w.index.ids(), w.live_vector_ids());
     assert_vectors_are_fresh_embeddings(&w);
@@ -285,10 +297,20 @@ fn a_repeated_text_is_fetched_once_and_reused_everywhere() {
     c.deliver_all();
     let texts = chunk_texts(&v2, &w);
     let distinct: BTreeSet<&String> = texts.iter().collect();
-    assert!(distinct.len() < texts.len(), "the test needs repeated chunks");
+    assert!(
+        distinct.len() < texts.len(),
+        "the test needs repeated chunks"
+    );
     assert_eq!(c.embedder.texts.get(), changed_chunks(&v1, &v2, &w) as u64);
-    let reusable_distinct = distinct.iter().filter(|t| chunk_texts(&v1, &w).contains(t)).count() as u64;
-    assert_eq!(c.index.ids_got.get(), reusable_distinct, "one fetch per distinct text");
+    let reusable_distinct = distinct
+        .iter()
+        .filter(|t| chunk_texts(&v1, &w).contains(t))
+        .count() as u64;
+    assert_eq!(
+        c.index.ids_got.get(),
+        reusable_distinct,
+        "one fetch per distinct text"
+    );
     assert_eq!(w.index.ids(), w.live_vector_ids());
     assert_vectors_are_fresh_embeddings(&w);
 }
@@ -305,9 +327,12 @@ fn reuse_is_recorded_per_chunk_hash_in_d1() {
         content_hash: String,
         text: String,
     }
-    let rows: Vec<H> = w.db.inspect("SELECT content_hash, text FROM chunks", vec![]);
+    let rows: Vec<H> =
+        w.db.inspect("SELECT content_hash, text FROM chunks", vec![]);
     assert!(!rows.is_empty());
-    assert!(rows.iter().all(|r| r.content_hash == sha256_hex(r.text.as_bytes())));
+    assert!(rows
+        .iter()
+        .all(|r| r.content_hash == sha256_hex(r.text.as_bytes())));
 }
 
 // ------------------------------------------------------------------ simulation
@@ -315,7 +340,13 @@ fn reuse_is_recorded_per_chunk_hash_in_d1() {
 /// A version that shares most chunks with the one before it, under the
 /// simulation's small chunks.
 fn sim_texts() -> (String, String, String) {
-    let s = |i: usize| format!("{} {} golf hotel {i}.", ["alpha", "bravo", "kilo", "lima"][i % 4], ["echo", "india"][i % 2]);
+    let s = |i: usize| {
+        format!(
+            "{} {} golf hotel {i}.",
+            ["alpha", "bravo", "kilo", "lima"][i % 4],
+            ["echo", "india"][i % 2]
+        )
+    };
     let v1: Vec<String> = (0..8).map(s).collect();
     let mut v2 = v1.clone();
     v2[5] = "juliet foxtrot charlie delta.".into();
@@ -325,7 +356,9 @@ fn sim_texts() -> (String, String, String) {
 }
 
 fn sim_script(ops: Vec<Op>) -> Script {
-    Script { docs: vec![("doc".into(), ops)] }
+    Script {
+        docs: vec![("doc".into(), ops)],
+    }
 }
 
 #[test]
@@ -334,20 +367,37 @@ fn every_crash_point_of_an_update_that_reuses_vectors() {
     let (v1, v2, _) = sim_texts();
     let script = sim_script(vec![Op::Put(v1), Op::Settle, Op::Put(v2)]);
     let clean = Sched::new(0, FaultPlan::None);
-    sim::run(&script, &cfg, Bugs::default(), &clean, Mode::Sequential).expect("the fault-free run holds");
-    assert!(clean.kinds_seen.borrow().contains(&CallKind::IndexGet), "the update must reuse vectors");
+    sim::run(&script, &cfg, Bugs::default(), &clean, Mode::Sequential)
+        .expect("the fault-free run holds");
+    assert!(
+        clean.kinds_seen.borrow().contains(&CallKind::IndexGet),
+        "the update must reuse vectors"
+    );
     let n = clean.calls.get();
     let mut gets = 0;
     for at in 0..n {
         for kind in FaultKind::ALL {
             let sched = Sched::new(0, FaultPlan::At { at, kind });
             if let Err(v) = sim::run(&script, &cfg, Bugs::default(), &sched, Mode::Sequential) {
-                panic!("{} violated, fault {} at call {at}: {}", v.invariant, kind.name(), v.detail);
+                panic!(
+                    "{} violated, fault {} at call {at}: {}",
+                    v.invariant,
+                    kind.name(),
+                    v.detail
+                );
             }
-            gets += sched.injected.borrow().iter().filter(|(c, _)| *c == CallKind::IndexGet).count();
+            gets += sched
+                .injected
+                .borrow()
+                .iter()
+                .filter(|(c, _)| *c == CallKind::IndexGet)
+                .count();
         }
     }
-    assert!(gets >= 3, "faults were injected at the fetch of reusable vectors");
+    assert!(
+        gets >= 3,
+        "faults were injected at the fetch of reusable vectors"
+    );
 }
 
 #[test]
@@ -355,12 +405,32 @@ fn random_interleavings_of_versions_that_reuse_vectors() {
     let cfg = sim::sim_config();
     let (v1, v2, v3) = sim_texts();
     let scripts = [
-        sim_script(vec![Op::Put(v1.clone()), Op::Settle, Op::Put(v2.clone()), Op::Put(v3.clone())]),
-        sim_script(vec![Op::Put(v1.clone()), Op::Settle, Op::Put(v2.clone()), Op::Settle, Op::Delete, Op::Put(v3)]),
-        sim_script(vec![Op::Put(v1.clone()), Op::Put(v2.clone()), Op::Settle, Op::Put(v1)]),
+        sim_script(vec![
+            Op::Put(v1.clone()),
+            Op::Settle,
+            Op::Put(v2.clone()),
+            Op::Put(v3.clone()),
+        ]),
+        sim_script(vec![
+            Op::Put(v1.clone()),
+            Op::Settle,
+            Op::Put(v2.clone()),
+            Op::Settle,
+            Op::Delete,
+            Op::Put(v3),
+        ]),
+        sim_script(vec![
+            Op::Put(v1.clone()),
+            Op::Put(v2.clone()),
+            Op::Settle,
+            Op::Put(v1),
+        ]),
     ];
     // REUSE_SIM_SEEDS=N runs more seeds per script.
-    let seeds: u64 = std::env::var("REUSE_SIM_SEEDS").ok().and_then(|s| s.parse().ok()).unwrap_or(100);
+    let seeds: u64 = std::env::var("REUSE_SIM_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(100);
     let faulted_gets: usize = std::thread::scope(|scope| {
         let handles: Vec<_> = scripts
             .iter()
@@ -371,18 +441,33 @@ fn random_interleavings_of_versions_that_reuse_vectors() {
                     let mut faulted_gets = 0;
                     for seed in 0..seeds {
                         let sched = Sched::new(seed, FaultPlan::Random { per_mille: 60 });
-                        if let Err(v) = sim::run(script, cfg, Bugs::default(), &sched, Mode::Random) {
-                            panic!("{} violated, script {k}, seed {seed}: {}", v.invariant, v.detail);
+                        if let Err(v) = sim::run(script, cfg, Bugs::default(), &sched, Mode::Random)
+                        {
+                            panic!(
+                                "{} violated, script {k}, seed {seed}: {}",
+                                v.invariant, v.detail
+                            );
                         }
-                        faulted_gets += sched.injected.borrow().iter().filter(|(c, _)| *c == CallKind::IndexGet).count();
+                        faulted_gets += sched
+                            .injected
+                            .borrow()
+                            .iter()
+                            .filter(|(c, _)| *c == CallKind::IndexGet)
+                            .count();
                     }
                     faulted_gets
                 })
             })
             .collect();
-        handles.into_iter().map(|h| h.join().expect("a simulation thread failed")).sum()
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a simulation thread failed"))
+            .sum()
     });
-    assert!(faulted_gets > 0, "faults were injected at fetches of reusable vectors");
+    assert!(
+        faulted_gets > 0,
+        "faults were injected at fetches of reusable vectors"
+    );
 }
 
 #[test]
@@ -390,7 +475,10 @@ fn searching_through_reused_vectors_matches_fresh_ones() {
     // Two worlds, same final text: one reached it through an update (reuse),
     // the other ingested it directly. Search answers identically.
     let v1 = document(60, None);
-    let v2 = document(60, Some((30, "Paragraph 030 was rewritten about lighthouses.")));
+    let v2 = document(
+        60,
+        Some((30, "Paragraph 030 was rewritten about lighthouses.")),
+    );
     let a = World::new();
     a.put("doc", &v1);
     a.deliver_all();
@@ -399,11 +487,24 @@ fn searching_through_reused_vectors_matches_fresh_ones() {
     let b = World::new();
     b.put("doc", &v2);
     b.deliver_all();
-    for q in ["lighthouses", "leases and intents interact", "Paragraph 059"] {
-        let req = SearchRequest { query: q.into(), top_k: 5, doc_id: None, metadata: Default::default() };
+    for q in [
+        "lighthouses",
+        "leases and intents interact",
+        "Paragraph 059",
+    ] {
+        let req = SearchRequest {
+            query: q.into(),
+            top_k: 5,
+            doc_id: None,
+            metadata: Default::default(),
+        };
         let ha = block_on(a.p().search(&req)).unwrap();
         let hb = block_on(b.p().search(&req)).unwrap();
-        let key = |h: &Vec<ingest_pipeline::pipeline::SearchHit>| h.iter().map(|x| (x.chunk, x.text.clone(), x.score)).collect::<Vec<_>>();
+        let key = |h: &Vec<ingest_pipeline::pipeline::SearchHit>| {
+            h.iter()
+                .map(|x| (x.chunk, x.text.clone(), x.score))
+                .collect::<Vec<_>>()
+        };
         assert_eq!(key(&ha), key(&hb), "query {q}");
     }
 }

@@ -8,13 +8,17 @@
 //! replays it.
 
 use ingest_pipeline::native::sim::{
-    count_calls, random_script, run, run_flow, sim_config, FaultKind, FaultPlan, Mode, RunReport, Sched, FLOWS,
+    count_calls, random_script, run, run_flow, sim_config, sim_config_for_seed, sim_configs,
+    FaultKind, FaultPlan, Mode, RunReport, Sched, FLOWS,
 };
 use ingest_pipeline::pipeline::bugs::Bugs;
 use std::collections::BTreeSet;
 
 fn env_u64(name: &str) -> Option<u64> {
-    std::env::var(name).ok().map(|v| v.parse().unwrap_or_else(|_| panic!("{name} must be a number")))
+    std::env::var(name).ok().map(|v| {
+        v.parse()
+            .unwrap_or_else(|_| panic!("{name} must be a number"))
+    })
 }
 
 const RANDOM_FAULTS_PER_MILLE: u64 = 60;
@@ -41,8 +45,13 @@ impl Summary {
         self.duplicates += r.duplicates;
         self.max_concurrency = self.max_concurrency.max(r.max_concurrency);
         self.max_ticks = self.max_ticks.max(r.cron_ticks_to_quiesce);
-        self.pairs.extend(r.injected.iter().map(|(c, f)| format!("{c:?}/{}", f.name())));
-        self.kinds.extend(r.kinds_seen.iter().map(|c| format!("{c:?}")));
+        self.pairs.extend(
+            r.injected
+                .iter()
+                .map(|(c, f)| format!("{c:?}/{}", f.name())),
+        );
+        self.kinds
+            .extend(r.kinds_seen.iter().map(|c| format!("{c:?}")));
     }
 
     fn merge(&mut self, o: Summary) {
@@ -60,10 +69,13 @@ impl Summary {
 
 #[test]
 fn every_single_crash_point_of_every_flow() {
-    let cfg = sim_config();
     let mut summary = Summary::default();
     let mut points = 0;
-    for flow in FLOWS {
+    for (cfg, flow) in sim_configs()
+        .iter()
+        .flat_map(|c| FLOWS.iter().map(move |f| (c, f)))
+    {
+        let budget = cfg.consume_subrequests_max;
         let n = count_calls(flow, &cfg, Bugs::default());
         assert!(n > 10, "{flow} makes only {n} port calls");
         for at in 0..n {
@@ -73,7 +85,7 @@ fn every_single_crash_point_of_every_flow() {
                 match run_flow(flow, &cfg, Bugs::default(), &sched) {
                     Ok(r) => summary.add(&r),
                     Err(v) => panic!(
-                        "{} violated in flow {flow}, fault {} at call {at}: {}\nreplay: SIM_FLOW={flow} SIM_CALL={at} SIM_FAULT={} cargo test --test sim replay -- --nocapture",
+                        "{} violated in flow {flow} (budget {budget}), fault {} at call {at}: {}\nreplay: SIM_FLOW={flow} SIM_BUDGET={budget} SIM_CALL={at} SIM_FAULT={} cargo test --test sim replay -- --nocapture",
                         v.invariant,
                         kind.name(),
                         v.detail,
@@ -84,8 +96,9 @@ fn every_single_crash_point_of_every_flow() {
         }
     }
     println!(
-        "exhaustive: {} flows, {points} crash points ({} port calls x {} fault kinds), {} faults injected, {} crashes; call/fault pairs covered: {}; max cron ticks to quiesce: {}",
+        "exhaustive: {} flows x {} budgets, {points} crash points ({} port calls x {} fault kinds), {} faults injected, {} crashes; call/fault pairs covered: {}; max cron ticks to quiesce: {}",
         FLOWS.len(),
+        sim_configs().len(),
         points / 3,
         FaultKind::ALL.len(),
         summary.faults,
@@ -107,9 +120,9 @@ fn random_seeds_hold_every_invariant() {
         let handles: Vec<_> = (0..threads)
             .map(|t| {
                 scope.spawn(move || {
-                    let cfg = sim_config();
                     let mut summary = Summary::default();
                     for seed in (start..start + seeds).filter(|s| s % threads == t) {
+                        let cfg = sim_config_for_seed(seed);
                         let script = random_script(seed);
                         let sched = Sched::new(seed, FaultPlan::Random { per_mille: RANDOM_FAULTS_PER_MILLE });
                         match run(&script, &cfg, Bugs::default(), &sched, Mode::Random) {
@@ -124,7 +137,10 @@ fn random_seeds_hold_every_invariant() {
                 })
             })
             .collect();
-        handles.into_iter().map(|h| h.join().expect("a simulation thread failed")).collect()
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a simulation thread failed"))
+            .collect()
     });
     let mut summary = Summary::default();
     for p in parts {
@@ -149,14 +165,24 @@ fn random_seeds_hold_every_invariant() {
 }
 
 /// Replays one case with its full trace: `SIM_SEED=n` or
-/// `SIM_FLOW=update SIM_CALL=17 SIM_FAULT=crash_after`.
+/// `SIM_FLOW=update SIM_CALL=17 SIM_FAULT=crash_after` (with `SIM_BUDGET=n`
+/// for the consumer budget the failing run had).
 #[test]
 fn replay() {
-    let cfg = sim_config();
+    let mut cfg = sim_config();
+    if let Some(budget) = env_u64("SIM_BUDGET") {
+        cfg.consume_subrequests_max = budget;
+    }
     if let Some(seed) = env_u64("SIM_SEED") {
+        let cfg = sim_config_for_seed(seed);
         let script = random_script(seed);
         println!("script: {script:?}");
-        let sched = Sched::new(seed, FaultPlan::Random { per_mille: RANDOM_FAULTS_PER_MILLE });
+        let sched = Sched::new(
+            seed,
+            FaultPlan::Random {
+                per_mille: RANDOM_FAULTS_PER_MILLE,
+            },
+        );
         sched.verbose.set(true);
         let result = run(&script, &cfg, Bugs::default(), &sched, Mode::Random);
         for line in sched.trace.borrow().iter() {
@@ -167,7 +193,8 @@ fn replay() {
     }
     if let Ok(flow) = std::env::var("SIM_FLOW") {
         let at = env_u64("SIM_CALL").expect("SIM_CALL");
-        let kind = FaultKind::parse(&std::env::var("SIM_FAULT").expect("SIM_FAULT")).expect("a fault kind");
+        let kind = FaultKind::parse(&std::env::var("SIM_FAULT").expect("SIM_FAULT"))
+            .expect("a fault kind");
         let sched = Sched::new(0, FaultPlan::At { at, kind });
         sched.verbose.set(true);
         let result = run_flow(&flow, &cfg, Bugs::default(), &sched);

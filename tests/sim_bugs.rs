@@ -5,7 +5,8 @@
 #![cfg(feature = "protocol-bugs")]
 
 use ingest_pipeline::native::sim::{
-    count_calls, random_script, run, run_flow, sim_config, FaultKind, FaultPlan, Mode, Sched, Violation, FLOWS,
+    count_calls, random_script, run, run_flow, sim_config_for_seed, sim_configs, FaultKind,
+    FaultPlan, Mode, Sched, Violation, FLOWS,
 };
 use ingest_pipeline::pipeline::bugs::{Bug, Bugs};
 
@@ -15,19 +16,26 @@ const SEEDS_MAX: u64 = 3_000;
 /// Returns how the simulation caught `bug`: the fault-free flows first,
 /// then every single fault of every flow, then random seeds.
 fn catch(bug: Bug) -> Option<(String, Violation)> {
-    let cfg = sim_config();
     let bugs = Bugs::only(bug);
-    for flow in FLOWS {
-        if let Err(v) = run_flow(flow, &cfg, bugs, &Sched::new(0, FaultPlan::None)) {
+    let configs = sim_configs();
+    let cases = || {
+        configs
+            .iter()
+            .flat_map(|c| FLOWS.iter().map(move |f| (c, f)))
+    };
+    for (cfg, flow) in cases() {
+        if let Err(v) = run_flow(flow, cfg, bugs, &Sched::new(0, FaultPlan::None)) {
             return Some((format!("flow {flow}, no fault"), v));
         }
     }
-    for flow in FLOWS {
+    for (cfg, flow) in cases() {
         // The fault-free flow holds (checked above), so it can be counted.
-        let n = count_calls(flow, &cfg, bugs);
+        let n = count_calls(flow, cfg, bugs);
         for at in 0..n {
             for kind in FaultKind::ALL {
-                if let Err(v) = run_flow(flow, &cfg, bugs, &Sched::new(0, FaultPlan::At { at, kind })) {
+                if let Err(v) =
+                    run_flow(flow, cfg, bugs, &Sched::new(0, FaultPlan::At { at, kind }))
+                {
                     return Some((format!("flow {flow}, {} at call {at}", kind.name()), v));
                 }
             }
@@ -35,7 +43,13 @@ fn catch(bug: Bug) -> Option<(String, Violation)> {
     }
     for seed in 0..SEEDS_MAX {
         let sched = Sched::new(seed, FaultPlan::Random { per_mille: 60 });
-        if let Err(v) = run(&random_script(seed), &cfg, bugs, &sched, Mode::Random) {
+        if let Err(v) = run(
+            &random_script(seed),
+            &sim_config_for_seed(seed),
+            bugs,
+            &sched,
+            Mode::Random,
+        ) {
             return Some((format!("random seed {seed}"), v));
         }
     }

@@ -24,7 +24,11 @@ fn files_in(dir: &str) -> Vec<String> {
 }
 
 /// The offline index over `vdb`: 4 dimensions, the given batch limits.
-fn local_index(vdb: &SqliteDb, upsert_batch_max: usize, delete_batch_max: usize) -> LocalIndex<&SqliteDb> {
+fn local_index(
+    vdb: &SqliteDb,
+    upsert_batch_max: usize,
+    delete_batch_max: usize,
+) -> LocalIndex<&SqliteDb> {
     let limits = IndexLimits {
         dimensions: 4,
         upsert_batch_max,
@@ -33,18 +37,32 @@ fn local_index(vdb: &SqliteDb, upsert_batch_max: usize, delete_batch_max: usize)
         id_bytes_max: 64,
         top_k_max: 100,
     };
-    LocalIndex { db: vdb, limits, json_param_bytes_max: 900_000, reject_doc_prefix: None }
+    LocalIndex {
+        db: vdb,
+        limits,
+        json_param_bytes_max: 900_000,
+        reject_doc_prefix: None,
+    }
 }
 
 #[test]
 fn embedded_migrations_are_the_migration_folders() {
     let root = env!("CARGO_MANIFEST_DIR");
-    let ledger: Vec<String> = LEDGER_MIGRATIONS.iter().map(|(n, _)| n.to_string()).collect();
+    let ledger: Vec<String> = LEDGER_MIGRATIONS
+        .iter()
+        .map(|(n, _)| n.to_string())
+        .collect();
     assert_eq!(ledger, files_in(&format!("{root}/migrations")));
-    let local: Vec<String> = LOCAL_INDEX_MIGRATIONS.iter().map(|(n, _)| n.to_string()).collect();
+    let local: Vec<String> = LOCAL_INDEX_MIGRATIONS
+        .iter()
+        .map(|(n, _)| n.to_string())
+        .collect();
     assert_eq!(local, files_in(&format!("{root}/migrations-local-index")));
     for (name, text) in LEDGER_MIGRATIONS {
-        assert_eq!(*text, std::fs::read_to_string(format!("{root}/migrations/{name}")).unwrap());
+        assert_eq!(
+            *text,
+            std::fs::read_to_string(format!("{root}/migrations/{name}")).unwrap()
+        );
     }
 }
 
@@ -72,8 +90,13 @@ fn every_statement_compiles_against_the_schema() {
         local.execute_batch(m).unwrap();
     }
     for (name, text) in sql::ALL {
-        let conn = if name.starts_with("LOCAL_INDEX_") { &local } else { &ledger };
-        conn.prepare(text).unwrap_or_else(|e| panic!("{name} does not compile: {e}"));
+        let conn = if name.starts_with("LOCAL_INDEX_") {
+            &local
+        } else {
+            &ledger
+        };
+        conn.prepare(text)
+            .unwrap_or_else(|e| panic!("{name} does not compile: {e}"));
     }
 }
 
@@ -93,11 +116,18 @@ fn batches_are_atomic() {
     let db = SqliteDb::ledger();
     let ok = Stmt::new(
         sql::INTAKE_UPSERT_DOCUMENTS,
-        vec![SqlValue::Text(r#"[{"doc_id":"a","version":1}]"#.into()), SqlValue::Int(1)],
+        vec![
+            SqlValue::Text(r#"[{"doc_id":"a","version":1}]"#.into()),
+            SqlValue::Int(1),
+        ],
     );
     let bad = Stmt::new("INSERT INTO versions (doc_id) VALUES ('a')", vec![]);
     assert!(block_on(db.batch(vec![ok, bad])).is_err());
-    assert!(db.inspect::<serde_json::Value>("SELECT * FROM documents", vec![]).is_empty(), "the first statement was rolled back");
+    assert!(
+        db.inspect::<serde_json::Value>("SELECT * FROM documents", vec![])
+            .is_empty(),
+        "the first statement was rolled back"
+    );
 }
 
 /// Runs every flow (ingest, update, delete, failure, retry, stall, cron,
@@ -110,11 +140,16 @@ fn every_statement_is_exercised_by_the_flows() {
     w.put("a", "delta epsilon. ".repeat(40).as_str());
     w.put("b", "zeta eta theta");
     // A transient failure (up for retry) and a permanent one (failed).
-    w.index.upsert_faults.fail_next(1, FailureBucket::IndexUnavailable);
-    w.index.delete_faults.fail_next(1, FailureBucket::IndexUnavailable);
+    w.index
+        .upsert_faults
+        .fail_next(1, FailureBucket::IndexUnavailable);
+    w.index
+        .delete_faults
+        .fail_next(1, FailureBucket::IndexUnavailable);
     w.deliver_all();
     w.put("c", "iota kappa");
-    w.db.fail_sql.replace(Some((sql::COMMIT_SET_LIVE, FailureBucket::DbRejected)));
+    w.db.fail_sql
+        .replace(Some((sql::COMMIT_SET_LIVE, FailureBucket::DbRejected)));
     w.deliver_all();
     // Stale and superseded work, a stalled job, a dead one.
     w.put("d", "lambda");
@@ -124,7 +159,8 @@ fn every_statement_is_exercised_by_the_flows() {
     w.consume(&msgs[0]);
     w.queue.faults.fail_next(1, FailureBucket::QueueUnavailable);
     w.put("e", "nu");
-    w.clock.advance_ms(i64::from(w.cfg.job_stall_seconds) * 1000 + 1);
+    w.clock
+        .advance_ms(i64::from(w.cfg.job_stall_seconds) * 1000 + 1);
     w.cron();
     w.deliver_all();
     w.delete("a");
@@ -137,13 +173,23 @@ fn every_statement_is_exercised_by_the_flows() {
         let mut cfg = w.cfg.clone();
         cfg.job_attempts_max = 1;
         let w2 = common::World::with(cfg);
-        w2.queue.faults.fail_next(1, FailureBucket::QueueUnavailable);
+        w2.queue
+            .faults
+            .fail_next(1, FailureBucket::QueueUnavailable);
         w2.put("f", "xi");
-        let jid = w2.db.inspect::<serde_json::Value>("SELECT job_id FROM jobs", vec![])[0]["job_id"].as_str().unwrap().to_string();
+        let jid = w2
+            .db
+            .inspect::<serde_json::Value>("SELECT job_id FROM jobs", vec![])[0]["job_id"]
+            .as_str()
+            .unwrap()
+            .to_string();
         block_on(w2.p().store.claim(&jid, w2.clock.0.get(), w2.clock.0.get())).unwrap();
-        w2.clock.advance_ms(i64::from(w2.cfg.job_stall_seconds) * 1000 + 1);
+        w2.clock
+            .advance_ms(i64::from(w2.cfg.job_stall_seconds) * 1000 + 1);
         assert_eq!(w2.cron().jobs_dead, 1);
-        w.db.executed.borrow_mut().extend(w2.db.executed.borrow().iter().copied());
+        w.db.executed
+            .borrow_mut()
+            .extend(w2.db.executed.borrow().iter().copied());
     }
     // Parts too large for one JSON parameter go one per statement.
     {
@@ -152,20 +198,28 @@ fn every_statement_is_exercised_by_the_flows() {
         cfg.d1_json_param_bytes_max = 4096;
         let w3 = common::World::with(cfg);
         w3.put("g", &"\u{1}x".repeat(3000));
-        w.db.executed.borrow_mut().extend(w3.db.executed.borrow().iter().copied());
+        w.db.executed
+            .borrow_mut()
+            .extend(w3.db.executed.borrow().iter().copied());
     }
 
     // Dead letters, diagnosis, redrives, repair runs.
     {
         let w4 = common::World::new();
         w4.put("h", "omicron pi rho");
-        w4.index.upsert_faults.fail_next(1, FailureBucket::IndexRejected);
+        w4.index
+            .upsert_faults
+            .fail_next(1, FailureBucket::IndexRejected);
         let msgs = w4.queue.take_all();
         w4.consume(&msgs[0]);
         let p = w4.p();
         block_on(p.archive_dead_letter("m-1", &msgs[0])).unwrap();
         block_on(p.dead_letter_summary()).unwrap();
-        let f = ingest_pipeline::pipeline::LetterFilter { limit: 10, cursor: Some("1|x".into()), ..Default::default() };
+        let f = ingest_pipeline::pipeline::LetterFilter {
+            limit: 10,
+            cursor: Some("1|x".into()),
+            ..Default::default()
+        };
         block_on(p.dead_letters(&f)).unwrap();
         let req = ingest_pipeline::pipeline::RedriveRequest {
             bucket: None,
@@ -178,7 +232,9 @@ fn every_statement_is_exercised_by_the_flows() {
             batch_size: 10,
         };
         let plan = block_on(p.redrive_plan(&req)).unwrap();
-        let view = block_on(p.redrive_execute(&req, &plan.plan_id)).unwrap().unwrap();
+        let view = block_on(p.redrive_execute(&req, &plan.plan_id))
+            .unwrap()
+            .unwrap();
         w4.deliver_all();
         block_on(p.redrive_advance(view["redrive_id"].as_str().unwrap())).unwrap();
         w4.cron();
@@ -186,9 +242,33 @@ fn every_statement_is_exercised_by_the_flows() {
         // A live vector goes missing: verification marks and re-runs the document.
         let lost = w4.live_vector_ids()[0].clone();
         w4.index.vectors.borrow_mut().remove(&lost);
-        w4.clock.advance_ms(i64::from(w4.cfg.index_visibility_window_seconds) * 1000 + 1);
+        w4.clock
+            .advance_ms(i64::from(w4.cfg.index_visibility_window_seconds) * 1000 + 1);
         assert_eq!(w4.cron().documents_repaired, 1);
-        w.db.executed.borrow_mut().extend(w4.db.executed.borrow().iter().copied());
+        w.db.executed
+            .borrow_mut()
+            .extend(w4.db.executed.borrow().iter().copied());
+    }
+
+    // A version larger than one invocation's budget: checkpoints.
+    {
+        let cfg = ingest_pipeline::config::Config {
+            consume_subrequests_max: 10,
+            upsert_batch_size: 5,
+            ..w.cfg.clone()
+        };
+        let w5 = common::World::with(cfg);
+        w5.put("i", &common::document(40, None));
+        let outcomes = w5.deliver_all();
+        assert!(
+            outcomes.contains(&ingest_pipeline::pipeline::ConsumeOutcome::Ack {
+                reason: "checkpointed"
+            }),
+            "{outcomes:?}"
+        );
+        w.db.executed
+            .borrow_mut()
+            .extend(w5.db.executed.borrow().iter().copied());
     }
 
     // The local index on its own database.
@@ -196,7 +276,11 @@ fn every_statement_is_exercised_by_the_flows() {
     let idx = local_index(&vdb, 1000, 100);
     let mut md = std::collections::BTreeMap::new();
     md.insert("doc_id".to_string(), serde_json::json!("a"));
-    let rec = VectorRecord { id: "v1".into(), values: vec![1.0, 0.0, 0.0, 0.0], metadata: md.clone() };
+    let rec = VectorRecord {
+        id: "v1".into(),
+        values: vec![1.0, 0.0, 0.0, 0.0],
+        metadata: md.clone(),
+    };
     block_on(idx.upsert(&[rec.clone()])).unwrap();
     assert_eq!(block_on(idx.get_by_ids(&["v1".into()])).unwrap(), vec![rec]);
     let hits = block_on(idx.query(&[1.0, 0.0, 0.0, 0.0], 5, &md)).unwrap();
@@ -206,8 +290,15 @@ fn every_statement_is_exercised_by_the_flows() {
 
     let mut ran: BTreeSet<&str> = w.db.executed.borrow().clone();
     ran.extend(vdb.executed.borrow().iter().copied());
-    let missing: Vec<&str> = sql::ALL.iter().filter(|(_, s)| !ran.contains(s)).map(|(n, _)| *n).collect();
-    assert!(missing.is_empty(), "statements never run by the flows: {missing:?}");
+    let missing: Vec<&str> = sql::ALL
+        .iter()
+        .filter(|(_, s)| !ran.contains(s))
+        .map(|(n, _)| *n)
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "statements never run by the flows: {missing:?}"
+    );
 }
 
 #[test]
@@ -216,11 +307,28 @@ fn local_index_enforces_vectorize_limits() {
     let idx = local_index(&vdb, 2, 2);
     let mut md = std::collections::BTreeMap::new();
     md.insert("doc_id".to_string(), serde_json::json!("a"));
-    let rec = |id: &str, dims: usize| VectorRecord { id: id.into(), values: vec![0.5; dims], metadata: md.clone() };
+    let rec = |id: &str, dims: usize| VectorRecord {
+        id: id.into(),
+        values: vec![0.5; dims],
+        metadata: md.clone(),
+    };
     let code = |r: Result<(), ingest_pipeline::ports::PortError>| r.unwrap_err().code;
-    assert_eq!(code(block_on(idx.upsert(&[rec("a", 4), rec("b", 4), rec("c", 4)]))), "upsert_batch_too_large");
-    assert_eq!(code(block_on(idx.upsert(&[rec(&"x".repeat(65), 4)]))), "vector_id_length");
+    assert_eq!(
+        code(block_on(idx.upsert(&[
+            rec("a", 4),
+            rec("b", 4),
+            rec("c", 4)
+        ]))),
+        "upsert_batch_too_large"
+    );
+    assert_eq!(
+        code(block_on(idx.upsert(&[rec(&"x".repeat(65), 4)]))),
+        "vector_id_length"
+    );
     assert_eq!(code(block_on(idx.upsert(&[rec("a", 3)]))), "dimensions");
     let ids: Vec<String> = vec!["a".into(), "b".into(), "c".into()];
-    assert_eq!(code(block_on(idx.delete_by_ids(&ids))), "delete_batch_too_large");
+    assert_eq!(
+        code(block_on(idx.delete_by_ids(&ids))),
+        "delete_batch_too_large"
+    );
 }

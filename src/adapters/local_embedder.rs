@@ -13,8 +13,14 @@ pub struct LocalEmbedder {
 impl Embedder for LocalEmbedder {
     async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, PortError> {
         if texts.len() > self.batch_size_max {
-            return Err(PortError::new(FailureBucket::EmbedRejected, "embed_batch_too_large"));
+            return Err(PortError::new(
+                FailureBucket::EmbedRejected,
+                "embed_batch_too_large",
+            ));
         }
-        Ok(texts.iter().map(|t| local_embed::embed(t, self.dimensions)).collect())
+        Ok(texts
+            .iter()
+            .map(|t| local_embed::embed(t, self.dimensions))
+            .collect())
     }
 }

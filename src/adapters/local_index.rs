@@ -6,7 +6,10 @@
 use super::IndexLimits;
 use crate::core::failure::FailureBucket;
 use crate::core::local_embed::cosine;
-use crate::ports::{Database, MetadataFilter, PortError, Stmt, VectorIndex, VectorMatch, VectorMetadata, VectorRecord};
+use crate::ports::{
+    Database, MetadataFilter, PortError, Stmt, VectorIndex, VectorMatch, VectorMetadata,
+    VectorRecord,
+};
 use crate::store::{json_array, json_pages, sql};
 use serde::{Deserialize, Serialize};
 
@@ -39,7 +42,11 @@ struct StoredRow {
 impl StoredRow {
     fn decode(self) -> Result<VectorRecord, PortError> {
         let bad = |_| PortError::new(FailureBucket::IndexUnavailable, "local_index_row");
-        Ok(VectorRecord { id: self.id, values: serde_json::from_str(&self.vec).map_err(bad)?, metadata: serde_json::from_str(&self.metadata).map_err(bad)? })
+        Ok(VectorRecord {
+            id: self.id,
+            values: serde_json::from_str(&self.vec).map_err(bad)?,
+            metadata: serde_json::from_str(&self.metadata).map_err(bad)?,
+        })
     }
 }
 
@@ -64,14 +71,23 @@ impl<D: Database> VectorIndex for LocalIndex<D> {
             let Some(doc_id) = v.metadata.get("doc_id").and_then(|d| d.as_str()) else {
                 return reject("metadata_doc_id");
             };
-            if self.reject_doc_prefix.as_deref().is_some_and(|p| !p.is_empty() && doc_id.starts_with(p)) {
+            if self
+                .reject_doc_prefix
+                .as_deref()
+                .is_some_and(|p| !p.is_empty() && doc_id.starts_with(p))
+            {
                 return reject("injected_rejection");
             }
             let metadata = serde_json::to_string(&v.metadata).expect("metadata serializes");
             if metadata.len() > 10 * 1024 {
                 return reject("metadata_too_large");
             }
-            rows.push(Row { id: &v.id, doc_id, vec: serde_json::to_string(&v.values).expect("floats serialize"), metadata });
+            rows.push(Row {
+                id: &v.id,
+                doc_id,
+                vec: serde_json::to_string(&v.values).expect("floats serialize"),
+                metadata,
+            });
         }
         let stmts = json_pages(&rows, self.json_param_bytes_max)
             .into_iter()
@@ -80,28 +96,46 @@ impl<D: Database> VectorIndex for LocalIndex<D> {
         if stmts.is_empty() {
             return Ok(());
         }
-        self.db.batch(stmts).await.map(|_| ()).map_err(|e| PortError::new(FailureBucket::IndexUnavailable, e.code))
-    }
-
-    async fn delete_by_ids(&self, ids: &[String]) -> Result<(), PortError> {
-        if ids.len() > self.limits.delete_batch_max {
-            return Err(PortError::new(FailureBucket::IndexRejected, "delete_batch_too_large"));
-        }
         self.db
-            .execute(Stmt::new(sql::LOCAL_INDEX_DELETE, vec![json_array(ids).into()]))
+            .batch(stmts)
             .await
             .map(|_| ())
             .map_err(|e| PortError::new(FailureBucket::IndexUnavailable, e.code))
     }
 
-    async fn query(&self, vector: &[f32], top_k: usize, filter: &MetadataFilter) -> Result<Vec<VectorMatch>, PortError> {
+    async fn delete_by_ids(&self, ids: &[String]) -> Result<(), PortError> {
+        if ids.len() > self.limits.delete_batch_max {
+            return Err(PortError::new(
+                FailureBucket::IndexRejected,
+                "delete_batch_too_large",
+            ));
+        }
+        self.db
+            .execute(Stmt::new(
+                sql::LOCAL_INDEX_DELETE,
+                vec![json_array(ids).into()],
+            ))
+            .await
+            .map(|_| ())
+            .map_err(|e| PortError::new(FailureBucket::IndexUnavailable, e.code))
+    }
+
+    async fn query(
+        &self,
+        vector: &[f32],
+        top_k: usize,
+        filter: &MetadataFilter,
+    ) -> Result<Vec<VectorMatch>, PortError> {
         if top_k == 0 || top_k > self.limits.top_k_max {
             return Err(PortError::new(FailureBucket::IndexRejected, "top_k"));
         }
         if vector.len() != self.limits.dimensions {
             return Err(PortError::new(FailureBucket::IndexRejected, "dimensions"));
         }
-        let doc_id = filter.get("doc_id").and_then(|d| d.as_str()).map(str::to_string);
+        let doc_id = filter
+            .get("doc_id")
+            .and_then(|d| d.as_str())
+            .map(str::to_string);
         let rows: Vec<StoredRow> = self
             .db
             .query(Stmt::new(sql::LOCAL_INDEX_SCAN, vec![doc_id.into()]))
@@ -111,7 +145,10 @@ impl<D: Database> VectorIndex for LocalIndex<D> {
         for row in rows {
             let rec = row.decode()?;
             if matches(&rec.metadata, filter) {
-                scored.push(VectorMatch { score: cosine(vector, &rec.values), id: rec.id });
+                scored.push(VectorMatch {
+                    score: cosine(vector, &rec.values),
+                    id: rec.id,
+                });
             }
         }
         // Ties broken by ID, so results are deterministic.
@@ -122,11 +159,17 @@ impl<D: Database> VectorIndex for LocalIndex<D> {
 
     async fn get_by_ids(&self, ids: &[String]) -> Result<Vec<VectorRecord>, PortError> {
         if ids.len() > self.limits.get_batch_max {
-            return Err(PortError::new(FailureBucket::IndexRejected, "get_batch_too_large"));
+            return Err(PortError::new(
+                FailureBucket::IndexRejected,
+                "get_batch_too_large",
+            ));
         }
         let rows: Vec<StoredRow> = self
             .db
-            .query(Stmt::new(sql::LOCAL_INDEX_GET, vec![json_array(ids).into()]))
+            .query(Stmt::new(
+                sql::LOCAL_INDEX_GET,
+                vec![json_array(ids).into()],
+            ))
             .await
             .map_err(|e| PortError::new(FailureBucket::IndexUnavailable, e.code))?;
         rows.into_iter().map(StoredRow::decode).collect()

@@ -32,9 +32,13 @@ mod bench {
     use ingest_pipeline::core::ids::{sha256_hex, vector_id, DocId};
     use ingest_pipeline::core::local_embed;
     use ingest_pipeline::native::sim::Rng;
-    use ingest_pipeline::native::{CountingEmbedder, CountingIndex, ManualClock, MemIndex, MemQueue, SqliteDb};
+    use ingest_pipeline::native::{
+        CountingEmbedder, CountingIndex, ManualClock, MemIndex, MemQueue, SqliteDb,
+    };
     use ingest_pipeline::pipeline::{ConsumeOutcome, DocumentInput, IntakeItem, Pipeline};
-    use ingest_pipeline::ports::{MetadataFilter, PortError, VectorIndex, VectorMatch, VectorRecord};
+    use ingest_pipeline::ports::{
+        MetadataFilter, PortError, VectorIndex, VectorMatch, VectorRecord,
+    };
     use std::alloc::{GlobalAlloc, Layout, System};
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::Instant;
@@ -122,11 +126,15 @@ mod bench {
     /// A vocabulary of made-up words, so the embedder sees varied text.
     fn vocabulary(rng: &mut Rng) -> Vec<String> {
         const SYLLABLES: [&str; 24] = [
-            "ka", "lo", "mi", "ne", "ru", "ta", "so", "vi", "de", "po", "ga", "hu", "ze", "bi", "fo", "ja", "qu", "re", "sa",
-            "ti", "wo", "xe", "ya", "nu",
+            "ka", "lo", "mi", "ne", "ru", "ta", "so", "vi", "de", "po", "ga", "hu", "ze", "bi",
+            "fo", "ja", "qu", "re", "sa", "ti", "wo", "xe", "ya", "nu",
         ];
         (0..3000)
-            .map(|_| (0..2 + rng.below(3)).map(|_| SYLLABLES[rng.below(24) as usize]).collect::<String>())
+            .map(|_| {
+                (0..2 + rng.below(3))
+                    .map(|_| SYLLABLES[rng.below(24) as usize])
+                    .collect::<String>()
+            })
             .collect()
     }
 
@@ -160,7 +168,9 @@ mod bench {
     fn document(seed: u64, n: usize, paragraph_chars: usize) -> Vec<String> {
         let mut rng = Rng::new(seed);
         let vocab = vocabulary(&mut rng);
-        (0..n).map(|_| paragraph(&mut rng, &vocab, paragraph_chars)).collect()
+        (0..n)
+            .map(|_| paragraph(&mut rng, &vocab, paragraph_chars))
+            .collect()
     }
 
     /// The benchmark's configuration: the defaults (384 dimensions, 100
@@ -168,18 +178,25 @@ mod bench {
     /// with 500-character chunks so that 20,000 chunks (≈ 9 MB) fit under
     /// the default 10 MB `DOCUMENT_BYTES_MAX`.
     fn bench_config() -> Config {
-        let cfg = Config { chunk_size_max_chars: 500, chunk_overlap_chars: 50, ..Config::default() };
+        let cfg = Config {
+            chunk_size_max_chars: 500,
+            chunk_overlap_chars: 50,
+            ..Config::default()
+        };
         cfg.validate().expect("bench configuration is valid");
         cfg
     }
 
     /// Paragraph length: with the ≤ 50 characters of overlap and the blank
-/// line, a paragraph fits one 500-character chunk, so `n` paragraphs make
-/// `n` chunks.
-const PARAGRAPH_CHARS: usize = 440;
+    /// line, a paragraph fits one 500-character chunk, so `n` paragraphs make
+    /// `n` chunks.
+    const PARAGRAPH_CHARS: usize = 440;
 
     fn chunk_cfg(cfg: &Config) -> ChunkConfig {
-        ChunkConfig { size_max_chars: cfg.chunk_size_max_chars, overlap_chars: cfg.chunk_overlap_chars }
+        ChunkConfig {
+            size_max_chars: cfg.chunk_size_max_chars,
+            overlap_chars: cfg.chunk_overlap_chars,
+        }
     }
 
     // ---------------------------------------------------------------- 1. core throughput
@@ -200,7 +217,11 @@ const PARAGRAPH_CHARS: usize = 440;
             n = chunk_text(&text, ContentType::Plain, chunk_cfg(&cfg)).len();
         }
         let chunk_s = t.elapsed().as_secs_f64() / reps as f64;
-        println!("| chunk | {mb:.1} MB → {n} chunks | {:.1} ms | {:.0} MB/s |", chunk_s * 1e3, mb / chunk_s);
+        println!(
+            "| chunk | {mb:.1} MB → {n} chunks | {:.1} ms | {:.0} MB/s |",
+            chunk_s * 1e3,
+            mb / chunk_s
+        );
 
         let t = Instant::now();
         let mut sink = 0usize;
@@ -293,7 +314,12 @@ const PARAGRAPH_CHARS: usize = 440;
 
         /// Every call that is a subrequest on the platform.
         fn subrequests(&self) -> u64 {
-            self.d1_calls + self.embed_calls + self.upsert_calls + self.delete_calls + self.get_calls + self.queue_sends
+            self.d1_calls
+                + self.embed_calls
+                + self.upsert_calls
+                + self.delete_calls
+                + self.get_calls
+                + self.queue_sends
         }
     }
 
@@ -316,8 +342,23 @@ const PARAGRAPH_CHARS: usize = 440;
             }
         }
 
-        fn p(&self) -> Pipeline<&SqliteDb, &CountingIndex<MemIndex>, &CountingEmbedder<LocalEmbedder>, &MemQueue, &ManualClock> {
-            Pipeline::new(self.cfg.clone(), &self.db, &self.index, &self.embedder, &self.queue, &self.clock)
+        fn p(
+            &self,
+        ) -> Pipeline<
+            &SqliteDb,
+            &CountingIndex<MemIndex>,
+            &CountingEmbedder<LocalEmbedder>,
+            &MemQueue,
+            &ManualClock,
+        > {
+            Pipeline::new(
+                self.cfg.clone(),
+                &self.db,
+                &self.index,
+                &self.embedder,
+                &self.queue,
+                &self.clock,
+            )
         }
 
         fn counts(&self) -> Counts {
@@ -363,7 +404,13 @@ const PARAGRAPH_CHARS: usize = 440;
                         self.clock.advance_ms(i64::from(delay_seconds) * 1000);
                         self.queue.sent.borrow_mut().push_back(m);
                     } else {
-                        assert_eq!(outcome, ConsumeOutcome::Ack { reason: "committed" }, "unexpected outcome");
+                        assert_eq!(
+                            outcome,
+                            ConsumeOutcome::Ack {
+                                reason: "committed"
+                            },
+                            "unexpected outcome"
+                        );
                     }
                 }
             }
@@ -402,10 +449,18 @@ const PARAGRAPH_CHARS: usize = 440;
         let t = Instant::now();
         let deliveries = w.deliver_all();
         let consume_ms = t.elapsed().as_secs_f64() * 1e3;
-        let rss_peak_kib = if rss_reset { proc_status_kib("VmHWM:") } else { None };
+        let rss_peak_kib = if rss_reset {
+            proc_status_kib("VmHWM:")
+        } else {
+            None
+        };
         let c2 = w.counts();
         let chunks = w.live_chunks();
-        assert_eq!(w.index.inner.vectors.borrow().len(), chunks, "the index holds the live vectors");
+        assert_eq!(
+            w.index.inner.vectors.borrow().len(),
+            chunks,
+            "the index holds the live vectors"
+        );
         Ingest {
             chunks,
             bytes,
@@ -427,14 +482,21 @@ const PARAGRAPH_CHARS: usize = 440;
 
     impl VectorIndex for DiscardIndex {
         async fn upsert(&self, vectors: &[VectorRecord]) -> Result<(), PortError> {
-            assert!(vectors.len() <= 1000 && vectors.iter().all(|v| v.values.len() == self.dimensions));
+            assert!(
+                vectors.len() <= 1000 && vectors.iter().all(|v| v.values.len() == self.dimensions)
+            );
             Ok(())
         }
         async fn delete_by_ids(&self, ids: &[String]) -> Result<(), PortError> {
             assert!(ids.len() <= 100);
             Ok(())
         }
-        async fn query(&self, _: &[f32], _: usize, _: &MetadataFilter) -> Result<Vec<VectorMatch>, PortError> {
+        async fn query(
+            &self,
+            _: &[f32],
+            _: usize,
+            _: &MetadataFilter,
+        ) -> Result<Vec<VectorMatch>, PortError> {
             Ok(Vec::new())
         }
         async fn get_by_ids(&self, _: &[String]) -> Result<Vec<VectorRecord>, PortError> {
@@ -450,8 +512,13 @@ const PARAGRAPH_CHARS: usize = 440;
     fn consumer_heap_peak(target_chunks: usize) -> usize {
         let cfg = bench_config();
         let db = SqliteDb::ledger();
-        let index = DiscardIndex { dimensions: cfg.embedding_dimensions };
-        let embedder = LocalEmbedder { dimensions: cfg.embedding_dimensions, batch_size_max: cfg.embed_batch_size };
+        let index = DiscardIndex {
+            dimensions: cfg.embedding_dimensions,
+        };
+        let embedder = LocalEmbedder {
+            dimensions: cfg.embedding_dimensions,
+            batch_size_max: cfg.embed_batch_size,
+        };
         let queue = MemQueue::default();
         let clock = ManualClock::new(1_700_000_000_000);
         let p = Pipeline::new(cfg, &db, &index, &embedder, &queue, &clock);
@@ -466,7 +533,12 @@ const PARAGRAPH_CHARS: usize = 440;
         let messages = queue.take_all();
         let before = reset_heap_peak();
         for m in &messages {
-            assert_eq!(block_on(p.consume(m)), ConsumeOutcome::Ack { reason: "committed" });
+            assert_eq!(
+                block_on(p.consume(m)),
+                ConsumeOutcome::Ack {
+                    reason: "committed"
+                }
+            );
         }
         heap_peak() - before
     }
@@ -515,7 +587,10 @@ const PARAGRAPH_CHARS: usize = 440;
                 "| {} | {:.2} MB | {} | {:.1} MiB |",
                 r.chunks,
                 r.bytes as f64 / 1e6,
-                r.rss_peak_kib.map_or("n/a".to_string(), |k| format!("{:.1} MiB", k as f64 / 1024.0)),
+                r.rss_peak_kib.map_or("n/a".to_string(), |k| format!(
+                    "{:.1} MiB",
+                    k as f64 / 1024.0
+                )),
                 mib(r.consumer_heap_peak)
             );
         }
@@ -551,7 +626,10 @@ const PARAGRAPH_CHARS: usize = 440;
     }
 
     fn chunk_texts(text: &str, cfg: &Config) -> Vec<String> {
-        chunk_text(text, ContentType::Plain, chunk_cfg(cfg)).into_iter().map(|c| c.text.to_string()).collect()
+        chunk_text(text, ContentType::Plain, chunk_cfg(cfg))
+            .into_iter()
+            .map(|c| c.text.to_string())
+            .collect()
     }
 
     fn reingest(target_chunks: usize) -> Reingest {
@@ -562,16 +640,28 @@ const PARAGRAPH_CHARS: usize = 440;
         paragraphs[k] = document(99, 1, PARAGRAPH_CHARS).remove(0);
         let v2 = paragraphs.join("\n\n");
         let old: std::collections::BTreeSet<String> = chunk_texts(&v1, &cfg).into_iter().collect();
-        let changed = chunk_texts(&v2, &cfg).iter().filter(|t| !old.contains(*t)).count();
+        let changed = chunk_texts(&v2, &cfg)
+            .iter()
+            .filter(|t| !old.contains(*t))
+            .count();
 
         let (first, second, chunks) = two_versions(World::new(cfg.clone()), &v1, &v2, cfg.clone());
         // The same chunks under a configuration that differs (499-character
         // chunks cut these documents identically): nothing is reusable, so
         // every chunk is embedded, as before embedding reuse existed.
-        let other = Config { chunk_size_max_chars: cfg.chunk_size_max_chars - 1, ..cfg.clone() };
+        let other = Config {
+            chunk_size_max_chars: cfg.chunk_size_max_chars - 1,
+            ..cfg.clone()
+        };
         let without_reuse = (chunk_texts(&v2, &other) == chunk_texts(&v2, &cfg))
             .then(|| two_versions(World::new(cfg.clone()), &v1, &v2, other).1);
-        Reingest { chunks, changed, first, second, without_reuse }
+        Reingest {
+            chunks,
+            changed,
+            first,
+            second,
+            without_reuse,
+        }
     }
 
     fn reuse_table(runs: &[Reingest]) {
@@ -580,7 +670,10 @@ const PARAGRAPH_CHARS: usize = 440;
         println!("| chunks | version | chunks changed | texts embedded | embed calls | vectors fetched (get calls) | vectors written (upsert calls) | old vectors deleted (delete calls) | D1 calls | subrequests | consume time |");
         println!("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
         for r in runs {
-            let mut rows = vec![("v1 (new document)", r.chunks, &r.first), ("v2, with reuse", r.changed, &r.second)];
+            let mut rows = vec![
+                ("v1 (new document)", r.chunks, &r.first),
+                ("v2, with reuse", r.changed, &r.second),
+            ];
             if let Some(c) = &r.without_reuse {
                 rows.push(("v2, without reuse †", r.changed, c));
             }
@@ -608,10 +701,24 @@ const PARAGRAPH_CHARS: usize = 440;
 
     pub fn main() {
         let sizes: Vec<usize> = match std::env::var("BENCH_SIZES") {
-            Ok(s) => s.split(',').map(|x| x.trim().parse().expect("BENCH_SIZES: comma-separated numbers")).collect(),
+            Ok(s) => s
+                .split(',')
+                .map(|x| {
+                    x.trim()
+                        .parse()
+                        .expect("BENCH_SIZES: comma-separated numbers")
+                })
+                .collect(),
             Err(_) => vec![10, 100, 1_000, 10_000, 20_000],
         };
-        println!("ingest-pipeline bench (native, profile `{}`)\n", if cfg!(debug_assertions) { "debug" } else { "optimized" });
+        println!(
+            "ingest-pipeline bench (native, profile `{}`)\n",
+            if cfg!(debug_assertions) {
+                "debug"
+            } else {
+                "optimized"
+            }
+        );
         let cfg = bench_config();
         println!(
             "config: CHUNK_SIZE_MAX_CHARS={} CHUNK_OVERLAP_CHARS={} EMBEDDING_DIMENSIONS={} EMBED_BATCH_SIZE={} UPSERT_BATCH_SIZE={} DELETE_BATCH_SIZE={} D1_JSON_PARAM_BYTES_MAX={} D1_TEXT_PART_BYTES_MAX={}\n",

@@ -60,7 +60,11 @@ pub fn chunk_text<'a>(text: &'a str, kind: ContentType, cfg: ChunkConfig) -> Vec
     let mut start = skip_whitespace(text, 0);
     while start < len {
         let hard_end = advance_chars(text, start, cfg.size_max_chars);
-        let (end, at_heading) = if hard_end == len { (len, false) } else { best_break(text, start, hard_end, kind, cfg) };
+        let (end, at_heading) = if hard_end == len {
+            (len, false)
+        } else {
+            best_break(text, start, hard_end, kind, cfg)
+        };
         debug_assert!(end > start && end <= hard_end);
         push_trimmed(text, start, end, &mut chunks);
         if end >= len {
@@ -69,7 +73,10 @@ pub fn chunk_text<'a>(text: &'a str, kind: ContentType, cfg: ChunkConfig) -> Vec
         // A heading starts a section: the next chunk starts with it, no overlap.
         let overlap = if at_heading { 0 } else { cfg.overlap_chars };
         let mut next = retreat_chars(text, end, overlap);
-        if let Some((i, c)) = text[next..end].char_indices().find(|(_, c)| c.is_whitespace()) {
+        if let Some((i, c)) = text[next..end]
+            .char_indices()
+            .find(|(_, c)| c.is_whitespace())
+        {
             next += i + c.len_utf8();
         }
         if next <= start {
@@ -87,12 +94,20 @@ fn push_trimmed<'a>(text: &'a str, start: usize, end: usize, out: &mut Vec<Chunk
     let e = s + trimmed_start.trim_end().len();
     if e > s {
         let index = u32::try_from(out.len()).expect("more than u32::MAX chunks");
-        out.push(Chunk { index, start: s, end: e, text: &text[s..e] });
+        out.push(Chunk {
+            index,
+            start: s,
+            end: e,
+            text: &text[s..e],
+        });
     }
 }
 
 fn skip_whitespace(text: &str, from: usize) -> usize {
-    match text[from..].char_indices().find(|(_, c)| !c.is_whitespace()) {
+    match text[from..]
+        .char_indices()
+        .find(|(_, c)| !c.is_whitespace())
+    {
         Some((i, _)) => from + i,
         None => text.len(),
     }
@@ -120,10 +135,17 @@ fn retreat_chars(text: &str, to: usize, n: usize) -> usize {
 /// The end of a chunk that starts at `start` and may not pass `hard_end`:
 /// the strongest boundary in the second half of the window, and whether it
 /// is a Markdown heading.
-fn best_break(text: &str, start: usize, hard_end: usize, kind: ContentType, cfg: ChunkConfig) -> (usize, bool) {
+fn best_break(
+    text: &str,
+    start: usize,
+    hard_end: usize,
+    kind: ContentType,
+    cfg: ChunkConfig,
+) -> (usize, bool) {
     let floor = advance_chars(text, start, cfg.size_max_chars / 2);
     let window = &text[floor..hard_end];
-    let after = |found: Option<usize>, skip: usize| found.map(|i| floor + i + skip).filter(|&p| p > start);
+    let after =
+        |found: Option<usize>, skip: usize| found.map(|i| floor + i + skip).filter(|&p| p > start);
 
     if kind == ContentType::Markdown {
         // A heading starts a new chunk: break just after the newline.
@@ -139,7 +161,13 @@ fn best_break(text: &str, start: usize, hard_end: usize, kind: ContentType, cfg:
     }
     let sentence = window
         .char_indices()
-        .zip(window.chars().skip(1).map(Some).chain(std::iter::once(None)))
+        .zip(
+            window
+                .chars()
+                .skip(1)
+                .map(Some)
+                .chain(std::iter::once(None)),
+        )
         .filter(|((_, c), next)| match c {
             '.' | '!' | '?' => next.is_some_and(char::is_whitespace),
             '。' | '！' | '？' => true,
@@ -150,7 +178,14 @@ fn best_break(text: &str, start: usize, hard_end: usize, kind: ContentType, cfg:
     if let Some(p) = after(sentence, 0) {
         return (p, false);
     }
-    if let Some(p) = after(window.char_indices().filter(|(_, c)| c.is_whitespace()).map(|(i, _)| i).last(), 1) {
+    if let Some(p) = after(
+        window
+            .char_indices()
+            .filter(|(_, c)| c.is_whitespace())
+            .map(|(i, _)| i)
+            .last(),
+        1,
+    ) {
         return (p, false);
     }
     (hard_end, false)
@@ -160,7 +195,10 @@ fn best_break(text: &str, start: usize, hard_end: usize, kind: ContentType, cfg:
 mod tests {
     use super::*;
 
-    const CFG: ChunkConfig = ChunkConfig { size_max_chars: 100, overlap_chars: 20 };
+    const CFG: ChunkConfig = ChunkConfig {
+        size_max_chars: 100,
+        overlap_chars: 20,
+    };
 
     /// Checks the properties every chunking must have and returns the chunks.
     fn check<'a>(text: &'a str, kind: ContentType, cfg: ChunkConfig) -> Vec<Chunk<'a>> {
@@ -170,7 +208,10 @@ mod tests {
         for (i, c) in chunks.iter().enumerate() {
             assert_eq!(c.index as usize, i);
             assert_eq!(c.text, &text[c.start..c.end]);
-            assert!(c.text.chars().count() <= cfg.size_max_chars, "chunk {i} too long");
+            assert!(
+                c.text.chars().count() <= cfg.size_max_chars,
+                "chunk {i} too long"
+            );
             assert!(!c.text.trim().is_empty());
             if i > 0 {
                 assert!(c.start > chunks[i - 1].start, "no progress at {i}");
@@ -178,7 +219,10 @@ mod tests {
             covered[c.start..c.end].iter_mut().for_each(|b| *b = true);
         }
         for (i, ch) in text.char_indices() {
-            assert!(ch.is_whitespace() || covered[i], "byte {i} ({ch:?}) is in no chunk");
+            assert!(
+                ch.is_whitespace() || covered[i],
+                "byte {i} ({ch:?}) is in no chunk"
+            );
         }
         chunks
     }
@@ -212,7 +256,11 @@ mod tests {
 
     #[test]
     fn markdown_headings_start_chunks() {
-        let text = format!("# Title\n{}\n# Next\n{}", "a b c ".repeat(10), "d e f ".repeat(10));
+        let text = format!(
+            "# Title\n{}\n# Next\n{}",
+            "a b c ".repeat(10),
+            "d e f ".repeat(10)
+        );
         let c = check(&text, ContentType::Markdown, CFG);
         assert!(c.iter().any(|c| c.text.starts_with("# Next")), "{c:?}");
     }
@@ -222,19 +270,49 @@ mod tests {
         check(&"語".repeat(1000), ContentType::Plain, CFG);
         check(&"é🙂".repeat(333), ContentType::Markdown, CFG);
         check(&"x".repeat(10_001), ContentType::Plain, CFG);
-        check("日本語の文です。次の文です。".repeat(40).as_str(), ContentType::Plain, CFG);
-        check(&"ab\u{301} ".repeat(300), ContentType::Plain, ChunkConfig { size_max_chars: 16, overlap_chars: 8 });
+        check(
+            "日本語の文です。次の文です。".repeat(40).as_str(),
+            ContentType::Plain,
+            CFG,
+        );
+        check(
+            &"ab\u{301} ".repeat(300),
+            ContentType::Plain,
+            ChunkConfig {
+                size_max_chars: 16,
+                overlap_chars: 8,
+            },
+        );
     }
 
     #[test]
     fn consecutive_chunks_overlap() {
-        let text = (0..200).map(|i| format!("w{i}")).collect::<Vec<_>>().join(" ");
+        let text = (0..200)
+            .map(|i| format!("w{i}"))
+            .collect::<Vec<_>>()
+            .join(" ");
         let c = check(&text, ContentType::Plain, CFG);
         for w in c.windows(2) {
-            assert!(w[1].start < w[0].end, "no overlap between {:?} and {:?}", w[0].text, w[1].text);
-            assert!(w[1].text.starts_with('w'), "overlap starts mid-word: {:?}", w[1].text);
+            assert!(
+                w[1].start < w[0].end,
+                "no overlap between {:?} and {:?}",
+                w[0].text,
+                w[1].text
+            );
+            assert!(
+                w[1].text.starts_with('w'),
+                "overlap starts mid-word: {:?}",
+                w[1].text
+            );
         }
-        let none = check(&text, ContentType::Plain, ChunkConfig { size_max_chars: 100, overlap_chars: 0 });
+        let none = check(
+            &text,
+            ContentType::Plain,
+            ChunkConfig {
+                size_max_chars: 100,
+                overlap_chars: 0,
+            },
+        );
         for w in none.windows(2) {
             assert!(w[1].start >= w[0].end);
         }
@@ -243,7 +321,9 @@ mod tests {
     #[test]
     fn pseudo_random_texts_keep_the_properties() {
         // A small deterministic generator: no dependency, no wall clock.
-        let alphabet = ["a", "bb", " ", "\n", "\n\n", ". ", "語", "🙂", "#", "\t", "。"];
+        let alphabet = [
+            "a", "bb", " ", "\n", "\n\n", ". ", "語", "🙂", "#", "\t", "。",
+        ];
         let mut state = 0x9e37_79b9_7f4a_7c15u64;
         for round in 0..300 {
             let mut s = String::new();
@@ -254,7 +334,10 @@ mod tests {
                 s.push_str(alphabet[(state % alphabet.len() as u64) as usize]);
             }
             let size = 16 + (round % 50);
-            let cfg = ChunkConfig { size_max_chars: size, overlap_chars: (round % 3) * size / 4 };
+            let cfg = ChunkConfig {
+                size_max_chars: size,
+                overlap_chars: (round % 3) * size / 4,
+            };
             check(&s, ContentType::Markdown, cfg);
             check(&s, ContentType::Plain, cfg);
         }

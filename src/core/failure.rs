@@ -105,7 +105,9 @@ pub struct RetryPolicy {
 /// What to do after a failed attempt.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RetryDecision {
-    RetryAfter { delay_seconds: u32 },
+    RetryAfter {
+        delay_seconds: u32,
+    },
     /// Permanent failure: the job ends `failed`.
     Fail,
     /// Transient, but the attempts are used up: the job ends `dead`.
@@ -121,14 +123,17 @@ impl RetryPolicy {
         if attempt >= self.attempts_max {
             return RetryDecision::GiveUp;
         }
-        RetryDecision::RetryAfter { delay_seconds: self.delay_seconds(job_id, attempt) }
+        RetryDecision::RetryAfter {
+            delay_seconds: self.delay_seconds(job_id, attempt),
+        }
     }
 
     /// "Equal jitter": half of the capped exponential delay, plus a jitter in
     /// [0, half] derived from (job id, attempt), so runs replay exactly.
     pub fn delay_seconds(&self, job_id: &str, attempt: u32) -> u32 {
         let exp = 1u64 << attempt.saturating_sub(1).min(30);
-        let capped = (u64::from(self.base_delay_seconds) * exp).min(u64::from(self.max_delay_seconds));
+        let capped =
+            (u64::from(self.base_delay_seconds) * exp).min(u64::from(self.max_delay_seconds));
         let half = capped / 2;
         let seed = crate::core::ids::sha256_hex(format!("{job_id}:{attempt}").as_bytes());
         let jitter = u64::from_str_radix(&seed[..8], 16).expect("hex") % (half + 1);
@@ -140,7 +145,11 @@ impl RetryPolicy {
 mod tests {
     use super::*;
 
-    const P: RetryPolicy = RetryPolicy { attempts_max: 5, base_delay_seconds: 4, max_delay_seconds: 60 };
+    const P: RetryPolicy = RetryPolicy {
+        attempts_max: 5,
+        base_delay_seconds: 4,
+        max_delay_seconds: 60,
+    };
 
     #[test]
     fn buckets_round_trip_and_are_classified() {
@@ -156,18 +165,41 @@ mod tests {
     #[test]
     fn backoff_grows_is_capped_and_replays() {
         let d: Vec<u32> = (1..=8).map(|a| P.delay_seconds("job", a)).collect();
-        assert_eq!(d, (1..=8).map(|a| P.delay_seconds("job", a)).collect::<Vec<_>>());
+        assert_eq!(
+            d,
+            (1..=8)
+                .map(|a| P.delay_seconds("job", a))
+                .collect::<Vec<_>>()
+        );
         for (a, x) in d.iter().enumerate() {
             let capped = (4u32 << a).min(60);
-            assert!(*x >= capped / 2 && *x <= capped, "attempt {}: {x} not in [{}, {capped}]", a + 1, capped / 2);
+            assert!(
+                *x >= capped / 2 && *x <= capped,
+                "attempt {}: {x} not in [{}, {capped}]",
+                a + 1,
+                capped / 2
+            );
         }
-        assert_ne!(P.delay_seconds("job-a", 3), P.delay_seconds("job-b", 3), "jitter should depend on the job");
+        assert_ne!(
+            P.delay_seconds("job-a", 3),
+            P.delay_seconds("job-b", 3),
+            "jitter should depend on the job"
+        );
     }
 
     #[test]
     fn decisions() {
-        assert_eq!(P.decide(FailureBucket::InputInvalid, "j", 1), RetryDecision::Fail);
-        assert!(matches!(P.decide(FailureBucket::DbBusy, "j", 1), RetryDecision::RetryAfter { .. }));
-        assert_eq!(P.decide(FailureBucket::DbBusy, "j", 5), RetryDecision::GiveUp);
+        assert_eq!(
+            P.decide(FailureBucket::InputInvalid, "j", 1),
+            RetryDecision::Fail
+        );
+        assert!(matches!(
+            P.decide(FailureBucket::DbBusy, "j", 1),
+            RetryDecision::RetryAfter { .. }
+        ));
+        assert_eq!(
+            P.decide(FailureBucket::DbBusy, "j", 5),
+            RetryDecision::GiveUp
+        );
     }
 }

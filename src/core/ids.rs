@@ -69,7 +69,10 @@ pub fn vector_id(doc_id: &DocId, version: u32, chunk_index: u32) -> String {
 /// so re-running intake of the same version yields the same job row.
 pub fn job_id(doc_id: &DocId, version: u32, kind: &str, generation: u32) -> String {
     const NAMESPACE: uuid::Uuid = uuid::Uuid::from_u128(0x6c1f_3b0e_8a52_4f7d_9e0b_51c4_2d6a_7e19);
-    let name = format!("{}\u{0}{version}\u{0}{kind}\u{0}{generation}", doc_id.as_str());
+    let name = format!(
+        "{}\u{0}{version}\u{0}{kind}\u{0}{generation}",
+        doc_id.as_str()
+    );
     uuid::Uuid::new_v5(&NAMESPACE, name.as_bytes()).to_string()
 }
 

@@ -21,13 +21,19 @@ pub fn embed(text: &str, dims: usize) -> Vec<f32> {
         let sign = if h >> 63 == 0 { 1.0 } else { -1.0 };
         v[slot] += sign * weight;
     };
-    for word in text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {
+    for word in text
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+    {
         let word = word.to_lowercase();
         let mut feature = Vec::with_capacity(word.len() + 2);
         feature.extend_from_slice(b"w:");
         feature.extend_from_slice(word.as_bytes());
         add(&feature, WORD_WEIGHT);
-        let chars: Vec<char> = std::iter::once('^').chain(word.chars()).chain(std::iter::once('$')).collect();
+        let chars: Vec<char> = std::iter::once('^')
+            .chain(word.chars())
+            .chain(std::iter::once('$'))
+            .collect();
         for tri in chars.windows(3) {
             let s: String = tri.iter().collect();
             add(s.as_bytes(), TRIGRAM_WEIGHT);

@@ -5,8 +5,8 @@
 
 use crate::core::failure::FailureBucket;
 use crate::ports::{
-    rows_from_json, Clock, Database, JobMessage, JobQueue, MetadataFilter, PortError, SqlValue, Stmt, VectorIndex,
-    VectorMatch, VectorRecord,
+    rows_from_json, Clock, Database, JobMessage, JobQueue, MetadataFilter, PortError, SqlValue,
+    Stmt, VectorIndex, VectorMatch, VectorRecord,
 };
 use rusqlite::types::{Value as SqliteValue, ValueRef};
 use serde::de::DeserializeOwned;
@@ -16,15 +16,33 @@ use std::collections::{BTreeMap, VecDeque};
 /// The ledger's migrations, in order, as `wrangler d1 migrations` applies them.
 /// `tests/sql.rs` checks this list against the `migrations/` folder.
 pub const LEDGER_MIGRATIONS: &[(&str, &str)] = &[
-    ("0001_init.sql", include_str!("../../migrations/0001_init.sql")),
-    ("0002_index_config.sql", include_str!("../../migrations/0002_index_config.sql")),
-    ("0003_dead_letters_and_repair.sql", include_str!("../../migrations/0003_dead_letters_and_repair.sql")),
-    ("0004_repair_cursor.sql", include_str!("../../migrations/0004_repair_cursor.sql")),
+    (
+        "0001_init.sql",
+        include_str!("../../migrations/0001_init.sql"),
+    ),
+    (
+        "0002_index_config.sql",
+        include_str!("../../migrations/0002_index_config.sql"),
+    ),
+    (
+        "0003_dead_letters_and_repair.sql",
+        include_str!("../../migrations/0003_dead_letters_and_repair.sql"),
+    ),
+    (
+        "0004_repair_cursor.sql",
+        include_str!("../../migrations/0004_repair_cursor.sql"),
+    ),
+    (
+        "0005_invocation_budget.sql",
+        include_str!("../../migrations/0005_invocation_budget.sql"),
+    ),
 ];
 
 /// The local index's migrations (`migrations-local-index/`).
-pub const LOCAL_INDEX_MIGRATIONS: &[(&str, &str)] =
-    &[("0001_local_index.sql", include_str!("../../migrations-local-index/0001_local_index.sql"))];
+pub const LOCAL_INDEX_MIGRATIONS: &[(&str, &str)] = &[(
+    "0001_local_index.sql",
+    include_str!("../../migrations-local-index/0001_local_index.sql"),
+)];
 
 /// A [`Database`] on SQLite, with D1's semantics: foreign keys on, `batch`
 /// atomic, statements counted (to measure and bound D1 usage).
@@ -42,7 +60,9 @@ pub struct SqliteDb {
 
 fn map_err(e: &rusqlite::Error) -> PortError {
     match e.sqlite_error_code() {
-        Some(rusqlite::ErrorCode::ConstraintViolation) => PortError::new(FailureBucket::DbRejected, "db_constraint"),
+        Some(rusqlite::ErrorCode::ConstraintViolation) => {
+            PortError::new(FailureBucket::DbRejected, "db_constraint")
+        }
         Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => {
             PortError::new(FailureBucket::DbBusy, "db_busy")
         }
@@ -54,7 +74,10 @@ fn to_sqlite(v: &SqlValue) -> SqliteValue {
     match v {
         SqlValue::Null => SqliteValue::Null,
         SqlValue::Int(i) => {
-            assert!(i.unsigned_abs() <= 1 << 53, "integer beyond D1's exact range");
+            assert!(
+                i.unsigned_abs() <= 1 << 53,
+                "integer beyond D1's exact range"
+            );
             SqliteValue::Integer(*i)
         }
         SqlValue::Real(f) => SqliteValue::Real(*f),
@@ -66,7 +89,8 @@ impl SqliteDb {
     /// A fresh in-memory database with `migrations` applied.
     pub fn open(migrations: &[(&str, &str)]) -> SqliteDb {
         let conn = rusqlite::Connection::open_in_memory().expect("sqlite opens");
-        conn.execute_batch("PRAGMA foreign_keys = ON;").expect("pragma");
+        conn.execute_batch("PRAGMA foreign_keys = ON;")
+            .expect("pragma");
         conn.set_prepared_statement_cache_capacity(128);
         for (_, sql) in migrations {
             conn.execute_batch(sql).expect("migration applies");
@@ -88,9 +112,16 @@ impl SqliteDb {
         SqliteDb::open(LOCAL_INDEX_MIGRATIONS)
     }
 
-    fn run_query(conn: &rusqlite::Connection, stmt: &Stmt) -> Result<Vec<serde_json::Value>, rusqlite::Error> {
+    fn run_query(
+        conn: &rusqlite::Connection,
+        stmt: &Stmt,
+    ) -> Result<Vec<serde_json::Value>, rusqlite::Error> {
         let mut prepared = conn.prepare_cached(stmt.sql)?;
-        let names: Vec<String> = prepared.column_names().into_iter().map(String::from).collect();
+        let names: Vec<String> = prepared
+            .column_names()
+            .into_iter()
+            .map(String::from)
+            .collect();
         let params: Vec<SqliteValue> = stmt.params.iter().map(to_sqlite).collect();
         let mut rows = prepared.query(rusqlite::params_from_iter(params))?;
         let mut out = Vec::new();
@@ -101,7 +132,9 @@ impl SqliteDb {
                     ValueRef::Null => serde_json::Value::Null,
                     ValueRef::Integer(n) => serde_json::Value::from(n),
                     ValueRef::Real(f) => serde_json::Value::from(f),
-                    ValueRef::Text(t) => serde_json::Value::String(String::from_utf8_lossy(t).into_owned()),
+                    ValueRef::Text(t) => {
+                        serde_json::Value::String(String::from_utf8_lossy(t).into_owned())
+                    }
                     ValueRef::Blob(_) => panic!("the ledger stores no BLOBs"),
                 };
                 obj.insert(name.clone(), v);
@@ -113,7 +146,9 @@ impl SqliteDb {
 
     fn run_execute(conn: &rusqlite::Connection, stmt: &Stmt) -> Result<u64, rusqlite::Error> {
         let params: Vec<SqliteValue> = stmt.params.iter().map(to_sqlite).collect();
-        Ok(conn.prepare_cached(stmt.sql)?.execute(rusqlite::params_from_iter(params))? as u64)
+        Ok(conn
+            .prepare_cached(stmt.sql)?
+            .execute(rusqlite::params_from_iter(params))? as u64)
     }
 
     /// Every row of every table, in a canonical order, as text: two ledgers
@@ -131,7 +166,14 @@ impl SqliteDb {
         tables.sort();
         let mut out = String::new();
         for t in tables {
-            let rows = Self::run_query(&conn, &Stmt::new(Box::leak(format!("SELECT * FROM \"{t}\"").into_boxed_str()), vec![])).unwrap();
+            let rows = Self::run_query(
+                &conn,
+                &Stmt::new(
+                    Box::leak(format!("SELECT * FROM \"{t}\"").into_boxed_str()),
+                    vec![],
+                ),
+            )
+            .unwrap();
             let mut lines: Vec<String> = rows
                 .into_iter()
                 .map(|mut r| {
@@ -165,7 +207,8 @@ impl SqliteDb {
     /// Counts a call, records its SQL, and applies an injected failure.
     fn enter(&self, stmts: &[&Stmt]) -> Result<(), PortError> {
         self.calls.set(self.calls.get() + 1);
-        self.statements.set(self.statements.get() + stmts.len() as u64);
+        self.statements
+            .set(self.statements.get() + stmts.len() as u64);
         let mut executed = self.executed.borrow_mut();
         for s in stmts {
             executed.insert(s.sql);
@@ -277,9 +320,15 @@ impl VectorIndex for MemIndex {
         self.upsert_calls.set(self.upsert_calls.get() + 1);
         self.upsert_faults.take()?;
         if vectors.len() > self.upsert_batch_max {
-            return Err(PortError::new(FailureBucket::IndexRejected, "upsert_batch_too_large"));
+            return Err(PortError::new(
+                FailureBucket::IndexRejected,
+                "upsert_batch_too_large",
+            ));
         }
-        if vectors.iter().any(|v| v.id.len() > 64 || v.values.len() != self.dimensions) {
+        if vectors
+            .iter()
+            .any(|v| v.id.len() > 64 || v.values.len() != self.dimensions)
+        {
             return Err(PortError::new(FailureBucket::IndexRejected, "vector_shape"));
         }
         let mut map = self.vectors.borrow_mut();
@@ -294,7 +343,10 @@ impl VectorIndex for MemIndex {
         self.delete_calls.set(self.delete_calls.get() + 1);
         self.delete_faults.take()?;
         if ids.len() > self.delete_batch_max {
-            return Err(PortError::new(FailureBucket::IndexRejected, "delete_batch_too_large"));
+            return Err(PortError::new(
+                FailureBucket::IndexRejected,
+                "delete_batch_too_large",
+            ));
         }
         let mut map = self.vectors.borrow_mut();
         for id in ids {
@@ -304,12 +356,20 @@ impl VectorIndex for MemIndex {
         Ok(())
     }
 
-    async fn query(&self, vector: &[f32], top_k: usize, filter: &MetadataFilter) -> Result<Vec<VectorMatch>, PortError> {
+    async fn query(
+        &self,
+        vector: &[f32],
+        top_k: usize,
+        filter: &MetadataFilter,
+    ) -> Result<Vec<VectorMatch>, PortError> {
         let map = self.vectors.borrow();
         let mut out: Vec<VectorMatch> = map
             .values()
             .filter(|v| filter.iter().all(|(k, x)| v.metadata.get(k) == Some(x)))
-            .map(|v| VectorMatch { id: v.id.clone(), score: crate::core::local_embed::cosine(vector, &v.values) })
+            .map(|v| VectorMatch {
+                id: v.id.clone(),
+                score: crate::core::local_embed::cosine(vector, &v.values),
+            })
             .collect();
         out.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.id.cmp(&b.id)));
         out.truncate(top_k);
@@ -341,7 +401,10 @@ impl JobQueue for MemQueue {
         self.send_calls.set(self.send_calls.get() + 1);
         self.faults.take()?;
         if messages.len() > 100 {
-            return Err(PortError::new(FailureBucket::QueueUnavailable, "send_batch_too_large"));
+            return Err(PortError::new(
+                FailureBucket::QueueUnavailable,
+                "send_batch_too_large",
+            ));
         }
         self.sent.borrow_mut().extend(messages.iter().cloned());
         Ok(())
@@ -382,7 +445,11 @@ pub struct CountingEmbedder<E> {
 
 impl<E> CountingEmbedder<E> {
     pub fn new(inner: E) -> CountingEmbedder<E> {
-        CountingEmbedder { inner, calls: Cell::new(0), texts: Cell::new(0) }
+        CountingEmbedder {
+            inner,
+            calls: Cell::new(0),
+            texts: Cell::new(0),
+        }
     }
 }
 
@@ -425,15 +492,22 @@ impl<V> CountingIndex<V> {
 impl<V: VectorIndex> VectorIndex for CountingIndex<V> {
     async fn upsert(&self, vectors: &[VectorRecord]) -> Result<(), PortError> {
         self.upsert_calls.set(self.upsert_calls.get() + 1);
-        self.vectors_written.set(self.vectors_written.get() + vectors.len() as u64);
+        self.vectors_written
+            .set(self.vectors_written.get() + vectors.len() as u64);
         self.inner.upsert(vectors).await
     }
     async fn delete_by_ids(&self, ids: &[String]) -> Result<(), PortError> {
         self.delete_calls.set(self.delete_calls.get() + 1);
-        self.ids_deleted.set(self.ids_deleted.get() + ids.len() as u64);
+        self.ids_deleted
+            .set(self.ids_deleted.get() + ids.len() as u64);
         self.inner.delete_by_ids(ids).await
     }
-    async fn query(&self, vector: &[f32], top_k: usize, filter: &MetadataFilter) -> Result<Vec<VectorMatch>, PortError> {
+    async fn query(
+        &self,
+        vector: &[f32],
+        top_k: usize,
+        filter: &MetadataFilter,
+    ) -> Result<Vec<VectorMatch>, PortError> {
         self.query_calls.set(self.query_calls.get() + 1);
         self.inner.query(vector, top_k, filter).await
     }

@@ -24,7 +24,8 @@ use crate::core::ids::DocId;
 use crate::pipeline::bugs::Bugs;
 use crate::pipeline::{ConsumeOutcome, DocumentInput, IntakeItem, Pipeline, SearchRequest};
 use crate::ports::{
-    Database, Embedder, JobMessage, JobQueue, MetadataFilter, PortError, Stmt, VectorIndex, VectorMatch, VectorRecord,
+    Database, Embedder, JobMessage, JobQueue, MetadataFilter, PortError, Stmt, VectorIndex,
+    VectorMatch, VectorRecord,
 };
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
@@ -70,7 +71,11 @@ pub enum FaultKind {
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 3] = [FaultKind::FailBefore, FaultKind::FailAfter, FaultKind::CrashAfter];
+    pub const ALL: [FaultKind; 3] = [
+        FaultKind::FailBefore,
+        FaultKind::FailAfter,
+        FaultKind::CrashAfter,
+    ];
     pub fn name(self) -> &'static str {
         match self {
             FaultKind::FailBefore => "fail_before",
@@ -102,9 +107,14 @@ pub enum CallKind {
 pub enum FaultPlan {
     None,
     /// Fault exactly the `at`-th port call (0-based, in call order).
-    At { at: u64, kind: FaultKind },
+    At {
+        at: u64,
+        kind: FaultKind,
+    },
     /// Fault each call with this probability, in per mille.
-    Random { per_mille: u64 },
+    Random {
+        per_mille: u64,
+    },
 }
 
 /// Shared state of one simulated run: the schedule, the faults, the trace.
@@ -160,19 +170,30 @@ impl Sched {
             }
         };
         if self.verbose.get() {
-            self.trace.borrow_mut().push(format!("call {n} {kind:?} task {}", self.current_task.get()));
+            self.trace.borrow_mut().push(format!(
+                "call {n} {kind:?} task {}",
+                self.current_task.get()
+            ));
         }
         if let Some(f) = fault {
             self.injected.borrow_mut().insert((kind, f));
             self.faults_injected.set(self.faults_injected.get() + 1);
-            self.trace.borrow_mut().push(format!("call {n} {kind:?} task {} -> {}", self.current_task.get(), f.name()));
+            self.trace.borrow_mut().push(format!(
+                "call {n} {kind:?} task {} -> {}",
+                self.current_task.get(),
+                f.name()
+            ));
         }
         fault
     }
 
     /// Wraps one port call: a yield point (so another task may run), then
     /// the fault decision around the effect.
-    async fn call<T>(&self, kind: CallKind, effect: impl Future<Output = Result<T, PortError>>) -> Result<T, PortError> {
+    async fn call<T>(
+        &self,
+        kind: CallKind,
+        effect: impl Future<Output = Result<T, PortError>>,
+    ) -> Result<T, PortError> {
         YieldOnce(false).await;
         let fault = self.decide(kind);
         let injected = PortError::new(transient_bucket(kind), "injected");
@@ -201,9 +222,10 @@ impl Sched {
 fn transient_bucket(kind: CallKind) -> FailureBucket {
     match kind {
         CallKind::DbQuery | CallKind::DbExecute | CallKind::DbBatch => FailureBucket::DbBusy,
-        CallKind::IndexUpsert | CallKind::IndexDelete | CallKind::IndexQuery | CallKind::IndexGet => {
-            FailureBucket::IndexUnavailable
-        }
+        CallKind::IndexUpsert
+        | CallKind::IndexDelete
+        | CallKind::IndexQuery
+        | CallKind::IndexGet => FailureBucket::IndexUnavailable,
         CallKind::Embed => FailureBucket::EmbedUnavailable,
         CallKind::QueueSend | CallKind::Ack => FailureBucket::QueueUnavailable,
     }
@@ -235,8 +257,16 @@ impl SimDb<'_> {
     fn note(&self, stmts: &[&Stmt]) {
         if self.1.verbose.get() {
             for s in stmts {
-                let head: String = s.sql.split_whitespace().take(6).collect::<Vec<_>>().join(" ");
-                self.1.trace.borrow_mut().push(format!("   sql {head} {:?}", s.params.iter().take(3).collect::<Vec<_>>()));
+                let head: String = s
+                    .sql
+                    .split_whitespace()
+                    .take(6)
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                self.1.trace.borrow_mut().push(format!(
+                    "   sql {head} {:?}",
+                    s.params.iter().take(3).collect::<Vec<_>>()
+                ));
             }
         }
     }
@@ -260,21 +290,37 @@ impl Database for SimDb<'_> {
 impl VectorIndex for SimIndex<'_> {
     async fn upsert(&self, vectors: &[VectorRecord]) -> Result<(), PortError> {
         if self.1.verbose.get() {
-            self.1.trace.borrow_mut().push(format!("   upsert {:?}", vectors.iter().map(|v| v.id.as_str()).collect::<Vec<_>>()));
+            self.1.trace.borrow_mut().push(format!(
+                "   upsert {:?}",
+                vectors.iter().map(|v| v.id.as_str()).collect::<Vec<_>>()
+            ));
         }
-        self.1.call(CallKind::IndexUpsert, self.0.upsert(vectors)).await
+        self.1
+            .call(CallKind::IndexUpsert, self.0.upsert(vectors))
+            .await
     }
     async fn delete_by_ids(&self, ids: &[String]) -> Result<(), PortError> {
         if self.1.verbose.get() {
             self.1.trace.borrow_mut().push(format!("   delete {ids:?}"));
         }
-        self.1.call(CallKind::IndexDelete, self.0.delete_by_ids(ids)).await
+        self.1
+            .call(CallKind::IndexDelete, self.0.delete_by_ids(ids))
+            .await
     }
-    async fn query(&self, vector: &[f32], top_k: usize, filter: &MetadataFilter) -> Result<Vec<VectorMatch>, PortError> {
-        self.1.call(CallKind::IndexQuery, self.0.query(vector, top_k, filter)).await
+    async fn query(
+        &self,
+        vector: &[f32],
+        top_k: usize,
+        filter: &MetadataFilter,
+    ) -> Result<Vec<VectorMatch>, PortError> {
+        self.1
+            .call(CallKind::IndexQuery, self.0.query(vector, top_k, filter))
+            .await
     }
     async fn get_by_ids(&self, ids: &[String]) -> Result<Vec<VectorRecord>, PortError> {
-        self.1.call(CallKind::IndexGet, self.0.get_by_ids(ids)).await
+        self.1
+            .call(CallKind::IndexGet, self.0.get_by_ids(ids))
+            .await
     }
 }
 
@@ -286,7 +332,7 @@ impl Embedder for SimEmbedder<'_> {
 
 impl JobQueue for SimQueue<'_> {
     async fn send_batch(&self, messages: &[JobMessage]) -> Result<(), PortError> {
-        let now = self.1.0.get();
+        let now = self.1 .0.get();
         self.2
             .call(CallKind::QueueSend, async {
                 for m in messages {
@@ -311,7 +357,13 @@ impl Broker {
         self.pending.borrow_mut().push((available_at, m));
     }
     fn available(&self, now: i64) -> Vec<usize> {
-        self.pending.borrow().iter().enumerate().filter(|(_, (t, _))| *t <= now).map(|(i, _)| i).collect()
+        self.pending
+            .borrow()
+            .iter()
+            .enumerate()
+            .filter(|(_, (t, _))| *t <= now)
+            .map(|(i, _)| i)
+            .collect()
     }
     fn earliest(&self) -> Option<i64> {
         self.pending.borrow().iter().map(|(t, _)| *t).min()
@@ -383,8 +435,31 @@ pub fn sim_config() -> Config {
     }
 }
 
-type Direct<'a> = Pipeline<&'a SqliteDb, &'a MemIndex, &'a LocalEmbedder, &'a NoQueue, &'a ManualClock>;
-type Simulated<'a> = Pipeline<SimDb<'a>, SimIndex<'a>, SimEmbedder<'a>, SimQueue<'a>, &'a ManualClock>;
+/// The simulation's configurations: the default consumer budget (a sim
+/// version fits one invocation) and the smallest one (most versions span
+/// several invocations: checkpoints and continuation messages).
+pub fn sim_configs() -> [Config; 2] {
+    let tight = Config {
+        consume_subrequests_max: crate::pipeline::CONSUME_SUBREQUESTS_MIN,
+        ..sim_config()
+    };
+    [sim_config(), tight]
+}
+
+/// The configuration a random seed runs under: both, alternately.
+pub fn sim_config_for_seed(seed: u64) -> Config {
+    let [roomy, tight] = sim_configs();
+    if seed % 2 == 0 {
+        roomy
+    } else {
+        tight
+    }
+}
+
+type Direct<'a> =
+    Pipeline<&'a SqliteDb, &'a MemIndex, &'a LocalEmbedder, &'a NoQueue, &'a ManualClock>;
+type Simulated<'a> =
+    Pipeline<SimDb<'a>, SimIndex<'a>, SimEmbedder<'a>, SimQueue<'a>, &'a ManualClock>;
 
 /// A queue for fault-free reads (search, views) that never sends.
 pub struct NoQueue;
@@ -410,7 +485,10 @@ impl World {
         World {
             db: SqliteDb::ledger(),
             index: MemIndex::new(cfg.embedding_dimensions),
-            embedder: LocalEmbedder { dimensions: cfg.embedding_dimensions, batch_size_max: cfg.embed_batch_size },
+            embedder: LocalEmbedder {
+                dimensions: cfg.embedding_dimensions,
+                batch_size_max: cfg.embed_batch_size,
+            },
             broker: Broker::default(),
             clock: ManualClock::new(T0),
             cfg,
@@ -432,7 +510,14 @@ impl World {
     }
 
     fn direct(&self) -> Direct<'_> {
-        let mut p = Pipeline::new(self.cfg.clone(), &self.db, &self.index, &self.embedder, &NoQueue, &self.clock);
+        let mut p = Pipeline::new(
+            self.cfg.clone(),
+            &self.db,
+            &self.index,
+            &self.embedder,
+            &NoQueue,
+            &self.clock,
+        );
         p.bugs = self.bugs;
         p
     }
@@ -446,14 +531,20 @@ impl World {
     }
 
     fn known_vector_ids(&self) -> BTreeSet<String> {
-        let rows: Vec<IdRow> =
-            self.db.inspect("SELECT vector_id FROM chunks UNION SELECT vector_id FROM cleanup_intents", vec![]);
+        let rows: Vec<IdRow> = self.db.inspect(
+            "SELECT vector_id FROM chunks UNION SELECT vector_id FROM cleanup_intents",
+            vec![],
+        );
         rows.into_iter().map(|r| r.vector_id).collect()
     }
 
     fn live_versions(&self) -> BTreeMap<String, Option<u32>> {
-        let rows: Vec<LiveRow> = self.db.inspect("SELECT doc_id, live_version FROM documents", vec![]);
-        rows.into_iter().map(|r| (r.doc_id, r.live_version)).collect()
+        let rows: Vec<LiveRow> = self
+            .db
+            .inspect("SELECT doc_id, live_version FROM documents", vec![]);
+        rows.into_iter()
+            .map(|r| (r.doc_id, r.live_version))
+            .collect()
     }
 
     /// The state that must not depend on faults or timing: document and
@@ -492,7 +583,10 @@ impl World {
             "SELECT count(*) AS n FROM jobs WHERE state IN ('queued', 'running', 'up_for_retry')",
             vec![],
         )[0]
-        .n + self.db.inspect::<N>("SELECT count(*) AS n FROM cleanup_intents", vec![])[0].n
+        .n + self
+            .db
+            .inspect::<N>("SELECT count(*) AS n FROM cleanup_intents", vec![])[0]
+            .n
     }
 }
 
@@ -517,15 +611,25 @@ impl Monitor {
         queries.sort();
         queries.dedup();
         queries.truncate(2);
-        Monitor { max_live: RefCell::new(BTreeMap::new()), queries }
+        Monitor {
+            max_live: RefCell::new(BTreeMap::new()),
+            queries,
+        }
     }
 
     /// I1–I4, checked after every step.
     fn check_step(&self, w: &World) -> Result<(), Violation> {
         let index: BTreeSet<String> = w.index.ids().into_iter().collect();
         // I1: every chunk of a live version has its vector in the index.
-        if let Some(missing) = w.live_vector_ids().into_iter().find(|id| !index.contains(id)) {
-            return Err(Violation { invariant: "I1", detail: format!("live chunk {missing} has no vector") });
+        if let Some(missing) = w
+            .live_vector_ids()
+            .into_iter()
+            .find(|id| !index.contains(id))
+        {
+            return Err(Violation {
+                invariant: "I1",
+                detail: format!("live chunk {missing} has no vector"),
+            });
         }
         // I2: live_version never decreases (so a tombstone stays until newer).
         for (doc, live) in w.live_versions() {
@@ -533,10 +637,16 @@ impl Monitor {
             let prev = max.get(&doc).copied();
             match (prev, live) {
                 (Some(p), None) => {
-                    return Err(Violation { invariant: "I2", detail: format!("{doc}: live {p} -> none") });
+                    return Err(Violation {
+                        invariant: "I2",
+                        detail: format!("{doc}: live {p} -> none"),
+                    });
                 }
                 (Some(p), Some(l)) if l < p => {
-                    return Err(Violation { invariant: "I2", detail: format!("{doc}: live {p} -> {l}") });
+                    return Err(Violation {
+                        invariant: "I2",
+                        detail: format!("{doc}: live {p} -> {l}"),
+                    });
                 }
                 (_, Some(l)) => {
                     max.insert(doc, l);
@@ -547,20 +657,35 @@ impl Monitor {
         // I3: every vector in the index is known to D1.
         let known = w.known_vector_ids();
         if let Some(orphan) = index.iter().find(|id| !known.contains(*id)) {
-            return Err(Violation { invariant: "I3", detail: format!("vector {orphan} unknown to D1") });
+            return Err(Violation {
+                invariant: "I3",
+                detail: format!("vector {orphan} unknown to D1"),
+            });
         }
         // I4: search serves only chunks D1 holds as live.
         let live = w.live_versions();
         let p = w.direct();
         for q in &self.queries {
-            let req = SearchRequest { query: q.clone(), top_k: 10, doc_id: None, metadata: Default::default() };
-            let hits = futures::executor::block_on(p.search(&req))
-                .map_err(|e| Violation { invariant: "I4", detail: format!("search failed: {e}") })?;
+            let req = SearchRequest {
+                query: q.clone(),
+                top_k: 10,
+                doc_id: None,
+                metadata: Default::default(),
+            };
+            let hits = futures::executor::block_on(p.search(&req)).map_err(|e| Violation {
+                invariant: "I4",
+                detail: format!("search failed: {e}"),
+            })?;
             for h in hits {
                 if live.get(&h.doc_id).copied().flatten() != Some(h.version) {
                     return Err(Violation {
                         invariant: "I4",
-                        detail: format!("served {}@{} while live is {:?}", h.doc_id, h.version, live.get(&h.doc_id)),
+                        detail: format!(
+                            "served {}@{} while live is {:?}",
+                            h.doc_id,
+                            h.version,
+                            live.get(&h.doc_id)
+                        ),
                     });
                 }
             }
@@ -593,7 +718,12 @@ struct Task<'a> {
 }
 
 fn noop_waker() -> Waker {
-    const VTABLE: RawWakerVTable = RawWakerVTable::new(|_| RawWaker::new(std::ptr::null(), &VTABLE), |_| {}, |_| {}, |_| {});
+    const VTABLE: RawWakerVTable = RawWakerVTable::new(
+        |_| RawWaker::new(std::ptr::null(), &VTABLE),
+        |_| {},
+        |_| {},
+        |_| {},
+    );
     // SAFETY: every function of the vtable ignores its data pointer.
     unsafe { Waker::from_raw(RawWaker::new(std::ptr::null(), &VTABLE)) }
 }
@@ -626,7 +756,13 @@ const STEPS_MAX: u64 = 20_000;
 
 /// Runs `script` under `sched` and checks every invariant. On a violation,
 /// returns it with the trace tail.
-pub fn run(script: &Script, cfg: &Config, bugs: Bugs, sched: &Sched, mode: Mode) -> Result<RunReport, Violation> {
+pub fn run(
+    script: &Script,
+    cfg: &Config,
+    bugs: Bugs,
+    sched: &Sched,
+    mode: Mode,
+) -> Result<RunReport, Violation> {
     let w = World::new(cfg.clone(), bugs);
     let monitor = Monitor::new(script);
     let mut report = RunReport::default();
@@ -635,7 +771,11 @@ pub fn run(script: &Script, cfg: &Config, bugs: Bugs, sched: &Sched, mode: Mode)
     let finished_clients = Rc::new(Cell::new(0usize));
     // Deliveries in flight, and whether each client is waiting (Op::Settle).
     let in_flight = Rc::new(Cell::new(0usize));
-    let waiting: Vec<Rc<Cell<bool>>> = script.docs.iter().map(|_| Rc::new(Cell::new(false))).collect();
+    let waiting: Vec<Rc<Cell<bool>>> = script
+        .docs
+        .iter()
+        .map(|_| Rc::new(Cell::new(false)))
+        .collect();
 
     // Clients: one task per document, operations in order, each retried
     // until it is accepted (as an HTTP client would on a 5xx).
@@ -667,7 +807,10 @@ pub fn run(script: &Script, cfg: &Config, bugs: Bugs, sched: &Sched, mode: Mode)
                     Op::Delete => IntakeItem::Delete(doc.clone()),
                 };
                 for attempt in 0.. {
-                    assert!(attempt < 1000, "a client could never get its write accepted");
+                    assert!(
+                        attempt < 1000,
+                        "a client could never get its write accepted"
+                    );
                     if p.intake(std::slice::from_ref(&item)).await.is_ok() {
                         break;
                     }
@@ -677,19 +820,29 @@ pub fn run(script: &Script, cfg: &Config, bugs: Bugs, sched: &Sched, mode: Mode)
             TaskEnd::Done
         });
         sched.clients.borrow_mut().insert(next_id);
-        tasks.push(Task { id: next_id, fut, started_ms: T0, message: None, is_cron: false, is_client: true, client: Some(k) });
+        tasks.push(Task {
+            id: next_id,
+            fut,
+            started_ms: T0,
+            message: None,
+            is_cron: false,
+            is_client: true,
+            client: Some(k),
+        });
         next_id += 1;
     }
     let clients = script.docs.len();
     let waker = noop_waker();
     let mut cx = Context::from_waker(&waker);
 
-
     // ---- main phase: faults on
     loop {
         report.steps += 1;
         if report.steps > STEPS_MAX {
-            return Err(Violation { invariant: "I7", detail: "the main phase did not finish".into() });
+            return Err(Violation {
+                invariant: "I7",
+                detail: "the main phase did not finish".into(),
+            });
         }
         let now = w.clock.0.get();
         let all_clients_done = finished_clients.get() == clients;
@@ -780,7 +933,15 @@ pub fn run(script: &Script, cfg: &Config, bugs: Bugs, sched: &Sched, mode: Mode)
                     TaskEnd::Delivered(msg, o)
                 });
                 in_flight.set(in_flight.get() + 1);
-                tasks.push(Task { id: next_id, fut, started_ms: now, message: Some(m), is_cron: false, is_client: false, client: None });
+                tasks.push(Task {
+                    id: next_id,
+                    fut,
+                    started_ms: now,
+                    message: Some(m),
+                    is_cron: false,
+                    is_client: false,
+                    client: None,
+                });
                 next_id += 1;
             }
             Step::Cron => {
@@ -789,15 +950,24 @@ pub fn run(script: &Script, cfg: &Config, bugs: Bugs, sched: &Sched, mode: Mode)
                     p.repair().await;
                     TaskEnd::Done
                 });
-                tasks.push(Task { id: next_id, fut, started_ms: now, message: None, is_cron: true, is_client: false, client: None });
+                tasks.push(Task {
+                    id: next_id,
+                    fut,
+                    started_ms: now,
+                    message: None,
+                    is_cron: true,
+                    is_client: false,
+                    client: None,
+                });
                 next_id += 1;
             }
             Step::Advance(ms) => {
                 w.clock.advance_ms(ms);
                 // The platform kills an invocation past its wall-clock limit.
                 let now = w.clock.0.get();
-                let (dead, alive): (Vec<Task<'_>>, Vec<Task<'_>>) =
-                    tasks.drain(..).partition(|t| !t.is_client && now - t.started_ms > INVOCATION_WALL_MS);
+                let (dead, alive): (Vec<Task<'_>>, Vec<Task<'_>>) = tasks
+                    .drain(..)
+                    .partition(|t| !t.is_client && now - t.started_ms > INVOCATION_WALL_MS);
                 tasks = alive;
                 for t in dead {
                     report.crashes += 1;
@@ -846,7 +1016,13 @@ pub fn run(script: &Script, cfg: &Config, bugs: Bugs, sched: &Sched, mode: Mode)
         while let Some(at) = w.broker.earliest() {
             deliveries += 1;
             if deliveries > 10_000 {
-                return Err(with_trace(Violation { invariant: "I7", detail: "messages never stop".into() }, sched));
+                return Err(with_trace(
+                    Violation {
+                        invariant: "I7",
+                        detail: "messages never stop".into(),
+                    },
+                    sched,
+                ));
             }
             if at > w.clock.0.get() {
                 w.clock.0.set(at);
@@ -856,7 +1032,9 @@ pub fn run(script: &Script, cfg: &Config, bugs: Bugs, sched: &Sched, mode: Mode)
             let p = w.simulated(sched);
             let id = next_id;
             next_id += 1;
-            match drive(sched, id, p.consume(&m), &mut |_| monitor.check_step(&w)).map_err(|v| with_trace(v, sched))? {
+            match drive(sched, id, p.consume(&m), &mut |_| monitor.check_step(&w))
+                .map_err(|v| with_trace(v, sched))?
+            {
                 Some(outcome) => settle(&w, sched, m, outcome),
                 None => {
                     report.crashes += 1;
@@ -869,18 +1047,24 @@ pub fn run(script: &Script, cfg: &Config, bugs: Bugs, sched: &Sched, mode: Mode)
             return Err(with_trace(
                 Violation {
                     invariant: "I7",
-                    detail: format!("not quiescent after {QUIESCENCE_TICKS_MAX} cron ticks ({} open)", w.unfinished_jobs()),
+                    detail: format!(
+                        "not quiescent after {QUIESCENCE_TICKS_MAX} cron ticks ({} open)",
+                        w.unfinished_jobs()
+                    ),
                 },
                 sched,
             ));
         }
         // Let every lease and stall deadline pass, then one cron run; the
         // system is quiescent when a cron run finds nothing to do.
-        w.clock.advance_ms(i64::from(cfg.job_lease_seconds.max(cfg.job_stall_seconds)) * 1000 + 1);
+        w.clock
+            .advance_ms(i64::from(cfg.job_lease_seconds.max(cfg.job_stall_seconds)) * 1000 + 1);
         let id = next_id;
         next_id += 1;
-        let did = drive(sched, id, w.simulated(sched).repair(), &mut |_| monitor.check_step(&w))
-            .map_err(|v| with_trace(v, sched))?;
+        let did = drive(sched, id, w.simulated(sched).repair(), &mut |_| {
+            monitor.check_step(&w)
+        })
+        .map_err(|v| with_trace(v, sched))?;
         monitor.check_step(&w).map_err(|v| with_trace(v, sched))?;
         // A cron run that died did something unknown: run another.
         if did.is_some_and(|r| !r.did_work()) && w.broker.is_empty() && w.unfinished_jobs() == 0 {
@@ -895,14 +1079,26 @@ pub fn run(script: &Script, cfg: &Config, bugs: Bugs, sched: &Sched, mode: Mode)
     if index != live {
         let orphans: Vec<_> = index.difference(&live).take(3).collect();
         let holes: Vec<_> = live.difference(&index).take(3).collect();
-        return Err(with_trace(Violation { invariant: "I5", detail: format!("orphans {orphans:?}, holes {holes:?}") }, sched));
+        return Err(with_trace(
+            Violation {
+                invariant: "I5",
+                detail: format!("orphans {orphans:?}, holes {holes:?}"),
+            },
+            sched,
+        ));
     }
     // I6: D1 equals the fault-free run of the same inputs.
     let reference = reference_dump(script, cfg, bugs);
     let dump = w.canonical_dump();
     if dump != reference {
         let diff = first_difference(&reference, &dump);
-        return Err(with_trace(Violation { invariant: "I6", detail: diff }, sched));
+        return Err(with_trace(
+            Violation {
+                invariant: "I6",
+                detail: diff,
+            },
+            sched,
+        ));
     }
     report.calls = sched.calls.get();
     report.faults = sched.faults_injected.get();
@@ -947,7 +1143,9 @@ fn settle(w: &World, sched: &Sched, m: JobMessage, outcome: ConsumeOutcome) {
                 w.broker.push(m, now + CRASH_REDELIVERY_MS);
             }
         }
-        ConsumeOutcome::Retry { delay_seconds } => w.broker.push(m, now + i64::from(delay_seconds) * 1000),
+        ConsumeOutcome::Retry { delay_seconds } => {
+            w.broker.push(m, now + i64::from(delay_seconds) * 1000)
+        }
     }
 }
 
@@ -961,7 +1159,14 @@ fn kill(w: &World, sched: &Sched, t: Task<'_>) {
 
 fn with_trace(mut v: Violation, sched: &Sched) -> Violation {
     let trace = sched.trace.borrow();
-    let tail: Vec<&String> = trace.iter().rev().take(12).collect::<Vec<_>>().into_iter().rev().collect();
+    let tail: Vec<&String> = trace
+        .iter()
+        .rev()
+        .take(12)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
     v.detail = format!("{}\n  trace tail: {tail:?}", v.detail);
     v
 }
@@ -972,7 +1177,11 @@ fn first_difference(a: &str, b: &str) -> String {
             return format!("line {i}: expected {x} got {y}");
         }
     }
-    format!("dumps differ in length: {} vs {} lines", a.lines().count(), b.lines().count())
+    format!(
+        "dumps differ in length: {} vs {} lines",
+        a.lines().count(),
+        b.lines().count()
+    )
 }
 
 /// The canonical dump of a fault-free, sequential run of the same script.
@@ -1019,7 +1228,8 @@ pub fn reference_dump(script: &Script, cfg: &Config, bugs: Bugs) -> String {
     }
     for _ in 0..=QUIESCENCE_TICKS_MAX {
         deliver_all();
-        w.clock.advance_ms(i64::from(cfg.job_lease_seconds.max(cfg.job_stall_seconds)) * 1000 + 1);
+        w.clock
+            .advance_ms(i64::from(cfg.job_lease_seconds.max(cfg.job_stall_seconds)) * 1000 + 1);
         if !futures::executor::block_on(p.repair()).did_work() && w.broker.is_empty() {
             break;
         }
@@ -1031,8 +1241,10 @@ pub fn reference_dump(script: &Script, cfg: &Config, bugs: Bugs) -> String {
 
 // ------------------------------------------------------------------ scripts
 
-const WORDS: [&str; 12] =
-    ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo", "lima"];
+const WORDS: [&str; 12] = [
+    "alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet",
+    "kilo", "lima",
+];
 
 /// A text of a few sentences, from a word pool, long enough for several chunks.
 fn text(rng: &mut Rng) -> String {
@@ -1075,7 +1287,9 @@ pub fn random_script(seed: u64) -> Script {
 
 /// The three flows the exhaustive enumeration covers.
 pub fn flow(name: &str) -> Script {
-    let v1 = "alpha bravo charlie delta. echo foxtrot golf hotel. india juliet kilo lima alpha bravo".to_string();
+    let v1 =
+        "alpha bravo charlie delta. echo foxtrot golf hotel. india juliet kilo lima alpha bravo"
+            .to_string();
     let v2 = "kilo lima hotel. golf india. charlie echo delta".to_string();
     let ops = match name {
         "single" => vec![Op::Put(v1)],
@@ -1084,7 +1298,9 @@ pub fn flow(name: &str) -> Script {
         "overtake" => vec![Op::Put(v1), Op::Put(v2)],
         other => panic!("unknown flow {other}"),
     };
-    Script { docs: vec![("doc".into(), ops)] }
+    Script {
+        docs: vec![("doc".into(), ops)],
+    }
 }
 
 /// `single`: one version; `update`: v1 indexed, then v2 replaces it;
@@ -1092,7 +1308,12 @@ pub fn flow(name: &str) -> Script {
 pub const FLOWS: [&str; 4] = ["single", "update", "delete", "overtake"];
 
 /// Runs a flow sequentially (the exhaustive enumeration's schedule).
-pub fn run_flow(name: &str, cfg: &Config, bugs: Bugs, sched: &Sched) -> Result<RunReport, Violation> {
+pub fn run_flow(
+    name: &str,
+    cfg: &Config,
+    bugs: Bugs,
+    sched: &Sched,
+) -> Result<RunReport, Violation> {
     run(&flow(name), cfg, bugs, sched, Mode::Sequential)
 }
 

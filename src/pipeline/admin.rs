@@ -11,7 +11,9 @@
 
 use super::{log_event, Pipeline, RepairReport};
 use crate::core::ids::{job_id, sha256_hex, DocId};
-use crate::ports::{Clock, Database, Embedder, JobMessage, JobQueue, PortError, SqlValue, Stmt, VectorIndex};
+use crate::ports::{
+    Clock, Database, Embedder, JobMessage, JobQueue, PortError, SqlValue, Stmt, VectorIndex,
+};
 use crate::store::{json_array, sql};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -128,14 +130,20 @@ fn opt_int(v: Option<i64>) -> SqlValue {
 
 impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D, V, E, Q, C> {
     /// Stores the report of one scheduled run.
-    pub async fn record_repair_run(&self, started_at: i64, report: &RepairReport) -> Result<(), PortError> {
+    pub async fn record_repair_run(
+        &self,
+        started_at: i64,
+        report: &RepairReport,
+    ) -> Result<(), PortError> {
         let budget_hit = report.budget_hit;
         let stmt = Stmt::new(
             sql::REPAIR_RUN_INSERT,
             vec![
                 SqlValue::Int(started_at),
                 SqlValue::Int(self.clock.now_ms()),
-                serde_json::to_string(report).expect("report serializes").into(),
+                serde_json::to_string(report)
+                    .expect("report serializes")
+                    .into(),
                 SqlValue::Int(i64::from(budget_hit)),
             ],
         );
@@ -143,8 +151,14 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
     }
 
     pub async fn repair_runs(&self, limit: usize) -> Result<Vec<Value>, PortError> {
-        let rows: Vec<RepairRunRow> =
-            self.store.db.query(Stmt::new(sql::REPAIR_RUNS_LIST, vec![SqlValue::Int(limit as i64)])).await?;
+        let rows: Vec<RepairRunRow> = self
+            .store
+            .db
+            .query(Stmt::new(
+                sql::REPAIR_RUNS_LIST,
+                vec![SqlValue::Int(limit as i64)],
+            ))
+            .await?;
         Ok(rows
             .into_iter()
             .map(|r| {
@@ -156,7 +170,11 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
     }
 
     /// Archives a dead-lettered message with a snapshot of its job. Idempotent.
-    pub async fn archive_dead_letter(&self, message_id: &str, msg: &JobMessage) -> Result<(), PortError> {
+    pub async fn archive_dead_letter(
+        &self,
+        message_id: &str,
+        msg: &JobMessage,
+    ) -> Result<(), PortError> {
         let params = vec![
             msg.job_id.as_str().into(),
             message_id.into(),
@@ -164,16 +182,28 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             msg.version.into(),
             SqlValue::Int(self.clock.now_ms()),
         ];
-        self.store.db.execute(Stmt::new(sql::DEAD_LETTER_ARCHIVE, params)).await?;
-        log_event("dead_letter_archived", json!({ "job_id": msg.job_id, "message_id": message_id }));
+        self.store
+            .db
+            .execute(Stmt::new(sql::DEAD_LETTER_ARCHIVE, params))
+            .await?;
+        log_event(
+            "dead_letter_archived",
+            json!({ "job_id": msg.job_id, "message_id": message_id }),
+        );
         Ok(())
     }
 
     pub async fn dead_letter_summary(&self) -> Result<Vec<Value>, PortError> {
-        self.store.db.query(Stmt::new(sql::DEAD_LETTERS_SUMMARY, vec![])).await
+        self.store
+            .db
+            .query(Stmt::new(sql::DEAD_LETTERS_SUMMARY, vec![]))
+            .await
     }
 
-    pub async fn dead_letters(&self, f: &LetterFilter) -> Result<(Vec<Value>, Option<String>), PortError> {
+    pub async fn dead_letters(
+        &self,
+        f: &LetterFilter,
+    ) -> Result<(Vec<Value>, Option<String>), PortError> {
         let params = vec![
             opt_text(&f.bucket),
             opt_text(&f.doc_id),
@@ -182,9 +212,14 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             opt_text(&f.cursor),
             SqlValue::Int(f.limit as i64),
         ];
-        let rows: Vec<Value> = self.store.db.query(Stmt::new(sql::DEAD_LETTERS_PAGE, params)).await?;
+        let rows: Vec<Value> = self
+            .store
+            .db
+            .query(Stmt::new(sql::DEAD_LETTERS_PAGE, params))
+            .await?;
         let next = if rows.len() == f.limit {
-            rows.last().map(|r| format!("{}|{}", r["last_seen"], r["job_id"].as_str().unwrap_or("")))
+            rows.last()
+                .map(|r| format!("{}|{}", r["last_seen"], r["job_id"].as_str().unwrap_or("")))
         } else {
             None
         };
@@ -201,7 +236,11 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             opt_text(&doc_ids),
             SqlValue::Int(REDRIVE_LETTERS_MAX as i64),
         ];
-        let rows: Vec<Candidate> = self.store.db.query(Stmt::new(sql::REDRIVE_CANDIDATES, params)).await?;
+        let rows: Vec<Candidate> = self
+            .store
+            .db
+            .query(Stmt::new(sql::REDRIVE_CANDIDATES, params))
+            .await?;
         let matched = rows.len();
         let mut eligible = Vec::new();
         let mut skipped = Vec::new();
@@ -232,13 +271,28 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         let mut documents: Vec<String> = eligible.iter().map(|e| e.doc_id.clone()).collect();
         documents.sort();
         documents.dedup();
-        let canaries = eligible.iter().take(req.canary_size).map(|e| e.job_id.clone()).collect();
-        Ok(Plan { plan_id: sha256_hex(fingerprint.as_bytes())[..32].to_string(), matched, eligible, skipped, documents, canaries })
+        let canaries = eligible
+            .iter()
+            .take(req.canary_size)
+            .map(|e| e.job_id.clone())
+            .collect();
+        Ok(Plan {
+            plan_id: sha256_hex(fingerprint.as_bytes())[..32].to_string(),
+            matched,
+            eligible,
+            skipped,
+            documents,
+            canaries,
+        })
     }
 
     /// Executes a plan: records the redrive and its items, sends the
     /// canaries. `Ok(None)` if the plan changed since the preflight.
-    pub async fn redrive_execute(&self, req: &RedriveRequest, plan_id: &str) -> Result<Option<Value>, PortError> {
+    pub async fn redrive_execute(
+        &self,
+        req: &RedriveRequest,
+        plan_id: &str,
+    ) -> Result<Option<Value>, PortError> {
         let plan = self.redrive_plan(req).await?;
         if plan.plan_id != plan_id {
             return Ok(None);
@@ -255,7 +309,11 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                 job_id: &e.job_id,
                 doc_id: &e.doc_id,
                 version: e.version,
-                phase: if i < req.canary_size { "canary" } else { "batch" },
+                phase: if i < req.canary_size {
+                    "canary"
+                } else {
+                    "batch"
+                },
                 seq: i,
                 state: "pending",
             })
@@ -266,14 +324,24 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                 vec![
                     redrive_id.as_str().into(),
                     plan_id.into(),
-                    serde_json::to_string(req).expect("request serializes").into(),
+                    serde_json::to_string(req)
+                        .expect("request serializes")
+                        .into(),
                     SqlValue::Int(now),
                 ],
             ),
-            audit(&redrive_id, now, "created", json!({ "plan_id": plan_id, "eligible": plan.eligible.len(), "skipped": plan.skipped.len() })),
+            audit(
+                &redrive_id,
+                now,
+                "created",
+                json!({ "plan_id": plan_id, "eligible": plan.eligible.len(), "skipped": plan.skipped.len() }),
+            ),
         ];
         if !items.is_empty() {
-            stmts.push(Stmt::new(sql::REDRIVE_ITEMS_INSERT, vec![redrive_id.as_str().into(), json_array(&items).into()]));
+            stmts.push(Stmt::new(
+                sql::REDRIVE_ITEMS_INSERT,
+                vec![redrive_id.as_str().into(), json_array(&items).into()],
+            ));
         }
         match self.store.db.batch(stmts).await {
             Err(e) if e.code == "db_constraint" => return Ok(None),
@@ -287,11 +355,18 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
     /// stop condition, sends the next batch. Safe to call any number of
     /// times (cron and polling both call it).
     pub async fn redrive_advance(&self, redrive_id: &str) -> Result<(), PortError> {
-        let Some(r) = self.redrive_row(redrive_id).await? else { return Ok(()) };
+        let Some(r) = self.redrive_row(redrive_id).await? else {
+            return Ok(());
+        };
         if r.state != "canary" && r.state != "running" {
             return Ok(());
         }
-        let req: RedriveRequest = serde_json::from_str(&r.params).map_err(|_| PortError::new(crate::core::failure::FailureBucket::Internal, "redrive_params"))?;
+        let req: RedriveRequest = serde_json::from_str(&r.params).map_err(|_| {
+            PortError::new(
+                crate::core::failure::FailureBucket::Internal,
+                "redrive_params",
+            )
+        })?;
         let now = self.clock.now_ms();
         let mut items = self.redrive_items(redrive_id).await?;
         // Settle the items whose jobs reached a final state.
@@ -303,37 +378,74 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                 _ => None,
             };
             if let Some(s) = settled {
-                self.set_item(redrive_id, &it.letter_job_id, "sent", s, None, None).await?;
+                self.set_item(redrive_id, &it.letter_job_id, "sent", s, None, None)
+                    .await?;
                 it.state = s.to_string();
             }
         }
         let in_flight = items.iter().any(|i| i.state == "sent");
-        let (canaries, rest): (Vec<&ItemRow>, Vec<&ItemRow>) = items.iter().partition(|i| i.phase == "canary");
+        let (canaries, rest): (Vec<&ItemRow>, Vec<&ItemRow>) =
+            items.iter().partition(|i| i.phase == "canary");
         let failed_canaries = canaries.iter().filter(|i| i.state == "failed").count();
         if failed_canaries > req.max_failed_canaries {
-            return self.stop(redrive_id, now, "canary_failed", json!({ "failed_canaries": failed_canaries })).await;
+            return self
+                .stop(
+                    redrive_id,
+                    now,
+                    "canary_failed",
+                    json!({ "failed_canaries": failed_canaries }),
+                )
+                .await;
         }
         let to_send: Vec<&ItemRow> = if r.state == "canary" {
-            let pending: Vec<&ItemRow> = canaries.iter().copied().filter(|i| i.state == "pending").collect();
+            let pending: Vec<&ItemRow> = canaries
+                .iter()
+                .copied()
+                .filter(|i| i.state == "pending")
+                .collect();
             if !pending.is_empty() {
                 pending
             } else if in_flight {
                 return Ok(());
             } else {
                 self.set_state(redrive_id, "running", None, now).await?;
-                self.audit(redrive_id, now, "canaries_passed", json!({ "canaries": canaries.len() })).await?;
-                rest.iter().copied().filter(|i| i.state == "pending").take(req.batch_size).collect()
+                self.audit(
+                    redrive_id,
+                    now,
+                    "canaries_passed",
+                    json!({ "canaries": canaries.len() }),
+                )
+                .await?;
+                rest.iter()
+                    .copied()
+                    .filter(|i| i.state == "pending")
+                    .take(req.batch_size)
+                    .collect()
             }
         } else {
             if in_flight {
                 return Ok(());
             }
-            let done: Vec<&&ItemRow> = rest.iter().filter(|i| i.state == "succeeded" || i.state == "failed").collect();
+            let done: Vec<&&ItemRow> = rest
+                .iter()
+                .filter(|i| i.state == "succeeded" || i.state == "failed")
+                .collect();
             let failed = done.iter().filter(|i| i.state == "failed").count();
             if !done.is_empty() && failed as f64 / done.len() as f64 > req.max_failure_ratio {
-                return self.stop(redrive_id, now, "failure_ratio", json!({ "failed": failed, "done": done.len() })).await;
+                return self
+                    .stop(
+                        redrive_id,
+                        now,
+                        "failure_ratio",
+                        json!({ "failed": failed, "done": done.len() }),
+                    )
+                    .await;
             }
-            rest.iter().copied().filter(|i| i.state == "pending").take(req.batch_size).collect()
+            rest.iter()
+                .copied()
+                .filter(|i| i.state == "pending")
+                .take(req.batch_size)
+                .collect()
         };
         if to_send.is_empty() {
             self.set_state(redrive_id, "completed", None, now).await?;
@@ -343,29 +455,68 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         for it in to_send {
             match self.rerun_version(&it.doc_id, it.version).await? {
                 Some((new_version, new_job)) => {
-                    self.set_item(redrive_id, &it.letter_job_id, "pending", "sent", Some(&new_job), Some(new_version)).await?;
+                    self.set_item(
+                        redrive_id,
+                        &it.letter_job_id,
+                        "pending",
+                        "sent",
+                        Some(&new_job),
+                        Some(new_version),
+                    )
+                    .await?;
                     sent += 1;
                 }
-                None => self.set_item(redrive_id, &it.letter_job_id, "pending", "skipped", None, None).await?,
+                None => {
+                    self.set_item(
+                        redrive_id,
+                        &it.letter_job_id,
+                        "pending",
+                        "skipped",
+                        None,
+                        None,
+                    )
+                    .await?
+                }
             }
         }
-        self.audit(redrive_id, now, "sent", json!({ "items": sent, "phase": if r.state == "canary" { "canary" } else { "batch" } })).await
+        self.audit(
+            redrive_id,
+            now,
+            "sent",
+            json!({ "items": sent, "phase": if r.state == "canary" { "canary" } else { "batch" } }),
+        )
+        .await
     }
 
     /// Re-runs `version` of `doc_id` as a new version with the same content,
     /// if it is still the latest and not live; sends its job.
-    pub async fn rerun_version(&self, doc_id: &str, version: u32) -> Result<Option<(u32, String)>, PortError> {
+    pub async fn rerun_version(
+        &self,
+        doc_id: &str,
+        version: u32,
+    ) -> Result<Option<(u32, String)>, PortError> {
         self.rerun(doc_id, version, sql::RERUN_ADVANCE).await
     }
 
     /// Re-runs the live `version` (its vectors are missing from the index)
     /// as a new version with the same content.
-    pub async fn rerun_live_version(&self, doc_id: &str, version: u32) -> Result<Option<(u32, String)>, PortError> {
+    pub async fn rerun_live_version(
+        &self,
+        doc_id: &str,
+        version: u32,
+    ) -> Result<Option<(u32, String)>, PortError> {
         self.rerun(doc_id, version, sql::REPAIR_RERUN_ADVANCE).await
     }
 
-    async fn rerun(&self, doc_id: &str, version: u32, advance: &'static str) -> Result<Option<(u32, String)>, PortError> {
-        let Ok(doc) = DocId::parse(doc_id) else { return Ok(None) };
+    async fn rerun(
+        &self,
+        doc_id: &str,
+        version: u32,
+        advance: &'static str,
+    ) -> Result<Option<(u32, String)>, PortError> {
+        let Ok(doc) = DocId::parse(doc_id) else {
+            return Ok(None);
+        };
         let now = self.clock.now_ms();
         let new_version = version + 1;
         // The kind follows the copied version; the job id is derived like intake's.
@@ -377,7 +528,11 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                 vec![doc_id.into(), version.into()],
             ))
             .await?;
-        let kind = if kinds.first().and_then(|k| k["is_delete"].as_i64()) == Some(1) { "delete" } else { "index" };
+        let kind = if kinds.first().and_then(|k| k["is_delete"].as_i64()) == Some(1) {
+            "delete"
+        } else {
+            "index"
+        };
         let new_job = job_id(&doc, new_version, kind, 0);
         let p = || vec![doc_id.into(), version.into(), SqlValue::Int(now)];
         let mut job_params = p();
@@ -395,25 +550,31 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         if changes.first().copied().unwrap_or(0) == 0 {
             return Ok(None);
         }
-        let msg = JobMessage { job_id: new_job.clone(), doc_id: doc_id.to_string(), version: new_version };
+        let msg = JobMessage {
+            job_id: new_job.clone(),
+            doc_id: doc_id.to_string(),
+            version: new_version,
+        };
         if let Err(e) = self.queue.send_batch(&[msg]).await {
             // The job is queued in D1; cron's requeue sends it once stalled.
-            log_event("enqueue_deferred", json!({ "bucket": e.bucket.as_str(), "code": e.code, "jobs": 1 }));
+            log_event(
+                "enqueue_deferred",
+                json!({ "bucket": e.bucket.as_str(), "code": e.code, "jobs": 1 }),
+            );
         }
         Ok(Some((new_version, new_job)))
     }
 
     pub async fn redrive_view(&self, redrive_id: &str) -> Result<Option<Value>, PortError> {
-        let Some(r) = self.redrive_row(redrive_id).await? else { return Ok(None) };
+        let Some(r) = self.redrive_row(redrive_id).await? else {
+            return Ok(None);
+        };
         let items = self.redrive_items(redrive_id).await?;
         let count = |s: &str| items.iter().filter(|i| i.state == s).count();
         let audit: Vec<Value> = self
             .store
             .db
-            .query(Stmt::new(
-                sql::REDRIVE_AUDIT_LIST,
-                vec![redrive_id.into()],
-            ))
+            .query(Stmt::new(sql::REDRIVE_AUDIT_LIST, vec![redrive_id.into()]))
             .await?;
         Ok(Some(json!({
             "redrive_id": r.redrive_id, "plan_id": r.plan_id, "state": r.state, "stop_reason": r.stop_reason,
@@ -426,8 +587,14 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
 
     /// Advances every active redrive (cron). Returns how many it looked at.
     pub async fn advance_redrives(&self, limit: usize) -> Result<usize, PortError> {
-        let rows: Vec<Value> =
-            self.store.db.query(Stmt::new(sql::REDRIVES_ACTIVE, vec![SqlValue::Int(limit as i64)])).await?;
+        let rows: Vec<Value> = self
+            .store
+            .db
+            .query(Stmt::new(
+                sql::REDRIVES_ACTIVE,
+                vec![SqlValue::Int(limit as i64)],
+            ))
+            .await?;
         for r in &rows {
             if let Some(id) = r["redrive_id"].as_str() {
                 self.redrive_advance(id).await?;
@@ -437,11 +604,20 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
     }
 
     async fn redrive_row(&self, redrive_id: &str) -> Result<Option<RedriveRow>, PortError> {
-        Ok(self.store.db.query(Stmt::new(sql::REDRIVE_GET, vec![redrive_id.into()])).await?.into_iter().next())
+        Ok(self
+            .store
+            .db
+            .query(Stmt::new(sql::REDRIVE_GET, vec![redrive_id.into()]))
+            .await?
+            .into_iter()
+            .next())
     }
 
     async fn redrive_items(&self, redrive_id: &str) -> Result<Vec<ItemRow>, PortError> {
-        self.store.db.query(Stmt::new(sql::REDRIVE_ITEMS, vec![redrive_id.into()])).await
+        self.store
+            .db
+            .query(Stmt::new(sql::REDRIVE_ITEMS, vec![redrive_id.into()]))
+            .await
     }
 
     async fn set_item(
@@ -461,24 +637,74 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             version.map_or(SqlValue::Null, Into::into),
             from.into(),
         ];
-        self.store.db.execute(Stmt::new(sql::REDRIVE_ITEM_SET, params)).await.map(|_| ())
+        self.store
+            .db
+            .execute(Stmt::new(sql::REDRIVE_ITEM_SET, params))
+            .await
+            .map(|_| ())
     }
 
-    async fn set_state(&self, redrive_id: &str, state: &str, reason: Option<&str>, now: i64) -> Result<(), PortError> {
-        let params = vec![redrive_id.into(), state.into(), reason.map_or(SqlValue::Null, Into::into), SqlValue::Int(now)];
-        self.store.db.execute(Stmt::new(sql::REDRIVE_SET_STATE, params)).await.map(|_| ())
+    async fn set_state(
+        &self,
+        redrive_id: &str,
+        state: &str,
+        reason: Option<&str>,
+        now: i64,
+    ) -> Result<(), PortError> {
+        let params = vec![
+            redrive_id.into(),
+            state.into(),
+            reason.map_or(SqlValue::Null, Into::into),
+            SqlValue::Int(now),
+        ];
+        self.store
+            .db
+            .execute(Stmt::new(sql::REDRIVE_SET_STATE, params))
+            .await
+            .map(|_| ())
     }
 
-    async fn stop(&self, redrive_id: &str, now: i64, reason: &str, detail: Value) -> Result<(), PortError> {
-        self.set_state(redrive_id, "stopped", Some(reason), now).await?;
-        self.audit(redrive_id, now, "stopped", json!({ "reason": reason, "detail": detail })).await
+    async fn stop(
+        &self,
+        redrive_id: &str,
+        now: i64,
+        reason: &str,
+        detail: Value,
+    ) -> Result<(), PortError> {
+        self.set_state(redrive_id, "stopped", Some(reason), now)
+            .await?;
+        self.audit(
+            redrive_id,
+            now,
+            "stopped",
+            json!({ "reason": reason, "detail": detail }),
+        )
+        .await
     }
 
-    async fn audit(&self, redrive_id: &str, now: i64, event: &str, detail: Value) -> Result<(), PortError> {
-        self.store.db.execute(audit(redrive_id, now, event, detail)).await.map(|_| ())
+    async fn audit(
+        &self,
+        redrive_id: &str,
+        now: i64,
+        event: &str,
+        detail: Value,
+    ) -> Result<(), PortError> {
+        self.store
+            .db
+            .execute(audit(redrive_id, now, event, detail))
+            .await
+            .map(|_| ())
     }
 }
 
 fn audit(redrive_id: &str, now: i64, event: &str, detail: Value) -> Stmt {
-    Stmt::new(sql::REDRIVE_AUDIT, vec![redrive_id.into(), SqlValue::Int(now), event.into(), detail.to_string().into()])
+    Stmt::new(
+        sql::REDRIVE_AUDIT,
+        vec![
+            redrive_id.into(),
+            SqlValue::Int(now),
+            event.into(),
+            detail.to_string().into(),
+        ],
+    )
 }

@@ -61,7 +61,8 @@ impl Bugs {
 /// SQL used only by the seeded bugs (never by the real protocol).
 pub mod sql {
     /// `FlipWithoutCas`: no compare-and-set.
-    pub const SET_LIVE_UNGUARDED: &str = "UPDATE documents SET live_version = ?2, updated_at = ?3 WHERE doc_id = ?1";
+    pub const SET_LIVE_UNGUARDED: &str =
+        "UPDATE documents SET live_version = ?2, updated_at = ?3 WHERE doc_id = ?1";
     /// `SweepIgnoresLease`: the sweep without the lease condition.
     pub const SWEEP_IGNORING_LEASE: &str = "\
 INSERT OR IGNORE INTO cleanup_intents (vector_id, doc_id, version, reason, attempts, not_before, created_at)

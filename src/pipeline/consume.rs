@@ -33,23 +33,20 @@
 //! The order upsert → replace → cleanup is the design's first invariant:
 //! never break the derived index before the source of truth.
 
+use super::budget::{Budget, Metered, Usage};
 use super::bugs::Bug;
 use super::{log_event, Pipeline};
 use crate::core::chunk::{chunk_text, ContentType};
 use crate::core::failure::{FailureBucket, RetryDecision};
 use crate::core::ids::{sha256_hex, vector_id, DocId};
-use crate::ports::{Clock, Database, Embedder, JobMessage, JobQueue, PortError, VectorIndex, VectorMetadata, VectorRecord};
-use crate::store::{ConsumeRow, StagedChunk};
+use crate::ports::{
+    Clock, Database, Embedder, JobMessage, JobQueue, PortError, VectorIndex, VectorMetadata,
+    VectorRecord,
+};
+use crate::store::{ClaimRow, ConsumeRow, PageRow, StagedChunk, Store};
 use serde_json::{json, Value};
-use std::collections::{BTreeMap, HashMap};
-
-/// What happened to the chunks of one version: vectors computed by the
-/// embedder, and vectors copied from the live version (embedding reuse).
-#[derive(Clone, Copy, Debug, Default)]
-struct VectorCounts {
-    embedded: usize,
-    reused: usize,
-}
+use std::cell::Cell;
+use std::collections::BTreeMap;
 
 /// A job is stale when its version is no longer the latest, or is not newer
 /// than the live one: it must never write again.
@@ -70,39 +67,130 @@ pub enum ConsumeOutcome {
     DeadLetter { reason: &'static str },
 }
 
+/// Subrequests every step keeps free, so an invocation can always end
+/// cleanly: a checkpoint (D1) and its continuation message (queue), or a
+/// failure: the job's update (D1), the dead-letter archive (D1) and the
+/// dead-letter queue send (queue).
+pub const CONSUME_RESERVE: u64 = 3;
+
+/// The smallest `CONSUME_SUBREQUESTS_MAX` that always makes progress: load
+/// and claim (2), a page query, one embed or get, one upsert (3), and the
+/// reserve, with room to spare for the staging invocation's text read and
+/// staging batch.
+pub const CONSUME_SUBREQUESTS_MIN: u64 = 10;
+
+/// How far one invocation got with its job.
+enum Progress {
+    /// The replace step committed: the job ended.
+    Committed,
+    /// The budget ran out: the chunks counted as done have their vectors;
+    /// the next invocation continues from there.
+    Checkpoint,
+}
+
 impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D, V, E, Q, C> {
+    /// Handles one delivery within one invocation's budget
+    /// (`CONSUME_SUBREQUESTS_MAX`, `CONSUME_WALL_SECONDS_MAX`): every port
+    /// call is counted, and the job checkpoints before a step that would
+    /// not fit.
     pub async fn consume(&self, msg: &JobMessage) -> ConsumeOutcome {
-        let outcome = match self.consume_inner(msg).await {
+        self.consume_after(msg, 0).await
+    }
+
+    /// [`Self::consume`] in an invocation that already made `prior_index_calls`
+    /// index subrequests (the entry point's index check), counted against
+    /// the budget.
+    pub async fn consume_after(&self, msg: &JobMessage, prior_index_calls: u64) -> ConsumeOutcome {
+        let usage = Usage::default();
+        usage.index.set(prior_index_calls);
+        let budget = Budget {
+            subrequests_max: self.cfg.consume_subrequests_max,
+            started_ms: self.clock.now_ms(),
+            wall_ms: i64::from(self.cfg.consume_wall_seconds_max) * 1000,
+        };
+        let metered = Pipeline {
+            cfg: self.cfg.clone(),
+            store: Store::new(
+                Metered {
+                    inner: &self.store.db,
+                    usage: &usage,
+                },
+                self.store.json_param_bytes_max,
+            ),
+            index: Metered {
+                inner: &self.index,
+                usage: &usage,
+            },
+            embedder: Metered {
+                inner: &self.embedder,
+                usage: &usage,
+            },
+            queue: Metered {
+                inner: &self.queue,
+                usage: &usage,
+            },
+            clock: &self.clock,
+            bugs: self.bugs,
+        };
+        let outcome = match metered.consume_inner(msg, &budget, &usage).await {
             Ok(o) => o,
             // D1 failed before the job could record anything: nothing changed,
             // retry the message (its lease, if any, protects the job).
             Err(e) => {
-                log_event("consume_ledger_unavailable", json!({ "job_id": msg.job_id, "bucket": e.bucket.as_str(), "code": e.code }));
-                ConsumeOutcome::Retry { delay_seconds: self.cfg.retry_base_delay_seconds }
+                log_event(
+                    "consume_ledger_unavailable",
+                    json!({ "job_id": msg.job_id, "bucket": e.bucket.as_str(), "code": e.code }),
+                );
+                ConsumeOutcome::Retry {
+                    delay_seconds: self.cfg.retry_base_delay_seconds,
+                }
             }
         };
+        let used = json!({ "d1": usage.d1.get(), "embed": usage.embed.get(), "index": usage.index.get(), "queue": usage.queue.get() });
         match outcome {
-            ConsumeOutcome::Ack { reason } => log_event("consume_ack", json!({ "job_id": msg.job_id, "reason": reason })),
-            ConsumeOutcome::DeadLetter { reason } => {
-                log_event("consume_dead_letter", json!({ "job_id": msg.job_id, "reason": reason }))
-            }
-            ConsumeOutcome::Retry { delay_seconds } => {
-                log_event("consume_retry", json!({ "job_id": msg.job_id, "delay_seconds": delay_seconds }))
-            }
+            ConsumeOutcome::Ack { reason } => log_event(
+                "consume_ack",
+                json!({ "job_id": msg.job_id, "reason": reason, "subrequests": used }),
+            ),
+            ConsumeOutcome::DeadLetter { reason } => log_event(
+                "consume_dead_letter",
+                json!({ "job_id": msg.job_id, "reason": reason, "subrequests": used }),
+            ),
+            ConsumeOutcome::Retry { delay_seconds } => log_event(
+                "consume_retry",
+                json!({ "job_id": msg.job_id, "delay_seconds": delay_seconds, "subrequests": used }),
+            ),
         }
         outcome
     }
 
-    async fn consume_inner(&self, msg: &JobMessage) -> Result<ConsumeOutcome, PortError> {
+    async fn consume_inner(
+        &self,
+        msg: &JobMessage,
+        budget: &Budget,
+        usage: &Usage,
+    ) -> Result<ConsumeOutcome, PortError> {
         let Some(job) = self.store.consume_load(&msg.job_id).await? else {
-            return Ok(ConsumeOutcome::Ack { reason: "unknown_job" });
+            return Ok(ConsumeOutcome::Ack {
+                reason: "unknown_job",
+            });
         };
         if job.doc_id != msg.doc_id || job.version != msg.version {
-            return Ok(ConsumeOutcome::Ack { reason: "pointer_mismatch" });
+            return Ok(ConsumeOutcome::Ack {
+                reason: "pointer_mismatch",
+            });
         }
         match job.state.as_str() {
-            "succeeded" | "superseded" => return Ok(ConsumeOutcome::Ack { reason: "already_final" }),
-            "failed" | "dead" => return Ok(ConsumeOutcome::DeadLetter { reason: "already_failed" }),
+            "succeeded" | "superseded" => {
+                return Ok(ConsumeOutcome::Ack {
+                    reason: "already_final",
+                })
+            }
+            "failed" | "dead" => {
+                return Ok(ConsumeOutcome::DeadLetter {
+                    reason: "already_failed",
+                })
+            }
             _ => {}
         }
         let now = self.clock.now_ms();
@@ -111,127 +199,337 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             return self.supersede(&job, now).await;
         }
         let lease_until = now + i64::from(self.cfg.job_lease_seconds) * 1000;
-        let Some(attempt) = self.store.claim(&job.job_id, now, lease_until).await? else {
+        let Some(claim) = self.store.claim(&job.job_id, now, lease_until).await? else {
             // The claim also refuses a version that became stale since the
             // load; tell the two cases apart.
             return match self.store.consume_load(&msg.job_id).await? {
                 Some(again) if is_stale(&again) => self.supersede(&again, now).await,
                 // Another delivery holds the lease (or just finished): look again later.
-                _ => Ok(ConsumeOutcome::Retry { delay_seconds: self.cfg.claim_busy_retry_seconds }),
+                _ => Ok(ConsumeOutcome::Retry {
+                    delay_seconds: self.cfg.claim_busy_retry_seconds,
+                }),
             };
         };
-        match self.run_claimed(&job).await {
-            Ok(()) => Ok(ConsumeOutcome::Ack { reason: "committed" }),
-            Err(e) => self.fail_attempt(&job, attempt, e).await,
+        // How far this attempt got: kept by a retry, too.
+        let done = Cell::new(if claim.step == "staged" {
+            claim.chunks_done
+        } else {
+            0
+        });
+        match self.run_claimed(&job, &claim, &done, budget, usage).await {
+            Ok(Progress::Committed) => Ok(ConsumeOutcome::Ack {
+                reason: "committed",
+            }),
+            Ok(Progress::Checkpoint) => self.checkpoint(msg, done.get(), usage).await,
+            Err(e) => {
+                self.fail_attempt(&job, claim.attempts, done.get(), e, usage)
+                    .await
+            }
         }
     }
 
     async fn supersede(&self, job: &ConsumeRow, now: i64) -> Result<ConsumeOutcome, PortError> {
         if self.store.supersede(&job.job_id, now).await? {
-            Ok(ConsumeOutcome::Ack { reason: "superseded" })
+            Ok(ConsumeOutcome::Ack {
+                reason: "superseded",
+            })
         } else {
             // A live delivery holds it and will lose the compare-and-set, or
             // it already ended: either way, look once more later.
-            Ok(ConsumeOutcome::Retry { delay_seconds: self.cfg.claim_busy_retry_seconds })
+            Ok(ConsumeOutcome::Retry {
+                delay_seconds: self.cfg.claim_busy_retry_seconds,
+            })
         }
     }
 
-    /// Steps 2–6 for a job this delivery holds.
-    async fn run_claimed(&self, job: &ConsumeRow) -> Result<(), PortError> {
-        let doc_id = DocId::parse(&job.doc_id).map_err(|_| PortError::new(FailureBucket::InputInvalid, "doc_id"))?;
-        let mut counts = VectorCounts::default();
+    /// Hands the job to a later invocation: records the checkpoint and this
+    /// invocation's usage, then sends the continuation message. If the send
+    /// fails (or the invocation dies before it), the job is `queued` with no
+    /// message, and cron re-enqueues it after `JOB_STALL_SECONDS`.
+    async fn checkpoint(
+        &self,
+        msg: &JobMessage,
+        chunks_done: u32,
+        usage: &Usage,
+    ) -> Result<ConsumeOutcome, PortError> {
+        let now = self.clock.now_ms();
+        self.store
+            .checkpoint(&msg.job_id, now, chunks_done, &usage.snapshot(1, 1))
+            .await?;
+        log_event(
+            "job_checkpoint",
+            json!({ "job_id": msg.job_id, "chunks_done": chunks_done }),
+        );
+        if let Err(e) = self.queue.send_batch(std::slice::from_ref(msg)).await {
+            log_event(
+                "continuation_send_failed",
+                json!({ "job_id": msg.job_id, "bucket": e.bucket.as_str(), "code": e.code }),
+            );
+        }
+        Ok(ConsumeOutcome::Ack {
+            reason: "checkpointed",
+        })
+    }
+
+    /// Steps 2–6 for a job this delivery holds, as far as the budget goes.
+    /// `done` counts the chunks whose vectors are written, in chunk order.
+    async fn run_claimed(
+        &self,
+        job: &ConsumeRow,
+        claim: &ClaimRow,
+        done: &Cell<u32>,
+        budget: &Budget,
+        usage: &Usage,
+    ) -> Result<Progress, PortError> {
+        let doc_id = DocId::parse(&job.doc_id)
+            .map_err(|_| PortError::new(FailureBucket::InputInvalid, "doc_id"))?;
         if job.kind == "index" {
-            let text = self.store.load_text(&job.doc_id, job.version, job.part_count).await?;
-            let content_type = ContentType::parse(&job.content_type)
-                .ok_or(PortError::new(FailureBucket::InputInvalid, "content_type"))?;
-            let chunks = chunk_text(&text, content_type, self.chunk_config());
-            let ids: Vec<String> = chunks.iter().map(|c| vector_id(&doc_id, job.version, c.index)).collect();
-            if ids.iter().any(|id| id.len() > self.cfg.vector_id_bytes_max) {
-                return Err(PortError::new(FailureBucket::InputInvalid, "vector_id_too_long"));
-            }
-            let hashes: Vec<String> = chunks.iter().map(|c| sha256_hex(c.text.as_bytes())).collect();
-            let staged: Vec<StagedChunk> = chunks
-                .iter()
-                .zip(ids.iter().zip(&hashes))
-                .map(|(c, (id, h))| StagedChunk { i: c.index, id, s: c.start, e: c.end, h, t: c.text })
-                .collect();
-            let index_config = self.cfg.index_config();
-            // 2. stage
-            if !self.bugs.has(Bug::UpsertBeforeStage) {
-                self.store.stage_chunks(&job.job_id, &job.doc_id, job.version, &staged, &index_config, self.clock.now_ms()).await?;
-            }
-
-            // Embedding reuse: chunks whose text the live version holds,
-            // embedded with the same configuration, keep their vectors.
-            let reusable: HashMap<String, String> = if job.live_version.is_some() {
-                let rows = self.store.reusable_vectors(&job.doc_id, job.version, &index_config).await?;
-                rows.into_iter().map(|r| (r.content_hash, r.vector_id)).collect()
+            let chunk_count = if claim.step == "staged" {
+                claim.chunk_count.ok_or(PortError::new(
+                    FailureBucket::Internal,
+                    "chunk_count_missing",
+                ))?
             } else {
-                HashMap::new()
-            };
-
-            let base_metadata = self.vector_metadata(job)?;
-            // 3 + 4. embed (or reuse) and upsert, in bounded batches.
-            for (page_no, page) in chunks.chunks(self.cfg.upsert_batch_size).enumerate() {
-                let offset = page_no * self.cfg.upsert_batch_size;
-                let mut values = self.reused_values(&hashes[offset..offset + page.len()], &reusable).await;
-                counts.reused += values.iter().filter(|v| v.is_some()).count();
-                let misses: Vec<usize> = (0..page.len()).filter(|&k| values[k].is_none()).collect();
-                for batch in misses.chunks(self.cfg.embed_batch_size) {
-                    let texts: Vec<String> = batch.iter().map(|&k| page[k].text.to_string()).collect();
-                    let vectors = self.embedder.embed(&texts).await?;
-                    if vectors.len() != texts.len() || vectors.iter().any(|v| v.len() != self.cfg.embedding_dimensions) {
-                        return Err(PortError::new(FailureBucket::EmbedRejected, "embed_shape"));
-                    }
-                    counts.embedded += texts.len();
-                    for (&k, v) in batch.iter().zip(vectors) {
-                        values[k] = Some(v);
-                    }
+                // 2. stage: reading the text and one staging batch.
+                if !budget.allows(usage, self.clock.now_ms(), 2, CONSUME_RESERVE) {
+                    return Ok(Progress::Checkpoint);
                 }
-                let records: Vec<VectorRecord> = page
-                    .iter()
-                    .zip(values)
-                    .enumerate()
-                    .map(|(k, (c, v))| {
-                        let mut metadata = base_metadata.clone();
-                        metadata.insert("chunk".into(), json!(c.index));
-                        VectorRecord { id: ids[offset + k].clone(), values: v.expect("every chunk has a vector"), metadata }
-                    })
-                    .collect();
-                self.index.upsert(&records).await?;
+                self.stage(job, &doc_id).await?
+            };
+            let base_metadata = self.vector_metadata(job)?;
+            // 3 + 4. embed (or reuse) and upsert, page by page, while the budget lasts.
+            while done.get() < chunk_count {
+                if !budget.allows(usage, self.clock.now_ms(), 3, CONSUME_RESERVE) {
+                    return Ok(Progress::Checkpoint);
+                }
+                match self
+                    .embed_and_upsert_page(job, done.get(), &base_metadata, budget, usage)
+                    .await?
+                {
+                    0 => return Ok(Progress::Checkpoint),
+                    n => done.set(done.get() + n),
+                }
             }
-            if self.bugs.has(Bug::UpsertBeforeStage) {
-                self.store.stage_chunks(&job.job_id, &job.doc_id, job.version, &staged, &index_config, self.clock.now_ms()).await?;
-            }
-            self.store.set_step(&job.job_id, "upserted", self.clock.now_ms()).await?;
         }
         if self.bugs.has(Bug::DeleteBeforeReplace) {
-            self.store.bug_intents_for_replaced(&job.doc_id, job.version, self.clock.now_ms()).await?;
-            self.cleanup_doc(&job.doc_id).await;
+            self.store
+                .bug_intents_for_replaced(&job.doc_id, job.version, self.clock.now_ms())
+                .await?;
+            self.cleanup_doc(&job.doc_id, usize::MAX).await;
         }
-        // 5. replace
-        let live = self.store.commit(&job.job_id, &job.doc_id, job.version, self.clock.now_ms(), self.bugs).await?;
+        // 5. replace (the reserve still covers a failure of it).
+        if !budget.allows(usage, self.clock.now_ms(), 1, CONSUME_RESERVE) {
+            return Ok(Progress::Checkpoint);
+        }
+        let at_commit = usage.snapshot(1, 0);
+        let live = self
+            .store
+            .commit(
+                &job.job_id,
+                &job.doc_id,
+                job.version,
+                self.clock.now_ms(),
+                &at_commit,
+                self.bugs,
+            )
+            .await?;
         log_event(
             "job_committed",
-            json!({ "job_id": job.job_id, "live": live, "embedded": counts.embedded, "reused": counts.reused }),
+            json!({ "job_id": job.job_id, "live": live, "embedded": usage.embedded.get(), "reused": usage.reused.get() }),
         );
-        // 6. cleanup: best effort here; what is left is drained by cron.
-        self.cleanup_doc(&job.doc_id).await;
-        Ok(())
+        // 6. cleanup: best effort, in the budget left (each batch: read the
+        // intents, delete, record; then one statement records the usage).
+        // A first version replaced nothing: skip the lookup.
+        let batches = if job.live_version.is_some() {
+            budget.left(usage, self.clock.now_ms(), 1) / 3
+        } else {
+            0
+        };
+        if self.cleanup_doc(&job.doc_id, batches as usize).await > 0 {
+            let _ = self
+                .store
+                .add_usage(&job.job_id, &usage.snapshot(1, 0).minus(&at_commit))
+                .await;
+        }
+        Ok(Progress::Committed)
     }
 
-    /// The values of the live vectors that chunks with these `hashes` can
-    /// reuse (`reusable`: content hash → live vector ID), fetched from the
-    /// index in batches the index accepts; `None` for a chunk to embed. A
-    /// vector the index does not return (not visible yet, or gone), returns
-    /// malformed, or a failed fetch, only means embedding that chunk: reuse
-    /// is an optimization, never a reason for the job to fail.
-    async fn reused_values(&self, hashes: &[String], reusable: &HashMap<String, String>) -> Vec<Option<Vec<f32>>> {
-        let mut out: Vec<Option<Vec<f32>>> = vec![None; hashes.len()];
+    /// Step 2: chunks the version's text and stages the chunk rows with
+    /// their vector IDs, atomically with the step `staged`. Returns the
+    /// number of chunks.
+    async fn stage(&self, job: &ConsumeRow, doc_id: &DocId) -> Result<u32, PortError> {
+        let text = self
+            .store
+            .load_text(&job.doc_id, job.version, job.part_count)
+            .await?;
+        let content_type = ContentType::parse(&job.content_type)
+            .ok_or(PortError::new(FailureBucket::InputInvalid, "content_type"))?;
+        let chunks = chunk_text(&text, content_type, self.chunk_config());
+        let ids: Vec<String> = chunks
+            .iter()
+            .map(|c| vector_id(doc_id, job.version, c.index))
+            .collect();
+        if ids.iter().any(|id| id.len() > self.cfg.vector_id_bytes_max) {
+            return Err(PortError::new(
+                FailureBucket::InputInvalid,
+                "vector_id_too_long",
+            ));
+        }
+        let hashes: Vec<String> = chunks
+            .iter()
+            .map(|c| sha256_hex(c.text.as_bytes()))
+            .collect();
+        let staged: Vec<StagedChunk> = chunks
+            .iter()
+            .zip(ids.iter().zip(&hashes))
+            .map(|(c, (id, h))| StagedChunk {
+                i: c.index,
+                id,
+                s: c.start,
+                e: c.end,
+                h,
+                t: c.text,
+            })
+            .collect();
+        if self.bugs.has(Bug::UpsertBeforeStage) {
+            // The bug: vectors written before D1 knows their IDs.
+            let page = &chunks[..chunks.len().min(self.cfg.upsert_batch_size)];
+            let texts: Vec<String> = page.iter().map(|c| c.text.to_string()).collect();
+            let metadata = self.vector_metadata(job)?;
+            let records: Vec<VectorRecord> = self
+                .embedder
+                .embed(&texts)
+                .await?
+                .into_iter()
+                .zip(&ids)
+                .map(|(values, id)| VectorRecord {
+                    id: id.clone(),
+                    values,
+                    metadata: metadata.clone(),
+                })
+                .collect();
+            self.index.upsert(&records).await?;
+        }
+        let now = self.clock.now_ms();
+        self.store
+            .stage_chunks(
+                &job.job_id,
+                &job.doc_id,
+                job.version,
+                &staged,
+                &self.cfg.index_config(),
+                now,
+            )
+            .await?;
+        Ok(chunks.len() as u32)
+    }
+
+    /// Steps 3 and 4 for the chunks from `from` on: reads a page of staged
+    /// rows, keeps the prefix whose reads, embeddings and upsert fit in the
+    /// budget, and upserts it. Returns how many chunks now have vectors (0:
+    /// nothing fit; checkpoint).
+    async fn embed_and_upsert_page(
+        &self,
+        job: &ConsumeRow,
+        from: u32,
+        base_metadata: &VectorMetadata,
+        budget: &Budget,
+        usage: &Usage,
+    ) -> Result<u32, PortError> {
+        let mut rows = self
+            .store
+            .consume_page(&job.doc_id, job.version, from, self.cfg.upsert_batch_size)
+            .await?;
+        if rows.is_empty() {
+            // The version's chunk count promises rows the ledger does not hold.
+            return Err(PortError::new(FailureBucket::Internal, "chunks_missing"));
+        }
+        // Keep the longest prefix whose get and embed calls fit, with the upsert.
+        let left = budget.left(usage, self.clock.now_ms(), CONSUME_RESERVE + 1);
+        let (get_max, embed_max) = (
+            self.get_batch_size() as u64,
+            self.cfg.embed_batch_size as u64,
+        );
+        let (mut reuse, mut fresh, mut keep) = (0u64, 0u64, 0usize);
+        for r in &rows {
+            let (r2, f2) = if r.reuse_id.is_some() {
+                (reuse + 1, fresh)
+            } else {
+                (reuse, fresh + 1)
+            };
+            if r2.div_ceil(get_max) + f2.div_ceil(embed_max) > left {
+                break;
+            }
+            (reuse, fresh, keep) = (r2, f2, keep + 1);
+        }
+        rows.truncate(keep);
+        if rows.is_empty() {
+            return Ok(0);
+        }
+        let mut values = self.reused_values(&rows).await;
+        let copied: Vec<bool> = values.iter().map(Option::is_some).collect();
+        // Embed the rest in order; a reuse that failed makes more to embed
+        // than planned, so each call asks the budget again, and the page is
+        // cut before the first chunk left without a vector.
+        let misses: Vec<usize> = (0..rows.len()).filter(|&k| values[k].is_none()).collect();
+        for batch in misses.chunks(self.cfg.embed_batch_size) {
+            if !budget.allows(usage, self.clock.now_ms(), 2, CONSUME_RESERVE) {
+                break;
+            }
+            let texts: Vec<String> = batch.iter().map(|&k| rows[k].text.clone()).collect();
+            let vectors = self.embedder.embed(&texts).await?;
+            if vectors.len() != texts.len()
+                || vectors
+                    .iter()
+                    .any(|v| v.len() != self.cfg.embedding_dimensions)
+            {
+                return Err(PortError::new(FailureBucket::EmbedRejected, "embed_shape"));
+            }
+            usage
+                .embedded
+                .set(usage.embedded.get() + texts.len() as u64);
+            for (&k, v) in batch.iter().zip(vectors) {
+                values[k] = Some(v);
+            }
+        }
+        let cut = values
+            .iter()
+            .position(Option::is_none)
+            .unwrap_or(values.len());
+        if cut == 0 {
+            return Ok(0);
+        }
+        let reused_here = copied[..cut].iter().filter(|&&c| c).count() as u64;
+        let records: Vec<VectorRecord> = rows[..cut]
+            .iter()
+            .zip(values)
+            .map(|(r, v)| {
+                let mut metadata = base_metadata.clone();
+                metadata.insert("chunk".into(), json!(r.chunk_index));
+                VectorRecord {
+                    id: r.vector_id.clone(),
+                    values: v.expect("the prefix has vectors"),
+                    metadata,
+                }
+            })
+            .collect();
+        self.index.upsert(&records).await?;
+        usage.reused.set(usage.reused.get() + reused_here);
+        Ok(cut as u32)
+    }
+
+    /// The values of the live vectors that the chunks in `rows` can reuse
+    /// (`reuse_id`), fetched from the index in batches the index accepts;
+    /// `None` for a chunk to embed. A vector the index does not return (not
+    /// visible yet, or gone), returns malformed, or a failed fetch, only
+    /// means embedding that chunk: reuse is an optimization, never a reason
+    /// for the job to fail.
+    async fn reused_values(&self, rows: &[PageRow]) -> Vec<Option<Vec<f32>>> {
+        let mut out: Vec<Option<Vec<f32>>> = vec![None; rows.len()];
         // Live vector ID → positions in this page (a text may repeat).
         let mut wanted: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
-        for (k, h) in hashes.iter().enumerate() {
-            if let Some(id) = reusable.get(h) {
+        for (k, r) in rows.iter().enumerate() {
+            if let Some(id) = &r.reuse_id {
                 wanted.entry(id.as_str()).or_default().push(k);
             }
         }
@@ -240,12 +538,16 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             let found = match self.index.get_by_ids(batch).await {
                 Ok(found) => found,
                 Err(e) => {
-                    log_event("reuse_get_failed", json!({ "bucket": e.bucket.as_str(), "code": e.code, "ids": batch.len() }));
+                    log_event(
+                        "reuse_get_failed",
+                        json!({ "bucket": e.bucket.as_str(), "code": e.code, "ids": batch.len() }),
+                    );
                     break;
                 }
             };
             for rec in found {
-                let ok = rec.values.len() == self.cfg.embedding_dimensions && rec.values.iter().all(|x| x.is_finite());
+                let ok = rec.values.len() == self.cfg.embedding_dimensions
+                    && rec.values.iter().all(|x| x.is_finite());
                 if let (true, Some(positions)) = (ok, wanted.get(rec.id.as_str())) {
                     for &k in positions {
                         out[k] = Some(rec.values.clone());
@@ -266,29 +568,33 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
     /// The metadata every vector of this version carries: `doc_id`,
     /// `version` and the document's own (scalar) metadata.
     fn vector_metadata(&self, job: &ConsumeRow) -> Result<VectorMetadata, PortError> {
-        let user: serde_json::Map<String, Value> =
-            serde_json::from_str(&job.metadata).map_err(|_| PortError::new(FailureBucket::InputInvalid, "metadata"))?;
+        let user: serde_json::Map<String, Value> = serde_json::from_str(&job.metadata)
+            .map_err(|_| PortError::new(FailureBucket::InputInvalid, "metadata"))?;
         let mut m: VectorMetadata = user.into_iter().collect();
         m.insert("doc_id".into(), json!(job.doc_id));
         m.insert("version".into(), json!(job.version));
         Ok(m)
     }
 
-    /// Deletes this document's due cleanup intents, in bounded batches.
-    pub(super) async fn cleanup_doc(&self, doc_id: &str) {
+    /// Deletes this document's due cleanup intents, in at most `batches`
+    /// bounded batches. Returns the batches attempted.
+    pub(super) async fn cleanup_doc(&self, doc_id: &str, batches: usize) -> usize {
         let mut budget = self.cfg.cron_cleanup_intents_max;
-        while budget > 0 {
+        let mut attempted = 0;
+        while budget > 0 && attempted < batches {
             let now = self.clock.now_ms();
             let limit = self.cfg.delete_batch_size.min(budget);
+            attempted += 1;
             let ids = match self.store.intents_due_for_doc(doc_id, now, limit).await {
                 Ok(ids) if !ids.is_empty() => ids,
-                _ => return,
+                _ => return attempted,
             };
             budget = budget.saturating_sub(ids.len());
             if !self.delete_vectors(&ids).await {
-                return;
+                return attempted;
             }
         }
+        attempted
     }
 
     /// Deletes `ids` from the index, then removes their intents; on a
@@ -304,12 +610,18 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             Ok(()) => match self.store.intents_done(ids).await {
                 Ok(()) => true,
                 Err(e) => {
-                    log_event("cleanup_ledger_failed", json!({ "bucket": e.bucket.as_str(), "code": e.code }));
+                    log_event(
+                        "cleanup_ledger_failed",
+                        json!({ "bucket": e.bucket.as_str(), "code": e.code }),
+                    );
                     false
                 }
             },
             Err(e) => {
-                log_event("cleanup_delete_failed", json!({ "bucket": e.bucket.as_str(), "code": e.code, "ids": ids.len() }));
+                log_event(
+                    "cleanup_delete_failed",
+                    json!({ "bucket": e.bucket.as_str(), "code": e.code, "ids": ids.len() }),
+                );
                 let not_before = now + i64::from(self.cfg.retry_base_delay_seconds) * 1000;
                 let _ = self.store.intents_back_off(ids, not_before).await;
                 false
@@ -317,7 +629,14 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         }
     }
 
-    async fn fail_attempt(&self, job: &ConsumeRow, attempt: u32, e: PortError) -> Result<ConsumeOutcome, PortError> {
+    async fn fail_attempt(
+        &self,
+        job: &ConsumeRow,
+        attempt: u32,
+        chunks_done: u32,
+        e: PortError,
+        usage: &Usage,
+    ) -> Result<ConsumeOutcome, PortError> {
         let now = self.clock.now_ms();
         let decision = self.retry_policy().decide(e.bucket, &job.job_id, attempt);
         log_event(
@@ -328,15 +647,46 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         match decision {
             RetryDecision::RetryAfter { delay_seconds } => {
                 let next_at = now + i64::from(delay_seconds) * 1000;
-                self.store.job_up_for_retry(&job.job_id, e.bucket, now, next_at).await?;
+                self.store
+                    .job_up_for_retry(
+                        &job.job_id,
+                        e.bucket,
+                        now,
+                        next_at,
+                        chunks_done,
+                        &usage.snapshot(1, 0),
+                    )
+                    .await?;
                 Ok(ConsumeOutcome::Retry { delay_seconds })
             }
             RetryDecision::Fail => {
-                self.store.job_end_failed(&job.job_id, &job.doc_id, job.version, e.bucket, "failed", now).await?;
+                let u = usage.snapshot(2, 1);
+                self.store
+                    .job_end_failed(
+                        &job.job_id,
+                        &job.doc_id,
+                        job.version,
+                        e.bucket,
+                        "failed",
+                        now,
+                        &u,
+                    )
+                    .await?;
                 Ok(ConsumeOutcome::DeadLetter { reason: "failed" })
             }
             RetryDecision::GiveUp => {
-                self.store.job_end_failed(&job.job_id, &job.doc_id, job.version, e.bucket, "dead", now).await?;
+                let u = usage.snapshot(2, 1);
+                self.store
+                    .job_end_failed(
+                        &job.job_id,
+                        &job.doc_id,
+                        job.version,
+                        e.bucket,
+                        "dead",
+                        now,
+                        &u,
+                    )
+                    .await?;
                 Ok(ConsumeOutcome::DeadLetter { reason: "dead" })
             }
         }

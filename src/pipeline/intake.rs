@@ -5,7 +5,9 @@ use super::log_event;
 use crate::core::chunk::ContentType;
 use crate::core::failure::FailureBucket;
 use crate::core::ids::{job_id, sha256_hex, DocId};
-use crate::ports::{Clock, Database, Embedder, JobMessage, JobQueue, PortError, SqlValue, Stmt, VectorIndex};
+use crate::ports::{
+    Clock, Database, Embedder, JobMessage, JobQueue, PortError, SqlValue, Stmt, VectorIndex,
+};
 use crate::store::{json_pages, sql};
 use serde::Serialize;
 use serde_json::{json, Map, Value};
@@ -37,7 +39,11 @@ impl IntakeItem {
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum IntakeOutcome {
-    Queued { doc_id: String, version: u32, job_id: String },
+    Queued {
+        doc_id: String,
+        version: u32,
+        job_id: String,
+    },
     /// Same text, metadata and content type as the latest version (or a
     /// delete of a document whose latest version is already a tombstone).
     Unchanged { doc_id: String, version: u32 },
@@ -125,7 +131,9 @@ pub fn split_parts(text: &str, bytes_max: usize) -> Vec<&str> {
     parts
 }
 
-impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> super::Pipeline<D, V, E, Q, C> {
+impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock>
+    super::Pipeline<D, V, E, Q, C>
+{
     /// Records the items (one atomic D1 batch for all of them) and enqueues
     /// one message per new version. Items for the same document are applied
     /// in order.
@@ -134,13 +142,18 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> super::Pip
         for _ in 0..INTAKE_ATTEMPTS_MAX {
             match self.intake_once(items).await {
                 Ok(out) => return Ok(out),
-                Err(IntakeError::Port(e)) if e.bucket == FailureBucket::DbRejected && e.code == "db_constraint" => {
+                Err(IntakeError::Port(e))
+                    if e.bucket == FailureBucket::DbRejected && e.code == "db_constraint" =>
+                {
                     last_conflict = IntakeError::Conflict;
                 }
                 Err(e) => return Err(e),
             }
         }
-        log_event("intake_conflict", json!({ "bucket": FailureBucket::DbRejected.as_str() }));
+        log_event(
+            "intake_conflict",
+            json!({ "bucket": FailureBucket::DbRejected.as_str() }),
+        );
         Err(last_conflict)
     }
 
@@ -150,8 +163,16 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> super::Pip
         // doc_id -> (latest version, content hash of the latest, is tombstone)
         let mut latest: HashMap<String, (u32, String, bool)> = HashMap::new();
         if !ids.is_empty() {
-            for r in self.store.latest_versions(&ids).await.map_err(IntakeError::Port)? {
-                latest.insert(r.doc_id, (r.latest_version, r.content_hash, r.is_delete != 0));
+            for r in self
+                .store
+                .latest_versions(&ids)
+                .await
+                .map_err(IntakeError::Port)?
+            {
+                latest.insert(
+                    r.doc_id,
+                    (r.latest_version, r.content_hash, r.is_delete != 0),
+                );
             }
         }
 
@@ -170,11 +191,16 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> super::Pip
             };
             match (&prev, is_delete) {
                 (None, true) => {
-                    outcomes.push(IntakeOutcome::NotFound { doc_id: doc_id.to_string() });
+                    outcomes.push(IntakeOutcome::NotFound {
+                        doc_id: doc_id.to_string(),
+                    });
                     continue;
                 }
                 (Some((v, h, _)), _) if *h == hash => {
-                    outcomes.push(IntakeOutcome::Unchanged { doc_id: doc_id.to_string(), version: *v });
+                    outcomes.push(IntakeOutcome::Unchanged {
+                        doc_id: doc_id.to_string(),
+                        version: *v,
+                    });
                     continue;
                 }
                 _ => {}
@@ -183,12 +209,21 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> super::Pip
             let kind = if is_delete { "delete" } else { "index" };
             let jid = job_id(item.doc_id(), version, kind, 0);
             let (text, content_type, metadata) = match item {
-                IntakeItem::Put(d) => (d.text.as_str(), d.content_type.as_str(), Value::Object(d.metadata.clone()).to_string()),
+                IntakeItem::Put(d) => (
+                    d.text.as_str(),
+                    d.content_type.as_str(),
+                    Value::Object(d.metadata.clone()).to_string(),
+                ),
                 IntakeItem::Delete(_) => ("", ContentType::Plain.as_str(), "{}".to_string()),
             };
             let text_parts = split_parts(text, self.cfg.d1_text_part_bytes_max);
             for (i, t) in text_parts.iter().enumerate() {
-                parts.push(PartRow { doc_id, version, part: i, text: t });
+                parts.push(PartRow {
+                    doc_id,
+                    version,
+                    part: i,
+                    text: t,
+                });
             }
             versions.push(VersionRow {
                 doc_id,
@@ -201,10 +236,23 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> super::Pip
                 part_count: text_parts.len(),
             });
             docs.push(DocRow { doc_id, version });
-            jobs.push(JobRow { job_id: jid.clone(), doc_id, version, kind });
-            messages.push(JobMessage { job_id: jid.clone(), doc_id: doc_id.to_string(), version });
+            jobs.push(JobRow {
+                job_id: jid.clone(),
+                doc_id,
+                version,
+                kind,
+            });
+            messages.push(JobMessage {
+                job_id: jid.clone(),
+                doc_id: doc_id.to_string(),
+                version,
+            });
             latest.insert(doc_id.to_string(), (version, hash, is_delete));
-            outcomes.push(IntakeOutcome::Queued { doc_id: doc_id.to_string(), version, job_id: jid });
+            outcomes.push(IntakeOutcome::Queued {
+                doc_id: doc_id.to_string(),
+                version,
+                job_id: jid,
+            });
         }
         if messages.is_empty() {
             return Ok(outcomes);
@@ -216,30 +264,49 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> super::Pip
         let t = || SqlValue::Int(now);
         let mut stmts = Vec::new();
         for page in json_pages(&docs, max) {
-            stmts.push(Stmt::new(sql::INTAKE_UPSERT_DOCUMENTS, vec![page.into(), t()]));
+            stmts.push(Stmt::new(
+                sql::INTAKE_UPSERT_DOCUMENTS,
+                vec![page.into(), t()],
+            ));
         }
         for page in json_pages(&versions, max) {
-            stmts.push(Stmt::new(sql::INTAKE_INSERT_VERSIONS, vec![page.into(), t()]));
+            stmts.push(Stmt::new(
+                sql::INTAKE_INSERT_VERSIONS,
+                vec![page.into(), t()],
+            ));
         }
-        let (small, large): (Vec<&PartRow>, Vec<&PartRow>) =
-            parts.iter().partition(|p| serde_json::to_string(p).map_or(usize::MAX, |s| s.len()) + 2 <= max);
+        let (small, large): (Vec<&PartRow>, Vec<&PartRow>) = parts
+            .iter()
+            .partition(|p| serde_json::to_string(p).map_or(usize::MAX, |s| s.len()) + 2 <= max);
         for page in json_pages(&small, max) {
             stmts.push(Stmt::new(sql::INTAKE_INSERT_PARTS_BULK, vec![page.into()]));
         }
         for p in large {
-            let params = vec![p.doc_id.into(), p.version.into(), SqlValue::Int(p.part as i64), p.text.into()];
+            let params = vec![
+                p.doc_id.into(),
+                p.version.into(),
+                SqlValue::Int(p.part as i64),
+                p.text.into(),
+            ];
             stmts.push(Stmt::new(sql::INTAKE_INSERT_PART, params));
         }
         for page in json_pages(&jobs, max) {
             stmts.push(Stmt::new(sql::INTAKE_INSERT_JOBS, vec![page.into(), t()]));
         }
-        self.store.db.batch(stmts).await.map_err(IntakeError::Port)?;
+        self.store
+            .db
+            .batch(stmts)
+            .await
+            .map_err(IntakeError::Port)?;
 
         // Only after the commit: the pointers. If sending fails, the jobs stay
         // `queued` in D1 and the cron reconciler re-enqueues them once stalled.
         for page in messages.chunks(100) {
             if let Err(e) = self.queue.send_batch(page).await {
-                log_event("enqueue_deferred", json!({ "bucket": e.bucket.as_str(), "code": e.code, "jobs": page.len() }));
+                log_event(
+                    "enqueue_deferred",
+                    json!({ "bucket": e.bucket.as_str(), "code": e.code, "jobs": page.len() }),
+                );
             }
         }
         Ok(outcomes)
@@ -279,6 +346,10 @@ mod tests {
         assert_ne!(h, content_hash(&other));
         let mut same = base.clone();
         same.doc_id = DocId::parse("other").unwrap();
-        assert_eq!(h, content_hash(&same), "the hash is of content, not identity");
+        assert_eq!(
+            h,
+            content_hash(&same),
+            "the hash is of content, not identity"
+        );
     }
 }

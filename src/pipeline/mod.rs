@@ -3,6 +3,7 @@
 //! index) and in native tests (SQLite and in-memory fakes).
 
 mod admin;
+mod budget;
 pub mod bugs;
 mod consume;
 mod intake;
@@ -11,11 +12,12 @@ mod search;
 mod views;
 
 pub use admin::{LetterFilter, Plan, RedriveRequest, REDRIVE_LETTERS_MAX};
-pub use consume::ConsumeOutcome;
+pub use budget::{Budget, Metered, Usage, UsageSnapshot};
+pub use consume::{ConsumeOutcome, CONSUME_RESERVE, CONSUME_SUBREQUESTS_MIN};
 pub use intake::{DocumentInput, IntakeError, IntakeItem, IntakeOutcome};
 pub use repair::RepairReport;
 pub use search::{SearchHit, SearchRequest};
-pub use views::{DocumentState, DocumentView};
+pub use views::{DocumentState, DocumentView, JobView};
 
 use crate::config::Config;
 use crate::core::chunk::ChunkConfig;
@@ -39,11 +41,22 @@ pub struct Pipeline<D, V, E, Q, C> {
 impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D, V, E, Q, C> {
     pub fn new(cfg: Config, db: D, index: V, embedder: E, queue: Q, clock: C) -> Self {
         let store = Store::new(db, cfg.d1_json_param_bytes_max);
-        Pipeline { cfg, store, index, embedder, queue, clock, bugs: bugs::Bugs::default() }
+        Pipeline {
+            cfg,
+            store,
+            index,
+            embedder,
+            queue,
+            clock,
+            bugs: bugs::Bugs::default(),
+        }
     }
 
     pub fn chunk_config(&self) -> ChunkConfig {
-        ChunkConfig { size_max_chars: self.cfg.chunk_size_max_chars, overlap_chars: self.cfg.chunk_overlap_chars }
+        ChunkConfig {
+            size_max_chars: self.cfg.chunk_size_max_chars,
+            overlap_chars: self.cfg.chunk_overlap_chars,
+        }
     }
 
     pub fn retry_policy(&self) -> RetryPolicy {

@@ -7,7 +7,9 @@
 
 use super::{log_event, Pipeline};
 use crate::core::failure::FailureBucket;
-use crate::ports::{Clock, Database, Embedder, JobMessage, JobQueue, PortError, SqlValue, Stmt, VectorIndex};
+use crate::ports::{
+    Clock, Database, Embedder, JobMessage, JobQueue, PortError, SqlValue, Stmt, VectorIndex,
+};
 use crate::store::sql;
 use serde::Deserialize;
 
@@ -56,8 +58,13 @@ impl RepairReport {
     /// Whether the run changed or found anything (verifying chunks that
     /// were all present does not count).
     pub fn did_work(&self) -> bool {
-        self.abandoned_chunks_swept + self.intents_deleted + self.intents_failed + self.jobs_requeued + self.jobs_dead
-            + self.documents_repaired + self.redrives_advanced
+        self.abandoned_chunks_swept
+            + self.intents_deleted
+            + self.intents_failed
+            + self.jobs_requeued
+            + self.jobs_dead
+            + self.documents_repaired
+            + self.redrives_advanced
             > 0
             || !self.failures.is_empty()
     }
@@ -97,35 +104,74 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         }
         let now = self.clock.now_ms();
         let live_before = now - i64::from(self.cfg.index_visibility_window_seconds) * 1000;
-        let cursor: Vec<CursorRow> = self.store.db.query(Stmt::new(sql::CURSOR_GET, vec!["verify".into()])).await?;
-        let after = cursor.into_iter().next().map(|c| c.value).unwrap_or_default();
+        let cursor: Vec<CursorRow> = self
+            .store
+            .db
+            .query(Stmt::new(sql::CURSOR_GET, vec!["verify".into()]))
+            .await?;
+        let after = cursor
+            .into_iter()
+            .next()
+            .map(|c| c.value)
+            .unwrap_or_default();
         let rows: Vec<VerifyRow> = self
             .store
             .db
             .query(Stmt::new(
                 sql::VERIFY_LIVE_CHUNKS,
-                vec![SqlValue::Int(live_before), after.into(), SqlValue::Int(self.cfg.cron_verify_chunks_max as i64)],
+                vec![
+                    SqlValue::Int(live_before),
+                    after.into(),
+                    SqlValue::Int(self.cfg.cron_verify_chunks_max as i64),
+                ],
             ))
             .await?;
         // The next run starts after the last chunk checked, or from the top.
-        let next = if rows.len() < self.cfg.cron_verify_chunks_max { String::new() } else { rows.last().map(|r| r.vector_id.clone()).unwrap_or_default() };
+        let next = if rows.len() < self.cfg.cron_verify_chunks_max {
+            String::new()
+        } else {
+            rows.last().map(|r| r.vector_id.clone()).unwrap_or_default()
+        };
         let mut missing: Vec<(String, u32)> = Vec::new();
         for page in rows.chunks(100) {
             let ids: Vec<String> = page.iter().map(|r| r.vector_id.clone()).collect();
-            let found: std::collections::HashSet<String> =
-                self.index.get_by_ids(&ids).await?.into_iter().map(|v| v.id).collect();
+            let found: std::collections::HashSet<String> = self
+                .index
+                .get_by_ids(&ids)
+                .await?
+                .into_iter()
+                .map(|v| v.id)
+                .collect();
             for r in page.iter().filter(|r| !found.contains(&r.vector_id)) {
-                if !missing.iter().any(|(d, v)| *d == r.doc_id && *v == r.version) {
+                if !missing
+                    .iter()
+                    .any(|(d, v)| *d == r.doc_id && *v == r.version)
+                {
                     missing.push((r.doc_id.clone(), r.version));
                 }
             }
         }
         for (doc_id, version) in &missing {
-            log_event("repair_missing_vectors", json!({ "doc_id": doc_id, "version": version }));
-            self.store.db.execute(Stmt::new(sql::MARK_REPAIR_NEEDED, vec![doc_id.as_str().into(), (*version).into()])).await?;
+            log_event(
+                "repair_missing_vectors",
+                json!({ "doc_id": doc_id, "version": version }),
+            );
+            self.store
+                .db
+                .execute(Stmt::new(
+                    sql::MARK_REPAIR_NEEDED,
+                    vec![doc_id.as_str().into(), (*version).into()],
+                ))
+                .await?;
             self.rerun_live_version(doc_id, *version).await?;
         }
-        self.store.db.execute(Stmt::new(sql::CURSOR_SET, vec!["verify".into(), next.into()])).await?;
+        self.store
+            .db
+            .execute(Stmt::new(
+                sql::CURSOR_SET,
+                vec!["verify".into(), next.into()],
+            ))
+            .await?;
         Ok((rows.len() as u64, missing.len() as u64))
     }
 
@@ -153,7 +199,15 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         // 1. sweep
         if allows(&mut report, 1) {
             meter.spend(1);
-            match self.store.sweep_abandoned(self.clock.now_ms(), self.cfg.cron_abandoned_chunks_max, self.bugs).await {
+            match self
+                .store
+                .sweep_abandoned(
+                    self.clock.now_ms(),
+                    self.cfg.cron_abandoned_chunks_max,
+                    self.bugs,
+                )
+                .await
+            {
                 Ok(n) => {
                     report.abandoned_chunks_swept = n;
                     report.budget_hit |= n as usize >= self.cfg.cron_abandoned_chunks_max;
@@ -192,7 +246,9 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         let stalled_before = now - i64::from(self.cfg.job_stall_seconds) * 1000;
         let stalled = if allows(&mut report, 3) {
             meter.spend(1);
-            self.store.stalled_jobs(now, stalled_before, self.cfg.cron_requeue_jobs_max).await
+            self.store
+                .stalled_jobs(now, stalled_before, self.cfg.cron_requeue_jobs_max)
+                .await
         } else {
             Ok(Vec::new())
         };
@@ -206,26 +262,42 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                     }
                     if r.attempts >= self.cfg.job_attempts_max {
                         meter.spend(2);
-                        match self.store.job_stalled_dead(&r.job_id, &r.doc_id, r.version, now).await {
+                        match self
+                            .store
+                            .job_stalled_dead(&r.job_id, &r.doc_id, r.version, now)
+                            .await
+                        {
                             Ok(()) => {
                                 report.jobs_dead += 1;
                                 // Its evidence, like any dead-lettered job's.
-                                let msg = JobMessage { job_id: r.job_id.clone(), doc_id: r.doc_id.clone(), version: r.version };
-                                if let Err(e) = self.archive_dead_letter(&format!("cron:{}", r.job_id), &msg).await {
+                                let msg = JobMessage {
+                                    job_id: r.job_id.clone(),
+                                    doc_id: r.doc_id.clone(),
+                                    version: r.version,
+                                };
+                                if let Err(e) = self
+                                    .archive_dead_letter(&format!("cron:{}", r.job_id), &msg)
+                                    .await
+                                {
                                     failed(&mut report, e.bucket);
                                 }
                             }
                             Err(e) => failed(&mut report, e.bucket),
                         }
                     } else {
-                        messages.push(JobMessage { job_id: r.job_id, doc_id: r.doc_id, version: r.version });
+                        messages.push(JobMessage {
+                            job_id: r.job_id,
+                            doc_id: r.doc_id,
+                            version: r.version,
+                        });
                     }
                 }
                 if !messages.is_empty() {
                     meter.spend(2);
                     match self.queue.send_batch(&messages).await {
                         Ok(()) => {
-                            let ids: Vec<&str> = messages.iter().map(|m| m.job_id.as_str()).collect();
+                            let ids: Vec<&str> =
+                                messages.iter().map(|m| m.job_id.as_str()).collect();
                             match self.store.touch_jobs(&ids, now).await {
                                 Ok(()) => report.jobs_requeued = messages.len() as u64,
                                 Err(e) => failed(&mut report, e.bucket),
@@ -260,7 +332,8 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         // writes plus one re-run per item it sends).
         let per_redrive = 6 + 4 * 100;
         if allows(&mut report, 1 + per_redrive) {
-            let n = (meter.max.saturating_sub(meter.used.get() + 1) / per_redrive).min(REDRIVES_PER_RUN_MAX as u64) as usize;
+            let n = (meter.max.saturating_sub(meter.used.get() + 1) / per_redrive)
+                .min(REDRIVES_PER_RUN_MAX as u64) as usize;
             meter.spend(1);
             match self.advance_redrives(n.max(1)).await {
                 Ok(n) => {
@@ -270,7 +343,8 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                 Err(e) => failed(&mut report, e.bucket),
             }
         }
-        report.budget_hit |= budget == 0 || report.jobs_requeued + report.jobs_dead >= self.cfg.cron_requeue_jobs_max as u64;
+        report.budget_hit |= budget == 0
+            || report.jobs_requeued + report.jobs_dead >= self.cfg.cron_requeue_jobs_max as u64;
         report.subrequests_used = meter.used.get();
         report.elapsed_ms = self.clock.now_ms() - started_at;
 
@@ -278,7 +352,10 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         // A run that did nothing is not recorded (cron runs every few minutes).
         if report.did_work() {
             if let Err(e) = self.record_repair_run(started_at, &report).await {
-                log_event("repair_run_not_recorded", json!({ "bucket": e.bucket.as_str(), "code": e.code }));
+                log_event(
+                    "repair_run_not_recorded",
+                    json!({ "bucket": e.bucket.as_str(), "code": e.code }),
+                );
             }
         }
         report

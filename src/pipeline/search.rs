@@ -27,7 +27,10 @@ pub struct SearchHit {
 
 impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D, V, E, Q, C> {
     pub async fn search(&self, req: &SearchRequest) -> Result<Vec<SearchHit>, PortError> {
-        let vectors = self.embedder.embed(std::slice::from_ref(&req.query)).await?;
+        let vectors = self
+            .embedder
+            .embed(std::slice::from_ref(&req.query))
+            .await?;
         let [vector] = vectors.as_slice() else {
             return Err(PortError::new(FailureBucket::EmbedRejected, "embed_shape"));
         };
@@ -35,14 +38,21 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         if let Some(d) = &req.doc_id {
             filter.insert("doc_id".into(), serde_json::Value::String(d.clone()));
         }
-        let want = (req.top_k * self.cfg.search_overfetch_factor).min(self.cfg.index_query_top_k_max).max(req.top_k);
+        let want = (req.top_k * self.cfg.search_overfetch_factor)
+            .min(self.cfg.index_query_top_k_max)
+            .max(req.top_k);
         let matches = self.index.query(vector, want, &filter).await?;
         if matches.is_empty() {
             return Ok(Vec::new());
         }
         let ids: Vec<String> = matches.iter().map(|m| m.id.clone()).collect();
-        let mut live: HashMap<String, _> =
-            self.store.live_chunks(&ids, self.bugs).await?.into_iter().map(|r| (r.vector_id.clone(), r)).collect();
+        let mut live: HashMap<String, _> = self
+            .store
+            .live_chunks(&ids, self.bugs)
+            .await?
+            .into_iter()
+            .map(|r| (r.vector_id.clone(), r))
+            .collect();
         let mut hits = Vec::new();
         for m in matches {
             if let Some(row) = live.remove(&m.id) {
@@ -51,7 +61,13 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                 if req.doc_id.as_ref().is_some_and(|d| *d != row.doc_id) {
                     continue;
                 }
-                hits.push(SearchHit { doc_id: row.doc_id, version: row.version, chunk: row.chunk_index, text: row.text, score: m.score });
+                hits.push(SearchHit {
+                    doc_id: row.doc_id,
+                    version: row.version,
+                    chunk: row.chunk_index,
+                    text: row.text,
+                    score: m.score,
+                });
                 if hits.len() == req.top_k {
                     break;
                 }

@@ -5,6 +5,7 @@ pub mod sql;
 
 use crate::core::failure::FailureBucket;
 use crate::pipeline::bugs::{self, Bug, Bugs};
+use crate::pipeline::UsageSnapshot;
 use crate::ports::{Database, PortError, SqlValue, Stmt};
 use serde::{Deserialize, Serialize};
 
@@ -58,6 +59,7 @@ pub struct DocumentViewRow {
     pub job_id: Option<String>,
     pub job_state: Option<String>,
     pub job_step: Option<String>,
+    pub job_chunks_done: Option<u32>,
     pub last_failure_bucket: Option<String>,
 }
 
@@ -75,6 +77,16 @@ pub struct JobViewRow {
     pub next_attempt_at: Option<i64>,
     pub created_at: i64,
     pub updated_at: i64,
+    pub chunk_count: Option<u32>,
+    pub chunks_done: u32,
+    pub chunks_embedded: u64,
+    pub chunks_reused: u64,
+    pub invocations: u32,
+    pub subrequests_d1: u64,
+    pub subrequests_embed: u64,
+    pub subrequests_index: u64,
+    pub subrequests_queue: u64,
+    pub subrequests_peak: u64,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -120,9 +132,42 @@ struct TextRow {
     text: String,
 }
 
+/// What a claim returns: the attempt number and where the job stands.
 #[derive(Debug, Clone, Deserialize)]
-struct AttemptsRow {
-    attempts: u32,
+pub struct ClaimRow {
+    pub attempts: u32,
+    pub step: String,
+    pub chunks_done: u32,
+    /// The version's chunk count, set by the staging batch.
+    pub chunk_count: Option<u32>,
+}
+
+/// One staged chunk to embed (or reuse) and upsert (`CONSUME_PAGE`).
+#[derive(Debug, Clone, Deserialize)]
+pub struct PageRow {
+    pub chunk_index: u32,
+    pub vector_id: String,
+    pub content_hash: String,
+    pub text: String,
+    /// The live version's vector with the same text, if it can be reused.
+    pub reuse_id: Option<String>,
+}
+
+fn usage_stmt(job_id: &str, u: &UsageSnapshot) -> Stmt {
+    let n = |v: u64| SqlValue::Int(v as i64);
+    Stmt::new(
+        sql::JOB_ADD_USAGE,
+        vec![
+            job_id.into(),
+            n(u.d1),
+            n(u.embed),
+            n(u.index),
+            n(u.queue),
+            n(u.embedded),
+            n(u.reused),
+            n(u.peak),
+        ],
+    )
 }
 
 /// A staged chunk row, in the compact JSON shape `CONSUME_STAGE_CHUNKS` reads.
@@ -148,40 +193,137 @@ fn int(v: i64) -> SqlValue {
 
 impl<D: Database> Store<D> {
     pub fn new(db: D, json_param_bytes_max: usize) -> Store<D> {
-        Store { db, json_param_bytes_max }
+        Store {
+            db,
+            json_param_bytes_max,
+        }
     }
 
-    pub async fn latest_versions(&self, doc_ids: &[&str]) -> Result<Vec<LatestVersionRow>, PortError> {
-        self.db.query(Stmt::new(sql::LATEST_VERSIONS, vec![json_array(doc_ids).into()])).await
+    pub async fn latest_versions(
+        &self,
+        doc_ids: &[&str],
+    ) -> Result<Vec<LatestVersionRow>, PortError> {
+        self.db
+            .query(Stmt::new(
+                sql::LATEST_VERSIONS,
+                vec![json_array(doc_ids).into()],
+            ))
+            .await
     }
 
-    pub async fn document_views(&self, doc_ids: &[&str]) -> Result<Vec<DocumentViewRow>, PortError> {
-        self.db.query(Stmt::new(sql::DOCUMENT_VIEWS, vec![json_array(doc_ids).into()])).await
+    pub async fn document_views(
+        &self,
+        doc_ids: &[&str],
+    ) -> Result<Vec<DocumentViewRow>, PortError> {
+        self.db
+            .query(Stmt::new(
+                sql::DOCUMENT_VIEWS,
+                vec![json_array(doc_ids).into()],
+            ))
+            .await
     }
 
     pub async fn job_view(&self, job_id: &str) -> Result<Option<JobViewRow>, PortError> {
-        Ok(self.db.query(Stmt::new(sql::JOB_VIEW, vec![job_id.into()])).await?.into_iter().next())
+        Ok(self
+            .db
+            .query(Stmt::new(sql::JOB_VIEW, vec![job_id.into()]))
+            .await?
+            .into_iter()
+            .next())
     }
 
     pub async fn consume_load(&self, job_id: &str) -> Result<Option<ConsumeRow>, PortError> {
-        Ok(self.db.query(Stmt::new(sql::CONSUME_LOAD, vec![job_id.into()])).await?.into_iter().next())
+        Ok(self
+            .db
+            .query(Stmt::new(sql::CONSUME_LOAD, vec![job_id.into()]))
+            .await?
+            .into_iter()
+            .next())
     }
 
     /// Returns whether the job was moved to `superseded`.
     pub async fn supersede(&self, job_id: &str, now: i64) -> Result<bool, PortError> {
-        Ok(self.db.execute(Stmt::new(sql::CONSUME_SUPERSEDE, vec![job_id.into(), int(now)])).await? > 0)
+        Ok(self
+            .db
+            .execute(Stmt::new(
+                sql::CONSUME_SUPERSEDE,
+                vec![job_id.into(), int(now)],
+            ))
+            .await?
+            > 0)
     }
 
-    /// Returns the attempt number if this delivery now holds the job.
-    pub async fn claim(&self, job_id: &str, now: i64, lease_until: i64) -> Result<Option<u32>, PortError> {
-        let rows: Vec<AttemptsRow> =
-            self.db.query(Stmt::new(sql::CONSUME_CLAIM, vec![job_id.into(), int(now), int(lease_until)])).await?;
-        Ok(rows.first().map(|r| r.attempts))
+    /// Returns the attempt number and checkpoint if this delivery now holds the job.
+    pub async fn claim(
+        &self,
+        job_id: &str,
+        now: i64,
+        lease_until: i64,
+    ) -> Result<Option<ClaimRow>, PortError> {
+        let rows: Vec<ClaimRow> = self
+            .db
+            .query(Stmt::new(
+                sql::CONSUME_CLAIM,
+                vec![job_id.into(), int(now), int(lease_until)],
+            ))
+            .await?;
+        Ok(rows.into_iter().next())
     }
 
-    pub async fn load_text(&self, doc_id: &str, version: u32, part_count: u32) -> Result<String, PortError> {
-        let rows: Vec<TextRow> =
-            self.db.query(Stmt::new(sql::CONSUME_LOAD_PARTS, vec![doc_id.into(), version.into()])).await?;
+    /// Up to `limit` staged chunks of a version from chunk `from` on.
+    pub async fn consume_page(
+        &self,
+        doc_id: &str,
+        version: u32,
+        from: u32,
+        limit: usize,
+    ) -> Result<Vec<PageRow>, PortError> {
+        let params = vec![
+            doc_id.into(),
+            version.into(),
+            from.into(),
+            int(limit as i64),
+        ];
+        self.db.query(Stmt::new(sql::CONSUME_PAGE, params)).await
+    }
+
+    /// The checkpoint and this invocation's usage, atomically.
+    pub async fn checkpoint(
+        &self,
+        job_id: &str,
+        now: i64,
+        chunks_done: u32,
+        usage: &UsageSnapshot,
+    ) -> Result<(), PortError> {
+        self.db
+            .batch(vec![
+                Stmt::new(
+                    sql::CONSUME_CHECKPOINT,
+                    vec![job_id.into(), int(now), chunks_done.into()],
+                ),
+                usage_stmt(job_id, usage),
+            ])
+            .await
+            .map(|_| ())
+    }
+
+    pub async fn add_usage(&self, job_id: &str, usage: &UsageSnapshot) -> Result<(), PortError> {
+        self.db.execute(usage_stmt(job_id, usage)).await.map(|_| ())
+    }
+
+    pub async fn load_text(
+        &self,
+        doc_id: &str,
+        version: u32,
+        part_count: u32,
+    ) -> Result<String, PortError> {
+        let rows: Vec<TextRow> = self
+            .db
+            .query(Stmt::new(
+                sql::CONSUME_LOAD_PARTS,
+                vec![doc_id.into(), version.into()],
+            ))
+            .await?;
         if rows.len() != part_count as usize {
             // The version row promises parts the ledger does not hold.
             return Err(PortError::new(FailureBucket::Internal, "parts_missing"));
@@ -202,26 +344,47 @@ impl<D: Database> Store<D> {
     ) -> Result<(), PortError> {
         let mut stmts: Vec<Stmt> = json_pages(chunks, self.json_param_bytes_max)
             .into_iter()
-            .map(|page| Stmt::new(sql::CONSUME_STAGE_CHUNKS, vec![doc_id.into(), version.into(), page.into()]))
+            .map(|page| {
+                Stmt::new(
+                    sql::CONSUME_STAGE_CHUNKS,
+                    vec![doc_id.into(), version.into(), page.into()],
+                )
+            })
             .collect();
         stmts.push(Stmt::new(
             sql::CONSUME_SET_CHUNK_COUNT,
-            vec![doc_id.into(), version.into(), SqlValue::Int(chunks.len() as i64), index_config.into()],
+            vec![
+                doc_id.into(),
+                version.into(),
+                SqlValue::Int(chunks.len() as i64),
+                index_config.into(),
+            ],
         ));
-        stmts.push(Stmt::new(sql::CONSUME_SET_STEP, vec![job_id.into(), "staged".into(), int(now)]));
+        stmts.push(Stmt::new(
+            sql::CONSUME_SET_STEP,
+            vec![job_id.into(), "staged".into(), int(now)],
+        ));
         self.db.batch(stmts).await.map(|_| ())
-    }
-
-    pub async fn set_step(&self, job_id: &str, step: &str, now: i64) -> Result<(), PortError> {
-        self.db.execute(Stmt::new(sql::CONSUME_SET_STEP, vec![job_id.into(), step.into(), int(now)])).await.map(|_| ())
     }
 
     /// The replace step: intents for the replaced version, the
     /// compare-and-set, intents for a loser, and the job's end, atomically.
     /// Returns whether this version is now live.
-    pub async fn commit(&self, job_id: &str, doc_id: &str, version: u32, now: i64, bugs: Bugs) -> Result<bool, PortError> {
+    pub async fn commit(
+        &self,
+        job_id: &str,
+        doc_id: &str,
+        version: u32,
+        now: i64,
+        usage: &UsageSnapshot,
+        bugs: Bugs,
+    ) -> Result<bool, PortError> {
         let p = || vec![doc_id.into(), version.into(), int(now)];
-        let set_live = if bugs.has(Bug::FlipWithoutCas) { bugs::sql::SET_LIVE_UNGUARDED } else { sql::COMMIT_SET_LIVE };
+        let set_live = if bugs.has(Bug::FlipWithoutCas) {
+            bugs::sql::SET_LIVE_UNGUARDED
+        } else {
+            sql::COMMIT_SET_LIVE
+        };
         let mut finish = p();
         finish.push(job_id.into());
         let changes = self
@@ -231,14 +394,35 @@ impl<D: Database> Store<D> {
                 Stmt::new(set_live, p()),
                 Stmt::new(sql::COMMIT_INTENTS_FOR_LOSER, p()),
                 Stmt::new(sql::COMMIT_FINISH_JOB, finish),
+                usage_stmt(job_id, usage),
             ])
             .await?;
         Ok(changes.get(1).copied().unwrap_or(0) > 0)
     }
 
-    pub async fn job_up_for_retry(&self, job_id: &str, bucket: FailureBucket, now: i64, next_at: i64) -> Result<(), PortError> {
-        let params = vec![job_id.into(), bucket.as_str().into(), int(now), int(next_at)];
-        self.db.execute(Stmt::new(sql::JOB_UP_FOR_RETRY, params)).await.map(|_| ())
+    pub async fn job_up_for_retry(
+        &self,
+        job_id: &str,
+        bucket: FailureBucket,
+        now: i64,
+        next_at: i64,
+        chunks_done: u32,
+        usage: &UsageSnapshot,
+    ) -> Result<(), PortError> {
+        let params = vec![
+            job_id.into(),
+            bucket.as_str().into(),
+            int(now),
+            int(next_at),
+            chunks_done.into(),
+        ];
+        self.db
+            .batch(vec![
+                Stmt::new(sql::JOB_UP_FOR_RETRY, params),
+                usage_stmt(job_id, usage),
+            ])
+            .await
+            .map(|_| ())
     }
 
     /// Ends a job `failed` or `dead`, and turns its version's vectors (if it
@@ -251,27 +435,53 @@ impl<D: Database> Store<D> {
         bucket: FailureBucket,
         state: &'static str,
         now: i64,
+        usage: &UsageSnapshot,
     ) -> Result<(), PortError> {
         self.db
             .batch(vec![
-                Stmt::new(sql::JOB_END_FAILED, vec![job_id.into(), bucket.as_str().into(), int(now), state.into()]),
-                Stmt::new(sql::COMMIT_INTENTS_FOR_LOSER, vec![doc_id.into(), version.into(), int(now)]),
+                Stmt::new(
+                    sql::JOB_END_FAILED,
+                    vec![
+                        job_id.into(),
+                        bucket.as_str().into(),
+                        int(now),
+                        state.into(),
+                    ],
+                ),
+                Stmt::new(
+                    sql::COMMIT_INTENTS_FOR_LOSER,
+                    vec![doc_id.into(), version.into(), int(now)],
+                ),
+                usage_stmt(job_id, usage),
             ])
             .await
             .map(|_| ())
     }
 
-    pub async fn intents_due_for_doc(&self, doc_id: &str, now: i64, limit: usize) -> Result<Vec<String>, PortError> {
+    pub async fn intents_due_for_doc(
+        &self,
+        doc_id: &str,
+        now: i64,
+        limit: usize,
+    ) -> Result<Vec<String>, PortError> {
         let rows: Vec<VectorIdRow> = self
             .db
-            .query(Stmt::new(sql::INTENTS_DUE_FOR_DOC, vec![doc_id.into(), int(now), int(limit as i64)]))
+            .query(Stmt::new(
+                sql::INTENTS_DUE_FOR_DOC,
+                vec![doc_id.into(), int(now), int(limit as i64)],
+            ))
             .await?;
         Ok(rows.into_iter().map(|r| r.vector_id).collect())
     }
 
     pub async fn intents_due(&self, now: i64, limit: usize) -> Result<Vec<String>, PortError> {
-        let rows: Vec<VectorIdRow> =
-            self.db.query(Stmt::new(sql::INTENTS_DUE, vec![int(now), int(limit as i64)])).await?;
+        let rows: Vec<VectorIdRow> = self
+            .db
+            .query(Stmt::new(
+                sql::INTENTS_DUE,
+                vec![int(now), int(limit as i64)],
+            ))
+            .await?;
         Ok(rows.into_iter().map(|r| r.vector_id).collect())
     }
 
@@ -288,58 +498,103 @@ impl<D: Database> Store<D> {
     }
 
     pub async fn intents_back_off(&self, ids: &[String], not_before: i64) -> Result<(), PortError> {
-        self.db.execute(Stmt::new(sql::INTENTS_BACK_OFF, vec![json_array(ids).into(), int(not_before)])).await.map(|_| ())
+        self.db
+            .execute(Stmt::new(
+                sql::INTENTS_BACK_OFF,
+                vec![json_array(ids).into(), int(not_before)],
+            ))
+            .await
+            .map(|_| ())
     }
 
-    pub async fn sweep_abandoned(&self, now: i64, limit: usize, bugs: Bugs) -> Result<u64, PortError> {
-        let sweep = if bugs.has(Bug::SweepIgnoresLease) { bugs::sql::SWEEP_IGNORING_LEASE } else { sql::SWEEP_ABANDONED };
-        self.db.execute(Stmt::new(sweep, vec![int(now), int(limit as i64)])).await
+    pub async fn sweep_abandoned(
+        &self,
+        now: i64,
+        limit: usize,
+        bugs: Bugs,
+    ) -> Result<u64, PortError> {
+        let sweep = if bugs.has(Bug::SweepIgnoresLease) {
+            bugs::sql::SWEEP_IGNORING_LEASE
+        } else {
+            sql::SWEEP_ABANDONED
+        };
+        self.db
+            .execute(Stmt::new(sweep, vec![int(now), int(limit as i64)]))
+            .await
     }
 
     /// `DeleteBeforeReplace` only: the replaced version's intents, ahead of the replace.
-    pub async fn bug_intents_for_replaced(&self, doc_id: &str, version: u32, now: i64) -> Result<(), PortError> {
-        let stmt = Stmt::new(sql::COMMIT_INTENTS_FOR_REPLACED, vec![doc_id.into(), version.into(), int(now)]);
+    pub async fn bug_intents_for_replaced(
+        &self,
+        doc_id: &str,
+        version: u32,
+        now: i64,
+    ) -> Result<(), PortError> {
+        let stmt = Stmt::new(
+            sql::COMMIT_INTENTS_FOR_REPLACED,
+            vec![doc_id.into(), version.into(), int(now)],
+        );
         self.db.execute(stmt).await.map(|_| ())
     }
 
-    pub async fn stalled_jobs(&self, now: i64, stalled_before: i64, limit: usize) -> Result<Vec<StalledJobRow>, PortError> {
-        self.db.query(Stmt::new(sql::STALLED_JOBS, vec![int(now), int(stalled_before), int(limit as i64)])).await
+    pub async fn stalled_jobs(
+        &self,
+        now: i64,
+        stalled_before: i64,
+        limit: usize,
+    ) -> Result<Vec<StalledJobRow>, PortError> {
+        self.db
+            .query(Stmt::new(
+                sql::STALLED_JOBS,
+                vec![int(now), int(stalled_before), int(limit as i64)],
+            ))
+            .await
     }
 
     pub async fn touch_jobs(&self, job_ids: &[&str], now: i64) -> Result<(), PortError> {
-        self.db.execute(Stmt::new(sql::TOUCH_JOBS, vec![json_array(job_ids).into(), int(now)])).await.map(|_| ())
+        self.db
+            .execute(Stmt::new(
+                sql::TOUCH_JOBS,
+                vec![json_array(job_ids).into(), int(now)],
+            ))
+            .await
+            .map(|_| ())
     }
 
     /// Ends a stalled job `dead`; its version's vectors (if not live) become intents.
-    pub async fn job_stalled_dead(&self, job_id: &str, doc_id: &str, version: u32, now: i64) -> Result<(), PortError> {
+    pub async fn job_stalled_dead(
+        &self,
+        job_id: &str,
+        doc_id: &str,
+        version: u32,
+        now: i64,
+    ) -> Result<(), PortError> {
         self.db
             .batch(vec![
                 Stmt::new(sql::JOB_STALLED_DEAD, vec![job_id.into(), int(now)]),
-                Stmt::new(sql::COMMIT_INTENTS_FOR_LOSER, vec![doc_id.into(), version.into(), int(now)]),
+                Stmt::new(
+                    sql::COMMIT_INTENTS_FOR_LOSER,
+                    vec![doc_id.into(), version.into(), int(now)],
+                ),
             ])
             .await
             .map(|_| ())
     }
 
-    pub async fn live_chunks(&self, vector_ids: &[String], bugs: Bugs) -> Result<Vec<LiveChunkRow>, PortError> {
-        let q = if bugs.has(Bug::ServeUnfiltered) { bugs::sql::CHUNKS_BY_VECTOR_ID } else { sql::LIVE_CHUNKS_BY_VECTOR_ID };
-        self.db.query(Stmt::new(q, vec![json_array(vector_ids).into()])).await
+    pub async fn live_chunks(
+        &self,
+        vector_ids: &[String],
+        bugs: Bugs,
+    ) -> Result<Vec<LiveChunkRow>, PortError> {
+        let q = if bugs.has(Bug::ServeUnfiltered) {
+            bugs::sql::CHUNKS_BY_VECTOR_ID
+        } else {
+            sql::LIVE_CHUNKS_BY_VECTOR_ID
+        };
+        self.db
+            .query(Stmt::new(q, vec![json_array(vector_ids).into()]))
+            .await
     }
-
-    /// Embedding reuse: the live version's vector ID for each chunk text
-    /// (content hash) of the staged `version` that the live version also
-    /// holds, if the live version was indexed with `index_config`.
-    pub async fn reusable_vectors(&self, doc_id: &str, version: u32, index_config: &str) -> Result<Vec<ReusableVectorRow>, PortError> {
-        let params = vec![doc_id.into(), version.into(), index_config.into()];
-        self.db.query(Stmt::new(sql::CONSUME_REUSABLE_VECTORS, params)).await
-    }
-}
-
-/// A live vector whose chunk text a new version repeats (`reusable_vectors`).
-#[derive(Debug, Clone, Deserialize)]
-pub struct ReusableVectorRow {
-    pub content_hash: String,
-    pub vector_id: String,
 }
 
 #[cfg(test)]
@@ -353,7 +608,12 @@ mod tests {
         let mut back = Vec::new();
         for p in &pages {
             let v: Vec<String> = serde_json::from_str(p).unwrap();
-            assert!(p.len() <= 300 || v.len() == 1, "page of {} bytes holds {} rows", p.len(), v.len());
+            assert!(
+                p.len() <= 300 || v.len() == 1,
+                "page of {} bytes holds {} rows",
+                p.len(),
+                v.len()
+            );
             back.extend(v);
         }
         assert_eq!(back, rows);

@@ -36,7 +36,8 @@ SELECT json_extract(value, '$.doc_id'), json_extract(value, '$.version'), json_e
 FROM json_each(?1)";
 
 /// One large text part on its own (its JSON form would not fit one parameter).
-pub const INTAKE_INSERT_PART: &str = "INSERT INTO version_parts (doc_id, version, part, text) VALUES (?1, ?2, ?3, ?4)";
+pub const INTAKE_INSERT_PART: &str =
+    "INSERT INTO version_parts (doc_id, version, part, text) VALUES (?1, ?2, ?3, ?4)";
 
 /// New jobs, `queued`. `?1`: JSON array of `{job_id, doc_id, version, kind}`; `?2`: now.
 pub const INTAKE_INSERT_JOBS: &str = "\
@@ -54,7 +55,8 @@ SELECT d.doc_id AS doc_id, d.latest_version AS latest_version, d.live_version AS
        d.repair_needed AS repair_needed, lv.is_delete AS live_is_delete, lv.chunk_count AS live_chunk_count,
        lv.index_config AS live_index_config,
        d.created_at AS created_at, d.updated_at AS updated_at,
-       j.job_id AS job_id, j.state AS job_state, j.step AS job_step, j.last_failure_bucket AS last_failure_bucket
+       j.job_id AS job_id, j.state AS job_state, j.step AS job_step, j.last_failure_bucket AS last_failure_bucket,
+       j.chunks_done AS job_chunks_done
 FROM documents d
 LEFT JOIN versions lv ON lv.doc_id = d.doc_id AND lv.version = d.live_version
 LEFT JOIN jobs j ON j.job_id = (
@@ -64,8 +66,14 @@ WHERE d.doc_id IN (SELECT value FROM json_each(?1))";
 
 /// The API view of one job.
 pub const JOB_VIEW: &str = "\
-SELECT job_id, doc_id, version, kind, state, step, attempts, last_failure_bucket, lease_until, next_attempt_at, created_at, updated_at
-FROM jobs WHERE job_id = ?1";
+SELECT j.job_id AS job_id, j.doc_id AS doc_id, j.version AS version, j.kind AS kind, j.state AS state, j.step AS step,
+       j.attempts AS attempts, j.last_failure_bucket AS last_failure_bucket, j.lease_until AS lease_until,
+       j.next_attempt_at AS next_attempt_at, j.created_at AS created_at, j.updated_at AS updated_at,
+       v.chunk_count AS chunk_count, j.chunks_done AS chunks_done, j.chunks_embedded AS chunks_embedded,
+       j.chunks_reused AS chunks_reused, j.invocations AS invocations, j.subrequests_d1 AS subrequests_d1,
+       j.subrequests_embed AS subrequests_embed, j.subrequests_index AS subrequests_index,
+       j.subrequests_queue AS subrequests_queue, j.subrequests_peak AS subrequests_peak
+FROM jobs j JOIN versions v ON v.doc_id = j.doc_id AND v.version = j.version WHERE j.job_id = ?1";
 
 // ---------------------------------------------------------------- consume
 
@@ -94,17 +102,24 @@ WHERE job_id = ?1 AND (state IN ('queued', 'up_for_retry') OR (state = 'running'
 /// longer than an invocation can live. Only a current version can be
 /// claimed (the latest, and newer than the live one): a version older than
 /// the latest is never written again, which is what lets the cron sweep
-/// clean it up. Returns the new attempt count.
+/// clean it up. A job whose chunks are staged keeps its step and its
+/// checkpoint (`chunks_done`): the staging batch wrote both atomically.
+/// Returns the new attempt count and where to continue, read in the same
+/// statement (a load before the claim may predate another delivery's
+/// staging).
 /// `?1` job, `?2` now, `?3` lease until.
 pub const CONSUME_CLAIM: &str = "\
-UPDATE jobs SET state = 'running', step = 'claimed', attempts = attempts + 1, lease_until = ?3, updated_at = ?2
+UPDATE jobs SET state = 'running', step = CASE WHEN step = 'staged' THEN 'staged' ELSE 'claimed' END,
+  attempts = attempts + 1, invocations = invocations + 1, lease_until = ?3, updated_at = ?2
 WHERE job_id = ?1 AND (state IN ('queued', 'up_for_retry') OR (state = 'running' AND lease_until < ?2))
   AND EXISTS (SELECT 1 FROM documents d WHERE d.doc_id = jobs.doc_id AND d.latest_version = jobs.version
               AND (d.live_version IS NULL OR d.live_version < jobs.version))
-RETURNING attempts";
+RETURNING attempts, step, chunks_done,
+  (SELECT v.chunk_count FROM versions v WHERE v.doc_id = jobs.doc_id AND v.version = jobs.version) AS chunk_count";
 
 /// The text of a version, in order.
-pub const CONSUME_LOAD_PARTS: &str = "SELECT text FROM version_parts WHERE doc_id = ?1 AND version = ?2 ORDER BY part";
+pub const CONSUME_LOAD_PARTS: &str =
+    "SELECT text FROM version_parts WHERE doc_id = ?1 AND version = ?2 ORDER BY part";
 
 /// Stages chunk rows before any vector is written (invariant 1: D1 knows
 /// every vector ID that can exist). Idempotent: the rows are a function of
@@ -121,8 +136,41 @@ FROM json_each(?3)";
 pub const CONSUME_SET_CHUNK_COUNT: &str =
     "UPDATE versions SET chunk_count = ?3, index_config = ?4 WHERE doc_id = ?1 AND version = ?2";
 
+/// One page of a staged version's chunks, from chunk `?3` on (at most `?4`),
+/// each with the live version's vector for the same text if it can be
+/// reused: the live version is older, not a tombstone, and was indexed with
+/// the same configuration as this version. `?1` doc, `?2` version.
+pub const CONSUME_PAGE: &str = "\
+SELECT n.chunk_index AS chunk_index, n.vector_id AS vector_id, n.content_hash AS content_hash, n.text AS text,
+  (SELECT MIN(o.vector_id) FROM documents d
+     JOIN versions lv ON lv.doc_id = d.doc_id AND lv.version = d.live_version
+     JOIN versions nv ON nv.doc_id = d.doc_id AND nv.version = ?2
+     JOIN chunks o ON o.doc_id = d.doc_id AND o.version = d.live_version AND o.content_hash = n.content_hash
+   WHERE d.doc_id = ?1 AND d.live_version < ?2 AND lv.is_delete = 0 AND lv.index_config = nv.index_config) AS reuse_id
+FROM chunks n WHERE n.doc_id = ?1 AND n.version = ?2 AND n.chunk_index >= ?3
+ORDER BY n.chunk_index LIMIT ?4";
+
+/// The checkpoint: a running job hands itself to the next invocation. The
+/// attempt that made progress is not a failure: `attempts` counts attempts
+/// since the last progress. `?1` job, `?2` now, `?3` chunks done.
+pub const CONSUME_CHECKPOINT: &str = "\
+UPDATE jobs SET state = 'queued', chunks_done = ?3, attempts = 0, lease_until = NULL, updated_at = ?2
+WHERE job_id = ?1 AND state = 'running'";
+
+/// What one invocation used, added to the job's counters (in the same batch
+/// as the statement that ends the invocation). `?1` job, `?2`–`?5`
+/// subrequests by kind (D1, embed, index, queue), `?6` chunks embedded,
+/// `?7` chunks reused, `?8` the invocation's subrequests so far.
+pub const JOB_ADD_USAGE: &str = "\
+UPDATE jobs SET subrequests_d1 = subrequests_d1 + ?2, subrequests_embed = subrequests_embed + ?3,
+  subrequests_index = subrequests_index + ?4, subrequests_queue = subrequests_queue + ?5,
+  subrequests_peak = MAX(subrequests_peak, ?8),
+  chunks_embedded = chunks_embedded + ?6, chunks_reused = chunks_reused + ?7
+WHERE job_id = ?1";
+
 /// Moves a running job to another step. `?1` job, `?2` step, `?3` now.
-pub const CONSUME_SET_STEP: &str = "UPDATE jobs SET step = ?2, updated_at = ?3 WHERE job_id = ?1 AND state = 'running'";
+pub const CONSUME_SET_STEP: &str =
+    "UPDATE jobs SET step = ?2, updated_at = ?3 WHERE job_id = ?1 AND state = 'running'";
 
 /// Replace step, statement 1 of 4 (invariant 3): when this version is about
 /// to go live, the old live version's vectors become cleanup intents, in the
@@ -156,13 +204,16 @@ pub const COMMIT_FINISH_JOB: &str = "\
 UPDATE jobs SET
   state = CASE WHEN EXISTS (SELECT 1 FROM documents d WHERE d.doc_id = ?1 AND d.live_version = ?2)
                THEN 'succeeded' ELSE 'superseded' END,
-  step = 'committed', lease_until = NULL, updated_at = ?3
+  step = 'committed', lease_until = NULL, updated_at = ?3,
+  chunks_done = COALESCE((SELECT v.chunk_count FROM versions v WHERE v.doc_id = ?1 AND v.version = ?2), 0)
 WHERE job_id = ?4 AND state = 'running'";
 
-/// A transient failure: the job waits for its retry. `?1` job, `?2` bucket,
-/// `?3` now, `?4` next attempt at.
+/// A transient failure: the job waits for its retry, keeping the progress
+/// the attempt made (the retry continues from chunk `?5`). `?1` job, `?2`
+/// bucket, `?3` now, `?4` next attempt at.
 pub const JOB_UP_FOR_RETRY: &str = "\
-UPDATE jobs SET state = 'up_for_retry', last_failure_bucket = ?2, lease_until = NULL, next_attempt_at = ?4, updated_at = ?3
+UPDATE jobs SET state = 'up_for_retry', last_failure_bucket = ?2, lease_until = NULL, next_attempt_at = ?4, updated_at = ?3,
+  chunks_done = ?5
 WHERE job_id = ?1 AND state = 'running'";
 
 /// A permanent failure (`failed`) or exhausted attempts (`dead`).
@@ -189,7 +240,8 @@ AND NOT EXISTS (SELECT 1 FROM documents d WHERE d.doc_id = chunks.doc_id AND d.l
 
 /// ... and then the intents themselves (invariant 2 of the design: an intent
 /// is removed only after its effect succeeded).
-pub const INTENTS_DONE_DELETE: &str = "DELETE FROM cleanup_intents WHERE vector_id IN (SELECT value FROM json_each(?1))";
+pub const INTENTS_DONE_DELETE: &str =
+    "DELETE FROM cleanup_intents WHERE vector_id IN (SELECT value FROM json_each(?1))";
 
 /// A failed delete: back off those intents. `?1` JSON ids, `?2` not before.
 pub const INTENTS_BACK_OFF: &str = "\
@@ -252,12 +304,15 @@ SELECT json_extract(value, '$.id'), json_extract(value, '$.doc_id'), json_extrac
 FROM json_each(?1) WHERE true
 ON CONFLICT (id) DO UPDATE SET doc_id = excluded.doc_id, vec = excluded.vec, metadata = excluded.metadata";
 
-pub const LOCAL_INDEX_DELETE: &str = "DELETE FROM vectors WHERE id IN (SELECT value FROM json_each(?1))";
+pub const LOCAL_INDEX_DELETE: &str =
+    "DELETE FROM vectors WHERE id IN (SELECT value FROM json_each(?1))";
 
-pub const LOCAL_INDEX_GET: &str = "SELECT id, vec, metadata FROM vectors WHERE id IN (SELECT value FROM json_each(?1))";
+pub const LOCAL_INDEX_GET: &str =
+    "SELECT id, vec, metadata FROM vectors WHERE id IN (SELECT value FROM json_each(?1))";
 
 /// Brute force: every vector (optionally of one document).
-pub const LOCAL_INDEX_SCAN: &str = "SELECT id, vec, metadata FROM vectors WHERE ?1 IS NULL OR doc_id = ?1";
+pub const LOCAL_INDEX_SCAN: &str =
+    "SELECT id, vec, metadata FROM vectors WHERE ?1 IS NULL OR doc_id = ?1";
 
 // ---------------------------------------------------------------- repair runs, dead letters, redrives
 
@@ -329,7 +384,8 @@ SELECT ?1, json_extract(value, '$.job_id'), json_extract(value, '$.doc_id'), jso
 FROM json_each(?2)";
 
 /// `?1` redrive, `?2` now, `?3` event, `?4` detail JSON.
-pub const REDRIVE_AUDIT: &str = "INSERT INTO redrive_audit (redrive_id, at, event, detail) VALUES (?1, ?2, ?3, ?4)";
+pub const REDRIVE_AUDIT: &str =
+    "INSERT INTO redrive_audit (redrive_id, at, event, detail) VALUES (?1, ?2, ?3, ?4)";
 
 pub const REDRIVE_GET: &str = "SELECT redrive_id, plan_id, state, params, stop_reason, created_at, updated_at FROM redrives WHERE redrive_id = ?1";
 
@@ -384,26 +440,13 @@ INSERT OR IGNORE INTO jobs (job_id, doc_id, version, kind, state, step, attempts
 SELECT ?4, ?1, ?2 + 1, CASE WHEN v.is_delete = 1 THEN 'delete' ELSE 'index' END, 'queued', 'queued', 0, NULL, NULL, NULL, ?3, ?3
 FROM versions v WHERE v.doc_id = ?1 AND v.version = ?2 + 1 AND v.created_at = ?3";
 
-/// Embedding reuse: for each chunk text (content hash) of the staged version
-/// `?2` that the live version also holds, one of the live version's vector
-/// IDs, provided the live version was indexed with the same configuration
-/// `?3` (chunker, model, pooling, dimensions: `Config::index_config`). Their
-/// values are copied to the new version's own IDs (never written in place:
-/// a live vector is never overwritten). Reads only; `?1` doc.
-pub const CONSUME_REUSABLE_VECTORS: &str = "\
-SELECT o.content_hash AS content_hash, MIN(o.vector_id) AS vector_id
-FROM documents d
-JOIN versions v ON v.doc_id = d.doc_id AND v.version = d.live_version
-JOIN chunks o ON o.doc_id = d.doc_id AND o.version = d.live_version
-WHERE d.doc_id = ?1 AND d.live_version < ?2 AND v.is_delete = 0 AND v.index_config = ?3
-  AND o.content_hash IN (SELECT n.content_hash FROM chunks n WHERE n.doc_id = ?1 AND n.version = ?2)
-GROUP BY o.content_hash";
-
 /// Whether a version is a tombstone. `?1` doc, `?2` version.
-pub const VERSION_IS_DELETE: &str = "SELECT is_delete FROM versions WHERE doc_id = ?1 AND version = ?2";
+pub const VERSION_IS_DELETE: &str =
+    "SELECT is_delete FROM versions WHERE doc_id = ?1 AND version = ?2";
 
 /// A redrive's audit trail, in order. `?1` redrive.
-pub const REDRIVE_AUDIT_LIST: &str = "SELECT at, event, detail FROM redrive_audit WHERE redrive_id = ?1 ORDER BY at, rowid";
+pub const REDRIVE_AUDIT_LIST: &str =
+    "SELECT at, event, detail FROM redrive_audit WHERE redrive_id = ?1 ORDER BY at, rowid";
 
 /// Index verification: a page of live chunks, of versions live for longer
 /// than the visibility window, after the cursor. `?1` live before, `?2`
@@ -422,7 +465,8 @@ INSERT INTO repair_cursors (name, value) VALUES (?1, ?2) ON CONFLICT (name) DO U
 
 /// The live version has vectors missing from the index: shown as
 /// `repair_needed` until a new version replaces it. `?1` doc, `?2` version.
-pub const MARK_REPAIR_NEEDED: &str = "UPDATE documents SET repair_needed = 1 WHERE doc_id = ?1 AND live_version = ?2";
+pub const MARK_REPAIR_NEEDED: &str =
+    "UPDATE documents SET repair_needed = 1 WHERE doc_id = ?1 AND live_version = ?2";
 
 /// Repair of a live version: like RERUN_ADVANCE, but the version to copy
 /// may be the live one. `?1` doc, `?2` version, `?3` now.
@@ -447,6 +491,9 @@ pub const ALL: &[(&str, &str)] = &[
     ("CONSUME_STAGE_CHUNKS", CONSUME_STAGE_CHUNKS),
     ("CONSUME_SET_CHUNK_COUNT", CONSUME_SET_CHUNK_COUNT),
     ("CONSUME_SET_STEP", CONSUME_SET_STEP),
+    ("CONSUME_PAGE", CONSUME_PAGE),
+    ("CONSUME_CHECKPOINT", CONSUME_CHECKPOINT),
+    ("JOB_ADD_USAGE", JOB_ADD_USAGE),
     ("COMMIT_INTENTS_FOR_REPLACED", COMMIT_INTENTS_FOR_REPLACED),
     ("COMMIT_SET_LIVE", COMMIT_SET_LIVE),
     ("COMMIT_INTENTS_FOR_LOSER", COMMIT_INTENTS_FOR_LOSER),
@@ -485,7 +532,6 @@ pub const ALL: &[(&str, &str)] = &[
     ("RERUN_COPY_VERSION", RERUN_COPY_VERSION),
     ("RERUN_COPY_PARTS", RERUN_COPY_PARTS),
     ("RERUN_INSERT_JOB", RERUN_INSERT_JOB),
-    ("CONSUME_REUSABLE_VECTORS", CONSUME_REUSABLE_VECTORS),
     ("VERSION_IS_DELETE", VERSION_IS_DELETE),
     ("REDRIVE_AUDIT_LIST", REDRIVE_AUDIT_LIST),
     ("VERIFY_LIVE_CHUNKS", VERIFY_LIVE_CHUNKS),

@@ -14,9 +14,16 @@ fn classify(e: &worker::Error) -> PortError {
     let text = format!("{e} {e:?}").to_ascii_lowercase();
     if text.contains("constraint") {
         PortError::new(FailureBucket::DbRejected, "db_constraint")
-    } else if text.contains("busy") || text.contains("locked") || text.contains("overloaded") || text.contains("too many") {
+    } else if text.contains("busy")
+        || text.contains("locked")
+        || text.contains("overloaded")
+        || text.contains("too many")
+    {
         PortError::new(FailureBucket::DbBusy, "db_busy")
-    } else if text.contains("no such table") || text.contains("no such column") || text.contains("syntax error") {
+    } else if text.contains("no such table")
+        || text.contains("no such column")
+        || text.contains("syntax error")
+    {
         PortError::new(FailureBucket::DbRejected, "db_schema")
     } else {
         PortError::new(FailureBucket::DbUnavailable, "db_error")
@@ -35,7 +42,10 @@ fn js(v: &SqlValue) -> JsValue {
 impl D1Db {
     fn prepare(&self, stmt: &Stmt) -> Result<D1PreparedStatement, PortError> {
         let params: Vec<JsValue> = stmt.params.iter().map(js).collect();
-        self.0.prepare(stmt.sql).bind(&params).map_err(|e| classify(&e))
+        self.0
+            .prepare(stmt.sql)
+            .bind(&params)
+            .map_err(|e| classify(&e))
     }
 }
 
@@ -46,7 +56,9 @@ fn changes(r: &D1Result) -> u64 {
 impl Database for D1Db {
     async fn query<T: DeserializeOwned>(&self, stmt: Stmt) -> Result<Vec<T>, PortError> {
         let result = self.prepare(&stmt)?.all().await.map_err(|e| classify(&e))?;
-        result.results::<T>().map_err(|_| PortError::new(FailureBucket::Internal, "row_shape"))
+        result
+            .results::<T>()
+            .map_err(|_| PortError::new(FailureBucket::Internal, "row_shape"))
     }
 
     async fn execute(&self, stmt: Stmt) -> Result<u64, PortError> {
@@ -55,7 +67,10 @@ impl Database for D1Db {
     }
 
     async fn batch(&self, stmts: Vec<Stmt>) -> Result<Vec<u64>, PortError> {
-        let prepared = stmts.iter().map(|s| self.prepare(s)).collect::<Result<Vec<_>, _>>()?;
+        let prepared = stmts
+            .iter()
+            .map(|s| self.prepare(s))
+            .collect::<Result<Vec<_>, _>>()?;
         let results = self.0.batch(prepared).await.map_err(|e| classify(&e))?;
         Ok(results.iter().map(changes).collect())
     }

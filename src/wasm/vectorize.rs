@@ -11,11 +11,13 @@
 //! error's text into a failure bucket and a static code; the text itself is
 //! never logged or returned.
 
-use crate::adapters::IndexLimits;
 use super::js_error_text;
+use crate::adapters::IndexLimits;
 use crate::config::VectorMetric;
 use crate::core::failure::FailureBucket;
-use crate::ports::{MetadataFilter, PortError, VectorIndex, VectorMatch, VectorMetadata, VectorRecord};
+use crate::ports::{
+    MetadataFilter, PortError, VectorIndex, VectorMatch, VectorMetadata, VectorRecord,
+};
 use js_sys::{Array, Float32Array, Object, Promise, Reflect};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen::JsCast;
@@ -42,7 +44,11 @@ extern "C" {
     fn get_by_ids(this: &VectorizeBinding, ids: &Array) -> Result<Promise, JsValue>;
 
     #[wasm_bindgen(method, catch)]
-    fn query(this: &VectorizeBinding, vector: &Float32Array, options: &Object) -> Result<Promise, JsValue>;
+    fn query(
+        this: &VectorizeBinding,
+        vector: &Float32Array,
+        options: &Object,
+    ) -> Result<Promise, JsValue>;
 
     #[wasm_bindgen(method, catch)]
     fn describe(this: &VectorizeBinding) -> Result<Promise, JsValue>;
@@ -54,7 +60,10 @@ impl worker::EnvBinding for VectorizeBinding {
     const TYPE_NAME: &'static str = "VectorizeIndexImpl";
 
     fn get(val: JsValue) -> worker::Result<Self> {
-        if has_methods(&val, &["upsert", "query", "getByIds", "deleteByIds", "describe"]) {
+        if has_methods(
+            &val,
+            &["upsert", "query", "getByIds", "deleteByIds", "describe"],
+        ) {
             Ok(val.unchecked_into())
         } else {
             Err("the binding is not a Vectorize index".into())
@@ -65,7 +74,9 @@ impl worker::EnvBinding for VectorizeBinding {
 /// Whether `val` is an object with a function under each name.
 pub(super) fn has_methods(val: &JsValue, names: &[&str]) -> bool {
     val.is_object()
-        && names.iter().all(|n| Reflect::get(val, &JsValue::from_str(n)).is_ok_and(|f| f.is_function()))
+        && names
+            .iter()
+            .all(|n| Reflect::get(val, &JsValue::from_str(n)).is_ok_and(|f| f.is_function()))
 }
 
 /// The Vectorize adapter; every call is checked against `limits`
@@ -95,7 +106,10 @@ impl IndexInfo {
             Some(_) => {}
         }
         match &self.metric {
-            Some(m) if VectorMetric::parse(&m.to_ascii_lowercase().replace('_', "-")) != Some(metric) => {
+            Some(m)
+                if VectorMetric::parse(&m.to_ascii_lowercase().replace('_', "-"))
+                    != Some(metric) =>
+            {
                 Err("index_metric_mismatch")
             }
             _ => Ok(()),
@@ -113,13 +127,28 @@ fn rejected(code: &'static str) -> PortError {
 pub fn classify(text: &str) -> PortError {
     let t = text.to_ascii_lowercase();
     let has = |needles: &[&str]| needles.iter().any(|n| t.contains(n));
-    if has(&["too many requests", "rate limit", "ratelimit", "rate-limit", "status + 429", "throttl"]) {
+    if has(&[
+        "too many requests",
+        "rate limit",
+        "ratelimit",
+        "rate-limit",
+        "status + 429",
+        "throttl",
+    ]) {
         PortError::new(FailureBucket::IndexRateLimited, "vectorize_rate_limited")
     } else if has(&["dimension"]) {
         // The pipeline checks every vector's length against the configured
         // dimensions before upserting: the index itself disagrees.
-        PortError::new(FailureBucket::IndexMisconfigured, "index_dimensions_mismatch")
-    } else if has(&["index not found", "no such index", "index does not exist", "status + 404"]) {
+        PortError::new(
+            FailureBucket::IndexMisconfigured,
+            "index_dimensions_mismatch",
+        )
+    } else if has(&[
+        "index not found",
+        "no such index",
+        "index does not exist",
+        "status + 404",
+    ]) {
         PortError::new(FailureBucket::IndexMisconfigured, "index_not_found")
     } else if has(&["timeout", "timed out", "deadline"]) {
         PortError::new(FailureBucket::IndexUnavailable, "vectorize_timeout")
@@ -134,7 +163,16 @@ pub fn classify(text: &str) -> PortError {
         "failed to parse body",
     ]) {
         PortError::new(FailureBucket::IndexUnavailable, "vectorize_unavailable")
-    } else if has(&["(code = 4", "status + 4", "invalid", "too large", "too many", "exceed", "must ", "bad request"]) {
+    } else if has(&[
+        "(code = 4",
+        "status + 4",
+        "invalid",
+        "too large",
+        "too many",
+        "exceed",
+        "must ",
+        "bad request",
+    ]) {
         rejected("vectorize_rejected")
     } else {
         // Unknown failures are retried (bounded by JOB_ATTEMPTS_MAX) rather
@@ -162,7 +200,8 @@ fn key_ok(key: &str) -> bool {
 
 /// A plain JS object from JSON text (never a `Map`).
 fn plain_object(json: &str) -> Result<JsValue, PortError> {
-    js_sys::JSON::parse(json).map_err(|_| PortError::new(FailureBucket::Internal, "metadata_encoding"))
+    js_sys::JSON::parse(json)
+        .map_err(|_| PortError::new(FailureBucket::Internal, "metadata_encoding"))
 }
 
 fn string_array(ids: &[String]) -> Array {
@@ -192,7 +231,8 @@ impl VectorizeIndex {
         if !v.metadata.keys().all(|k| key_ok(k)) {
             return Err(rejected("metadata_key"));
         }
-        let metadata = serde_json::to_string(&v.metadata).map_err(|_| rejected("metadata_encoding"))?;
+        let metadata =
+            serde_json::to_string(&v.metadata).map_err(|_| rejected("metadata_encoding"))?;
         if metadata.len() > METADATA_BYTES_MAX {
             return Err(rejected("metadata_too_large"));
         }
@@ -209,10 +249,18 @@ impl VectorizeIndex {
         if !info.is_object() {
             return Err(shape_error());
         }
-        let get = |obj: &JsValue, key: &str| Reflect::get(obj, &JsValue::from_str(key)).ok().filter(|v| !v.is_undefined() && !v.is_null());
+        let get = |obj: &JsValue, key: &str| {
+            Reflect::get(obj, &JsValue::from_str(key))
+                .ok()
+                .filter(|v| !v.is_undefined() && !v.is_null())
+        };
         let config = get(&info, "config");
-        let field = |key: &str| get(&info, key).or_else(|| config.as_ref().and_then(|c| get(c, key)));
-        let dimensions = field("dimensions").and_then(|d| d.as_f64()).filter(|d| d.fract() == 0.0 && *d >= 0.0).map(|d| d as u64);
+        let field =
+            |key: &str| get(&info, key).or_else(|| config.as_ref().and_then(|c| get(c, key)));
+        let dimensions = field("dimensions")
+            .and_then(|d| d.as_f64())
+            .filter(|d| d.fract() == 0.0 && *d >= 0.0)
+            .map(|d| d as u64);
         let metric = field("metric").and_then(|m| m.as_string());
         Ok(IndexInfo { dimensions, metric })
     }
@@ -235,10 +283,15 @@ fn items(v: &JsValue) -> Result<Array, PortError> {
 fn read_matches(answer: &JsValue) -> Result<Vec<VectorMatch>, PortError> {
     items(&field(answer, "matches"))?
         .iter()
-        .map(|m| match (field(&m, "id").as_string(), field(&m, "score").as_f64()) {
-            (Some(id), Some(score)) => Ok(VectorMatch { id, score: score as f32 }),
-            _ => Err(shape_error()),
-        })
+        .map(
+            |m| match (field(&m, "id").as_string(), field(&m, "score").as_f64()) {
+                (Some(id), Some(score)) => Ok(VectorMatch {
+                    id,
+                    score: score as f32,
+                }),
+                _ => Err(shape_error()),
+            },
+        )
         .collect()
 }
 
@@ -261,7 +314,11 @@ fn read_vectors(answer: &JsValue) -> Result<Vec<VectorRecord>, PortError> {
             } else {
                 VectorMetadata::new()
             };
-            Ok(VectorRecord { id, values, metadata })
+            Ok(VectorRecord {
+                id,
+                values,
+                metadata,
+            })
         })
         .collect()
 }
@@ -289,10 +346,17 @@ impl VectorIndex for VectorizeIndex {
         if ids.is_empty() {
             return Ok(());
         }
-        call(self.binding.delete_by_ids(&string_array(ids))).await.map(|_| ())
+        call(self.binding.delete_by_ids(&string_array(ids)))
+            .await
+            .map(|_| ())
     }
 
-    async fn query(&self, vector: &[f32], top_k: usize, filter: &MetadataFilter) -> Result<Vec<VectorMatch>, PortError> {
+    async fn query(
+        &self,
+        vector: &[f32],
+        top_k: usize,
+        filter: &MetadataFilter,
+    ) -> Result<Vec<VectorMatch>, PortError> {
         if top_k == 0 || top_k > self.limits.top_k_max {
             return Err(rejected("top_k"));
         }
@@ -304,7 +368,9 @@ impl VectorIndex for VectorizeIndex {
         set(&options, "returnValues", &JsValue::FALSE);
         set(&options, "returnMetadata", &JsValue::from_str("none"));
         if !filter.is_empty() {
-            if !filter.keys().all(|k| key_ok(k)) || filter.values().any(|v| v.is_object() || v.is_array()) {
+            if !filter.keys().all(|k| key_ok(k))
+                || filter.values().any(|v| v.is_object() || v.is_array())
+            {
                 return Err(rejected("filter_shape"));
             }
             // Equality on every key: Vectorize's implicit `$eq`.

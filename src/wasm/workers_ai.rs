@@ -60,7 +60,14 @@ fn rejected(code: &'static str) -> PortError {
 pub fn classify(text: &str) -> PortError {
     let t = text.to_ascii_lowercase();
     let has = |needles: &[&str]| needles.iter().any(|n| t.contains(n));
-    if has(&["3036", "3040", "too many requests", "rate limit", "capacity", "neurons"]) {
+    if has(&[
+        "3036",
+        "3040",
+        "too many requests",
+        "rate limit",
+        "capacity",
+        "neurons",
+    ]) {
         PortError::new(FailureBucket::EmbedRateLimited, "workers_ai_rate_limited")
     } else if has(&["5007", "3042", "no such model", "model name is invalid"]) {
         // A configuration problem: retried (a deploy fixes it), not failed.
@@ -69,9 +76,24 @@ pub fn classify(text: &str) -> PortError {
         PortError::new(FailureBucket::EmbedUnavailable, "workers_ai_timeout")
     } else if has(&["3003", "3006", "5004", "5006"]) {
         rejected("workers_ai_rejected")
-    } else if has(&["unavailable", "internal", "bad gateway", "network", "connection", "overloaded", "try again"]) {
+    } else if has(&[
+        "unavailable",
+        "internal",
+        "bad gateway",
+        "network",
+        "connection",
+        "overloaded",
+        "try again",
+    ]) {
         PortError::new(FailureBucket::EmbedUnavailable, "workers_ai_unavailable")
-    } else if has(&["invalid", "too large", "too long", "required", "must ", "bad request"]) {
+    } else if has(&[
+        "invalid",
+        "too large",
+        "too long",
+        "required",
+        "must ",
+        "bad request",
+    ]) {
         rejected("workers_ai_rejected")
     } else {
         // Unknown failures are retried (bounded by JOB_ATTEMPTS_MAX).
@@ -88,7 +110,10 @@ fn read_output(out: &JsValue, n: usize, dims: usize) -> Result<Vec<Vec<f32>>, Po
     }
     let shape = Reflect::get(out, &JsValue::from_str("shape")).map_err(|_| bad())?;
     let shape: Vec<f64> = if Array::is_array(&shape) {
-        Array::from(&shape).iter().map(|v| v.as_f64().unwrap_or(f64::NAN)).collect()
+        Array::from(&shape)
+            .iter()
+            .map(|v| v.as_f64().unwrap_or(f64::NAN))
+            .collect()
     } else {
         return Err(bad());
     };
@@ -135,7 +160,11 @@ impl Embedder for WorkersAiEmbedder {
         }
         let inputs = Object::new();
         let _ = Reflect::set(&inputs, &JsValue::from_str("text"), &text);
-        let _ = Reflect::set(&inputs, &JsValue::from_str("pooling"), &JsValue::from_str(self.pooling.as_str()));
+        let _ = Reflect::set(
+            &inputs,
+            &JsValue::from_str("pooling"),
+            &JsValue::from_str(self.pooling.as_str()),
+        );
         let result = match self.binding.run(&self.model, &inputs) {
             Ok(p) => JsFuture::from(p).await,
             Err(e) => Err(e),

@@ -7,13 +7,21 @@ use futures::executor::block_on;
 use ingest_pipeline::adapters::local_embedder::LocalEmbedder;
 use ingest_pipeline::config::Config;
 use ingest_pipeline::core::chunk::ContentType;
+use ingest_pipeline::core::chunk::{chunk_text, ChunkConfig};
 use ingest_pipeline::core::ids::DocId;
-use ingest_pipeline::native::{ManualClock, MemIndex, MemQueue, SqliteDb};
-use ingest_pipeline::pipeline::{ConsumeOutcome, DocumentInput, DocumentState, IntakeItem, IntakeOutcome, Pipeline};
+use ingest_pipeline::native::{
+    CountingEmbedder, CountingIndex, ManualClock, MemIndex, MemQueue, SqliteDb,
+};
+use ingest_pipeline::pipeline::{
+    ConsumeOutcome, DocumentInput, DocumentState, IntakeItem, IntakeOutcome, Pipeline,
+};
+use ingest_pipeline::ports::VectorIndex;
 use ingest_pipeline::ports::{JobMessage, SqlValue};
 use serde::Deserialize;
+use std::collections::BTreeSet;
 
-pub type P<'a> = Pipeline<&'a SqliteDb, &'a MemIndex, &'a LocalEmbedder, &'a MemQueue, &'a ManualClock>;
+pub type P<'a> =
+    Pipeline<&'a SqliteDb, &'a MemIndex, &'a LocalEmbedder, &'a MemQueue, &'a ManualClock>;
 
 pub struct World {
     pub cfg: Config,
@@ -28,7 +36,14 @@ pub const T0: i64 = 1_700_000_000_000;
 
 /// Columns that record when and how often, not what: left out of dumps
 /// compared for equality.
-pub const VOLATILE: &[&str] = &["created_at", "updated_at", "attempts", "lease_until", "next_attempt_at", "not_before"];
+pub const VOLATILE: &[&str] = &[
+    "created_at",
+    "updated_at",
+    "attempts",
+    "lease_until",
+    "next_attempt_at",
+    "not_before",
+];
 
 #[derive(Deserialize, Debug, PartialEq)]
 pub struct IdRow {
@@ -37,7 +52,12 @@ pub struct IdRow {
 
 impl World {
     pub fn new() -> World {
-        World::with(Config { chunk_size_max_chars: 200, chunk_overlap_chars: 20, embedding_dimensions: 64, ..Config::default() })
+        World::with(Config {
+            chunk_size_max_chars: 200,
+            chunk_overlap_chars: 20,
+            embedding_dimensions: 64,
+            ..Config::default()
+        })
     }
 
     pub fn with(cfg: Config) -> World {
@@ -45,7 +65,10 @@ impl World {
         World {
             db: SqliteDb::ledger(),
             index: MemIndex::new(cfg.embedding_dimensions),
-            embedder: LocalEmbedder { dimensions: cfg.embedding_dimensions, batch_size_max: cfg.embed_batch_size },
+            embedder: LocalEmbedder {
+                dimensions: cfg.embedding_dimensions,
+                batch_size_max: cfg.embed_batch_size,
+            },
             queue: MemQueue::default(),
             clock: ManualClock::new(T0),
             cfg,
@@ -53,20 +76,43 @@ impl World {
     }
 
     pub fn p(&self) -> P<'_> {
-        Pipeline::new(self.cfg.clone(), &self.db, &self.index, &self.embedder, &self.queue, &self.clock)
+        Pipeline::new(
+            self.cfg.clone(),
+            &self.db,
+            &self.index,
+            &self.embedder,
+            &self.queue,
+            &self.clock,
+        )
     }
 
     pub fn put(&self, doc: &str, text: &str) -> IntakeOutcome {
         self.put_with(doc, text, serde_json::Map::new(), ContentType::Plain)
     }
 
-    pub fn put_with(&self, doc: &str, text: &str, metadata: serde_json::Map<String, serde_json::Value>, ct: ContentType) -> IntakeOutcome {
-        let item = IntakeItem::Put(DocumentInput { doc_id: DocId::parse(doc).unwrap(), text: text.into(), metadata, content_type: ct });
+    pub fn put_with(
+        &self,
+        doc: &str,
+        text: &str,
+        metadata: serde_json::Map<String, serde_json::Value>,
+        ct: ContentType,
+    ) -> IntakeOutcome {
+        let item = IntakeItem::Put(DocumentInput {
+            doc_id: DocId::parse(doc).unwrap(),
+            text: text.into(),
+            metadata,
+            content_type: ct,
+        });
         block_on(self.p().intake(&[item])).unwrap().remove(0)
     }
 
     pub fn delete(&self, doc: &str) -> IntakeOutcome {
-        block_on(self.p().intake(&[IntakeItem::Delete(DocId::parse(doc).unwrap())])).unwrap().remove(0)
+        block_on(
+            self.p()
+                .intake(&[IntakeItem::Delete(DocId::parse(doc).unwrap())]),
+        )
+        .unwrap()
+        .remove(0)
     }
 
     pub fn consume(&self, m: &JobMessage) -> ConsumeOutcome {
@@ -100,7 +146,10 @@ impl World {
     }
 
     pub fn state(&self, doc: &str) -> DocumentState {
-        block_on(self.p().document(doc)).unwrap().expect("document exists").state
+        block_on(self.p().document(doc))
+            .unwrap()
+            .expect("document exists")
+            .state
     }
 
     pub fn live_vector_ids(&self) -> Vec<String> {
@@ -120,14 +169,120 @@ impl World {
     }
 
     pub fn search(&self, q: &str, top_k: usize) -> Vec<ingest_pipeline::pipeline::SearchHit> {
-        let req = ingest_pipeline::pipeline::SearchRequest { query: q.into(), top_k, doc_id: None, metadata: Default::default() };
+        let req = ingest_pipeline::pipeline::SearchRequest {
+            query: q.into(),
+            top_k,
+            doc_id: None,
+            metadata: Default::default(),
+        };
         block_on(self.p().search(&req)).unwrap()
     }
 }
 
 pub fn queued(o: &IntakeOutcome) -> (u32, String) {
     match o {
-        IntakeOutcome::Queued { version, job_id, .. } => (*version, job_id.clone()),
+        IntakeOutcome::Queued {
+            version, job_id, ..
+        } => (*version, job_id.clone()),
         other => panic!("expected queued, got {other:?}"),
+    }
+}
+
+const TOPICS: [&str; 8] = [
+    "queues", "vectors", "ledgers", "leases", "intents", "batches", "tokens", "chunks",
+];
+
+/// Paragraph `i`: about 150 characters, unique, so that with the test
+/// world's 200-character chunks each chunk is one paragraph (plus the
+/// overlap taken from the end of the previous one).
+pub fn paragraph(i: usize) -> String {
+    let t = TOPICS[i % TOPICS.len()];
+    let u = TOPICS[(i * 5 + 3) % TOPICS.len()];
+    format!("Paragraph {i:03} explains how {t} and {u} interact in section {i}; the reader learns rule {i} of the pipeline by heart today.")
+}
+
+pub fn document(paragraphs: usize, changed: Option<(usize, &str)>) -> String {
+    (0..paragraphs)
+        .map(|i| match changed {
+            Some((k, text)) if k == i => text.to_string(),
+            _ => paragraph(i),
+        })
+        .collect::<Vec<_>>()
+        .join("\n\n")
+}
+
+pub fn chunk_texts(text: &str, w: &World) -> Vec<String> {
+    let cfg = ChunkConfig {
+        size_max_chars: w.cfg.chunk_size_max_chars,
+        overlap_chars: w.cfg.chunk_overlap_chars,
+    };
+    chunk_text(text, ContentType::Plain, cfg)
+        .into_iter()
+        .map(|c| c.text.to_string())
+        .collect()
+}
+
+/// Chunks of `new` whose text is not a chunk of `old`: what must be embedded.
+pub fn changed_chunks(old: &str, new: &str, w: &World) -> usize {
+    let old: BTreeSet<String> = chunk_texts(old, w).into_iter().collect();
+    chunk_texts(new, w)
+        .iter()
+        .filter(|t| !old.contains(*t))
+        .count()
+}
+
+/// The world's ports, wrapped to count what reaches the embedder and the index.
+pub struct Counted<'a, V: VectorIndex = &'a MemIndex> {
+    pub w: &'a World,
+    pub embedder: CountingEmbedder<&'a LocalEmbedder>,
+    pub index: CountingIndex<V>,
+}
+
+pub fn counted(w: &World) -> Counted<'_> {
+    Counted {
+        w,
+        embedder: CountingEmbedder::new(&w.embedder),
+        index: CountingIndex::new(&w.index),
+    }
+}
+
+impl<'a, V: VectorIndex> Counted<'a, V> {
+    pub fn p(
+        &self,
+    ) -> Pipeline<
+        &SqliteDb,
+        &CountingIndex<V>,
+        &CountingEmbedder<&'a LocalEmbedder>,
+        &MemQueue,
+        &ManualClock,
+    > {
+        Pipeline::new(
+            self.w.cfg.clone(),
+            &self.w.db,
+            &self.index,
+            &self.embedder,
+            &self.w.queue,
+            &self.w.clock,
+        )
+    }
+
+    /// Delivers every queued message through the counted ports.
+    pub fn deliver_all(&self) -> Vec<ConsumeOutcome> {
+        let mut out = Vec::new();
+        for _ in 0..100 {
+            let batch = self.w.queue.take_all();
+            if batch.is_empty() {
+                return out;
+            }
+            for m in batch {
+                let o = block_on(self.p().consume(&m));
+                if let ConsumeOutcome::Retry { delay_seconds } = o {
+                    self.w.clock.advance_ms(i64::from(delay_seconds) * 1000);
+                    self.w.queue.sent.borrow_mut().push_back(m);
+                }
+                out.push(o);
+            }
+        }
+        panic!("the queue did not drain");
     }
 }

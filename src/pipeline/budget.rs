@@ -1,0 +1,207 @@
+//! What one invocation may spend, and what it did spend.
+//!
+//! The platform counts subrequests per invocation (every D1, Vectorize,
+//! Workers AI and Queues call), and bounds its wall time. The consumer wraps
+//! its ports in [`Metered`], so every call is counted by kind without the
+//! pipeline code having to remember to; before each step it asks the
+//! [`Usage`] whether the step still fits.
+
+use crate::ports::{
+    Database, Embedder, JobMessage, JobQueue, MetadataFilter, PortError, Stmt, VectorIndex,
+    VectorMatch, VectorRecord,
+};
+use serde::de::DeserializeOwned;
+use std::cell::Cell;
+
+/// Subrequests by kind, made so far by one invocation.
+#[derive(Debug, Default)]
+pub struct Usage {
+    pub d1: Cell<u64>,
+    pub embed: Cell<u64>,
+    pub index: Cell<u64>,
+    pub queue: Cell<u64>,
+    /// Chunks embedded and reused by this invocation.
+    pub embedded: Cell<u64>,
+    pub reused: Cell<u64>,
+}
+
+fn bump(c: &Cell<u64>, n: u64) {
+    c.set(c.get() + n);
+}
+
+impl Usage {
+    pub fn total(&self) -> u64 {
+        self.d1.get() + self.embed.get() + self.index.get() + self.queue.get()
+    }
+
+    /// The counts as they will be once the invocation made `extra_d1` and
+    /// `extra_queue` more calls: the statement recording them, and what
+    /// must follow it (a continuation message, a dead letter).
+    pub fn snapshot(&self, extra_d1: u64, extra_queue: u64) -> UsageSnapshot {
+        let (d1, queue) = (self.d1.get() + extra_d1, self.queue.get() + extra_queue);
+        UsageSnapshot {
+            d1,
+            embed: self.embed.get(),
+            index: self.index.get(),
+            queue,
+            embedded: self.embedded.get(),
+            reused: self.reused.get(),
+            peak: d1 + self.embed.get() + self.index.get() + queue,
+        }
+    }
+}
+
+/// A copy of [`Usage`], to record in D1.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UsageSnapshot {
+    pub d1: u64,
+    pub embed: u64,
+    pub index: u64,
+    pub queue: u64,
+    pub embedded: u64,
+    pub reused: u64,
+    /// The invocation's total subrequests at this point (not a difference).
+    pub peak: u64,
+}
+
+impl UsageSnapshot {
+    /// What was used since `earlier`; `peak` stays this snapshot's.
+    pub fn minus(&self, earlier: &UsageSnapshot) -> UsageSnapshot {
+        UsageSnapshot {
+            d1: self.d1 - earlier.d1,
+            embed: self.embed - earlier.embed,
+            index: self.index - earlier.index,
+            queue: self.queue - earlier.queue,
+            embedded: self.embedded - earlier.embedded,
+            reused: self.reused - earlier.reused,
+            peak: self.peak,
+        }
+    }
+}
+
+/// The budget of one invocation against which [`Usage`] is checked.
+#[derive(Clone, Copy, Debug)]
+pub struct Budget {
+    pub subrequests_max: u64,
+    pub started_ms: i64,
+    pub wall_ms: i64,
+}
+
+impl Budget {
+    /// Whether `next` more subrequests fit, keeping `reserve` free, and
+    /// wall time is left.
+    pub fn allows(&self, usage: &Usage, now_ms: i64, next: u64, reserve: u64) -> bool {
+        usage.total() + next + reserve <= self.subrequests_max
+            && now_ms - self.started_ms < self.wall_ms
+    }
+
+    /// Subrequests left once `reserve` is kept free (0 when out of time).
+    pub fn left(&self, usage: &Usage, now_ms: i64, reserve: u64) -> u64 {
+        if now_ms - self.started_ms >= self.wall_ms {
+            return 0;
+        }
+        self.subrequests_max.saturating_sub(usage.total() + reserve)
+    }
+}
+
+/// A port whose calls are counted in a [`Usage`].
+pub struct Metered<'u, P> {
+    pub inner: P,
+    pub usage: &'u Usage,
+}
+
+impl<P: Database> Database for Metered<'_, P> {
+    async fn query<T: DeserializeOwned>(&self, stmt: Stmt) -> Result<Vec<T>, PortError> {
+        bump(&self.usage.d1, 1);
+        self.inner.query(stmt).await
+    }
+    async fn execute(&self, stmt: Stmt) -> Result<u64, PortError> {
+        bump(&self.usage.d1, 1);
+        self.inner.execute(stmt).await
+    }
+    async fn batch(&self, stmts: Vec<Stmt>) -> Result<Vec<u64>, PortError> {
+        bump(&self.usage.d1, 1);
+        self.inner.batch(stmts).await
+    }
+}
+
+impl<P: VectorIndex> VectorIndex for Metered<'_, P> {
+    async fn upsert(&self, vectors: &[VectorRecord]) -> Result<(), PortError> {
+        bump(&self.usage.index, 1);
+        self.inner.upsert(vectors).await
+    }
+    async fn delete_by_ids(&self, ids: &[String]) -> Result<(), PortError> {
+        bump(&self.usage.index, 1);
+        self.inner.delete_by_ids(ids).await
+    }
+    async fn query(
+        &self,
+        vector: &[f32],
+        top_k: usize,
+        filter: &MetadataFilter,
+    ) -> Result<Vec<VectorMatch>, PortError> {
+        bump(&self.usage.index, 1);
+        self.inner.query(vector, top_k, filter).await
+    }
+    async fn get_by_ids(&self, ids: &[String]) -> Result<Vec<VectorRecord>, PortError> {
+        bump(&self.usage.index, 1);
+        self.inner.get_by_ids(ids).await
+    }
+}
+
+impl<P: Embedder> Embedder for Metered<'_, P> {
+    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, PortError> {
+        bump(&self.usage.embed, 1);
+        self.inner.embed(texts).await
+    }
+}
+
+impl<P: JobQueue> JobQueue for Metered<'_, P> {
+    async fn send_batch(&self, messages: &[JobMessage]) -> Result<(), PortError> {
+        bump(&self.usage.queue, 1);
+        self.inner.send_batch(messages).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn budget_keeps_the_reserve_and_stops_at_the_wall() {
+        let u = Usage::default();
+        u.d1.set(5);
+        u.embed.set(2);
+        let b = Budget {
+            subrequests_max: 10,
+            started_ms: 0,
+            wall_ms: 1000,
+        };
+        assert!(b.allows(&u, 0, 1, 2));
+        assert!(!b.allows(&u, 0, 2, 2));
+        assert_eq!(b.left(&u, 0, 2), 1);
+        assert!(!b.allows(&u, 1000, 0, 0), "out of wall time");
+        assert_eq!(b.left(&u, 1000, 0), 0);
+        let s = u.snapshot(1, 1);
+        assert_eq!(
+            s,
+            UsageSnapshot {
+                d1: 6,
+                embed: 2,
+                queue: 1,
+                peak: 9,
+                ..UsageSnapshot::default()
+            }
+        );
+        u.index.set(4);
+        let later = u.snapshot(1, 0);
+        assert_eq!(
+            later.minus(&u.snapshot(0, 0)),
+            UsageSnapshot {
+                d1: 1,
+                peak: 12,
+                ..UsageSnapshot::default()
+            }
+        );
+    }
+}
