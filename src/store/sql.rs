@@ -141,12 +141,14 @@ pub const CONSUME_SET_CHUNK_COUNT: &str =
 /// reused: the live version is older, not a tombstone, and was indexed with
 /// the same configuration as this version. `?1` doc, `?2` version.
 pub const CONSUME_PAGE: &str = "\
+WITH live AS (
+  SELECT d.live_version AS version FROM documents d
+  JOIN versions lv ON lv.doc_id = d.doc_id AND lv.version = d.live_version
+  JOIN versions nv ON nv.doc_id = d.doc_id AND nv.version = ?2
+  WHERE d.doc_id = ?1 AND d.live_version < ?2 AND lv.is_delete = 0 AND lv.index_config = nv.index_config)
 SELECT n.chunk_index AS chunk_index, n.vector_id AS vector_id, n.content_hash AS content_hash, n.text AS text,
-  (SELECT MIN(o.vector_id) FROM documents d
-     JOIN versions lv ON lv.doc_id = d.doc_id AND lv.version = d.live_version
-     JOIN versions nv ON nv.doc_id = d.doc_id AND nv.version = ?2
-     JOIN chunks o ON o.doc_id = d.doc_id AND o.version = d.live_version AND o.content_hash = n.content_hash
-   WHERE d.doc_id = ?1 AND d.live_version < ?2 AND lv.is_delete = 0 AND lv.index_config = nv.index_config) AS reuse_id
+  (SELECT MIN(o.vector_id) FROM chunks o
+   WHERE o.doc_id = ?1 AND o.version = (SELECT version FROM live) AND o.content_hash = n.content_hash) AS reuse_id
 FROM chunks n WHERE n.doc_id = ?1 AND n.version = ?2 AND n.chunk_index >= ?3
 ORDER BY n.chunk_index LIMIT ?4";
 
