@@ -1,4 +1,6 @@
-//! The queue consumer: one message, one job, one invocation.
+//! The queue consumer: one message, one job, as far as one invocation's
+//! budget goes (`budget.rs`); a job too large for one invocation
+//! checkpoints in D1 and continues in a new message (4a, 4b).
 //!
 //! Side effects, in order, and what a crash right after each leaves behind
 //! (the crash tests and `docs/ARCHITECTURE.md` enumerate exactly these):
@@ -8,17 +10,23 @@
 //!    cron, for a lost one) claims it again.
 //! 2. **stage** (D1 batch): chunk rows with their vector IDs, chunk count,
 //!    step `staged`. Crash: D1 knows every vector ID this version may write;
-//!    none is written yet. A rerun stages the same rows (`INSERT OR IGNORE`).
-//! 3. **embed** (embedder, no lasting effect). Chunks whose text the live
-//!    version also holds, indexed with the same configuration
-//!    (`versions.index_config`), are not embedded again: the live vectors'
-//!    values are read (one D1 query, index `get_by_ids`) and written in 4
-//!    under this version's own IDs. A vector the index does not return is
-//!    embedded instead. Reads only: no lasting effect either.
+//!    none is written yet. A later claim sees `staged` and goes on to 3.
+//! 3. **embed** (embedder, no lasting effect), a page of staged rows at a
+//!    time (`CONSUME_PAGE`). Chunks whose text the live version also holds,
+//!    indexed with the same configuration (`versions.index_config`), are
+//!    not embedded again: the live vectors' values are read (index
+//!    `get_by_ids`) and written in 4 under this version's own IDs. A vector
+//!    the index does not return is embedded instead. Reads only.
 //! 4. **upsert** (index, in batches): new vectors under IDs no other version
 //!    uses. Crash: the index holds vectors of a version that is not live;
 //!    search filters them out against D1; a rerun overwrites them with the
 //!    same values; if the version is abandoned, cron sweeps them.
+//! 4a. **checkpoint** (D1 batch), when the next step would not fit the
+//!    budget: `chunks_done`, this invocation's usage, job `queued`. Crash:
+//!    the next claim continues after the pages already written.
+//! 4b. **continuation** (queue send of the same pointer), then ack. Crash
+//!    or failed send: the job is `queued` without a message; cron
+//!    re-enqueues it after `JOB_STALL_SECONDS`.
 //! 5. **replace** (D1 batch, atomic): intents for the old live version's
 //!    vectors, compare-and-set of `live_version`, intents for our own vectors
 //!    if we lost, job `succeeded`/`superseded`. Crash: the new version is
