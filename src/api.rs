@@ -238,6 +238,13 @@ where
                 Ok(outcome_response(p, out.into_iter().next().expect("one outcome")).await?)
             }
         }
+        ("POST", ["documents", id, "reindex"]) => {
+            let doc_id = parse_doc_id(&percent_decode(id)?, "doc_id")?;
+            match p.reindex_document(doc_id.as_str()).await.map_err(ApiError::from_port)? {
+                Ok((version, job_id)) => Ok(ok(202, json!({ "doc_id": doc_id.as_str(), "version": version, "job_id": job_id }))),
+                Err(refusal) => Err(refused(refusal)),
+            }
+        }
         ("GET", ["jobs", id]) => {
             let job_id = percent_decode(id)?;
             match p
@@ -335,6 +342,39 @@ where
                 None => Err(ApiError::new(404, "redrive_not_found", "no such redrive")),
             }
         }
+        ("GET", ["generations"]) => Ok(ok(200, p.generations_view().await.map_err(ApiError::from_port)?)),
+        ("POST", ["generations", n, action @ ("activate" | "retire")]) => {
+            let g: u32 = n.parse().map_err(|_| ApiError::new(404, "generation_not_found", "no such generation"))?;
+            let out = if *action == "activate" { p.activate_generation(g).await } else { p.retire_generation(g).await };
+            match out.map_err(ApiError::from_port)? {
+                Ok(view) => Ok(ok(200, view)),
+                Err(refusal) => Err(refused(refusal)),
+            }
+        }
+        ("POST", ["reindex"]) => {
+            let body = json_body(p, req)?;
+            let (scope, page_size) = parse_backfill(p, &body)?;
+            match p.start_backfill(&scope, page_size).await.map_err(ApiError::from_port)? {
+                Ok(view) => Ok(ok(202, json!({ "backfill": view }))),
+                Err(refusal) => Err(refused(refusal)),
+            }
+        }
+        ("GET", ["reindex"]) => {
+            let limit = query_limit(&q, 20, 200)?;
+            Ok(ok(200, json!({ "backfills": p.backfills(limit).await.map_err(ApiError::from_port)? })))
+        }
+        ("GET", ["reindex", id]) => match p.backfill_view(&percent_decode(id)?).await.map_err(ApiError::from_port)? {
+            Some(view) => Ok(ok(200, view)),
+            None => Err(ApiError::new(404, "backfill_not_found", "no such backfill")),
+        },
+        ("POST", ["reindex", id, action @ ("pause" | "resume" | "cancel")]) => {
+            match p.backfill_transition(&percent_decode(id)?, action).await.map_err(ApiError::from_port)? {
+                Some(Ok(view)) => Ok(ok(200, view)),
+                Some(Err(refusal)) => Err(refused(refusal)),
+                None => Err(ApiError::new(404, "backfill_not_found", "no such backfill")),
+            }
+        }
+        (_, ["generations", ..]) | (_, ["reindex", ..]) => Err(method_not_allowed()),
         (_, ["repair", "runs"]) | (_, ["dead-letters", ..]) | (_, ["redrives", ..]) => {
             Err(method_not_allowed())
         }
@@ -657,8 +697,49 @@ fn parse_document<D, V, E, Q, C>(
     })
 }
 
+/// A refusal from the pipeline as an API error.
+fn refused((status, code, message): crate::pipeline::Refusal) -> ApiError {
+    ApiError::new(status, code, message)
+}
+
+/// The body of `POST /v1/admin/reindex`: `{"scope": "all" | "filter" |
+/// "config", "filter": {...} (scope filter only), "page_size": 1..=100}`.
+fn parse_backfill<D, V, E, Q, C>(
+    p: &Pipeline<D, V, E, Q, C>,
+    body: &Value,
+) -> Result<(crate::pipeline::BackfillScope, u32), ApiError> {
+    use crate::pipeline::BackfillScope;
+    let Some(obj) = body.as_object() else {
+        return Err(ApiError::new(400, "invalid_body", "the body must be a JSON object"));
+    };
+    for key in obj.keys() {
+        if !matches!(key.as_str(), "scope" | "filter" | "page_size") {
+            return Err(ApiError::new(400, "unknown_field", format!("unknown field {:?}", truncate(key, 64))));
+        }
+    }
+    let scope = match (obj.get("scope").and_then(Value::as_str), obj.get("filter")) {
+        (Some("all"), None) => BackfillScope::All,
+        (Some("config"), None) => BackfillScope::Config,
+        (Some("filter"), Some(Value::Object(f))) if !f.is_empty() => {
+            let f = parse_metadata(p, f, "filter")?;
+            BackfillScope::Filter(f)
+        }
+        (Some("filter"), _) => return Err(ApiError::field("filter", "scope filter needs a non-empty object of metadata keys and values")),
+        (Some("all" | "config"), Some(_)) => return Err(ApiError::field("filter", "only scope filter takes a filter")),
+        _ => return Err(ApiError::field("scope", "must be \"all\", \"filter\" or \"config\"")),
+    };
+    let page_size = match obj.get("page_size") {
+        None | Some(Value::Null) => p.cfg.backfill_page_size,
+        Some(v) => match v.as_u64() {
+            Some(n) if (1..=100).contains(&n) => n as u32,
+            _ => return Err(ApiError::field("page_size", "must be an integer in 1..=100")),
+        },
+    };
+    Ok((scope, page_size))
+}
+
 /// Keys the pipeline puts on every vector; user metadata may not use them.
-const RESERVED_METADATA_KEYS: [&str; 3] = ["doc_id", "version", "chunk"];
+const RESERVED_METADATA_KEYS: [&str; 4] = ["doc_id", "version", "chunk", "generation"];
 
 fn parse_metadata<D, V, E, Q, C>(
     p: &Pipeline<D, V, E, Q, C>,
@@ -684,7 +765,7 @@ fn parse_metadata<D, V, E, Q, C>(
         if RESERVED_METADATA_KEYS.contains(&k.as_str()) {
             return Err(ApiError::field(
                 field,
-                "keys doc_id, version and chunk are reserved",
+                "keys doc_id, version, chunk and generation are reserved",
             ));
         }
         if !matches!(v, Value::String(_) | Value::Number(_) | Value::Bool(_)) {

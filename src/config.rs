@@ -169,6 +169,15 @@ pub struct Config {
     /// checkpoints (must stay under `JOB_LEASE_SECONDS`).
     pub consume_wall_seconds_max: u32,
 
+    // Backfills.
+    /// Documents a backfill enqueues per page (its default page size).
+    pub backfill_page_size: u32,
+    /// Pages a scheduled run enqueues for the running backfill.
+    pub backfill_pages_per_run: usize,
+    /// Passes a generation backfill makes over documents still missing
+    /// before it ends `failed` (a pass re-enqueues failed builds).
+    pub backfill_passes_max: u32,
+
     // Cron.
     /// Cleanup intents drained per scheduled run (in batches of `delete_batch_size`).
     pub cron_cleanup_intents_max: usize,
@@ -226,6 +235,9 @@ impl Default for Config {
             claim_busy_retry_seconds: 60,
             consume_subrequests_max: 50,
             consume_wall_seconds_max: 300,
+            backfill_page_size: 50,
+            backfill_pages_per_run: 5,
+            backfill_passes_max: 5,
             cron_cleanup_intents_max: 1000,
             cron_abandoned_chunks_max: 1000,
             job_stall_seconds: 900,
@@ -288,6 +300,9 @@ pub const SETTINGS: &[&str] = &[
     "CRON_SUBREQUESTS_MAX",
     "CONSUME_SUBREQUESTS_MAX",
     "CONSUME_WALL_SECONDS_MAX",
+    "BACKFILL_PAGE_SIZE",
+    "BACKFILL_PAGES_PER_RUN",
+    "BACKFILL_PASSES_MAX",
     "CRON_WALL_SECONDS_MAX",
     "INDEX_VISIBILITY_WINDOW_SECONDS",
 ];
@@ -296,6 +311,34 @@ impl Config {
     /// The configuration that determines chunks and vectors, as a canonical
     /// JSON object: recorded with every staged version, so D1 knows which
     /// model, pooling, dimensions and chunker produced each vector.
+    /// Whether an index configuration (as [`Self::index_config`] renders it;
+    /// `""` is generation 1's before its first staging, taken as ours) was
+    /// made by this Worker's embedder: same embedder, pooling and
+    /// dimensions. Vectors of different embedders are not comparable.
+    pub fn embeds_like(&self, index_config: &str) -> bool {
+        if index_config.is_empty() {
+            return true;
+        }
+        let (Ok(theirs), Ok(ours)) = (
+            serde_json::from_str::<serde_json::Value>(index_config),
+            serde_json::from_str::<serde_json::Value>(&self.index_config()),
+        ) else {
+            return false;
+        };
+        ["embedder", "pooling", "dimensions"].iter().all(|k| theirs.get(k) == ours.get(k))
+    }
+
+    /// The chunker settings of an index configuration (`""`: ours).
+    pub fn chunking_of(&self, index_config: &str) -> Option<(usize, usize)> {
+        if index_config.is_empty() {
+            return Some((self.chunk_size_max_chars, self.chunk_overlap_chars));
+        }
+        let v: serde_json::Value = serde_json::from_str(index_config).ok()?;
+        let size = v.get("chunk_size_max_chars")?.as_u64()? as usize;
+        let overlap = v.get("chunk_overlap_chars")?.as_u64()? as usize;
+        (size >= 1 && overlap < size).then_some((size, overlap))
+    }
+
     pub fn index_config(&self) -> String {
         let (embedder, pooling) = match self.embedder_backend {
             EmbedderBackend::LocalHash => ("local-hash-v1", "none"),
@@ -359,6 +402,9 @@ impl Config {
         num!(cron_subrequests_max, "CRON_SUBREQUESTS_MAX");
         num!(consume_subrequests_max, "CONSUME_SUBREQUESTS_MAX");
         num!(consume_wall_seconds_max, "CONSUME_WALL_SECONDS_MAX");
+        num!(backfill_page_size, "BACKFILL_PAGE_SIZE");
+        num!(backfill_pages_per_run, "BACKFILL_PAGES_PER_RUN");
+        num!(backfill_passes_max, "BACKFILL_PASSES_MAX");
         num!(cron_wall_seconds_max, "CRON_WALL_SECONDS_MAX");
         num!(
             index_visibility_window_seconds,
@@ -592,6 +638,9 @@ impl Config {
             "CONSUME_WALL_SECONDS_MAX",
             "must be 1..JOB_LEASE_SECONDS (a lease must outlive the invocation that holds it)",
         )?;
+        check((1..=100).contains(&self.backfill_page_size), "BACKFILL_PAGE_SIZE", "must be 1..=100 (one queue send per page)")?;
+        check((1..=50).contains(&self.backfill_pages_per_run), "BACKFILL_PAGES_PER_RUN", "must be 1..=50")?;
+        check((1..=100).contains(&self.backfill_passes_max), "BACKFILL_PASSES_MAX", "must be 1..=100")?;
         check(
             (1..=900).contains(&self.cron_wall_seconds_max),
             "CRON_WALL_SECONDS_MAX",

@@ -158,53 +158,51 @@ fn reingest_with_one_paragraph_changed_embeds_only_the_changed_chunks() {
 }
 
 #[test]
-fn a_configuration_change_reuses_nothing() {
+fn a_configuration_change_takes_effect_through_a_new_generation_only() {
     let v1 = document(40, None);
     let v2 = document(40, Some((20, "Paragraph 020 is different now.")));
 
-    // A different chunk size that happens to cut the same chunks: the texts
-    // match, the configuration does not.
+    // A chunker change alone changes nothing served: a new version is still
+    // written in the active generation, with that generation's chunker
+    // (so reuse applies as before); the change takes effect through a
+    // backfill to a new generation (tests/generations.rs).
     let mut w = World::new();
     w.put("doc", &v1);
     w.deliver_all();
-    let same_chunks = chunk_texts(&v1, &w);
+    let before = block_on(w.p().document("doc")).unwrap().unwrap().index_config.unwrap();
     w.cfg.chunk_size_max_chars = 180;
-    assert_eq!(
-        chunk_texts(&v1, &w),
-        same_chunks,
-        "the test needs identical chunks under both sizes"
-    );
     let c = counted(&w);
     w.put("doc", &v2);
     c.deliver_all();
-    let n2 = chunk_texts(&v2, &w).len() as u64;
-    assert_eq!(
-        c.embedder.texts.get(),
-        n2,
-        "a chunker change re-embeds everything"
-    );
-    assert_eq!(c.index.get_calls.get(), 0, "D1 offered nothing to reuse");
+    let changed = changed_chunks(&v1, &v2, &w) as u64;
+    assert_eq!(c.embedder.texts.get(), changed, "the active generation's chunker, so only changed chunks");
     assert_eq!(w.state("doc"), DocumentState::Indexed);
     assert_eq!(w.index.ids(), w.live_vector_ids());
+    let doc = block_on(w.p().document("doc")).unwrap().unwrap();
+    assert_eq!(doc.index_config.unwrap(), before, "recorded: the active generation's configuration");
 
-    // Different dimensions: nothing is reused either (a dimension change
-    // needs a new index; the old vectors are still in this one).
+    // Different dimensions: this Worker's embedder made no generation in
+    // use, so it refuses to write (index_misconfigured, retried) rather
+    // than mix embeddings in one index.
     let mut w = World::new();
     w.put("doc", &v1);
     w.deliver_all();
+    let served = w.live_vector_ids();
     w.cfg.embedding_dimensions = 32;
     w.index.dimensions = 32;
     w.embedder.dimensions = 32;
-    let c = counted(&w);
     w.put("doc", &v2);
-    c.deliver_all();
-    assert_eq!(c.embedder.texts.get(), n2);
-    assert_eq!(c.index.get_calls.get(), 0);
-    assert_eq!(w.state("doc"), DocumentState::Indexed);
-    assert_eq!(w.index.ids(), w.live_vector_ids());
-    assert_vectors_are_fresh_embeddings(&w);
+    let m = w.queue.take_all().remove(0);
+    assert!(matches!(w.consume(&m), ConsumeOutcome::Retry { .. }));
+    let job: serde_json::Value = w.db.inspect::<serde_json::Value>(
+        "SELECT state, last_failure_bucket FROM jobs WHERE job_id = ?1",
+        vec![m.job_id.as_str().into()],
+    )[0]
+        .clone();
+    assert_eq!(job["last_failure_bucket"], "index_misconfigured");
+    assert_eq!(w.live_vector_ids(), served);
     let doc = block_on(w.p().document("doc")).unwrap().unwrap();
-    assert_eq!(doc.index_config.unwrap()["dimensions"], 32);
+    assert_eq!(doc.live_version, Some(1), "the old version is still served");
 }
 
 #[test]

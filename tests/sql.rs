@@ -271,6 +271,41 @@ fn every_statement_is_exercised_by_the_flows() {
             .extend(w5.db.executed.borrow().iter().copied());
     }
 
+    // Generations and backfills: a build with a failure (a second pass),
+    // pause and resume, the switch, a rollback, retiring, a cancel.
+    {
+        use ingest_pipeline::pipeline::BackfillScope;
+        let mut w6 = common::World::new();
+        for d in ["j1", "j2", "j3"] {
+            w6.put(d, &common::document(8, None));
+        }
+        w6.deliver_all();
+        w6.cfg.chunk_size_max_chars = 150;
+        let settle = |w: &common::World| {
+            for _ in 0..10 {
+                w.deliver_all();
+                w.clock.advance_ms(60_000);
+                w.cron();
+            }
+        };
+        let b = block_on(w6.p().start_backfill(&BackfillScope::Config, 1)).unwrap().unwrap();
+        let id = b["backfill_id"].as_str().unwrap().to_string();
+        block_on(w6.p().backfill_transition(&id, "pause")).unwrap().unwrap().unwrap();
+        block_on(w6.p().backfill_transition(&id, "resume")).unwrap().unwrap().unwrap();
+        w6.index.upsert_faults.fail_next(1, FailureBucket::IndexRejected);
+        settle(&w6);
+        assert_eq!(block_on(w6.p().backfill_view(&id)).unwrap().unwrap()["state"], "completed");
+        block_on(w6.p().backfills(5)).unwrap();
+        block_on(w6.p().activate_generation(1)).unwrap().unwrap();
+        block_on(w6.p().activate_generation(2)).unwrap().unwrap();
+        block_on(w6.p().retire_generation(1)).unwrap().unwrap();
+        settle(&w6);
+        w6.cfg.chunk_size_max_chars = 140;
+        let b = block_on(w6.p().start_backfill(&BackfillScope::Config, 1)).unwrap().unwrap();
+        block_on(w6.p().backfill_transition(b["backfill_id"].as_str().unwrap(), "cancel")).unwrap().unwrap().unwrap();
+        w.db.executed.borrow_mut().extend(w6.db.executed.borrow().iter().copied());
+    }
+
     // The local index on its own database.
     let vdb = SqliteDb::local_index();
     let idx = local_index(&vdb, 1000, 100);

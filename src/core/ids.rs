@@ -65,6 +65,20 @@ pub fn vector_id(doc_id: &DocId, version: u32, chunk_index: u32) -> String {
     format!("{}:{version}:{chunk_index}", &h[..32])
 }
 
+/// The vector ID of a chunk in index generation `generation`: generation 1
+/// keeps [`vector_id`] (the IDs written before generations existed stay
+/// valid); later ones add `:g<generation>`, so the same chunk of the same
+/// version has one vector per generation (at most 65 bytes; the consumer
+/// refuses a version whose IDs pass `VECTOR_ID_BYTES_MAX`).
+pub fn vector_id_in(doc_id: &DocId, version: u32, chunk_index: u32, generation: u32) -> String {
+    let base = vector_id(doc_id, version, chunk_index);
+    if generation <= 1 {
+        base
+    } else {
+        format!("{base}:g{generation}")
+    }
+}
+
 /// Deterministic job ID for `(doc_id, version, kind, generation)`: a UUIDv5,
 /// so re-running intake of the same version yields the same job row.
 pub fn job_id(doc_id: &DocId, version: u32, kind: &str, generation: u32) -> String {
@@ -79,6 +93,14 @@ pub fn job_id(doc_id: &DocId, version: u32, kind: &str, generation: u32) -> Stri
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn generation_ids_differ_and_generation_one_keeps_the_old_format() {
+        let d = DocId::parse("doc").unwrap();
+        assert_eq!(vector_id_in(&d, 3, 7, 1), vector_id(&d, 3, 7));
+        assert_eq!(vector_id_in(&d, 3, 7, 2), format!("{}:g2", vector_id(&d, 3, 7)));
+        assert_ne!(vector_id_in(&d, 3, 7, 2), vector_id_in(&d, 3, 7, 3));
+    }
 
     #[test]
     fn doc_id_rules() {

@@ -36,6 +36,10 @@ pub const LEDGER_MIGRATIONS: &[(&str, &str)] = &[
         "0005_invocation_budget.sql",
         include_str!("../../migrations/0005_invocation_budget.sql"),
     ),
+    (
+        "0006_generations_and_backfills.sql",
+        include_str!("../../migrations/0006_generations_and_backfills.sql"),
+    ),
 ];
 
 /// The local index's migrations (`migrations-local-index/`).

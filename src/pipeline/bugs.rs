@@ -72,5 +72,5 @@ WHERE c.version < d.latest_version AND (d.live_version IS NULL OR c.version <> d
 LIMIT ?2";
     /// `ServeUnfiltered`: chunks by vector id, live or not.
     pub const CHUNKS_BY_VECTOR_ID: &str = "\
-SELECT vector_id, doc_id, version, chunk_index, text FROM chunks WHERE vector_id IN (SELECT value FROM json_each(?1))";
+SELECT vector_id, doc_id, version, chunk_index, text, generation FROM chunks WHERE vector_id IN (SELECT value FROM json_each(?1)) AND ?2 IS NOT NULL";
 }

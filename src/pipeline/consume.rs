@@ -46,12 +46,13 @@ use super::bugs::Bug;
 use super::{log_event, Pipeline};
 use crate::core::chunk::{chunk_text, ContentType};
 use crate::core::failure::{FailureBucket, RetryDecision};
-use crate::core::ids::{sha256_hex, vector_id, DocId};
+use crate::core::chunk::ChunkConfig;
+use crate::core::ids::{sha256_hex, vector_id_in, DocId};
 use crate::ports::{
     Clock, Database, Embedder, JobMessage, JobQueue, PortError, VectorIndex, VectorMetadata,
     VectorRecord,
 };
-use crate::store::{ClaimRow, ConsumeRow, PageRow, StagedChunk, Store};
+use crate::store::{ClaimRow, ConsumeRow, PageRow, StagedChunk, Staging, Store};
 use serde_json::{json, Value};
 use std::cell::Cell;
 use std::collections::BTreeMap;
@@ -59,6 +60,11 @@ use std::collections::BTreeMap;
 /// A job is stale when its version is no longer the latest, or is not newer
 /// than the live one: it must never write again.
 fn is_stale(job: &ConsumeRow) -> bool {
+    if job.build_generation.is_some() {
+        // A build writes the live version into a generation still written.
+        let written = matches!(job.build_generation_state.as_deref(), Some("building" | "active" | "retained"));
+        return job.live_version != Some(job.version) || !written;
+    }
     job.version < job.latest_version || job.live_version.is_some_and(|l| l >= job.version)
 }
 
@@ -293,13 +299,10 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             .map_err(|_| PortError::new(FailureBucket::InputInvalid, "doc_id"))?;
         if job.kind == "index" {
             let chunk_count = if claim.step == "staged" {
-                claim.chunk_count.ok_or(PortError::new(
-                    FailureBucket::Internal,
-                    "chunk_count_missing",
-                ))?
+                claim.rows_total.ok_or(PortError::new(FailureBucket::Internal, "rows_total_missing"))?
             } else {
-                // 2. stage: reading the text and one staging batch.
-                if !budget.allows(usage, self.clock.now_ms(), 2, CONSUME_RESERVE) {
+                // 2. stage: the generations to write, the text, one staging batch.
+                if !budget.allows(usage, self.clock.now_ms(), 3, CONSUME_RESERVE) {
                     return Ok(Progress::Checkpoint);
                 }
                 self.stage(job, &doc_id).await?
@@ -330,6 +333,11 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             return Ok(Progress::Checkpoint);
         }
         let at_commit = usage.snapshot(1, 0);
+        if job.build_generation.is_some() {
+            // A build ends the job only: the version is live already.
+            self.store.build_finish(&job.job_id, &job.doc_id, job.version, self.clock.now_ms(), &at_commit).await?;
+            return Ok(Progress::Committed);
+        }
         let live = self
             .store
             .commit(
@@ -362,45 +370,56 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         Ok(Progress::Committed)
     }
 
-    /// Step 2: chunks the version's text and stages the chunk rows with
-    /// their vector IDs, atomically with the step `staged`. Returns the
-    /// number of chunks.
+    /// Step 2: chunks the version's text for each generation it is written
+    /// in (a build job: its own; an index job: the active one, one being
+    /// built, one retained, each with its own chunker, if this Worker's
+    /// embedder made it) and stages the chunk rows with their vector IDs,
+    /// atomically with the step `staged`. Returns the number of rows.
     async fn stage(&self, job: &ConsumeRow, doc_id: &DocId) -> Result<u32, PortError> {
-        let text = self
-            .store
-            .load_text(&job.doc_id, job.version, job.part_count)
-            .await?;
-        let content_type = ContentType::parse(&job.content_type)
-            .ok_or(PortError::new(FailureBucket::InputInvalid, "content_type"))?;
-        let chunks = chunk_text(&text, content_type, self.chunk_config());
-        let ids: Vec<String> = chunks
+        let generations = self.store.target_generations().await?;
+        let targets: Vec<_> = generations
             .iter()
-            .map(|c| vector_id(doc_id, job.version, c.index))
+            .filter(|g| job.build_generation.is_none_or(|b| b == g.generation))
+            .filter(|g| self.cfg.embeds_like(&g.index_config))
             .collect();
-        if ids.iter().any(|id| id.len() > self.cfg.vector_id_bytes_max) {
-            return Err(PortError::new(
-                FailureBucket::InputInvalid,
-                "vector_id_too_long",
-            ));
+        if targets.is_empty() {
+            // The configured embedder made none of the generations in use:
+            // a deploy (or a backfill to a new generation) fixes it.
+            return Err(PortError::new(FailureBucket::IndexMisconfigured, "generation_embedder_mismatch"));
         }
-        let hashes: Vec<String> = chunks
+        let text = self.store.load_text(&job.doc_id, job.version, job.part_count).await?;
+        let content_type =
+            ContentType::parse(&job.content_type).ok_or(PortError::new(FailureBucket::InputInvalid, "content_type"))?;
+        // Per target: its generation, chunks, IDs and hashes.
+        let mut per_target = Vec::with_capacity(targets.len());
+        for g in &targets {
+            let (size_max_chars, overlap_chars) =
+                self.cfg.chunking_of(&g.index_config).ok_or(PortError::new(FailureBucket::Internal, "generation_config"))?;
+            let chunks = chunk_text(&text, content_type, ChunkConfig { size_max_chars, overlap_chars });
+            let ids: Vec<String> = chunks.iter().map(|c| vector_id_in(doc_id, job.version, c.index, g.generation)).collect();
+            if ids.iter().any(|id| id.len() > self.cfg.vector_id_bytes_max) {
+                return Err(PortError::new(FailureBucket::InputInvalid, "vector_id_too_long"));
+            }
+            let hashes: Vec<String> = chunks.iter().map(|c| sha256_hex(c.text.as_bytes())).collect();
+            per_target.push((g.generation, chunks, ids, hashes));
+        }
+        let staged: Vec<StagedChunk> = per_target
             .iter()
-            .map(|c| sha256_hex(c.text.as_bytes()))
-            .collect();
-        let staged: Vec<StagedChunk> = chunks
-            .iter()
-            .zip(ids.iter().zip(&hashes))
-            .map(|(c, (id, h))| StagedChunk {
-                i: c.index,
-                id,
-                s: c.start,
-                e: c.end,
-                h,
-                t: c.text,
+            .flat_map(|(g, chunks, ids, hashes)| {
+                chunks.iter().zip(ids.iter().zip(hashes)).map(move |(c, (id, h))| StagedChunk {
+                    g: *g,
+                    i: c.index,
+                    id,
+                    s: c.start,
+                    e: c.end,
+                    h,
+                    t: c.text,
+                })
             })
             .collect();
         if self.bugs.has(Bug::UpsertBeforeStage) {
             // The bug: vectors written before D1 knows their IDs.
+            let (_, chunks, ids, _) = &per_target[0];
             let page = &chunks[..chunks.len().min(self.cfg.upsert_batch_size)];
             let texts: Vec<String> = page.iter().map(|c| c.text.to_string()).collect();
             let metadata = self.vector_metadata(job)?;
@@ -409,27 +428,22 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                 .embed(&texts)
                 .await?
                 .into_iter()
-                .zip(&ids)
-                .map(|(values, id)| VectorRecord {
-                    id: id.clone(),
-                    values,
-                    metadata: metadata.clone(),
-                })
+                .zip(ids)
+                .map(|(values, id)| VectorRecord { id: id.clone(), values, metadata: metadata.clone() })
                 .collect();
             self.index.upsert(&records).await?;
         }
-        let now = self.clock.now_ms();
-        self.store
-            .stage_chunks(
-                &job.job_id,
-                &job.doc_id,
-                job.version,
-                &staged,
-                &self.cfg.index_config(),
-                now,
-            )
-            .await?;
-        Ok(chunks.len() as u32)
+        // The version's own chunk count and configuration: those of the
+        // first target (the active generation, when this Worker embeds like it).
+        let ours = self.cfg.index_config();
+        let first_config = if targets[0].index_config.is_empty() { ours.clone() } else { targets[0].index_config.clone() };
+        let stage = Staging {
+            rows: &staged,
+            version_chunks: job.build_generation.is_none().then_some((per_target[0].1.len(), first_config.as_str())),
+            adopt_config: generations.iter().any(|g| g.generation == 1 && g.index_config.is_empty()).then_some(ours.as_str()),
+        };
+        self.store.stage_chunks(&job.job_id, &job.doc_id, job.version, &stage, self.clock.now_ms()).await?;
+        Ok(staged.len() as u32)
     }
 
     /// Steps 3 and 4 for the chunks from `from` on: reads a page of staged
@@ -514,6 +528,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             .map(|(r, v)| {
                 let mut metadata = base_metadata.clone();
                 metadata.insert("chunk".into(), json!(r.chunk_index));
+                metadata.insert("generation".into(), json!(r.generation));
                 VectorRecord {
                     id: r.vector_id.clone(),
                     values: v.expect("the prefix has vectors"),
@@ -678,6 +693,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                         "failed",
                         now,
                         &u,
+                        job.build_generation,
                     )
                     .await?;
                 Ok(ConsumeOutcome::DeadLetter { reason: "failed" })
@@ -693,6 +709,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                         "dead",
                         now,
                         &u,
+                        job.build_generation,
                     )
                     .await?;
                 Ok(ConsumeOutcome::DeadLetter { reason: "dead" })

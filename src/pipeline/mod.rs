@@ -3,6 +3,7 @@
 //! index) and in native tests (SQLite and in-memory fakes).
 
 mod admin;
+mod backfill;
 mod budget;
 pub mod bugs;
 mod consume;
@@ -12,6 +13,7 @@ mod search;
 mod views;
 
 pub use admin::{LetterFilter, Plan, RedriveRequest, REDRIVE_LETTERS_MAX};
+pub use backfill::{BackfillScope, Refusal};
 pub use budget::{Budget, Metered, Usage, UsageSnapshot};
 pub use consume::{ConsumeOutcome, CONSUME_RESERVE, CONSUME_SUBREQUESTS_MIN};
 pub use intake::{DocumentInput, IntakeError, IntakeItem, IntakeOutcome};

@@ -42,6 +42,10 @@ pub struct RepairReport {
     pub documents_repaired: u64,
     /// Active redrives advanced.
     pub redrives_advanced: u64,
+    /// Chunk rows of retiring or abandoned generations turned into intents.
+    pub generation_rows_retired: u64,
+    /// Pages the running backfill enqueued.
+    pub backfill_pages: u64,
     /// Whether a step stopped at its per-run cap, or the run at its
     /// subrequest or wall-time budget (work is left for the next run).
     pub budget_hit: bool,
@@ -65,6 +69,8 @@ impl RepairReport {
             + self.jobs_dead
             + self.documents_repaired
             + self.redrives_advanced
+            + self.generation_rows_retired
+            + self.backfill_pages
             > 0
             || !self.failures.is_empty()
     }
@@ -216,6 +222,18 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             }
         }
 
+        // 1b. retire: rows of retiring generations become intents (drained next).
+        if allows(&mut report, 2) {
+            meter.spend(2);
+            match self.retire_generations(self.cfg.cron_abandoned_chunks_max).await {
+                Ok(n) => {
+                    report.generation_rows_retired = n;
+                    report.budget_hit |= n as usize >= self.cfg.cron_abandoned_chunks_max;
+                }
+                Err(e) => failed(&mut report, e.bucket),
+            }
+        }
+
         // 2. drain
         let mut budget = self.cfg.cron_cleanup_intents_max;
         // Each batch: the due intents, the index delete, the ledger update.
@@ -343,6 +361,22 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                 Err(e) => failed(&mut report, e.bucket),
             }
         }
+        // 6. the running backfill: a few pages (each: reads, one batch, the
+        // sends; scope all/filter: a re-run per document).
+        let per_page = 8 + 4 * u64::from(self.cfg.backfill_page_size);
+        if allows(&mut report, 1 + per_page) {
+            let pages = (meter.max.saturating_sub(meter.used.get() + 1) / per_page)
+                .min(self.cfg.backfill_pages_per_run as u64) as usize;
+            meter.spend(1);
+            match self.advance_backfills(pages.max(1)).await {
+                Ok(n) => {
+                    report.backfill_pages = n;
+                    meter.spend(per_page * n + 6);
+                }
+                Err(e) => failed(&mut report, e.bucket),
+            }
+        }
+
         report.budget_hit |= budget == 0
             || report.jobs_requeued + report.jobs_dead >= self.cfg.cron_requeue_jobs_max as u64;
         report.subrequests_used = meter.used.get();

@@ -122,6 +122,9 @@ pub struct JobView {
     pub doc_id: String,
     pub version: u32,
     pub kind: String,
+    /// The generation a backfill's build job writes (null: an index job of
+    /// a new version, written in every generation in use).
+    pub build_generation: Option<u32>,
     pub state: String,
     pub step: String,
     /// Attempts since the job last made progress.
@@ -137,7 +140,8 @@ pub struct JobView {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct JobProgress {
-    /// Chunks of the version (known once staged).
+    /// Chunk rows to write, over every generation the job writes (known
+    /// once staged).
     pub chunks_total: Option<u32>,
     /// Chunks whose vectors are written (the checkpoint).
     pub chunks_done: u32,
@@ -198,6 +202,7 @@ impl JobView {
             doc_id: r.doc_id,
             version: r.version,
             kind: r.kind,
+            build_generation: r.build_generation,
             state: r.state,
             step: r.step,
             attempts: r.attempts,

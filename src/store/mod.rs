@@ -77,6 +77,7 @@ pub struct JobViewRow {
     pub next_attempt_at: Option<i64>,
     pub created_at: i64,
     pub updated_at: i64,
+    pub build_generation: Option<u32>,
     pub chunk_count: Option<u32>,
     pub chunks_done: u32,
     pub chunks_embedded: u64,
@@ -98,6 +99,10 @@ pub struct ConsumeRow {
     pub state: String,
     pub attempts: u32,
     pub lease_until: Option<i64>,
+    /// Set for a build job (a backfill writing a live version into this generation).
+    pub build_generation: Option<u32>,
+    /// That generation's state: a build for one no longer written is stale.
+    pub build_generation_state: Option<String>,
     pub content_type: String,
     pub metadata: String,
     pub part_count: u32,
@@ -107,6 +112,7 @@ pub struct ConsumeRow {
 
 #[derive(Debug, Clone, Deserialize)]
 pub struct LiveChunkRow {
+    pub generation: u32,
     pub vector_id: String,
     pub doc_id: String,
     pub version: u32,
@@ -138,13 +144,31 @@ pub struct ClaimRow {
     pub attempts: u32,
     pub step: String,
     pub chunks_done: u32,
-    /// The version's chunk count, set by the staging batch.
-    pub chunk_count: Option<u32>,
+    /// Chunk rows to write (over every generation staged), set by the staging batch.
+    pub rows_total: Option<u32>,
+}
+
+/// What one staging batch writes: chunk rows of every target generation,
+/// the version's chunk count and configuration (index jobs: of the active
+/// generation), and generation 1's first configuration.
+pub struct Staging<'a> {
+    pub rows: &'a [StagedChunk<'a>],
+    pub version_chunks: Option<(usize, &'a str)>,
+    pub adopt_config: Option<&'a str>,
+}
+
+/// A generation (`generations` table).
+#[derive(Debug, Clone, Deserialize)]
+pub struct GenerationRow {
+    pub generation: u32,
+    pub index_config: String,
+    pub state: String,
 }
 
 /// One staged chunk to embed (or reuse) and upsert (`CONSUME_PAGE`).
 #[derive(Debug, Clone, Deserialize)]
 pub struct PageRow {
+    pub generation: u32,
     pub chunk_index: u32,
     pub vector_id: String,
     pub content_hash: String,
@@ -173,6 +197,8 @@ fn usage_stmt(job_id: &str, u: &UsageSnapshot) -> Stmt {
 /// A staged chunk row, in the compact JSON shape `CONSUME_STAGE_CHUNKS` reads.
 #[derive(Debug, Clone, Serialize)]
 pub struct StagedChunk<'a> {
+    /// The generation the row belongs to.
+    pub g: u32,
     pub i: u32,
     pub id: &'a str,
     pub s: usize,
@@ -333,38 +359,38 @@ impl<D: Database> Store<D> {
 
     /// Stages the chunk rows and the chunk count and moves the job to
     /// `staged`, in one atomic batch.
-    pub async fn stage_chunks(
-        &self,
-        job_id: &str,
-        doc_id: &str,
-        version: u32,
-        chunks: &[StagedChunk<'_>],
-        index_config: &str,
-        now: i64,
-    ) -> Result<(), PortError> {
-        let mut stmts: Vec<Stmt> = json_pages(chunks, self.json_param_bytes_max)
+    pub async fn stage_chunks(&self, job_id: &str, doc_id: &str, version: u32, stage: &Staging<'_>, now: i64) -> Result<(), PortError> {
+        let mut stmts: Vec<Stmt> = json_pages(stage.rows, self.json_param_bytes_max)
             .into_iter()
-            .map(|page| {
-                Stmt::new(
-                    sql::CONSUME_STAGE_CHUNKS,
-                    vec![doc_id.into(), version.into(), page.into()],
-                )
-            })
+            .map(|page| Stmt::new(sql::CONSUME_STAGE_CHUNKS, vec![doc_id.into(), version.into(), page.into()]))
             .collect();
-        stmts.push(Stmt::new(
-            sql::CONSUME_SET_CHUNK_COUNT,
-            vec![
-                doc_id.into(),
-                version.into(),
-                SqlValue::Int(chunks.len() as i64),
-                index_config.into(),
-            ],
-        ));
-        stmts.push(Stmt::new(
-            sql::CONSUME_SET_STEP,
-            vec![job_id.into(), "staged".into(), int(now)],
-        ));
+        if let Some((count, index_config)) = stage.version_chunks {
+            stmts.push(Stmt::new(
+                sql::CONSUME_SET_CHUNK_COUNT,
+                vec![doc_id.into(), version.into(), SqlValue::Int(count as i64), index_config.into()],
+            ));
+        }
+        if let Some(config) = stage.adopt_config {
+            stmts.push(Stmt::new(sql::GENERATION_ADOPT, vec![config.into(), int(now)]));
+        }
+        stmts.push(Stmt::new(sql::CONSUME_STAGED, vec![job_id.into(), SqlValue::Int(stage.rows.len() as i64), int(now)]));
         self.db.batch(stmts).await.map(|_| ())
+    }
+
+    /// The generations an index job writes (active, building, retained).
+    pub async fn target_generations(&self) -> Result<Vec<GenerationRow>, PortError> {
+        self.db.query(Stmt::new(sql::GENERATIONS_TARGET, vec![])).await
+    }
+
+    /// The generation search serves.
+    pub async fn active_generation(&self) -> Result<Option<GenerationRow>, PortError> {
+        Ok(self.db.query(Stmt::new(sql::GENERATION_ACTIVE, vec![])).await?.into_iter().next())
+    }
+
+    /// A build job's end: the job only (the version is already live).
+    pub async fn build_finish(&self, job_id: &str, doc_id: &str, version: u32, now: i64, usage: &UsageSnapshot) -> Result<(), PortError> {
+        let finish = vec![doc_id.into(), version.into(), int(now), job_id.into()];
+        self.db.batch(vec![Stmt::new(sql::COMMIT_FINISH_JOB, finish), usage_stmt(job_id, usage)]).await.map(|_| ())
     }
 
     /// The replace step: intents for the replaced version, the
@@ -436,9 +462,13 @@ impl<D: Database> Store<D> {
         state: &'static str,
         now: i64,
         usage: &UsageSnapshot,
+        build_generation: Option<u32>,
     ) -> Result<(), PortError> {
-        self.db
-            .batch(vec![
+        let mut extra = vec![];
+        if let Some(g) = build_generation {
+            extra.push(Stmt::new(sql::BUILD_INTENTS_FOR_FAILED, vec![doc_id.into(), version.into(), int(now), g.into()]));
+        }
+        let mut stmts = vec![
                 Stmt::new(
                     sql::JOB_END_FAILED,
                     vec![
@@ -453,9 +483,9 @@ impl<D: Database> Store<D> {
                     vec![doc_id.into(), version.into(), int(now)],
                 ),
                 usage_stmt(job_id, usage),
-            ])
-            .await
-            .map(|_| ())
+            ];
+        stmts.extend(extra);
+        self.db.batch(stmts).await.map(|_| ())
     }
 
     pub async fn intents_due_for_doc(
@@ -584,6 +614,7 @@ impl<D: Database> Store<D> {
     pub async fn live_chunks(
         &self,
         vector_ids: &[String],
+        generation: u32,
         bugs: Bugs,
     ) -> Result<Vec<LiveChunkRow>, PortError> {
         let q = if bugs.has(Bug::ServeUnfiltered) {
@@ -592,7 +623,7 @@ impl<D: Database> Store<D> {
             sql::LIVE_CHUNKS_BY_VECTOR_ID
         };
         self.db
-            .query(Stmt::new(q, vec![json_array(vector_ids).into()]))
+            .query(Stmt::new(q, vec![json_array(vector_ids).into(), generation.into()]))
             .await
     }
 }

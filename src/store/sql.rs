@@ -69,7 +69,7 @@ pub const JOB_VIEW: &str = "\
 SELECT j.job_id AS job_id, j.doc_id AS doc_id, j.version AS version, j.kind AS kind, j.state AS state, j.step AS step,
        j.attempts AS attempts, j.last_failure_bucket AS last_failure_bucket, j.lease_until AS lease_until,
        j.next_attempt_at AS next_attempt_at, j.created_at AS created_at, j.updated_at AS updated_at,
-       v.chunk_count AS chunk_count, j.chunks_done AS chunks_done, j.chunks_embedded AS chunks_embedded,
+       j.rows_total AS chunk_count, j.chunks_done AS chunks_done, j.build_generation AS build_generation, j.chunks_embedded AS chunks_embedded,
        j.chunks_reused AS chunks_reused, j.invocations AS invocations, j.subrequests_d1 AS subrequests_d1,
        j.subrequests_embed AS subrequests_embed, j.subrequests_index AS subrequests_index,
        j.subrequests_queue AS subrequests_queue, j.subrequests_peak AS subrequests_peak
@@ -81,7 +81,8 @@ FROM jobs j JOIN versions v ON v.doc_id = j.doc_id AND v.version = j.version WHE
 /// the document's current versions (the stale-version check).
 pub const CONSUME_LOAD: &str = "\
 SELECT j.job_id AS job_id, j.doc_id AS doc_id, j.version AS version, j.kind AS kind, j.state AS state,
-       j.attempts AS attempts, j.lease_until AS lease_until,
+       j.attempts AS attempts, j.lease_until AS lease_until, j.build_generation AS build_generation,
+       (SELECT g.state FROM generations g WHERE g.generation = j.build_generation) AS build_generation_state,
        v.content_type AS content_type, v.metadata AS metadata, v.part_count AS part_count,
        d.latest_version AS latest_version, d.live_version AS live_version
 FROM jobs j
@@ -106,16 +107,22 @@ WHERE job_id = ?1 AND (state IN ('queued', 'up_for_retry') OR (state = 'running'
 /// checkpoint (`chunks_done`): the staging batch wrote both atomically.
 /// Returns the new attempt count and where to continue, read in the same
 /// statement (a load before the claim may predate another delivery's
-/// staging).
+/// staging). A build job (`build_generation`, a backfill) claims a version
+/// that is live, into a generation still being written.
 /// `?1` job, `?2` now, `?3` lease until.
 pub const CONSUME_CLAIM: &str = "\
 UPDATE jobs SET state = 'running', step = CASE WHEN step = 'staged' THEN 'staged' ELSE 'claimed' END,
   attempts = attempts + 1, invocations = invocations + 1, lease_until = ?3, updated_at = ?2
 WHERE job_id = ?1 AND (state IN ('queued', 'up_for_retry') OR (state = 'running' AND lease_until < ?2))
-  AND EXISTS (SELECT 1 FROM documents d WHERE d.doc_id = jobs.doc_id AND d.latest_version = jobs.version
-              AND (d.live_version IS NULL OR d.live_version < jobs.version))
-RETURNING attempts, step, chunks_done,
-  (SELECT v.chunk_count FROM versions v WHERE v.doc_id = jobs.doc_id AND v.version = jobs.version) AS chunk_count";
+  AND CASE WHEN jobs.build_generation IS NULL THEN
+        EXISTS (SELECT 1 FROM documents d WHERE d.doc_id = jobs.doc_id AND d.latest_version = jobs.version
+                AND (d.live_version IS NULL OR d.live_version < jobs.version))
+      ELSE
+        EXISTS (SELECT 1 FROM documents d WHERE d.doc_id = jobs.doc_id AND d.live_version = jobs.version)
+        AND EXISTS (SELECT 1 FROM generations g WHERE g.generation = jobs.build_generation
+                    AND g.state IN ('building', 'active', 'retained'))
+      END
+RETURNING attempts, step, chunks_done, rows_total";
 
 /// The text of a version, in order.
 pub const CONSUME_LOAD_PARTS: &str =
@@ -125,8 +132,8 @@ pub const CONSUME_LOAD_PARTS: &str =
 /// every vector ID that can exist). Idempotent: the rows are a function of
 /// (document, version, configuration). `?1` doc, `?2` version, `?3` JSON rows.
 pub const CONSUME_STAGE_CHUNKS: &str = "\
-INSERT OR IGNORE INTO chunks (doc_id, version, chunk_index, vector_id, start_byte, end_byte, content_hash, text)
-SELECT ?1, ?2, json_extract(value, '$.i'), json_extract(value, '$.id'), json_extract(value, '$.s'),
+INSERT OR IGNORE INTO chunks (doc_id, version, generation, chunk_index, vector_id, start_byte, end_byte, content_hash, text)
+SELECT ?1, ?2, json_extract(value, '$.g'), json_extract(value, '$.i'), json_extract(value, '$.id'), json_extract(value, '$.s'),
        json_extract(value, '$.e'), json_extract(value, '$.h'), json_extract(value, '$.t')
 FROM json_each(?3)";
 
@@ -136,21 +143,22 @@ FROM json_each(?3)";
 pub const CONSUME_SET_CHUNK_COUNT: &str =
     "UPDATE versions SET chunk_count = ?3, index_config = ?4 WHERE doc_id = ?1 AND version = ?2";
 
-/// One page of a staged version's chunks, from chunk `?3` on (at most `?4`),
-/// each with the live version's vector for the same text if it can be
-/// reused: the live version is older, not a tombstone, and was indexed with
-/// the same configuration as this version. `?1` doc, `?2` version.
+/// One page of a staged version's chunk rows, in (generation, chunk) order
+/// from row `?3` on (at most `?4`), each with the live version's vector for
+/// the same text in the same generation, if it can be reused: the live
+/// version is older and not a tombstone. `?1` doc, `?2` version.
 pub const CONSUME_PAGE: &str = "\
 WITH live AS (
   SELECT d.live_version AS version FROM documents d
   JOIN versions lv ON lv.doc_id = d.doc_id AND lv.version = d.live_version
-  JOIN versions nv ON nv.doc_id = d.doc_id AND nv.version = ?2
-  WHERE d.doc_id = ?1 AND d.live_version < ?2 AND lv.is_delete = 0 AND lv.index_config = nv.index_config)
-SELECT n.chunk_index AS chunk_index, n.vector_id AS vector_id, n.content_hash AS content_hash, n.text AS text,
+  WHERE d.doc_id = ?1 AND d.live_version < ?2 AND lv.is_delete = 0)
+SELECT n.generation AS generation, n.chunk_index AS chunk_index, n.vector_id AS vector_id,
+  n.content_hash AS content_hash, n.text AS text,
   (SELECT MIN(o.vector_id) FROM chunks o
-   WHERE o.doc_id = ?1 AND o.version = (SELECT version FROM live) AND o.content_hash = n.content_hash) AS reuse_id
-FROM chunks n WHERE n.doc_id = ?1 AND n.version = ?2 AND n.chunk_index >= ?3
-ORDER BY n.chunk_index LIMIT ?4";
+   WHERE o.doc_id = ?1 AND o.version = (SELECT version FROM live) AND o.generation = n.generation
+     AND o.content_hash = n.content_hash) AS reuse_id
+FROM chunks n WHERE n.doc_id = ?1 AND n.version = ?2
+ORDER BY n.generation, n.chunk_index LIMIT ?4 OFFSET ?3";
 
 /// The checkpoint: a running job hands itself to the next invocation. The
 /// attempt that made progress is not a failure: `attempts` counts attempts
@@ -170,9 +178,10 @@ UPDATE jobs SET subrequests_d1 = subrequests_d1 + ?2, subrequests_embed = subreq
   chunks_embedded = chunks_embedded + ?6, chunks_reused = chunks_reused + ?7
 WHERE job_id = ?1";
 
-/// Moves a running job to another step. `?1` job, `?2` step, `?3` now.
-pub const CONSUME_SET_STEP: &str =
-    "UPDATE jobs SET step = ?2, updated_at = ?3 WHERE job_id = ?1 AND state = 'running'";
+/// The staging is done: step `staged` and the rows to write (over all the
+/// generations staged). `?1` job, `?2` rows, `?3` now.
+pub const CONSUME_STAGED: &str =
+    "UPDATE jobs SET step = 'staged', rows_total = ?2, chunks_done = 0, updated_at = ?3 WHERE job_id = ?1 AND state = 'running'";
 
 /// Replace step, statement 1 of 4 (invariant 3): when this version is about
 /// to go live, the old live version's vectors become cleanup intents, in the
@@ -207,7 +216,7 @@ UPDATE jobs SET
   state = CASE WHEN EXISTS (SELECT 1 FROM documents d WHERE d.doc_id = ?1 AND d.live_version = ?2)
                THEN 'succeeded' ELSE 'superseded' END,
   step = 'committed', lease_until = NULL, updated_at = ?3,
-  chunks_done = COALESCE((SELECT v.chunk_count FROM versions v WHERE v.doc_id = ?1 AND v.version = ?2), 0)
+  chunks_done = COALESCE(rows_total, 0)
 WHERE job_id = ?4 AND state = 'running'";
 
 /// A transient failure: the job waits for its retry, keeping the progress
@@ -235,10 +244,12 @@ pub const INTENTS_DUE: &str = "\
 SELECT vector_id FROM cleanup_intents WHERE not_before <= ?1 ORDER BY not_before, vector_id LIMIT ?2";
 
 /// After the vectors in `?1` (JSON array) were deleted from the index: drop
-/// their chunk rows, unless the row is live (never delete what is served).
+/// their chunk rows, unless the row is served (live version, active
+/// generation: never delete what search serves).
 pub const INTENTS_DONE_DELETE_CHUNKS: &str = "\
 DELETE FROM chunks WHERE vector_id IN (SELECT value FROM json_each(?1))
-AND NOT EXISTS (SELECT 1 FROM documents d WHERE d.doc_id = chunks.doc_id AND d.live_version = chunks.version)";
+AND NOT (EXISTS (SELECT 1 FROM documents d WHERE d.doc_id = chunks.doc_id AND d.live_version = chunks.version)
+         AND EXISTS (SELECT 1 FROM generations g WHERE g.generation = chunks.generation AND g.state = 'active'))";
 
 /// ... and then the intents themselves (invariant 2 of the design: an intent
 /// is removed only after its effect succeeded).
@@ -293,9 +304,10 @@ WHERE job_id = ?1 AND (state IN ('queued', 'up_for_retry') OR (state = 'running'
 /// Of the candidate vector IDs in `?1` (JSON array), those whose chunk is
 /// live (invariant: search serves only what D1 holds as live).
 pub const LIVE_CHUNKS_BY_VECTOR_ID: &str = "\
-SELECT c.vector_id AS vector_id, c.doc_id AS doc_id, c.version AS version, c.chunk_index AS chunk_index, c.text AS text
+SELECT c.vector_id AS vector_id, c.doc_id AS doc_id, c.version AS version, c.chunk_index AS chunk_index, c.text AS text,
+       c.generation AS generation
 FROM chunks c JOIN documents d ON d.doc_id = c.doc_id AND d.live_version = c.version
-WHERE c.vector_id IN (SELECT value FROM json_each(?1))";
+WHERE c.vector_id IN (SELECT value FROM json_each(?1)) AND c.generation = ?2";
 
 // ---------------------------------------------------------------- local vector index
 
@@ -456,7 +468,9 @@ pub const REDRIVE_AUDIT_LIST: &str =
 pub const VERIFY_LIVE_CHUNKS: &str = "\
 SELECT c.vector_id AS vector_id, c.doc_id AS doc_id, c.version AS version
 FROM chunks c JOIN documents d ON d.doc_id = c.doc_id AND d.live_version = c.version
-WHERE d.updated_at < ?1 AND c.vector_id > ?2 ORDER BY c.vector_id LIMIT ?3";
+WHERE d.updated_at < ?1 AND c.vector_id > ?2
+  AND c.generation = (SELECT generation FROM generations WHERE state = 'active')
+ORDER BY c.vector_id LIMIT ?3";
 
 /// `?1` cursor name.
 pub const CURSOR_GET: &str = "SELECT value FROM repair_cursors WHERE name = ?1";
@@ -477,6 +491,199 @@ UPDATE documents SET latest_version = ?2 + 1, updated_at = ?3
 WHERE doc_id = ?1 AND latest_version = ?2 AND (live_version IS NULL OR live_version <= ?2)";
 
 /// Every statement above, by name (checked against this file by tests/sql.rs).
+// ---------------------------------------------------------------- generations
+
+/// The generations an index job writes: the active one, one being built,
+/// and the one retained for a rollback.
+pub const GENERATIONS_TARGET: &str = "\
+SELECT generation, index_config, state FROM generations
+WHERE state IN ('active', 'building', 'retained') ORDER BY generation";
+
+/// Generation 1 starts without a configuration; the first staging records
+/// its own. `?1` index config, `?2` now.
+pub const GENERATION_ADOPT: &str =
+    "UPDATE generations SET index_config = ?1, updated_at = ?2 WHERE generation = 1 AND index_config = ''";
+
+/// Every generation with its chunk rows in D1.
+pub const GENERATIONS_LIST: &str = "\
+SELECT g.generation AS generation, g.index_config AS index_config, g.state AS state,
+       (SELECT count(*) FROM chunks c WHERE c.generation = g.generation) AS chunks,
+       g.created_at AS created_at, g.updated_at AS updated_at
+FROM generations g ORDER BY g.generation";
+
+/// The generation search serves.
+pub const GENERATION_ACTIVE: &str = "SELECT generation, index_config, state FROM generations WHERE state = 'active'";
+
+/// A new generation to build, unless one is being built. `?1` index config,
+/// `?2` now. Returns its number.
+pub const GENERATION_CREATE: &str = "\
+INSERT INTO generations (generation, index_config, state, created_at, updated_at)
+SELECT MAX(generation) + 1, ?1, 'building', ?2, ?2 FROM generations
+WHERE NOT EXISTS (SELECT 1 FROM generations WHERE state = 'building')
+RETURNING generation";
+
+/// What keeps generation `?1` from being switched to: live documents whose
+/// live version has no rows there, or rows waiting on cleanup intents (a
+/// failed build); and staged jobs that did not stage it (they began before
+/// it existed).
+pub const GENERATION_GAPS: &str = "\
+SELECT
+  (SELECT count(*) FROM documents d JOIN versions v ON v.doc_id = d.doc_id AND v.version = d.live_version
+   WHERE v.is_delete = 0 AND (
+     NOT EXISTS (SELECT 1 FROM chunks c WHERE c.doc_id = d.doc_id AND c.version = d.live_version AND c.generation = ?1)
+     OR EXISTS (SELECT 1 FROM chunks c JOIN cleanup_intents i ON i.vector_id = c.vector_id
+                WHERE c.doc_id = d.doc_id AND c.version = d.live_version AND c.generation = ?1))) AS missing,
+  (SELECT count(*) FROM jobs j WHERE j.state IN ('queued', 'running', 'up_for_retry') AND j.kind = 'index'
+     AND j.step = 'staged' AND j.build_generation IS NULL
+     AND NOT EXISTS (SELECT 1 FROM chunks c WHERE c.doc_id = j.doc_id AND c.version = j.version AND c.generation = ?1)) AS unstaged";
+
+/// The switch, statement 1 of 3: a generation retained from an earlier
+/// switch retires (only when switching to a generation being built).
+/// `?1` the generation to activate, `?2` now.
+pub const GENERATION_SWITCH_RETIRE_OLDER: &str = "\
+UPDATE generations SET state = 'retiring', updated_at = ?2
+WHERE state = 'retained' AND generation <> ?1
+  AND EXISTS (SELECT 1 FROM generations g WHERE g.generation = ?1 AND g.state = 'building')";
+
+/// The switch, statement 2 of 3: the active generation becomes retained, if
+/// `?1` can be activated (being built or retained) and every live document
+/// has its vectors there. `?2` now.
+pub const GENERATION_SWITCH_RETAIN: &str = "\
+UPDATE generations SET state = 'retained', updated_at = ?2
+WHERE state = 'active' AND generation <> ?1
+  AND EXISTS (SELECT 1 FROM generations g WHERE g.generation = ?1 AND g.state IN ('building', 'retained'))
+  AND NOT EXISTS (
+    SELECT 1 FROM documents d JOIN versions v ON v.doc_id = d.doc_id AND v.version = d.live_version
+    WHERE v.is_delete = 0 AND (
+      NOT EXISTS (SELECT 1 FROM chunks c WHERE c.doc_id = d.doc_id AND c.version = d.live_version AND c.generation = ?1)
+      OR EXISTS (SELECT 1 FROM chunks c JOIN cleanup_intents i ON i.vector_id = c.vector_id
+                 WHERE c.doc_id = d.doc_id AND c.version = d.live_version AND c.generation = ?1)))";
+
+/// The switch, statement 3 of 3: `?1` becomes active if no generation is
+/// (statement 2 applied). `?2` now.
+pub const GENERATION_SWITCH_ACTIVATE: &str = "\
+UPDATE generations SET state = 'active', updated_at = ?2
+WHERE generation = ?1 AND state IN ('building', 'retained')
+  AND NOT EXISTS (SELECT 1 FROM generations g WHERE g.state = 'active')";
+
+/// Retires a retained or abandoned generation. `?1` generation, `?2` now.
+pub const GENERATION_RETIRE: &str = "\
+UPDATE generations SET state = 'retiring', updated_at = ?2 WHERE generation = ?1 AND state IN ('retained', 'abandoned')";
+
+/// Abandons the generation being built (its backfill was cancelled). `?1` generation, `?2` now.
+pub const GENERATION_ABANDON: &str = "\
+UPDATE generations SET state = 'abandoned', updated_at = ?2 WHERE generation = ?1 AND state = 'building'";
+
+/// Chunk rows of retiring or abandoned generations become cleanup intents,
+/// except rows of a version a job may still write. `?1` now, `?2` limit.
+pub const RETIRE_INTENTS: &str = "\
+INSERT OR IGNORE INTO cleanup_intents (vector_id, doc_id, version, reason, attempts, not_before, created_at)
+SELECT c.vector_id, c.doc_id, c.version, 'abandoned', 0, 0, ?1
+FROM chunks c JOIN generations g ON g.generation = c.generation
+WHERE g.state IN ('retiring', 'abandoned')
+  AND NOT EXISTS (SELECT 1 FROM cleanup_intents i WHERE i.vector_id = c.vector_id)
+  AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.doc_id = c.doc_id AND j.version = c.version
+                  AND j.state IN ('queued', 'running', 'up_for_retry'))
+LIMIT ?2";
+
+/// A retiring or abandoned generation with no chunk row left is retired. `?1` now.
+pub const GENERATIONS_RETIRED: &str = "\
+UPDATE generations SET state = 'retired', updated_at = ?1
+WHERE state IN ('retiring', 'abandoned') AND NOT EXISTS (SELECT 1 FROM chunks c WHERE c.generation = generations.generation)";
+
+/// A build job that failed: its rows in its generation become intents (the
+/// version is live, so the loser statement does not cover them).
+/// `?1` doc, `?2` version, `?3` now, `?4` generation.
+pub const BUILD_INTENTS_FOR_FAILED: &str = "\
+INSERT OR IGNORE INTO cleanup_intents (vector_id, doc_id, version, reason, attempts, not_before, created_at)
+SELECT c.vector_id, c.doc_id, c.version, 'abandoned', 0, 0, ?3
+FROM chunks c WHERE c.doc_id = ?1 AND c.version = ?2 AND c.generation = ?4";
+
+// ---------------------------------------------------------------- backfills
+
+/// A new backfill, unless one is running or paused. `?1` id, `?2` scope,
+/// `?3` filter JSON, `?4` from generation, `?5` to generation, `?6` page
+/// size, `?7` now.
+pub const BACKFILL_INSERT: &str = "\
+INSERT INTO backfills (backfill_id, scope, filter, from_generation, to_generation, state, cursor, passes, page_size, created_at, updated_at)
+SELECT ?1, ?2, ?3, ?4, ?5, 'running', '', 1, ?6, ?7, ?7
+WHERE NOT EXISTS (SELECT 1 FROM backfills WHERE state IN ('running', 'paused'))";
+
+pub const BACKFILL_GET: &str = "\
+SELECT backfill_id, scope, filter, from_generation, to_generation, state, cursor, passes, page_size, created_at, updated_at
+FROM backfills WHERE backfill_id = ?1";
+
+/// Backfills, newest first. `?1` limit.
+pub const BACKFILLS_LIST: &str = "\
+SELECT backfill_id, scope, filter, from_generation, to_generation, state, cursor, passes, page_size, created_at, updated_at
+FROM backfills ORDER BY created_at DESC, backfill_id DESC LIMIT ?1";
+
+/// The backfill cron advances.
+pub const BACKFILL_RUNNING: &str = "\
+SELECT backfill_id, scope, filter, from_generation, to_generation, state, cursor, passes, page_size, created_at, updated_at
+FROM backfills WHERE state = 'running' ORDER BY created_at LIMIT 1";
+
+/// A state transition. `?1` id, `?2` new state, `?3` now, `?4` JSON array
+/// of the states it may leave.
+pub const BACKFILL_SET_STATE: &str = "\
+UPDATE backfills SET state = ?2, updated_at = ?3 WHERE backfill_id = ?1 AND state IN (SELECT value FROM json_each(?4))";
+
+/// Live documents after `?1` in scope: not deleted, metadata matching every
+/// key of `?2` (a JSON object, or NULL: all); for scope `config` (`?3` the
+/// generation being built, else NULL) lacking that generation with no build
+/// of it pending; for the other scopes, not being indexed (latest = live).
+/// `?4` limit.
+pub const BACKFILL_PAGE: &str = "\
+SELECT d.doc_id AS doc_id, d.live_version AS version FROM documents d
+JOIN versions v ON v.doc_id = d.doc_id AND v.version = d.live_version
+WHERE d.doc_id > ?1 AND v.is_delete = 0
+  AND (?2 IS NULL OR NOT EXISTS (SELECT 1 FROM json_each(?2) f WHERE json_extract(v.metadata, '$.' || f.key) IS NOT f.value))
+  AND CASE WHEN ?3 IS NULL THEN d.latest_version = d.live_version ELSE
+        NOT EXISTS (SELECT 1 FROM chunks c WHERE c.doc_id = d.doc_id AND c.version = d.live_version AND c.generation = ?3)
+        AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.doc_id = d.doc_id AND j.version = d.live_version
+                        AND j.build_generation = ?3 AND j.state IN ('queued', 'running', 'up_for_retry'))
+      END
+ORDER BY d.doc_id LIMIT ?4";
+
+/// Live, not deleted documents matching the filter `?1` (NULL: all).
+pub const BACKFILL_TOTAL: &str = "\
+SELECT count(*) AS n FROM documents d JOIN versions v ON v.doc_id = d.doc_id AND v.version = d.live_version
+WHERE v.is_delete = 0
+  AND (?1 IS NULL OR NOT EXISTS (SELECT 1 FROM json_each(?1) f WHERE json_extract(v.metadata, '$.' || f.key) IS NOT f.value))";
+
+/// Build jobs for a page: `?3` JSON array of `{job, doc, version}`, `?2`
+/// generation, `?1` now.
+pub const BUILD_JOBS_INSERT: &str = "\
+INSERT OR IGNORE INTO jobs (job_id, doc_id, version, kind, state, step, attempts, created_at, updated_at, build_generation)
+SELECT json_extract(value, '$.job'), json_extract(value, '$.doc'), json_extract(value, '$.version'), 'index', 'queued', 'queued', 0, ?1, ?1, ?2
+FROM json_each(?3)";
+
+/// The page's items. `?1` backfill, `?2` pass, `?3` JSON array of `{job, doc}`.
+pub const BACKFILL_ITEMS_INSERT: &str = "\
+INSERT OR IGNORE INTO backfill_items (backfill_id, doc_id, pass, job_id)
+SELECT ?1, json_extract(value, '$.doc'), ?2, json_extract(value, '$.job') FROM json_each(?3)";
+
+/// The cursor after a page. `?1` id, `?2` cursor, `?3` now.
+pub const BACKFILL_CURSOR: &str =
+    "UPDATE backfills SET cursor = ?2, updated_at = ?3 WHERE backfill_id = ?1 AND state = 'running'";
+
+/// A new pass from the start (documents still missing). `?1` id, `?2` now.
+pub const BACKFILL_NEXT_PASS: &str =
+    "UPDATE backfills SET cursor = '', passes = passes + 1, updated_at = ?2 WHERE backfill_id = ?1 AND state = 'running'";
+
+/// Progress: items and how their jobs stand. `?1` id.
+pub const BACKFILL_COUNTS: &str = "\
+SELECT count(*) AS enqueued,
+  COALESCE(SUM(CASE WHEN j.state IN ('succeeded', 'superseded') THEN 1 ELSE 0 END), 0) AS done,
+  COALESCE(SUM(CASE WHEN j.state IN ('failed', 'dead') THEN 1 ELSE 0 END), 0) AS failed
+FROM backfill_items i JOIN jobs j ON j.job_id = i.job_id WHERE i.backfill_id = ?1";
+
+/// Completes a backfill (scope `config`: only once its generation is
+/// active). `?1` id, `?2` now.
+pub const BACKFILL_COMPLETE: &str = "\
+UPDATE backfills SET state = 'completed', updated_at = ?2 WHERE backfill_id = ?1 AND state = 'running'
+  AND (to_generation IS NULL OR EXISTS (SELECT 1 FROM generations g WHERE g.generation = backfills.to_generation AND g.state = 'active'))";
+
 pub const ALL: &[(&str, &str)] = &[
     ("LATEST_VERSIONS", LATEST_VERSIONS),
     ("INTAKE_UPSERT_DOCUMENTS", INTAKE_UPSERT_DOCUMENTS),
@@ -492,7 +699,7 @@ pub const ALL: &[(&str, &str)] = &[
     ("CONSUME_LOAD_PARTS", CONSUME_LOAD_PARTS),
     ("CONSUME_STAGE_CHUNKS", CONSUME_STAGE_CHUNKS),
     ("CONSUME_SET_CHUNK_COUNT", CONSUME_SET_CHUNK_COUNT),
-    ("CONSUME_SET_STEP", CONSUME_SET_STEP),
+    ("CONSUME_STAGED", CONSUME_STAGED),
     ("CONSUME_PAGE", CONSUME_PAGE),
     ("CONSUME_CHECKPOINT", CONSUME_CHECKPOINT),
     ("JOB_ADD_USAGE", JOB_ADD_USAGE),
@@ -541,4 +748,31 @@ pub const ALL: &[(&str, &str)] = &[
     ("CURSOR_SET", CURSOR_SET),
     ("MARK_REPAIR_NEEDED", MARK_REPAIR_NEEDED),
     ("REPAIR_RERUN_ADVANCE", REPAIR_RERUN_ADVANCE),
+    ("GENERATIONS_TARGET", GENERATIONS_TARGET),
+    ("GENERATION_ADOPT", GENERATION_ADOPT),
+    ("GENERATIONS_LIST", GENERATIONS_LIST),
+    ("GENERATION_ACTIVE", GENERATION_ACTIVE),
+    ("GENERATION_CREATE", GENERATION_CREATE),
+    ("GENERATION_GAPS", GENERATION_GAPS),
+    ("GENERATION_SWITCH_RETIRE_OLDER", GENERATION_SWITCH_RETIRE_OLDER),
+    ("GENERATION_SWITCH_RETAIN", GENERATION_SWITCH_RETAIN),
+    ("GENERATION_SWITCH_ACTIVATE", GENERATION_SWITCH_ACTIVATE),
+    ("GENERATION_RETIRE", GENERATION_RETIRE),
+    ("GENERATION_ABANDON", GENERATION_ABANDON),
+    ("RETIRE_INTENTS", RETIRE_INTENTS),
+    ("GENERATIONS_RETIRED", GENERATIONS_RETIRED),
+    ("BUILD_INTENTS_FOR_FAILED", BUILD_INTENTS_FOR_FAILED),
+    ("BACKFILL_INSERT", BACKFILL_INSERT),
+    ("BACKFILL_GET", BACKFILL_GET),
+    ("BACKFILLS_LIST", BACKFILLS_LIST),
+    ("BACKFILL_RUNNING", BACKFILL_RUNNING),
+    ("BACKFILL_SET_STATE", BACKFILL_SET_STATE),
+    ("BACKFILL_PAGE", BACKFILL_PAGE),
+    ("BACKFILL_TOTAL", BACKFILL_TOTAL),
+    ("BUILD_JOBS_INSERT", BUILD_JOBS_INSERT),
+    ("BACKFILL_ITEMS_INSERT", BACKFILL_ITEMS_INSERT),
+    ("BACKFILL_CURSOR", BACKFILL_CURSOR),
+    ("BACKFILL_NEXT_PASS", BACKFILL_NEXT_PASS),
+    ("BACKFILL_COUNTS", BACKFILL_COUNTS),
+    ("BACKFILL_COMPLETE", BACKFILL_COMPLETE),
 ];

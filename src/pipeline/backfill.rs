@@ -1,0 +1,457 @@
+//! Reindexing: one document, or a backfill over many, and index generations.
+//!
+//! A backfill is the same job run again for many keys: a record in D1 with
+//! a cursor (doc_id order), advanced a page at a time by the POST that
+//! starts it and then by cron, pausable and cancellable, each page one D1
+//! batch (jobs, items, cursor) before its queue messages. Scope `all` and
+//! `filter` re-run each live version as a new version (same content,
+//! through the normal protocol). Scope `config` builds every live version's
+//! vectors in a new generation (the running configuration) alongside the
+//! active one, which search keeps serving; when every live document has
+//! them, one D1 batch switches generations. The previous generation is
+//! retained (and still written) until it is retired, so the switch can be
+//! rolled back; retiring turns its chunk rows into cleanup intents.
+
+use super::{log_event, Pipeline};
+use crate::core::failure::FailureBucket;
+use crate::core::ids::{job_id, DocId};
+use crate::ports::{Clock, Database, Embedder, JobMessage, JobQueue, PortError, SqlValue, Stmt, VectorIndex};
+use crate::store::{json_array, sql};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+/// What a backfill covers.
+#[derive(Clone, Debug, PartialEq)]
+pub enum BackfillScope {
+    /// Every live document: re-run as a new version.
+    All,
+    /// Live documents whose metadata has every key/value of the filter.
+    Filter(serde_json::Map<String, Value>),
+    /// Every live document, built in a new generation for the running
+    /// configuration, then switched to.
+    Config,
+}
+
+/// Why a request about reindexing was refused: HTTP status, stable code, message.
+pub type Refusal = (u16, &'static str, String);
+
+#[derive(Debug, Clone, Deserialize)]
+struct BackfillRow {
+    backfill_id: String,
+    scope: String,
+    filter: Option<String>,
+    from_generation: Option<u32>,
+    to_generation: Option<u32>,
+    state: String,
+    cursor: String,
+    passes: u32,
+    page_size: u32,
+    created_at: i64,
+    updated_at: i64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct PageDoc {
+    doc_id: String,
+    version: u32,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct Counts {
+    enqueued: u64,
+    done: u64,
+    failed: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct Gaps {
+    missing: u64,
+    unstaged: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct CountRow {
+    n: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct DocRow {
+    latest_version: u32,
+    live_version: Option<u32>,
+    live_is_delete: Option<u32>,
+}
+
+impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D, V, E, Q, C> {
+    /// `GET /v1/admin/generations`.
+    pub async fn generations_view(&self) -> Result<Value, PortError> {
+        let rows: Vec<Value> = self.store.db.query(Stmt::new(sql::GENERATIONS_LIST, vec![])).await?;
+        let ours = self.cfg.index_config();
+        let mut active = Value::Null;
+        let gens: Vec<Value> = rows
+            .into_iter()
+            .map(|mut r| {
+                if r["state"] == "active" {
+                    active = r["generation"].clone();
+                }
+                // Generation 1 before its first staging: the running configuration.
+                let raw = r["index_config"].as_str().unwrap_or_default().to_string();
+                let raw = if raw.is_empty() { ours.clone() } else { raw };
+                r["index_config"] = serde_json::from_str(&raw).unwrap_or(Value::Null);
+                r
+            })
+            .collect();
+        Ok(json!({
+            "active": active,
+            "configured": serde_json::from_str::<Value>(&ours).unwrap_or(Value::Null),
+            "generations": gens,
+        }))
+    }
+
+    /// Makes a retained generation active again (a rollback, or forward
+    /// again after one). `Ok(Err(..))`: refused.
+    pub async fn activate_generation(&self, generation: u32) -> Result<Result<Value, Refusal>, PortError> {
+        let Some(state) = self.generation_state(generation).await? else {
+            return Ok(Err((404, "generation_not_found", format!("no generation {generation}"))));
+        };
+        if state != "retained" {
+            return Ok(Err((409, "generation_not_retained", format!("generation {generation} is {state}, not retained"))));
+        }
+        if !self.switch_to(generation).await? {
+            return Ok(Err((409, "generation_incomplete", format!("generation {generation} lacks vectors of live documents"))));
+        }
+        Ok(Ok(self.generations_view().await?))
+    }
+
+    /// Retires a retained or abandoned generation: cron deletes its vectors.
+    pub async fn retire_generation(&self, generation: u32) -> Result<Result<Value, Refusal>, PortError> {
+        let Some(state) = self.generation_state(generation).await? else {
+            return Ok(Err((404, "generation_not_found", format!("no generation {generation}"))));
+        };
+        let now = self.clock.now_ms();
+        let changed = self.store.db.execute(Stmt::new(sql::GENERATION_RETIRE, vec![generation.into(), SqlValue::Int(now)])).await?;
+        if changed == 0 && !matches!(state.as_str(), "retiring" | "retired") {
+            return Ok(Err((409, "generation_in_use", format!("generation {generation} is {state}; only a retained or abandoned one retires"))));
+        }
+        Ok(Ok(self.generations_view().await?))
+    }
+
+    async fn generation_state(&self, generation: u32) -> Result<Option<String>, PortError> {
+        let rows: Vec<Value> = self.store.db.query(Stmt::new(sql::GENERATIONS_LIST, vec![])).await?;
+        Ok(rows
+            .iter()
+            .find(|r| r["generation"].as_u64() == Some(u64::from(generation)))
+            .and_then(|r| r["state"].as_str().map(str::to_string)))
+    }
+
+    /// The switch: `generation` (being built, or retained) becomes active,
+    /// the active one retained, in one D1 batch whose statements re-check
+    /// that every live document has its vectors there. Returns whether it
+    /// switched.
+    async fn switch_to(&self, generation: u32) -> Result<bool, PortError> {
+        let now = SqlValue::Int(self.clock.now_ms());
+        let p = || vec![SqlValue::from(generation), now.clone()];
+        let changes = self
+            .store
+            .db
+            .batch(vec![
+                Stmt::new(sql::GENERATION_SWITCH_RETIRE_OLDER, p()),
+                Stmt::new(sql::GENERATION_SWITCH_RETAIN, p()),
+                Stmt::new(sql::GENERATION_SWITCH_ACTIVATE, p()),
+            ])
+            .await?;
+        let switched = changes.get(2).copied().unwrap_or(0) > 0;
+        if switched {
+            log_event("generation_switched", json!({ "active": generation }));
+        }
+        Ok(switched)
+    }
+
+    /// `POST /v1/documents/{doc_id}/reindex`: the live version re-run as a
+    /// new version through the queue. Returns (new version, job id).
+    pub async fn reindex_document(&self, doc_id: &str) -> Result<Result<(u32, String), Refusal>, PortError> {
+        let rows: Vec<DocRow> = self.store.db.query(Stmt::new(sql::DOCUMENT_VIEWS, vec![json_array(&[doc_id]).into()])).await?;
+        let Some(d) = rows.into_iter().next() else {
+            return Ok(Err((404, "document_not_found", "no such document".into())));
+        };
+        let (Some(live), Some(0)) = (d.live_version, d.live_is_delete) else {
+            return Ok(Err((409, "document_not_indexed", "the document has no live version to reindex".into())));
+        };
+        if d.latest_version != live {
+            return Ok(Err((409, "document_indexing", format!("version {} is being indexed; it will use the current configuration", d.latest_version))));
+        }
+        match self.rerun_live_version(doc_id, live).await? {
+            Some(done) => Ok(Ok(done)),
+            None => Ok(Err((409, "document_indexing", "a newer version arrived meanwhile".into()))),
+        }
+    }
+
+    /// `POST /v1/admin/reindex`: starts a backfill and enqueues its first page.
+    pub async fn start_backfill(&self, scope: &BackfillScope, page_size: u32) -> Result<Result<Value, Refusal>, PortError> {
+        let open: Vec<Value> = self.store.db.query(Stmt::new(sql::BACKFILL_RUNNING, vec![])).await?;
+        let paused: Vec<Value> = self.store.db.query(Stmt::new(sql::BACKFILLS_LIST, vec![SqlValue::Int(20)])).await?;
+        if !open.is_empty() || paused.iter().any(|b| b["state"] == "paused") {
+            return Ok(Err((409, "backfill_active", "a backfill is running or paused: cancel or finish it first".into())));
+        }
+        let now = self.clock.now_ms();
+        let (scope_name, filter) = match scope {
+            BackfillScope::All => ("all", None),
+            BackfillScope::Filter(f) => ("filter", Some(Value::Object(f.clone()).to_string())),
+            BackfillScope::Config => ("config", None),
+        };
+        let (mut from, mut to) = (None, None);
+        if *scope == BackfillScope::Config {
+            let active = self.store.active_generation().await?.ok_or(PortError::new(FailureBucket::Internal, "no_active_generation"))?;
+            let ours = self.cfg.index_config();
+            if active.index_config.is_empty() || active.index_config == ours {
+                return Ok(Err((409, "config_unchanged", "the running configuration is the active generation's".into())));
+            }
+            let created: Vec<Value> = self.store.db.query(Stmt::new(sql::GENERATION_CREATE, vec![ours.as_str().into(), SqlValue::Int(now)])).await?;
+            let generation = match created.first().and_then(|r| r["generation"].as_u64()) {
+                Some(g) => g as u32,
+                None => {
+                    // One is being built already (a cancelled backfill's is abandoned, not building).
+                    return Ok(Err((409, "generation_building", "another generation is being built".into())));
+                }
+            };
+            from = Some(active.generation);
+            to = Some(generation);
+        }
+        let id = backfill_id(now, scope_name, filter.as_deref());
+        let inserted = self
+            .store
+            .db
+            .execute(Stmt::new(
+                sql::BACKFILL_INSERT,
+                vec![id.as_str().into(), scope_name.into(), filter.into(), from.into(), to.into(), page_size.into(), SqlValue::Int(now)],
+            ))
+            .await?;
+        if inserted == 0 {
+            if let Some(g) = to {
+                self.store.db.execute(Stmt::new(sql::GENERATION_ABANDON, vec![g.into(), SqlValue::Int(now)])).await?;
+            }
+            return Ok(Err((409, "backfill_active", "a backfill is running or paused".into())));
+        }
+        log_event("backfill_started", json!({ "backfill_id": id, "scope": scope_name, "generation": to }));
+        self.advance_backfill_page(&id).await?;
+        Ok(Ok(self.backfill_view(&id).await?.unwrap_or(Value::Null)))
+    }
+
+    /// Pause, resume or cancel. `Ok(None)`: no such backfill.
+    pub async fn backfill_transition(&self, id: &str, action: &str) -> Result<Option<Result<Value, Refusal>>, PortError> {
+        let Some(b) = self.backfill_row(id).await? else { return Ok(None) };
+        let (to, from): (&str, &[&str]) = match action {
+            "pause" => ("paused", &["running"]),
+            "resume" => ("running", &["paused"]),
+            _ => ("cancelled", &["running", "paused"]),
+        };
+        let now = self.clock.now_ms();
+        let changed = self
+            .store
+            .db
+            .execute(Stmt::new(sql::BACKFILL_SET_STATE, vec![id.into(), to.into(), SqlValue::Int(now), json_array(from).into()]))
+            .await?;
+        if changed == 0 {
+            return Ok(Some(Err((409, "backfill_state", format!("a {} backfill cannot {action}", b.state)))));
+        }
+        if to == "cancelled" {
+            if let Some(g) = b.to_generation {
+                self.store.db.execute(Stmt::new(sql::GENERATION_ABANDON, vec![g.into(), SqlValue::Int(now)])).await?;
+            }
+        }
+        log_event("backfill_state", json!({ "backfill_id": id, "state": to }));
+        Ok(Some(Ok(self.backfill_view(id).await?.unwrap_or(Value::Null))))
+    }
+
+    async fn backfill_row(&self, id: &str) -> Result<Option<BackfillRow>, PortError> {
+        Ok(self.store.db.query(Stmt::new(sql::BACKFILL_GET, vec![id.into()])).await?.into_iter().next())
+    }
+
+    /// The progress view. At every moment `enqueued = done + pending +
+    /// failed` and `remaining = pending + not_enqueued`.
+    pub async fn backfill_view(&self, id: &str) -> Result<Option<Value>, PortError> {
+        let Some(b) = self.backfill_row(id).await? else { return Ok(None) };
+        Ok(Some(self.view_of(&b).await?))
+    }
+
+    async fn view_of(&self, b: &BackfillRow) -> Result<Value, PortError> {
+        let c: Counts = self
+            .store
+            .db
+            .query(Stmt::new(sql::BACKFILL_COUNTS, vec![b.backfill_id.as_str().into()]))
+            .await?
+            .into_iter()
+            .next()
+            .unwrap_or(Counts { enqueued: 0, done: 0, failed: 0 });
+        let total: u64 = self
+            .store
+            .db
+            .query::<CountRow>(Stmt::new(sql::BACKFILL_TOTAL, vec![b.filter.clone().into()]))
+            .await?
+            .first()
+            .map_or(0, |r| r.n);
+        let pending = c.enqueued.saturating_sub(c.done + c.failed);
+        let open = matches!(b.state.as_str(), "running" | "paused");
+        let not_enqueued = if open { total.saturating_sub(c.enqueued) } else { 0 };
+        Ok(json!({
+            "backfill_id": b.backfill_id,
+            "scope": b.scope,
+            "filter": b.filter.as_deref().and_then(|f| serde_json::from_str::<Value>(f).ok()),
+            "state": b.state,
+            "generation": b.to_generation.map(|to| json!({ "from": b.from_generation, "to": to })),
+            "cursor": b.cursor,
+            "passes": b.passes,
+            "page_size": b.page_size,
+            "progress": {
+                "total": total, "enqueued": c.enqueued, "done": c.done, "pending": pending, "failed": c.failed,
+                "not_enqueued": not_enqueued, "remaining": pending + not_enqueued,
+            },
+            "created_at": b.created_at,
+            "updated_at": b.updated_at,
+        }))
+    }
+
+    /// `GET /v1/admin/reindex`: the latest backfills, newest first.
+    pub async fn backfills(&self, limit: usize) -> Result<Vec<Value>, PortError> {
+        let rows: Vec<BackfillRow> = self.store.db.query(Stmt::new(sql::BACKFILLS_LIST, vec![SqlValue::Int(limit as i64)])).await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for b in &rows {
+            out.push(self.view_of(b).await?);
+        }
+        Ok(out)
+    }
+
+    /// Cron: advances the running backfill by up to `pages` pages. Returns
+    /// the pages it enqueued (0: nothing to do, or waiting for its jobs).
+    pub async fn advance_backfills(&self, pages: usize) -> Result<u64, PortError> {
+        let Some(b) = self.store.db.query::<BackfillRow>(Stmt::new(sql::BACKFILL_RUNNING, vec![])).await?.into_iter().next() else {
+            return Ok(0);
+        };
+        let mut advanced = 0;
+        for _ in 0..pages {
+            if !self.advance_backfill_page(&b.backfill_id).await? {
+                break;
+            }
+            advanced += 1;
+        }
+        Ok(advanced)
+    }
+
+    /// One step of a backfill: enqueue the next page, or at the end of a
+    /// pass, complete it (scope `config`: switch) or start another pass.
+    /// Returns whether it enqueued a page.
+    async fn advance_backfill_page(&self, id: &str) -> Result<bool, PortError> {
+        let Some(b) = self.backfill_row(id).await? else { return Ok(false) };
+        if b.state != "running" {
+            return Ok(false);
+        }
+        let now = self.clock.now_ms();
+        let page: Vec<PageDoc> = self
+            .store
+            .db
+            .query(Stmt::new(
+                sql::BACKFILL_PAGE,
+                vec![b.cursor.as_str().into(), b.filter.clone().into(), b.to_generation.into(), b.page_size.into()],
+            ))
+            .await?;
+        if let Some(last) = page.last() {
+            let cursor = last.doc_id.clone();
+            let items: Vec<Value> = match b.to_generation {
+                Some(g) => self.enqueue_builds(&b, g, &page, now).await?,
+                None => {
+                    let mut items = Vec::new();
+                    for d in &page {
+                        if let Some((_, job)) = self.rerun_live_version(&d.doc_id, d.version).await? {
+                            items.push(json!({ "doc": d.doc_id, "job": job }));
+                        }
+                    }
+                    items
+                }
+            };
+            self.store
+                .db
+                .batch(vec![
+                    Stmt::new(sql::BACKFILL_ITEMS_INSERT, vec![id.into(), b.passes.into(), Value::Array(items).to_string().into()]),
+                    Stmt::new(sql::BACKFILL_CURSOR, vec![id.into(), cursor.into(), SqlValue::Int(now)]),
+                ])
+                .await?;
+            return Ok(true);
+        }
+        // The end of a pass: wait for its jobs, then finish.
+        let view = self.view_of(&b).await?;
+        if view["progress"]["pending"].as_u64().unwrap_or(0) > 0 {
+            return Ok(false);
+        }
+        match b.to_generation {
+            None => {
+                self.store.db.execute(Stmt::new(sql::BACKFILL_COMPLETE, vec![id.into(), SqlValue::Int(now)])).await?;
+            }
+            Some(g) => {
+                let gaps: Gaps = self
+                    .store
+                    .db
+                    .query(Stmt::new(sql::GENERATION_GAPS, vec![g.into()]))
+                    .await?
+                    .into_iter()
+                    .next()
+                    .unwrap_or(Gaps { missing: 1, unstaged: 0 });
+                if gaps.missing == 0 && gaps.unstaged == 0 && self.switch_to(g).await? {
+                    self.store.db.execute(Stmt::new(sql::BACKFILL_COMPLETE, vec![id.into(), SqlValue::Int(now)])).await?;
+                } else if b.passes >= self.cfg.backfill_passes_max {
+                    let failed = json_array(&["running"]);
+                    self.store
+                        .db
+                        .execute(Stmt::new(sql::BACKFILL_SET_STATE, vec![id.into(), "failed".into(), SqlValue::Int(now), failed.into()]))
+                        .await?;
+                    log_event("backfill_failed", json!({ "backfill_id": id, "missing": gaps.missing, "passes": b.passes }));
+                } else if gaps.unstaged == 0 {
+                    // Documents still missing (a failed build, or indexed
+                    // before the generation existed): another pass.
+                    self.store.db.execute(Stmt::new(sql::BACKFILL_NEXT_PASS, vec![id.into(), SqlValue::Int(now)])).await?;
+                }
+            }
+        }
+        Ok(false)
+    }
+
+    /// Inserts the build jobs and sends their messages; returns the items.
+    async fn enqueue_builds(&self, b: &BackfillRow, generation: u32, page: &[PageDoc], now: i64) -> Result<Vec<Value>, PortError> {
+        let mut jobs = Vec::with_capacity(page.len());
+        let mut messages = Vec::with_capacity(page.len());
+        for d in page {
+            let Ok(doc) = DocId::parse(&d.doc_id) else { continue };
+            let job = job_id(&doc, d.version, &format!("build-g{generation}"), b.passes);
+            jobs.push(json!({ "job": job, "doc": d.doc_id, "version": d.version }));
+            messages.push(JobMessage { job_id: job, doc_id: d.doc_id.clone(), version: d.version });
+        }
+        self.store
+            .db
+            .execute(Stmt::new(sql::BUILD_JOBS_INSERT, vec![SqlValue::Int(now), generation.into(), Value::Array(jobs.clone()).to_string().into()]))
+            .await?;
+        for batch in messages.chunks(100) {
+            if let Err(e) = self.queue.send_batch(batch).await {
+                // The jobs are queued in D1; cron's requeue sends them once stalled.
+                log_event("enqueue_deferred", json!({ "bucket": e.bucket.as_str(), "code": e.code, "jobs": batch.len() }));
+            }
+        }
+        Ok(jobs.into_iter().map(|mut j| {
+            j.as_object_mut().map(|o| o.remove("version"));
+            j
+        }).collect())
+    }
+
+    /// Cron: chunk rows of retiring and abandoned generations become
+    /// cleanup intents (drained like any other); a generation with none
+    /// left is retired. Returns the rows turned into intents.
+    pub async fn retire_generations(&self, limit: usize) -> Result<u64, PortError> {
+        let now = SqlValue::Int(self.clock.now_ms());
+        let n = self.store.db.execute(Stmt::new(sql::RETIRE_INTENTS, vec![now.clone(), SqlValue::Int(limit as i64)])).await?;
+        self.store.db.execute(Stmt::new(sql::GENERATIONS_RETIRED, vec![now])).await?;
+        Ok(n)
+    }
+}
+
+/// A backfill's ID: a UUIDv5 of when and what (time is injected).
+fn backfill_id(now: i64, scope: &str, filter: Option<&str>) -> String {
+    const NAMESPACE: uuid::Uuid = uuid::Uuid::from_u128(0x2b5e_91c4_0d3a_4e6f_8a17_c3f0_5d92_1b84);
+    uuid::Uuid::new_v5(&NAMESPACE, format!("{now}\u{0}{scope}\u{0}{}", filter.unwrap_or("")).as_bytes()).to_string()
+}

@@ -1,0 +1,267 @@
+//! Reindexing and backfills: one document, a metadata filter, everything,
+//! and a configuration change built as a new index generation alongside
+//! the served one, switched atomically, rolled back, and retired.
+
+mod common;
+
+use common::{document, World};
+use futures::executor::block_on;
+use ingest_pipeline::core::failure::FailureBucket;
+use ingest_pipeline::pipeline::{BackfillScope, DocumentState, SearchHit, SearchRequest};
+use serde_json::{json, Value};
+use std::collections::BTreeSet;
+
+const DOCS: usize = 12;
+
+fn doc_id(i: usize) -> String {
+    format!("doc-{i:02}")
+}
+
+/// A world with `DOCS` documents indexed, half `lang: en`, half `lang: de`.
+fn world() -> World {
+    let w = World::new();
+    for i in 0..DOCS {
+        let mut m = serde_json::Map::new();
+        m.insert("lang".into(), json!(if i % 2 == 0 { "en" } else { "de" }));
+        w.put_with(&doc_id(i), &document(6 + i, None), m, ingest_pipeline::core::chunk::ContentType::Plain);
+    }
+    w.deliver_all();
+    w
+}
+
+fn search(w: &World, q: &str) -> Vec<SearchHit> {
+    block_on(w.p().search(&SearchRequest { query: q.into(), top_k: 10, doc_id: None, metadata: Default::default() })).unwrap()
+}
+
+/// Every result of one search comes from one generation; returns it.
+fn served_generation(w: &World) -> u32 {
+    let hits = search(w, &common::paragraph(3));
+    assert!(!hits.is_empty(), "search serves results");
+    let gens: BTreeSet<u32> = hits.iter().map(|h| h.generation).collect();
+    assert_eq!(gens.len(), 1, "one response, one generation: {gens:?}");
+    *gens.iter().next().unwrap()
+}
+
+fn generations(w: &World) -> Value {
+    block_on(w.p().generations_view()).unwrap()
+}
+
+fn generation(w: &World, g: u64) -> Value {
+    generations(w)["generations"].as_array().unwrap().iter().find(|x| x["generation"] == g).cloned().expect("generation exists")
+}
+
+/// The progress counts add up.
+fn check_counts(view: &Value) {
+    let p = &view["progress"];
+    let n = |k: &str| p[k].as_u64().unwrap_or_else(|| panic!("{k} in {view}"));
+    assert_eq!(n("enqueued"), n("done") + n("pending") + n("failed"), "{view}");
+    assert_eq!(n("remaining"), n("pending") + n("not_enqueued"), "{view}");
+}
+
+fn start(w: &World, scope: BackfillScope, page: u32) -> Value {
+    block_on(w.p().start_backfill(&scope, page)).unwrap().expect("backfill starts")
+}
+
+fn view(w: &World, id: &str) -> Value {
+    block_on(w.p().backfill_view(id)).unwrap().unwrap()
+}
+
+/// Delivers and runs cron until the backfill ends, checking at every step
+/// that search serves exactly one generation and never goes back, and the
+/// counts add up. Returns the generations served, in order.
+fn run_to_end(w: &World, id: &str) -> Vec<u32> {
+    let mut served = vec![served_generation(w)];
+    for _ in 0..50 {
+        let v = view(w, id);
+        check_counts(&v);
+        if v["state"] != "running" {
+            return served;
+        }
+        // One message at a time, checking search in between.
+        loop {
+            let next = w.queue.sent.borrow_mut().pop_front();
+            let Some(m) = next else { break };
+            if let ingest_pipeline::pipeline::ConsumeOutcome::Retry { delay_seconds } = w.consume(&m) {
+                w.clock.advance_ms(i64::from(delay_seconds) * 1000);
+                w.queue.sent.borrow_mut().push_back(m);
+            }
+            let g = served_generation(w);
+            if g != *served.last().unwrap() {
+                served.push(g);
+            }
+            check_counts(&view(w, id));
+        }
+        w.clock.advance_ms(60_000);
+        w.cron();
+        let g = served_generation(w);
+        if g != *served.last().unwrap() {
+            served.push(g);
+        }
+    }
+    panic!("the backfill did not end: {}", view(w, id));
+}
+
+#[test]
+fn a_chunk_size_change_is_built_alongside_switched_rolled_back_and_retired() {
+    let mut w = world();
+    assert_eq!(served_generation(&w), 1);
+    assert_eq!(generations(&w)["active"], 1);
+    // Nothing to do while the configuration is the active generation's.
+    let refused = block_on(w.p().start_backfill(&BackfillScope::Config, 5)).unwrap().unwrap_err();
+    assert_eq!((refused.0, refused.1), (409, "config_unchanged"));
+
+    // The chunk size changes: nothing served changes until a backfill.
+    w.cfg.chunk_size_max_chars = 120;
+    w.cfg.chunk_overlap_chars = 10;
+    assert_eq!(served_generation(&w), 1);
+    let chunks_g1 = generation(&w, 1)["chunks"].as_u64().unwrap();
+
+    let b = start(&w, BackfillScope::Config, 5);
+    let id = b["backfill_id"].as_str().unwrap().to_string();
+    assert_eq!(b["generation"], json!({ "from": 1, "to": 2 }));
+    assert_eq!(generation(&w, 2)["state"], "building");
+    // A second one is refused while this one is open.
+    let again = block_on(w.p().start_backfill(&BackfillScope::All, 5)).unwrap().unwrap_err();
+    assert_eq!(again.1, "backfill_active");
+
+    // A document ingested during the backfill is written in both generations.
+    w.put("late", &document(5, None));
+    let served = run_to_end(&w, &id);
+    assert_eq!(served, vec![1, 2], "generation 1 until the switch, then generation 2, never mixed");
+    let done = view(&w, &id);
+    assert_eq!(done["state"], "completed");
+    assert_eq!(done["progress"]["failed"], 0);
+    let gens = generations(&w);
+    assert_eq!(gens["active"], 2);
+    assert_eq!(generation(&w, 1)["state"], "retained");
+    assert_eq!(generation(&w, 1)["chunks"].as_u64().unwrap() >= chunks_g1, true, "generation 1 kept for a rollback");
+    // Generation 2 is the new chunker's: no chunk over 120 characters.
+    for h in search(&w, &common::paragraph(4)) {
+        assert!(h.text.chars().count() <= 120, "{}", h.text);
+    }
+    assert!(search(&w, &common::paragraph(2)).iter().all(|h| h.generation == 2));
+    assert_eq!(w.state("late"), DocumentState::Indexed);
+
+    // Rollback while the old vectors exist, and forward again.
+    let back = block_on(w.p().activate_generation(1)).unwrap().unwrap();
+    assert_eq!(back["active"], 1);
+    assert_eq!(served_generation(&w), 1);
+    let late = block_on(w.p().search(&SearchRequest { query: common::paragraph(2), top_k: 5, doc_id: Some("late".into()), metadata: Default::default() })).unwrap();
+    assert!(!late.is_empty() && late.iter().all(|h| h.generation == 1), "the late document is in generation 1 too");
+    assert_eq!(block_on(w.p().activate_generation(1)).unwrap().unwrap_err().1, "generation_not_retained");
+    block_on(w.p().activate_generation(2)).unwrap().unwrap();
+    assert_eq!(served_generation(&w), 2);
+
+    // Retire generation 1: cron turns its rows into intents and deletes its vectors.
+    assert_eq!(block_on(w.p().retire_generation(2)).unwrap().unwrap_err().1, "generation_in_use");
+    block_on(w.p().retire_generation(1)).unwrap().unwrap();
+    for _ in 0..10 {
+        w.clock.advance_ms(60_000);
+        w.cron();
+    }
+    assert_eq!(generation(&w, 1)["state"], "retired");
+    assert_eq!(generation(&w, 1)["chunks"], 0);
+    let left: Vec<Value> = w.db.inspect("SELECT count(*) AS n FROM chunks WHERE generation = 1", vec![]);
+    assert_eq!(left[0]["n"], 0);
+    // The index holds exactly the served vectors, all of generation 2.
+    assert_eq!(w.index.ids(), w.live_vector_ids());
+    assert!(w.index.vectors.borrow().values().all(|v| v.metadata["generation"] == 2));
+    assert_eq!(served_generation(&w), 2);
+    // Later versions are written in generation 2 only.
+    w.put("doc-00", &document(3, None));
+    w.deliver_all();
+    assert!(w.index.vectors.borrow().values().all(|v| v.metadata["generation"] == 2));
+}
+
+#[test]
+fn a_failed_build_is_retried_in_another_pass_and_the_switch_waits_for_it() {
+    let mut w = world();
+    w.cfg.chunk_size_max_chars = 150;
+    let id = start(&w, BackfillScope::Config, 20)["backfill_id"].as_str().unwrap().to_string();
+    // The first build's upsert is rejected: that job fails permanently.
+    w.index.upsert_faults.fail_next(1, FailureBucket::IndexRejected);
+    let served = run_to_end(&w, &id);
+    assert_eq!(served, vec![1, 2]);
+    let v = view(&w, &id);
+    assert_eq!(v["state"], "completed");
+    assert!(v["passes"].as_u64().unwrap() >= 2, "a second pass rebuilt the failed one: {v}");
+    assert_eq!(v["progress"]["failed"], 1, "{v}");
+    // Every live document is served from generation 2.
+    for i in 0..DOCS {
+        let hits = block_on(w.p().search(&SearchRequest { query: document(6 + i, None), top_k: 3, doc_id: Some(doc_id(i)), metadata: Default::default() })).unwrap();
+        assert!(!hits.is_empty(), "{} is served", doc_id(i));
+    }
+    w.clock.advance_ms(60_000);
+    w.cron();
+    let g1: BTreeSet<String> = w.live_vector_ids().into_iter().collect();
+    assert!(w.index.ids().iter().all(|id| g1.contains(id) || !id.ends_with(":g2")), "no orphan generation-2 vector");
+}
+
+#[test]
+fn pause_resume_cancel_and_an_abandoned_generation_is_cleaned_up() {
+    let mut w = world();
+    w.cfg.chunk_size_max_chars = 150;
+    let id = start(&w, BackfillScope::Config, 3)["backfill_id"].as_str().unwrap().to_string();
+    let p = block_on(w.p().backfill_transition(&id, "pause")).unwrap().unwrap().unwrap();
+    assert_eq!(p["state"], "paused");
+    check_counts(&p);
+    let cursor = p["cursor"].clone();
+    w.deliver_all();
+    w.cron();
+    assert_eq!(view(&w, &id)["cursor"], cursor, "a paused backfill does not move");
+    assert_eq!(block_on(w.p().backfill_transition(&id, "pause")).unwrap().unwrap().unwrap_err().1, "backfill_state");
+    block_on(w.p().backfill_transition(&id, "resume")).unwrap().unwrap().unwrap();
+    w.cron();
+    assert_ne!(view(&w, &id)["cursor"], cursor, "resumed from its cursor");
+    let c = block_on(w.p().backfill_transition(&id, "cancel")).unwrap().unwrap().unwrap();
+    assert_eq!(c["state"], "cancelled");
+    check_counts(&c);
+    assert_eq!(generation(&w, 2)["state"], "abandoned");
+    assert_eq!(block_on(w.p().backfill_transition(&id, "resume")).unwrap().unwrap().unwrap_err().1, "backfill_state");
+    // Its vectors are deleted once its jobs are done; generation 1 is served throughout.
+    for _ in 0..10 {
+        w.deliver_all();
+        w.clock.advance_ms(60_000);
+        w.cron();
+        assert_eq!(served_generation(&w), 1);
+    }
+    assert_eq!(generation(&w, 2)["state"], "retired");
+    assert_eq!(w.index.ids(), w.live_vector_ids());
+    // A new backfill can start (it builds generation 3).
+    let again = start(&w, BackfillScope::Config, 50);
+    assert_eq!(again["generation"]["to"], 3);
+}
+
+#[test]
+fn a_filter_backfill_and_a_single_document_reindex_rerun_versions() {
+    let w = world();
+    let b = start(&w, BackfillScope::Filter(json!({ "lang": "de" }).as_object().unwrap().clone()), 4);
+    let id = b["backfill_id"].as_str().unwrap().to_string();
+    assert_eq!(b["progress"]["total"], DOCS / 2);
+    let served = run_to_end(&w, &id);
+    assert_eq!(served, vec![1]);
+    let v = view(&w, &id);
+    assert_eq!((v["state"].as_str(), v["progress"]["done"].as_u64()), (Some("completed"), Some((DOCS / 2) as u64)));
+    for i in 0..DOCS {
+        let d = block_on(w.p().document(&doc_id(i))).unwrap().unwrap();
+        let want = if i % 2 == 1 { 2 } else { 1 };
+        assert_eq!((d.live_version, d.state), (Some(want), DocumentState::Indexed), "{}", doc_id(i));
+    }
+    // One document.
+    let (version, _job) = block_on(w.p().reindex_document("doc-00")).unwrap().unwrap();
+    assert_eq!(version, 2);
+    w.deliver_all();
+    assert_eq!(block_on(w.p().document("doc-00")).unwrap().unwrap().live_version, Some(2));
+    assert_eq!(block_on(w.p().reindex_document("nope")).unwrap().unwrap_err().1, "document_not_found");
+    w.delete("doc-02");
+    w.deliver_all();
+    assert_eq!(block_on(w.p().reindex_document("doc-02")).unwrap().unwrap_err().1, "document_not_indexed");
+    // Everything: every live document gets a new version.
+    let all = start(&w, BackfillScope::All, 50);
+    run_to_end(&w, all["backfill_id"].as_str().unwrap());
+    assert_eq!(view(&w, all["backfill_id"].as_str().unwrap())["progress"]["done"], DOCS - 1);
+    assert_eq!(w.index.ids(), w.live_vector_ids().into_iter().collect::<Vec<_>>(), "old versions cleaned up");
+    let list = block_on(w.p().backfills(10)).unwrap();
+    assert_eq!(list.len(), 2);
+    assert_eq!(list[0]["scope"], "all", "newest first");
+}
