@@ -355,6 +355,7 @@ fn sim_texts() -> (String, String, String) {
 
 fn sim_script(ops: Vec<Op>) -> Script {
     Script {
+        reindex: false,
         docs: vec![("doc".into(), ops)],
     }
 }

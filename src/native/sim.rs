@@ -390,6 +390,16 @@ pub enum Op {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Script {
     pub docs: Vec<(String, Vec<Op>)>,
+    /// An operator changes the chunk size and starts a backfill to a new
+    /// generation, concurrently with the clients (the reference run starts
+    /// it after them); cron advances it to the switch.
+    pub reindex: bool,
+}
+
+/// The configuration the reindexing operator deploys: a smaller chunk size,
+/// so the new generation's chunks differ.
+pub fn reindex_config(cfg: &Config) -> Config {
+    Config { chunk_size_max_chars: cfg.chunk_size_max_chars * 2 / 3, chunk_overlap_chars: cfg.chunk_overlap_chars / 2, ..cfg.clone() }
 }
 
 /// What a run checks and found.
@@ -482,8 +492,16 @@ struct IdRow {
 
 impl World {
     pub fn new(cfg: Config, bugs: Bugs) -> World {
+        // Generation 1 records the configuration from the start, so that a
+        // backfill may begin before anything was staged.
+        let db = SqliteDb::ledger();
+        futures::executor::block_on(db.execute(crate::ports::Stmt::new(
+            crate::store::sql::GENERATION_ADOPT,
+            vec![cfg.index_config().into(), T0.into()],
+        )))
+        .expect("generation 1 adopts the configuration");
         World {
-            db: SqliteDb::ledger(),
+            db,
             index: MemIndex::new(cfg.embedding_dimensions),
             embedder: LocalEmbedder {
                 dimensions: cfg.embedding_dimensions,
@@ -497,8 +515,12 @@ impl World {
     }
 
     fn simulated<'a>(&'a self, s: &'a Sched) -> Simulated<'a> {
+        self.simulated_with(self.cfg.clone(), s)
+    }
+
+    fn simulated_with<'a>(&'a self, cfg: Config, s: &'a Sched) -> Simulated<'a> {
         let mut p = Pipeline::new(
-            self.cfg.clone(),
+            cfg,
             SimDb(&self.db, s),
             SimIndex(&self.index, s),
             SimEmbedder(&self.embedder, s),
@@ -522,12 +544,39 @@ impl World {
         p
     }
 
+    /// Vectors of live chunks in every generation still written (active,
+    /// building, retained): what the index must hold once work quiesces.
     pub fn live_vector_ids(&self) -> BTreeSet<String> {
         let rows: Vec<IdRow> = self.db.inspect(
-            "SELECT c.vector_id FROM chunks c JOIN documents d ON d.doc_id = c.doc_id AND d.live_version = c.version",
+            "SELECT c.vector_id FROM chunks c JOIN documents d ON d.doc_id = c.doc_id AND d.live_version = c.version
+             JOIN generations g ON g.generation = c.generation WHERE g.state IN ('active', 'building', 'retained')",
             vec![],
         );
         rows.into_iter().map(|r| r.vector_id).collect()
+    }
+
+    /// Vectors of live chunks in the active generation: what search serves.
+    pub fn served_vector_ids(&self) -> BTreeSet<String> {
+        let rows: Vec<IdRow> = self.db.inspect(
+            "SELECT c.vector_id FROM chunks c JOIN documents d ON d.doc_id = c.doc_id AND d.live_version = c.version
+             JOIN generations g ON g.generation = c.generation WHERE g.state = 'active'",
+            vec![],
+        );
+        rows.into_iter().map(|r| r.vector_id).collect()
+    }
+
+    /// The active generation.
+    pub fn active_generation(&self) -> u32 {
+        let rows: Vec<serde_json::Value> =
+            self.db.inspect("SELECT generation FROM generations WHERE state = 'active'", vec![]);
+        rows.first().and_then(|r| r["generation"].as_u64()).unwrap_or(0) as u32
+    }
+
+    /// Backfills still running or paused.
+    fn open_backfills(&self) -> i64 {
+        let rows: Vec<serde_json::Value> =
+            self.db.inspect("SELECT count(*) AS n FROM backfills WHERE state IN ('running', 'paused')", vec![]);
+        rows[0]["n"].as_i64().unwrap_or(0)
     }
 
     fn known_vector_ids(&self) -> BTreeSet<String> {
@@ -553,15 +602,15 @@ impl World {
     pub fn canonical_dump(&self) -> String {
         let queries = [
             "SELECT doc_id, latest_version, live_version, repair_needed FROM documents ORDER BY doc_id",
-            "SELECT v.doc_id, v.version, v.is_delete, v.content_hash, v.content_type, v.metadata, v.text_bytes, v.part_count,
-                    CASE WHEN v.version = d.live_version THEN v.chunk_count END AS live_chunk_count
+            "SELECT v.doc_id, v.version, v.is_delete, v.content_hash, v.content_type, v.metadata, v.text_bytes, v.part_count
              FROM versions v JOIN documents d ON d.doc_id = v.doc_id ORDER BY v.doc_id, v.version",
             "SELECT doc_id, version, part, text FROM version_parts ORDER BY doc_id, version, part",
-            "SELECT doc_id, version, chunk_index, vector_id, start_byte, end_byte, content_hash, text FROM chunks ORDER BY vector_id",
+            "SELECT doc_id, version, generation, chunk_index, vector_id, start_byte, end_byte, content_hash, text FROM chunks ORDER BY vector_id",
+            "SELECT generation, index_config, state FROM generations ORDER BY generation",
             "SELECT vector_id, doc_id, version, reason FROM cleanup_intents ORDER BY vector_id",
             "SELECT job_id, doc_id, version, kind,
                     CASE WHEN state IN ('succeeded', 'superseded') THEN 'done' ELSE state END AS outcome
-             FROM jobs ORDER BY job_id",
+             FROM jobs WHERE build_generation IS NULL ORDER BY job_id",
         ];
         let mut out = String::new();
         for q in queries {
@@ -594,6 +643,7 @@ impl World {
 
 struct Monitor {
     max_live: RefCell<BTreeMap<String, u32>>,
+    max_generation: Cell<u32>,
     queries: Vec<String>,
 }
 
@@ -613,6 +663,7 @@ impl Monitor {
         queries.truncate(2);
         Monitor {
             max_live: RefCell::new(BTreeMap::new()),
+            max_generation: Cell::new(0),
             queries,
         }
     }
@@ -620,9 +671,10 @@ impl Monitor {
     /// I1–I4, checked after every step.
     fn check_step(&self, w: &World) -> Result<(), Violation> {
         let index: BTreeSet<String> = w.index.ids().into_iter().collect();
-        // I1: every chunk of a live version has its vector in the index.
+        // I1: every chunk search may serve (a live version's, in the active
+        // generation) has its vector in the index.
         if let Some(missing) = w
-            .live_vector_ids()
+            .served_vector_ids()
             .into_iter()
             .find(|id| !index.contains(id))
         {
@@ -662,7 +714,16 @@ impl Monitor {
                 detail: format!("vector {orphan} unknown to D1"),
             });
         }
-        // I4: search serves only chunks D1 holds as live.
+        // I8: the active generation only moves forward (no rollback here).
+        let active = w.active_generation();
+        if active < self.max_generation.get() {
+            return Err(Violation {
+                invariant: "I8",
+                detail: format!("active generation {} -> {active}", self.max_generation.get()),
+            });
+        }
+        self.max_generation.set(active);
+        // I4: search serves only chunks D1 holds as live, of one generation: the active one.
         let live = w.live_versions();
         let p = w.direct();
         for q in &self.queries {
@@ -677,6 +738,12 @@ impl Monitor {
                 detail: format!("search failed: {e}"),
             })?;
             for h in hits {
+                if h.generation != active {
+                    return Err(Violation {
+                        invariant: "I4",
+                        detail: format!("served generation {} while {active} is active", h.generation),
+                    });
+                }
                 if live.get(&h.doc_id).copied().flatten() != Some(h.version) {
                     return Err(Violation {
                         invariant: "I4",
@@ -831,7 +898,39 @@ pub fn run(
         });
         next_id += 1;
     }
-    let clients = script.docs.len();
+    // The operator: deploys a smaller chunk size and starts a backfill to a
+    // new generation, retried until the request is answered.
+    if script.reindex {
+        let p = w.simulated_with(reindex_config(cfg), sched);
+        let done = finished_clients.clone();
+        let fut: TaskFuture<'_> = Box::pin(async move {
+            for attempt in 0.. {
+                assert!(attempt < 1000, "the backfill could never be started");
+                match p.start_backfill(&crate::pipeline::BackfillScope::Config, 1).await {
+                    Ok(Ok(_)) => break,
+                    // An earlier attempt started it (or even finished it:
+                    // the switch), then failed to answer.
+                    Ok(Err((_, "backfill_active" | "config_unchanged", _))) => break,
+                    Ok(Err(refusal)) => panic!("backfill refused: {refusal:?}"),
+                    Err(_) => continue,
+                }
+            }
+            done.set(done.get() + 1);
+            TaskEnd::Done
+        });
+        sched.clients.borrow_mut().insert(next_id);
+        tasks.push(Task {
+            id: next_id,
+            fut,
+            started_ms: T0,
+            message: None,
+            is_cron: false,
+            is_client: true,
+            client: None,
+        });
+        next_id += 1;
+    }
+    let clients = script.docs.len() + usize::from(script.reindex);
     let waker = noop_waker();
     let mut cx = Context::from_waker(&waker);
 
@@ -1067,7 +1166,11 @@ pub fn run(
         .map_err(|v| with_trace(v, sched))?;
         monitor.check_step(&w).map_err(|v| with_trace(v, sched))?;
         // A cron run that died did something unknown: run another.
-        if did.is_some_and(|r| !r.did_work()) && w.broker.is_empty() && w.unfinished_jobs() == 0 {
+        if did.is_some_and(|r| !r.did_work())
+            && w.broker.is_empty()
+            && w.unfinished_jobs() == 0
+            && w.open_backfills() == 0
+        {
             break;
         }
     }
@@ -1226,11 +1329,17 @@ pub fn reference_dump(script: &Script, cfg: &Config, bugs: Bugs) -> String {
             futures::executor::block_on(p.intake(&[item])).unwrap();
         }
     }
+    if script.reindex {
+        let p2 = w.simulated_with(reindex_config(cfg), &sched);
+        futures::executor::block_on(p2.start_backfill(&crate::pipeline::BackfillScope::Config, 1))
+            .expect("no fault")
+            .expect("the backfill starts");
+    }
     for _ in 0..=QUIESCENCE_TICKS_MAX {
         deliver_all();
         w.clock
             .advance_ms(i64::from(cfg.job_lease_seconds.max(cfg.job_stall_seconds)) * 1000 + 1);
-        if !futures::executor::block_on(p.repair()).did_work() && w.broker.is_empty() {
+        if !futures::executor::block_on(p.repair()).did_work() && w.broker.is_empty() && w.open_backfills() == 0 {
             break;
         }
     }
@@ -1282,7 +1391,8 @@ pub fn random_script(seed: u64) -> Script {
         }
         out.push((format!("doc-{d}"), ops));
     }
-    Script { docs: out }
+    let reindex = rng.chance(300);
+    Script { docs: out, reindex }
 }
 
 /// The three flows the exhaustive enumeration covers.
@@ -1296,16 +1406,18 @@ pub fn flow(name: &str) -> Script {
         "update" => vec![Op::Put(v1), Op::Settle, Op::Put(v2)],
         "delete" => vec![Op::Put(v1), Op::Settle, Op::Delete],
         "overtake" => vec![Op::Put(v1), Op::Put(v2)],
+        "reindex" => vec![Op::Put(v1), Op::Settle, Op::Put(v2)],
         other => panic!("unknown flow {other}"),
     };
     Script {
+        reindex: name == "reindex",
         docs: vec![("doc".into(), ops)],
     }
 }
 
 /// `single`: one version; `update`: v1 indexed, then v2 replaces it;
 /// `delete`: v1 indexed, then deleted; `overtake`: v2 arrives before v1 ran.
-pub const FLOWS: [&str; 4] = ["single", "update", "delete", "overtake"];
+pub const FLOWS: [&str; 5] = ["single", "update", "delete", "overtake", "reindex"];
 
 /// Runs a flow sequentially (the exhaustive enumeration's schedule).
 pub fn run_flow(

@@ -209,8 +209,15 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             let generation = match created.first().and_then(|r| r["generation"].as_u64()) {
                 Some(g) => g as u32,
                 None => {
-                    // One is being built already (a cancelled backfill's is abandoned, not building).
-                    return Ok(Err((409, "generation_building", "another generation is being built".into())));
+                    // One is being built already, with no open backfill (a
+                    // start that failed after creating it): build it if it
+                    // is this configuration's. A cancelled backfill's is
+                    // abandoned, not building.
+                    let building = self.store.target_generations().await?.into_iter().find(|g| g.state == "building");
+                    match building {
+                        Some(g) if g.index_config == ours => g.generation,
+                        _ => return Ok(Err((409, "generation_building", "another generation is being built".into()))),
+                    }
                 }
             };
             from = Some(active.generation);

@@ -460,7 +460,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
     ) -> Result<u32, PortError> {
         let mut rows = self
             .store
-            .consume_page(&job.doc_id, job.version, from, self.cfg.upsert_batch_size)
+            .consume_page(&job.doc_id, job.version, from, self.cfg.upsert_batch_size, job.build_generation)
             .await?;
         if rows.is_empty() {
             // The version's chunk count promises rows the ledger does not hold.

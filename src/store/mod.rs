@@ -303,12 +303,14 @@ impl<D: Database> Store<D> {
         version: u32,
         from: u32,
         limit: usize,
+        build_generation: Option<u32>,
     ) -> Result<Vec<PageRow>, PortError> {
         let params = vec![
             doc_id.into(),
             version.into(),
             from.into(),
             int(limit as i64),
+            build_generation.into(),
         ];
         self.db.query(Stmt::new(sql::CONSUME_PAGE, params)).await
     }

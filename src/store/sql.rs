@@ -146,7 +146,8 @@ pub const CONSUME_SET_CHUNK_COUNT: &str =
 /// One page of a staged version's chunk rows, in (generation, chunk) order
 /// from row `?3` on (at most `?4`), each with the live version's vector for
 /// the same text in the same generation, if it can be reused: the live
-/// version is older and not a tombstone. `?1` doc, `?2` version.
+/// version is older and not a tombstone. `?1` doc, `?2` version, `?5` a
+/// build job's generation (its rows only), or NULL (an index job: all).
 pub const CONSUME_PAGE: &str = "\
 WITH live AS (
   SELECT d.live_version AS version FROM documents d
@@ -157,7 +158,7 @@ SELECT n.generation AS generation, n.chunk_index AS chunk_index, n.vector_id AS 
   (SELECT MIN(o.vector_id) FROM chunks o
    WHERE o.doc_id = ?1 AND o.version = (SELECT version FROM live) AND o.generation = n.generation
      AND o.content_hash = n.content_hash) AS reuse_id
-FROM chunks n WHERE n.doc_id = ?1 AND n.version = ?2
+FROM chunks n WHERE n.doc_id = ?1 AND n.version = ?2 AND (?5 IS NULL OR n.generation = ?5)
 ORDER BY n.generation, n.chunk_index LIMIT ?4 OFFSET ?3";
 
 /// The checkpoint: a running job hands itself to the next invocation. The
@@ -518,7 +519,7 @@ pub const GENERATION_ACTIVE: &str = "SELECT generation, index_config, state FROM
 /// `?2` now. Returns its number.
 pub const GENERATION_CREATE: &str = "\
 INSERT INTO generations (generation, index_config, state, created_at, updated_at)
-SELECT MAX(generation) + 1, ?1, 'building', ?2, ?2 FROM generations
+SELECT (SELECT MAX(generation) FROM generations) + 1, ?1, 'building', ?2, ?2
 WHERE NOT EXISTS (SELECT 1 FROM generations WHERE state = 'building')
 RETURNING generation";
 

@@ -6,7 +6,8 @@
 //
 // `JOB_STALL_SECONDS=2` lets cron treat a queued job as stalled after 2 s
 // (default 900) and `JOB_LEASE_SECONDS=3` lets a claim held by the killed
-// invocation expire after 3 s (default 960).
+// invocation expire after 3 s (default 960); a consumer invocation must
+// end before its lease can expire, so `CONSUME_WALL_SECONDS_MAX=2`.
 //
 // Run from the repository root: node --test --test-concurrency=1 tests/e2e/
 
@@ -14,7 +15,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { admin, api, docPath, search, sleep, startWorker, triggerCron, withLogs } from './helpers.mjs';
 
-const VARS = { JOB_STALL_SECONDS: '2', JOB_LEASE_SECONDS: '3' };
+const VARS = { JOB_STALL_SECONDS: '2', JOB_LEASE_SECONDS: '3', CONSUME_WALL_SECONDS_MAX: '2' };
 const DOCS = Array.from({ length: 12 }, (_, i) => `restart/${String(i + 1).padStart(2, '0')}`);
 const WORDS = ['amber', 'basalt', 'cobalt', 'dune', 'ember', 'fjord', 'glacier', 'harbor', 'iris', 'juniper', 'kelp', 'lagoon'];
 const textOf = (i) => `Field note ${i + 1}: the ${WORDS[i]} survey crossed the ${WORDS[i]} ridge at dawn and logged ${WORDS[i]} samples.`;
