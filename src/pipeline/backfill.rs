@@ -67,6 +67,7 @@ struct Counts {
 struct Gaps {
     missing: u64,
     unstaged: u64,
+    building: u64,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -361,26 +362,50 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             ))
             .await?;
         if let Some(last) = page.last() {
-            let cursor = last.doc_id.clone();
-            let items: Vec<Value> = match b.to_generation {
-                Some(g) => self.enqueue_builds(&b, g, &page, now).await?,
+            let cursor = Stmt::new(sql::BACKFILL_CURSOR, vec![id.into(), last.doc_id.as_str().into(), SqlValue::Int(now)]);
+            match b.to_generation {
+                Some(g) => {
+                    // Jobs, items and cursor in one batch, then the sends
+                    // (a lost send: cron's stall check sends it again).
+                    let mut jobs = Vec::with_capacity(page.len());
+                    let mut messages = Vec::with_capacity(page.len());
+                    for d in &page {
+                        let Ok(doc) = DocId::parse(&d.doc_id) else { continue };
+                        let job = job_id(&doc, d.version, &format!("build-g{g}"), b.passes);
+                        jobs.push(json!({ "job": job, "doc": d.doc_id, "version": d.version }));
+                        messages.push(JobMessage { job_id: job, doc_id: d.doc_id.clone(), version: d.version });
+                    }
+                    let jobs = Value::Array(jobs).to_string();
+                    self.store
+                        .db
+                        .batch(vec![
+                            Stmt::new(sql::BUILD_JOBS_INSERT, vec![SqlValue::Int(now), g.into(), jobs.as_str().into()]),
+                            Stmt::new(sql::BACKFILL_ITEMS_INSERT, vec![id.into(), b.passes.into(), jobs.into()]),
+                            cursor,
+                        ])
+                        .await?;
+                    for batch in messages.chunks(100) {
+                        if let Err(e) = self.queue.send_batch(batch).await {
+                            log_event("enqueue_deferred", json!({ "bucket": e.bucket.as_str(), "code": e.code, "jobs": batch.len() }));
+                        }
+                    }
+                }
                 None => {
+                    // Each re-run is its own batch and send; a failure before
+                    // the cursor moves re-runs those documents once more.
                     let mut items = Vec::new();
                     for d in &page {
                         if let Some((_, job)) = self.rerun_live_version(&d.doc_id, d.version).await? {
                             items.push(json!({ "doc": d.doc_id, "job": job }));
                         }
                     }
-                    items
+                    let items = Value::Array(items).to_string();
+                    self.store
+                        .db
+                        .batch(vec![Stmt::new(sql::BACKFILL_ITEMS_INSERT, vec![id.into(), b.passes.into(), items.into()]), cursor])
+                        .await?;
                 }
-            };
-            self.store
-                .db
-                .batch(vec![
-                    Stmt::new(sql::BACKFILL_ITEMS_INSERT, vec![id.into(), b.passes.into(), Value::Array(items).to_string().into()]),
-                    Stmt::new(sql::BACKFILL_CURSOR, vec![id.into(), cursor.into(), SqlValue::Int(now)]),
-                ])
-                .await?;
+            }
             return Ok(true);
         }
         // The end of a pass: wait for its jobs, then finish.
@@ -400,8 +425,12 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                     .await?
                     .into_iter()
                     .next()
-                    .unwrap_or(Gaps { missing: 1, unstaged: 0 });
-                if gaps.missing == 0 && gaps.unstaged == 0 && self.switch_to(g).await? {
+                    .unwrap_or(Gaps { missing: 1, unstaged: 0, building: 0 });
+                if gaps.unstaged > 0 || gaps.building > 0 {
+                    // Jobs still writing: look again on the next run.
+                    return Ok(false);
+                }
+                if gaps.missing == 0 && self.switch_to(g).await? {
                     self.store.db.execute(Stmt::new(sql::BACKFILL_COMPLETE, vec![id.into(), SqlValue::Int(now)])).await?;
                 } else if b.passes >= self.cfg.backfill_passes_max {
                     let failed = json_array(&["running"]);
@@ -410,7 +439,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                         .execute(Stmt::new(sql::BACKFILL_SET_STATE, vec![id.into(), "failed".into(), SqlValue::Int(now), failed.into()]))
                         .await?;
                     log_event("backfill_failed", json!({ "backfill_id": id, "missing": gaps.missing, "passes": b.passes }));
-                } else if gaps.unstaged == 0 {
+                } else {
                     // Documents still missing (a failed build, or indexed
                     // before the generation existed): another pass.
                     self.store.db.execute(Stmt::new(sql::BACKFILL_NEXT_PASS, vec![id.into(), SqlValue::Int(now)])).await?;
@@ -418,32 +447,6 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             }
         }
         Ok(false)
-    }
-
-    /// Inserts the build jobs and sends their messages; returns the items.
-    async fn enqueue_builds(&self, b: &BackfillRow, generation: u32, page: &[PageDoc], now: i64) -> Result<Vec<Value>, PortError> {
-        let mut jobs = Vec::with_capacity(page.len());
-        let mut messages = Vec::with_capacity(page.len());
-        for d in page {
-            let Ok(doc) = DocId::parse(&d.doc_id) else { continue };
-            let job = job_id(&doc, d.version, &format!("build-g{generation}"), b.passes);
-            jobs.push(json!({ "job": job, "doc": d.doc_id, "version": d.version }));
-            messages.push(JobMessage { job_id: job, doc_id: d.doc_id.clone(), version: d.version });
-        }
-        self.store
-            .db
-            .execute(Stmt::new(sql::BUILD_JOBS_INSERT, vec![SqlValue::Int(now), generation.into(), Value::Array(jobs.clone()).to_string().into()]))
-            .await?;
-        for batch in messages.chunks(100) {
-            if let Err(e) = self.queue.send_batch(batch).await {
-                // The jobs are queued in D1; cron's requeue sends them once stalled.
-                log_event("enqueue_deferred", json!({ "bucket": e.bucket.as_str(), "code": e.code, "jobs": batch.len() }));
-            }
-        }
-        Ok(jobs.into_iter().map(|mut j| {
-            j.as_object_mut().map(|o| o.remove("version"));
-            j
-        }).collect())
     }
 
     /// Cron: chunk rows of retiring and abandoned generations become

@@ -236,13 +236,22 @@ WHERE job_id = ?1 AND state = 'running'";
 
 // ---------------------------------------------------------------- cleanup
 
-/// Due cleanup intents of one document. `?1` doc, `?2` now, `?3` limit.
+/// Due cleanup intents of one document, except those of a version a build
+/// job may still write (a backfill writes a live version; if that version
+/// is replaced meanwhile, its vectors are deleted once the build ended, not
+/// before its last upsert). `?1` doc, `?2` now, `?3` limit.
 pub const INTENTS_DUE_FOR_DOC: &str = "\
-SELECT vector_id FROM cleanup_intents WHERE doc_id = ?1 AND not_before <= ?2 ORDER BY vector_id LIMIT ?3";
+SELECT i.vector_id AS vector_id FROM cleanup_intents i WHERE i.doc_id = ?1 AND i.not_before <= ?2
+  AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.doc_id = i.doc_id AND j.version = i.version
+                  AND j.build_generation IS NOT NULL AND j.state IN ('queued', 'running', 'up_for_retry'))
+ORDER BY i.vector_id LIMIT ?3";
 
-/// Due cleanup intents of any document. `?1` now, `?2` limit.
+/// Due cleanup intents of any document (with the same exception). `?1` now, `?2` limit.
 pub const INTENTS_DUE: &str = "\
-SELECT vector_id FROM cleanup_intents WHERE not_before <= ?1 ORDER BY not_before, vector_id LIMIT ?2";
+SELECT i.vector_id AS vector_id FROM cleanup_intents i WHERE i.not_before <= ?1
+  AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.doc_id = i.doc_id AND j.version = i.version
+                  AND j.build_generation IS NOT NULL AND j.state IN ('queued', 'running', 'up_for_retry'))
+ORDER BY i.not_before, i.vector_id LIMIT ?2";
 
 /// After the vectors in `?1` (JSON array) were deleted from the index: drop
 /// their chunk rows, unless the row is served (live version, active
@@ -525,8 +534,8 @@ RETURNING generation";
 
 /// What keeps generation `?1` from being switched to: live documents whose
 /// live version has no rows there, or rows waiting on cleanup intents (a
-/// failed build); and staged jobs that did not stage it (they began before
-/// it existed).
+/// failed build); staged jobs that did not stage it (they began before it
+/// existed); and build jobs of it not ended (their rows may lack vectors).
 pub const GENERATION_GAPS: &str = "\
 SELECT
   (SELECT count(*) FROM documents d JOIN versions v ON v.doc_id = d.doc_id AND v.version = d.live_version
@@ -536,7 +545,8 @@ SELECT
                 WHERE c.doc_id = d.doc_id AND c.version = d.live_version AND c.generation = ?1))) AS missing,
   (SELECT count(*) FROM jobs j WHERE j.state IN ('queued', 'running', 'up_for_retry') AND j.kind = 'index'
      AND j.step = 'staged' AND j.build_generation IS NULL
-     AND NOT EXISTS (SELECT 1 FROM chunks c WHERE c.doc_id = j.doc_id AND c.version = j.version AND c.generation = ?1)) AS unstaged";
+     AND NOT EXISTS (SELECT 1 FROM chunks c WHERE c.doc_id = j.doc_id AND c.version = j.version AND c.generation = ?1)) AS unstaged,
+  (SELECT count(*) FROM jobs j WHERE j.build_generation = ?1 AND j.state IN ('queued', 'running', 'up_for_retry')) AS building";
 
 /// The switch, statement 1 of 3: a generation retained from an earlier
 /// switch retires (only when switching to a generation being built).
@@ -547,12 +557,17 @@ WHERE state = 'retained' AND generation <> ?1
   AND EXISTS (SELECT 1 FROM generations g WHERE g.generation = ?1 AND g.state = 'building')";
 
 /// The switch, statement 2 of 3: the active generation becomes retained, if
-/// `?1` can be activated (being built or retained) and every live document
-/// has its vectors there. `?2` now.
+/// `?1` can be activated (being built or retained) and nothing of
+/// `GENERATION_GAPS` stands in the way: every live document has its
+/// vectors there. `?2` now.
 pub const GENERATION_SWITCH_RETAIN: &str = "\
 UPDATE generations SET state = 'retained', updated_at = ?2
 WHERE state = 'active' AND generation <> ?1
   AND EXISTS (SELECT 1 FROM generations g WHERE g.generation = ?1 AND g.state IN ('building', 'retained'))
+  AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.build_generation = ?1 AND j.state IN ('queued', 'running', 'up_for_retry'))
+  AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.state IN ('queued', 'running', 'up_for_retry') AND j.kind = 'index'
+                  AND j.step = 'staged' AND j.build_generation IS NULL
+                  AND NOT EXISTS (SELECT 1 FROM chunks c WHERE c.doc_id = j.doc_id AND c.version = j.version AND c.generation = ?1))
   AND NOT EXISTS (
     SELECT 1 FROM documents d JOIN versions v ON v.doc_id = d.doc_id AND v.version = d.live_version
     WHERE v.is_delete = 0 AND (
