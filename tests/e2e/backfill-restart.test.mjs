@@ -18,7 +18,9 @@ import { admin, api, docPath, search, sleep, startWorker, triggerCron, waitForSt
 
 const STEP = { timeout: 300_000 };
 // CONSUME_WALL_SECONDS_MAX must stay under JOB_LEASE_SECONDS (config_invalid otherwise).
-const STALL = { JOB_STALL_SECONDS: '2', JOB_LEASE_SECONDS: '3', CONSUME_WALL_SECONDS_MAX: '2' };
+// One backfill page per cron run (default BACKFILL_PAGES_PER_RUN=5), so that
+// the backfill is observably mid-way when the worker is killed.
+const STALL = { JOB_STALL_SECONDS: '2', JOB_LEASE_SECONDS: '3', CONSUME_WALL_SECONDS_MAX: '2', BACKFILL_PAGES_PER_RUN: '1' };
 const SMALL = { ...STALL, CHUNK_SIZE_MAX_CHARS: '400', CHUNK_OVERLAP_CHARS: '40' };
 
 let worker;

@@ -26,7 +26,10 @@ import {
 } from './helpers.mjs';
 
 const STEP = { timeout: 300_000 };
-const SMALL = { CHUNK_SIZE_MAX_CHARS: '400', CHUNK_OVERLAP_CHARS: '40' };
+// One backfill page per cron run (default BACKFILL_PAGES_PER_RUN=5), so that
+// every run's effect can be observed page by page.
+const ONE_PAGE = { BACKFILL_PAGES_PER_RUN: '1' };
+const SMALL = { ...ONE_PAGE, CHUNK_SIZE_MAX_CHARS: '400', CHUNK_OVERLAP_CHARS: '40' };
 
 let worker;
 let base;
@@ -35,7 +38,7 @@ const step = (name, fn) => it(name, STEP, withLogs(getWorker, fn));
 
 before(
   async () => {
-    worker = await startWorker();
+    worker = await startWorker({ vars: ONE_PAGE });
     base = worker.base;
   },
   { timeout: 300_000 },
@@ -646,15 +649,15 @@ describe('a chunk size change, backfilled while search keeps serving one generat
       { scope: 'filter', filter: { lang: { nested: 1 } } },
     ]) {
       const res = await admin(base, 'POST', '/v1/admin/reindex', body);
-      if (res.status !== 400 || res.body?.error?.code !== 'invalid_field') {
-        pageViolations.push(`${JSON.stringify(body)}: want 400 invalid_field, got ${res.status} ${res.text}`);
+      if (res.status !== 422 || res.body?.error?.code !== 'invalid_field') {
+        pageViolations.push(`${JSON.stringify(body)}: want 422 invalid_field, got ${res.status} ${res.text}`);
       }
     }
     const denied = await api(base, 'POST', '/v1/admin/reindex', { scope: 'all' });
     assert.ok([401, 403].includes(denied.status), `the ingest token is no admin token: ${denied.status} ${denied.text}`);
 
-    // The contract's one page per cron run (the filter backfill above) and
-    // 400 invalid_field for the bad requests, reported together.
+    // One page per cron run (the filter backfill above) and 422
+    // invalid_field for the bad requests, reported together.
     assertNoPageViolations();
   });
 });
