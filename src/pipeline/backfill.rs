@@ -240,7 +240,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             return Ok(Err((409, "backfill_active", "a backfill is running or paused".into())));
         }
         log_event("backfill_started", json!({ "backfill_id": id, "scope": scope_name, "generation": to }));
-        self.advance_backfill_page(&id).await?;
+        self.advance_backfill_page(&id, true).await?;
         Ok(Ok(self.backfill_view(&id).await?.unwrap_or(Value::Null)))
     }
 
@@ -328,26 +328,42 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         Ok(out)
     }
 
-    /// Cron: advances the running backfill by up to `pages` pages. Returns
-    /// the pages it enqueued (0: nothing to do, or waiting for its jobs).
-    pub async fn advance_backfills(&self, pages: usize) -> Result<u64, PortError> {
+    /// What one page of a backfill may cost in subrequests: reads, one
+    /// batch, the sends; for a re-run scope, a re-run (a few calls) per
+    /// document.
+    pub fn backfill_page_cost(page_size: u32) -> u64 {
+        8 + 4 * u64::from(page_size)
+    }
+
+    /// Cron: advances the running backfill by up to `BACKFILL_PAGES_PER_RUN`
+    /// pages, as many as `subrequests` allow at its own page size. Returns
+    /// (pages enqueued, subrequests they may have cost).
+    pub async fn advance_backfills(&self, subrequests: u64) -> Result<(u64, u64), PortError> {
         let Some(b) = self.store.db.query::<BackfillRow>(Stmt::new(sql::BACKFILL_RUNNING, vec![])).await?.into_iter().next() else {
-            return Ok(0);
+            return Ok((0, 0));
         };
+        let cost = Self::backfill_page_cost(b.page_size);
+        let pages = (subrequests / cost).min(self.cfg.backfill_pages_per_run as u64);
+        if pages == 0 {
+            // No room for a page: only the end-of-pass step (a few reads and
+            // the switch batch), if the pass is at its end.
+            self.advance_backfill_page(&b.backfill_id, false).await?;
+            return Ok((0, 0));
+        }
         let mut advanced = 0;
         for _ in 0..pages {
-            if !self.advance_backfill_page(&b.backfill_id).await? {
+            if !self.advance_backfill_page(&b.backfill_id, true).await? {
                 break;
             }
             advanced += 1;
         }
-        Ok(advanced)
+        Ok((advanced, advanced * cost))
     }
 
-    /// One step of a backfill: enqueue the next page, or at the end of a
-    /// pass, complete it (scope `config`: switch) or start another pass.
-    /// Returns whether it enqueued a page.
-    async fn advance_backfill_page(&self, id: &str) -> Result<bool, PortError> {
+    /// One step of a backfill: enqueue the next page (if `may_enqueue`), or
+    /// at the end of a pass, complete it (scope `config`: switch) or start
+    /// another pass. Returns whether it enqueued a page.
+    async fn advance_backfill_page(&self, id: &str, may_enqueue: bool) -> Result<bool, PortError> {
         let Some(b) = self.backfill_row(id).await? else { return Ok(false) };
         if b.state != "running" {
             return Ok(false);
@@ -361,6 +377,9 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                 vec![b.cursor.as_str().into(), b.filter.clone().into(), b.to_generation.into(), b.page_size.into()],
             ))
             .await?;
+        if !page.is_empty() && !may_enqueue {
+            return Ok(false);
+        }
         if let Some(last) = page.last() {
             let cursor = Stmt::new(sql::BACKFILL_CURSOR, vec![id.into(), last.doc_id.as_str().into(), SqlValue::Int(now)]);
             match b.to_generation {

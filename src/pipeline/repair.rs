@@ -50,7 +50,8 @@ pub struct RepairReport {
     /// subrequest or wall-time budget (work is left for the next run).
     pub budget_hit: bool,
     /// Subrequests (D1, index and queue calls) the run made, as counted
-    /// against `CRON_SUBREQUESTS_MAX`.
+    /// against `CRON_SUBREQUESTS_MAX` (for the redrive and backfill steps,
+    /// whose cost depends on what they find, an upper bound).
     pub subrequests_used: u64,
     /// Wall time of the run, in milliseconds (by the injected clock).
     pub elapsed_ms: i64,
@@ -361,17 +362,15 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                 Err(e) => failed(&mut report, e.bucket),
             }
         }
-        // 6. the running backfill: a few pages (each: reads, one batch, the
-        // sends; scope all/filter: a re-run per document).
-        let per_page = 8 + 4 * u64::from(self.cfg.backfill_page_size);
-        if allows(&mut report, 1 + per_page) {
-            let pages = (meter.max.saturating_sub(meter.used.get() + 1) / per_page)
-                .min(self.cfg.backfill_pages_per_run as u64) as usize;
-            meter.spend(1);
-            match self.advance_backfills(pages.max(1)).await {
-                Ok(n) => {
-                    report.backfill_pages = n;
-                    meter.spend(per_page * n + 6);
+        // 6. the running backfill: as many pages as the budget left allows
+        // (at least the end-of-pass step: a few reads and the switch batch).
+        if allows(&mut report, 8) {
+            let left = meter.max.saturating_sub(meter.used.get() + 2);
+            meter.spend(2);
+            match self.advance_backfills(left).await {
+                Ok((pages, cost)) => {
+                    report.backfill_pages = pages;
+                    meter.spend(cost + 6);
                 }
                 Err(e) => failed(&mut report, e.bucket),
             }
