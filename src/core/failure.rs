@@ -32,11 +32,15 @@ pub enum FailureBucket {
     BudgetExhausted,
     /// The Worker's configuration is invalid or a binding is missing.
     ConfigInvalid,
+    /// An internal invariant did not hold (e.g. staged rows missing).
     Internal,
+    /// The Worker's own code panicked or threw while handling the job: a
+    /// bug, so the job ends `failed` at once instead of being retried.
+    InternalError,
 }
 
 impl FailureBucket {
-    pub const ALL: [FailureBucket; 15] = [
+    pub const ALL: [FailureBucket; 16] = [
         FailureBucket::InputInvalid,
         FailureBucket::EmbedRateLimited,
         FailureBucket::EmbedUnavailable,
@@ -52,6 +56,7 @@ impl FailureBucket {
         FailureBucket::BudgetExhausted,
         FailureBucket::ConfigInvalid,
         FailureBucket::Internal,
+        FailureBucket::InternalError,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -71,6 +76,7 @@ impl FailureBucket {
             FailureBucket::BudgetExhausted => "budget_exhausted",
             FailureBucket::ConfigInvalid => "config_invalid",
             FailureBucket::Internal => "internal",
+            FailureBucket::InternalError => "internal_error",
         }
     }
 
@@ -90,6 +96,7 @@ impl FailureBucket {
                 | FailureBucket::IndexRejected
                 | FailureBucket::DbRejected
                 | FailureBucket::Internal
+                | FailureBucket::InternalError
         )
     }
 }

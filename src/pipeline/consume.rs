@@ -41,7 +41,7 @@
 //! The order upsert → replace → cleanup is the design's first invariant:
 //! never break the derived index before the source of truth.
 
-use super::budget::{Budget, Metered, Usage};
+use super::budget::{Budget, Metered, Usage, UsageSnapshot};
 use super::bugs::Bug;
 use super::{log_event, Pipeline};
 use crate::core::chunk::{chunk_text, ContentType};
@@ -175,6 +175,54 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                 json!({ "job_id": msg.job_id, "delay_seconds": delay_seconds, "subrequests": used }),
             ),
         }
+        outcome
+    }
+
+    /// Ends the job of a delivery whose consume panicked or threw (the
+    /// Worker's entry point saw it and calls this on a fresh instance): a
+    /// bug, not a transient failure, so the job ends `failed` with
+    /// `internal_error` and is dead-lettered at once instead of waiting out
+    /// its lease and failing the same way again. Only a `running` job is
+    /// ended (the crashed delivery claimed it); a job it never claimed is
+    /// left to the next delivery, which ends it the same way if the crash
+    /// repeats.
+    pub async fn end_crashed(&self, msg: &JobMessage) -> ConsumeOutcome {
+        let outcome = match self.store.consume_load(&msg.job_id).await {
+            Ok(Some(job)) if job.doc_id == msg.doc_id && job.version == msg.version => {
+                match job.state.as_str() {
+                    "succeeded" | "superseded" => ConsumeOutcome::Ack { reason: "already_final" },
+                    "failed" | "dead" => ConsumeOutcome::DeadLetter { reason: "already_failed" },
+                    "running" => {
+                        let usage = UsageSnapshot { d1: 2, queue: 1, peak: 3, ..UsageSnapshot::default() };
+                        match self
+                            .store
+                            .job_end_failed(
+                                &job.job_id,
+                                &job.doc_id,
+                                job.version,
+                                FailureBucket::InternalError,
+                                "failed",
+                                self.clock.now_ms(),
+                                &usage,
+                                job.build_generation,
+                            )
+                            .await
+                        {
+                            Ok(()) => ConsumeOutcome::DeadLetter { reason: "crashed" },
+                            Err(_) => ConsumeOutcome::Retry { delay_seconds: self.cfg.retry_base_delay_seconds },
+                        }
+                    }
+                    _ => ConsumeOutcome::Retry { delay_seconds: self.cfg.claim_busy_retry_seconds },
+                }
+            }
+            Ok(_) => ConsumeOutcome::Ack { reason: "unknown_job" },
+            Err(_) => ConsumeOutcome::Retry { delay_seconds: self.cfg.retry_base_delay_seconds },
+        };
+        log_event(
+            "consume_crashed",
+            json!({ "job_id": msg.job_id, "bucket": FailureBucket::InternalError.as_str(),
+                    "outcome": match outcome { ConsumeOutcome::Ack { .. } => "ack", ConsumeOutcome::Retry { .. } => "retry", ConsumeOutcome::DeadLetter { .. } => "dead_letter" } }),
+        );
         outcome
     }
 
@@ -388,6 +436,13 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             return Err(PortError::new(FailureBucket::IndexMisconfigured, "generation_embedder_mismatch"));
         }
         let text = self.store.load_text(&job.doc_id, job.version, job.part_count).await?;
+        #[cfg(feature = "panic-probe")]
+        if let Some(at) = text.find("PANIC-PROBE") {
+            // Test builds only: a panic whose message quotes the document,
+            // to show that no log line carries it (tests/e2e/panic.test.mjs).
+            let quoted: String = text[at..].chars().take(200).collect();
+            panic!("panic probe in {}: {quoted}", job.doc_id);
+        }
         let content_type =
             ContentType::parse(&job.content_type).ok_or(PortError::new(FailureBucket::InputInvalid, "content_type"))?;
         // Per target: its generation, chunks, IDs and hashes.

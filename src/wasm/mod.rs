@@ -3,6 +3,7 @@
 //! pipeline, and translate its outcome back. No business logic here.
 
 mod d1;
+mod panic;
 mod vectorize;
 mod workers_ai;
 
@@ -454,7 +455,7 @@ async fn deep_health(env: &Env) -> worker::Result<Response> {
 
 #[event(fetch)]
 async fn fetch(mut req: Request, env: Env, _ctx: Context) -> worker::Result<Response> {
-    console_error_panic_hook::set_once();
+    panic::install_hook();
     let method = req.method().to_string();
     let path = req.url().map(|u| u.path().to_string()).unwrap_or_default();
     // The API sees the query string too (admin listings take filters).
@@ -525,13 +526,51 @@ async fn fetch(mut req: Request, env: Env, _ctx: Context) -> worker::Result<Resp
     json_response(resp.status, &resp.body)
 }
 
+/// Settles one delivery as the pipeline decided. A `DeadLetter` is
+/// evidence first in D1 (the ledger), then the pointer to the dead-letter
+/// queue; only then the ack. Any failure of either redelivers, which repeats
+/// both (the archive is idempotent per job). A redelivery of a job that had
+/// already failed is archived again but not re-sent: the first delivery sent
+/// it, and a misrouted dead-letter queue must not loop.
+async fn settle(app: &App, env: &Env, raw: &worker::RawMessage, msg: &JobMessage, outcome: ConsumeOutcome) {
+    match outcome {
+        ConsumeOutcome::Ack { .. } => raw.ack(),
+        ConsumeOutcome::Retry { delay_seconds } => raw.retry_with_options(
+            &QueueRetryOptionsBuilder::new()
+                .with_delay_seconds(delay_seconds)
+                .build(),
+        ),
+        ConsumeOutcome::DeadLetter { reason } => {
+            let archived = app.archive_dead_letter(&raw.id(), msg).await.is_ok();
+            let sent = match env.queue("DLQ") {
+                Ok(_) if reason == "already_failed" => true,
+                Ok(q) => q.send(msg.clone()).await.is_ok(),
+                Err(_) => true, // no DLQ binding configured: D1 holds the evidence
+            };
+            if archived && sent {
+                raw.ack();
+            } else {
+                log_event(
+                    "dead_letter_deferred",
+                    json!({ "bucket": "queue_unavailable", "job_id": msg.job_id }),
+                );
+                raw.retry_with_options(
+                    &QueueRetryOptionsBuilder::new()
+                        .with_delay_seconds(30)
+                        .build(),
+                );
+            }
+        }
+    }
+}
+
 #[event(queue)]
 async fn queue(
     batch: MessageBatch<serde_json::Value>,
     env: Env,
     _ctx: Context,
 ) -> worker::Result<()> {
-    console_error_panic_hook::set_once();
+    panic::install_hook();
     let mut app = match app(&env) {
         Ok(a) => a,
         Err(e) => {
@@ -569,7 +608,13 @@ async fn queue(
         }
         return Ok(());
     }
-    guard_index(&mut app, "queue").await;
+    // `entry.mjs` calls again with this variable set when a consume of this
+    // batch panicked or threw: that message's job ends `failed`; the
+    // batch's other messages (none with `max_batch_size = 1`) are retried.
+    let crashed = setting(&env, "CONSUME_CRASHED_MESSAGE");
+    if crashed.is_none() {
+        guard_index(&mut app, "queue").await;
+    }
     let mut first = true;
     // Raw messages, one by one: a malformed body must not fail the batch.
     for raw in batch.raw_iter() {
@@ -582,6 +627,15 @@ async fn queue(
             raw.ack();
             continue;
         };
+        if let Some(crashed_id) = &crashed {
+            let outcome = if *crashed_id == raw.id() {
+                app.end_crashed(&msg).await
+            } else {
+                ConsumeOutcome::Retry { delay_seconds: app.cfg.retry_base_delay_seconds }
+            };
+            settle(&app, &env, &raw, &msg, outcome).await;
+            continue;
+        }
         // The index check above may have called Vectorize's describe():
         // count it against the first message's budget.
         let checked =
@@ -590,48 +644,15 @@ async fn queue(
             } else {
                 0
             };
-        match app.consume_after(&msg, checked).await {
-            ConsumeOutcome::Ack { .. } => raw.ack(),
-            ConsumeOutcome::Retry { delay_seconds } => raw.retry_with_options(
-                &QueueRetryOptionsBuilder::new()
-                    .with_delay_seconds(delay_seconds)
-                    .build(),
-            ),
-            ConsumeOutcome::DeadLetter { reason } => {
-                // Evidence first in D1 (the ledger), then the pointer to the
-                // dead-letter queue; only then ack. Any failure: redeliver,
-                // which repeats both (the archive is idempotent per job). A
-                // redelivery of a job that had already failed is archived
-                // again but not re-sent: the first delivery sent it, and a
-                // misrouted dead-letter queue must not loop.
-                let archived = app.archive_dead_letter(&raw.id(), &msg).await.is_ok();
-                let sent = match env.queue("DLQ") {
-                    Ok(_) if reason == "already_failed" => true,
-                    Ok(q) => q.send(msg.clone()).await.is_ok(),
-                    Err(_) => true, // no DLQ binding configured: D1 holds the evidence
-                };
-                if archived && sent {
-                    raw.ack();
-                } else {
-                    log_event(
-                        "dead_letter_deferred",
-                        json!({ "bucket": "queue_unavailable", "job_id": msg.job_id }),
-                    );
-                    raw.retry_with_options(
-                        &QueueRetryOptionsBuilder::new()
-                            .with_delay_seconds(30)
-                            .build(),
-                    );
-                }
-            }
-        }
+        let outcome = panic::Tagged::new(raw.id(), app.consume_after(&msg, checked)).await;
+        settle(&app, &env, &raw, &msg, outcome).await;
     }
     Ok(())
 }
 
 #[event(scheduled)]
 async fn scheduled(_event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
-    console_error_panic_hook::set_once();
+    panic::install_hook();
     match app(&env) {
         Ok(mut app) => {
             guard_index(&mut app, "scheduled").await;

@@ -1,5 +1,5 @@
-// Runs the BUILT Worker (build/index.js + build/index_bg.wasm, from
-// `sh scripts/build-worker.sh`) in workerd through Miniflare's API, with the
+// Runs the BUILT Worker (build/entry.mjs + index.js + index_bg.wasm, from
+// `sh scripts/build-worker.sh`; another build directory with `buildDir`) in workerd through Miniflare's API, with the
 // production backends selected (INDEX_BACKEND=vectorize,
 // EMBEDDER_BACKEND=workers-ai) and the VECTORIZE and AI bindings replaced by
 // the strict fakes of fakes/vectorize-ai-fakes.mjs. In-memory D1 (migrated
@@ -16,6 +16,7 @@ const BUILD = path.join(REPO_ROOT, 'build');
 const FAKES = path.join(REPO_ROOT, 'tests', 'e2e', 'fakes');
 export const ADMIN_TOKEN = 'dev-admin-token';
 export const QUEUE = 'ingest-jobs';
+export const DLQ = 'ingest-jobs-dlq';
 export const CRON = '*/5 * * * *';
 
 /** The compatibility date of wrangler.toml (the production configuration). */
@@ -60,12 +61,21 @@ async function migrate(mf, binding, dir) {
   }
 }
 
-function assertBuilt() {
-  for (const f of ['index.js', 'index_bg.wasm']) {
-    if (!fs.existsSync(path.join(BUILD, f))) {
-      throw new Error(`build/${f} is missing: run \`sh scripts/build-worker.sh\` (make build) first`);
+function assertBuilt(dir) {
+  for (const f of ['entry.mjs', 'index.js', 'index_bg.wasm']) {
+    if (!fs.existsSync(path.join(dir, f))) {
+      throw new Error(`${path.relative(REPO_ROOT, dir)}/${f} is missing: run \`sh scripts/build-worker.sh\` (make build) first`);
     }
   }
+}
+
+/** The built Worker's modules: the JS entry point, worker-build's glue, the Wasm. */
+export function workerModules(dir) {
+  return [
+    { type: 'ESModule', path: path.join(dir, 'entry.mjs') },
+    { type: 'ESModule', path: path.join(dir, 'index.js') },
+    { type: 'CompiledWasm', path: path.join(dir, 'index_bg.wasm') },
+  ];
 }
 
 /** The wrapped-binding worker: its entrypoints return the binding objects. */
@@ -102,8 +112,8 @@ function stdioCollector() {
  * fakes; `consumer` overrides the queue consumer settings.
  * Returns `{ mf, base, fakes: {vectorize, ai}, logs(), events(name), scheduled(), stop() }`.
  */
-export async function startProductionWorker({ vars = {}, vectorize = {}, ai = {}, consumer = {} } = {}) {
-  assertBuilt();
+export async function startProductionWorker({ vars = {}, vectorize = {}, ai = {}, consumer = {}, buildDir = BUILD } = {}) {
+  assertBuilt(buildDir);
   const fakes = { vectorize: new FakeVectorizeIndex(vectorize), ai: new FakeWorkersAi(ai) };
   const stdio = stdioCollector();
   const mf = new Miniflare({
@@ -113,11 +123,8 @@ export async function startProductionWorker({ vars = {}, vectorize = {}, ai = {}
     workers: [
       {
         name: 'ingest-pipeline',
-        modulesRoot: BUILD,
-        modules: [
-          { type: 'ESModule', path: path.join(BUILD, 'index.js') },
-          { type: 'CompiledWasm', path: path.join(BUILD, 'index_bg.wasm') },
-        ],
+        modulesRoot: buildDir,
+        modules: workerModules(buildDir),
         compatibilityDate: compatibilityDate(),
         bindings: {
           INDEX_BACKEND: 'vectorize',
@@ -125,11 +132,15 @@ export async function startProductionWorker({ vars = {}, vectorize = {}, ai = {}
           EMBEDDING_DIMENSIONS: '768',
           INGEST_TOKEN,
           ADMIN_TOKEN,
+          DEAD_LETTER_QUEUE: DLQ,
           ...vars,
         },
         d1Databases: { DB: 'ingest-ledger' },
-        queueProducers: { INGEST_QUEUE: { queueName: QUEUE } },
-        queueConsumers: { [QUEUE]: { maxBatchSize: 1, maxBatchTimeout: 1, maxRetries: 100, ...consumer } },
+        queueProducers: { INGEST_QUEUE: { queueName: QUEUE }, DLQ: { queueName: DLQ } },
+        queueConsumers: {
+          [QUEUE]: { maxBatchSize: 1, maxBatchTimeout: 1, maxRetries: 100, deadLetterQueue: DLQ, ...consumer },
+          [DLQ]: { maxBatchSize: 10, maxBatchTimeout: 1, maxRetries: 100 },
+        },
         wrappedBindings: {
           VECTORIZE: { scriptName: 'fake-bindings', entrypoint: 'vectorize' },
           AI: { scriptName: 'fake-bindings', entrypoint: 'ai' },
