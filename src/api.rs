@@ -1,3 +1,8 @@
+#![cfg_attr(
+    not(test),
+    deny(clippy::indexing_slicing, clippy::string_slice, clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
+
 //! The HTTP contract, independent of the platform: a request in, a status
 //! and a JSON body out. The wasm entry point only converts types; native
 //! tests call [`handle`] directly.
@@ -111,13 +116,13 @@ fn percent_decode(raw: &str) -> Result<String, ApiError> {
     let bytes = raw.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
+    while let Some(&b) = bytes.get(i) {
+        if b == b'%' {
             let hex = raw.get(i + 1..i + 3).ok_or_else(bad)?;
             out.push(u8::from_str_radix(hex, 16).map_err(|_| bad())?);
             i += 3;
         } else {
-            out.push(bytes[i]);
+            out.push(b);
             i += 1;
         }
     }
@@ -207,7 +212,7 @@ where
             let body = json_body(p, req)?;
             let input = parse_document(p, &body, Some(doc_id))?;
             let out = intake(p, &[IntakeItem::Put(input)]).await?;
-            Ok(outcome_response(p, out.into_iter().next().expect("one outcome")).await?)
+            Ok(outcome_response(p, one_outcome(out)?).await?)
         }
         ("GET", ["documents", id]) => {
             let doc_id = parse_doc_id(&percent_decode(id)?, "doc_id")?;
@@ -216,17 +221,14 @@ where
                 .await
                 .map_err(ApiError::from_port)?
             {
-                Some(view) => Ok(ok(
-                    200,
-                    serde_json::to_value(view).expect("view serializes"),
-                )),
+                Some(view) => Ok(ok(200, to_json(view)?)),
                 None => Err(ApiError::new(404, "document_not_found", "no such document")),
             }
         }
         ("DELETE", ["documents", id]) => {
             let doc_id = parse_doc_id(&percent_decode(id)?, "doc_id")?;
             let out = intake(p, &[IntakeItem::Delete(doc_id)]).await?;
-            Ok(outcome_response(p, out.into_iter().next().expect("one outcome")).await?)
+            Ok(outcome_response(p, one_outcome(out)?).await?)
         }
         ("POST", ["documents"]) => {
             let body = json_body(p, req)?;
@@ -235,7 +237,7 @@ where
             } else {
                 let input = parse_document(p, &body, None)?;
                 let out = intake(p, &[IntakeItem::Put(input)]).await?;
-                Ok(outcome_response(p, out.into_iter().next().expect("one outcome")).await?)
+                Ok(outcome_response(p, one_outcome(out)?).await?)
             }
         }
         ("POST", ["documents", id, "reindex"]) => {
@@ -256,7 +258,7 @@ where
                 Some(job) => {
                     let view =
                         crate::pipeline::JobView::from_row(job, p.cfg.consume_subrequests_max);
-                    Ok(ok(200, serde_json::to_value(view).expect("job serializes")))
+                    Ok(ok(200, to_json(view)?))
                 }
                 None => Err(ApiError::new(404, "job_not_found", "no such job")),
             }
@@ -790,9 +792,19 @@ fn parse_metadata<D, V, E, Q, C>(
 
 fn truncate(s: &str, n: usize) -> &str {
     match s.char_indices().nth(n) {
-        Some((i, _)) => &s[..i],
+        Some((i, _)) => s.get(..i).unwrap_or(s),
         None => s,
     }
+}
+
+/// The outcome of a one-item intake.
+fn one_outcome(out: Vec<IntakeOutcome>) -> Result<IntakeOutcome, ApiError> {
+    out.into_iter().next().ok_or_else(|| ApiError::new(500, "internal", "the intake returned no outcome"))
+}
+
+/// A view as JSON (views are plain data; a failure is a bug, answered 500).
+fn to_json(view: impl serde::Serialize) -> Result<Value, ApiError> {
+    serde_json::to_value(view).map_err(|_| ApiError::new(500, "internal", "a response could not be rendered"))
 }
 
 fn parse_search<D, V, E, Q, C>(
@@ -826,6 +838,20 @@ fn parse_search<D, V, E, Q, C>(
         Some(_) => return Err(ApiError::field("query", "must be a string")),
         None => return Err(ApiError::field("query", "is required")),
     };
+    // The embedding model would truncate (or refuse) a longer query: refuse
+    // it here, never silently.
+    let tokens = p.cfg.embedding_tokenizer.count(&query);
+    if tokens > p.cfg.query_tokens_max() {
+        return Err(ApiError::new(
+            422,
+            "query_too_long",
+            format!(
+                "the query may be {tokens} tokens for the embedding model ({} tokenizer bound); at most {} are taken",
+                p.cfg.embedding_tokenizer.as_str(),
+                p.cfg.query_tokens_max()
+            ),
+        ));
+    }
     let top_k = match obj.get("top_k") {
         None | Some(Value::Null) => p.cfg.search_top_k_default,
         Some(v) => match v.as_u64() {
@@ -1022,16 +1048,23 @@ where
         .into_iter()
         .zip(docs)
         .map(|(slot, raw)| match slot {
-            Ok(i) => {
-                let (status, mut body) = outcome_json(outcomes[i].clone(), &views);
-                body["status"] = json!(status);
-                body
-            }
+            Ok(i) => match outcomes.get(i) {
+                Some(o) => {
+                    let (status, mut body) = outcome_json(o.clone(), &views);
+                    if let Some(obj) = body.as_object_mut() {
+                        obj.insert("status".into(), json!(status));
+                    }
+                    body
+                }
+                None => json!({ "status": 500, "error": { "code": "internal", "message": "no outcome for this item" } }),
+            },
             Err(e) => {
                 let mut body = e.body();
-                body["status"] = json!(e.status);
-                if let Some(id) = raw.get("doc_id").and_then(Value::as_str) {
-                    body["doc_id"] = json!(truncate(id, 256));
+                if let Some(obj) = body.as_object_mut() {
+                    obj.insert("status".into(), json!(e.status));
+                    if let Some(id) = raw.get("doc_id").and_then(Value::as_str) {
+                        obj.insert("doc_id".into(), json!(truncate(id, 256)));
+                    }
                 }
                 body
             }

@@ -6,6 +6,8 @@
 //! table in `docs/configuration.md` lists the same names and defaults; a test
 //! keeps the two in step.
 
+use crate::core::chunk::tokens::{TokenFamily, SPECIAL_TOKENS};
+use crate::core::chunk::Chunker;
 use thiserror::Error;
 
 /// Which vector index implementation the Worker uses.
@@ -71,24 +73,48 @@ impl VectorMetric {
     }
 }
 
-/// Output dimensions of the Workers AI embedding models this project knows;
-/// a configuration naming one of them must agree with it.
-pub fn known_model_dimensions(model: &str) -> Option<usize> {
-    match model {
-        "@cf/baai/bge-small-en-v1.5" => Some(384),
-        "@cf/baai/bge-base-en-v1.5" => Some(768),
-        "@cf/baai/bge-large-en-v1.5" | "@cf/baai/bge-m3" => Some(1024),
-        _ => None,
-    }
+/// What this project knows of a Workers AI embedding model: a configuration
+/// naming it must agree (`shared/reference/platform-limits.md`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KnownModel {
+    pub dimensions: usize,
+    /// Input limit in tokens, special tokens included.
+    pub max_input_tokens: usize,
+    pub tokenizer: TokenFamily,
 }
+
+pub fn known_model(model: &str) -> Option<KnownModel> {
+    let (dimensions, max_input_tokens, tokenizer) = match model {
+        "@cf/baai/bge-small-en-v1.5" => (384, 512, TokenFamily::WordPiece),
+        "@cf/baai/bge-base-en-v1.5" => (768, 512, TokenFamily::WordPiece),
+        "@cf/baai/bge-large-en-v1.5" => (1024, 512, TokenFamily::WordPiece),
+        // XLM-RoBERTa's SentencePiece; sources disagree on the limit (512
+        // or 8,192): 512 until measured.
+        "@cf/baai/bge-m3" => (1024, 512, TokenFamily::SentencePiece),
+        // Byte-level BPE; sources give 4,096 to 8,192.
+        "@cf/qwen/qwen3-embedding-0.6b" => (1024, 4096, TokenFamily::ByteLevel),
+        // SentencePiece with byte fallback.
+        "@cf/google/embeddinggemma-300m" => (768, 512, TokenFamily::ByteLevel),
+        _ => return None,
+    };
+    Some(KnownModel { dimensions, max_input_tokens, tokenizer })
+}
+
+/// The settings that were replaced, and by what: refused, never ignored.
+const REMOVED_SETTINGS: &[(&str, &str)] = &[
+    ("CHUNK_SIZE_MAX_CHARS", "CHUNK_SIZE_MAX_TOKENS"),
+    ("CHUNK_OVERLAP_CHARS", "CHUNK_OVERLAP_TOKENS"),
+];
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Config {
     // Chunking.
-    /// Largest chunk, in Unicode scalar values (chars).
-    pub chunk_size_max_chars: usize,
-    /// Characters shared by consecutive chunks.
-    pub chunk_overlap_chars: usize,
+    /// Largest chunk, in tokens by the conservative bound of
+    /// `EMBEDDING_TOKENIZER` (at most `EMBEDDING_MAX_INPUT_TOKENS` minus
+    /// the model's special tokens).
+    pub chunk_size_max_tokens: usize,
+    /// Tokens shared by consecutive chunks (same bound).
+    pub chunk_overlap_tokens: usize,
 
     // Intake.
     /// Largest document text accepted, in UTF-8 bytes (413 above).
@@ -119,6 +145,12 @@ pub struct Config {
     pub embedding_model: String,
     /// Pooling passed explicitly to the `workers-ai` embedder (`mean` or `cls`).
     pub embedding_pooling: Pooling,
+    /// The model's input limit in tokens, special tokens included (bge-*:
+    /// 512). Chunks and search queries are kept under it.
+    pub embedding_max_input_tokens: usize,
+    /// The model's tokenizer family (`wordpiece`, `sentencepiece`,
+    /// `byte-level`), which fixes the token bound.
+    pub embedding_tokenizer: TokenFamily,
     /// Metric the Vectorize index must have been created with.
     pub vectorize_metric: VectorMetric,
     /// How long a successful (or mismatching) check of the Vectorize index
@@ -205,8 +237,8 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Self {
         Config {
-            chunk_size_max_chars: 1000,
-            chunk_overlap_chars: 100,
+            chunk_size_max_tokens: 500,
+            chunk_overlap_tokens: 50,
             document_bytes_max: 10_000_000,
             request_bytes_max: 12_000_000,
             intake_batch_documents_max: 100,
@@ -218,6 +250,8 @@ impl Default for Config {
             embedding_dimensions: 384,
             embedding_model: "@cf/baai/bge-base-en-v1.5".to_string(),
             embedding_pooling: Pooling::Mean,
+            embedding_max_input_tokens: 512,
+            embedding_tokenizer: TokenFamily::WordPiece,
             vectorize_metric: VectorMetric::Cosine,
             index_check_ttl_seconds: 300,
             embed_batch_size: 100,
@@ -259,13 +293,27 @@ pub enum ConfigError {
         name: &'static str,
         why: &'static str,
     },
+    #[error("setting {name} was replaced by {replacement}")]
+    Removed {
+        name: &'static str,
+        replacement: &'static str,
+    },
+}
+
+impl ConfigError {
+    /// The setting at fault.
+    pub fn setting(&self) -> &'static str {
+        match self {
+            ConfigError::Unparsable { name } | ConfigError::OutOfRange { name, .. } | ConfigError::Removed { name, .. } => name,
+        }
+    }
 }
 
 /// The names of every setting, as Worker variables, with their defaults
 /// rendered as strings. `docs/configuration.md` must list each of them.
 pub const SETTINGS: &[&str] = &[
-    "CHUNK_SIZE_MAX_CHARS",
-    "CHUNK_OVERLAP_CHARS",
+    "CHUNK_SIZE_MAX_TOKENS",
+    "CHUNK_OVERLAP_TOKENS",
     "DOCUMENT_BYTES_MAX",
     "REQUEST_BYTES_MAX",
     "INTAKE_BATCH_DOCUMENTS_MAX",
@@ -277,6 +325,8 @@ pub const SETTINGS: &[&str] = &[
     "EMBEDDING_DIMENSIONS",
     "EMBEDDING_MODEL",
     "EMBEDDING_POOLING",
+    "EMBEDDING_MAX_INPUT_TOKENS",
+    "EMBEDDING_TOKENIZER",
     "VECTORIZE_METRIC",
     "INDEX_CHECK_TTL_SECONDS",
     "EMBED_BATCH_SIZE",
@@ -308,9 +358,6 @@ pub const SETTINGS: &[&str] = &[
 ];
 
 impl Config {
-    /// The configuration that determines chunks and vectors, as a canonical
-    /// JSON object: recorded with every staged version, so D1 knows which
-    /// model, pooling, dimensions and chunker produced each vector.
     /// Whether an index configuration (as [`Self::index_config`] renders it;
     /// `""` is generation 1's before its first staging, taken as ours) was
     /// made by this Worker's embedder: same embedder, pooling and
@@ -328,29 +375,60 @@ impl Config {
         ["embedder", "pooling", "dimensions"].iter().all(|k| theirs.get(k) == ours.get(k))
     }
 
-    /// The chunker settings of an index configuration (`""`: ours).
-    pub fn chunking_of(&self, index_config: &str) -> Option<(usize, usize)> {
+    /// The chunker an index configuration names, with its settings (`""`:
+    /// ours); `None` for one this Worker does not know or that is invalid.
+    pub fn chunking_of(&self, index_config: &str) -> Option<Chunker> {
         if index_config.is_empty() {
-            return Some((self.chunk_size_max_chars, self.chunk_overlap_chars));
+            return Some(self.chunker());
         }
         let v: serde_json::Value = serde_json::from_str(index_config).ok()?;
-        let size = v.get("chunk_size_max_chars")?.as_u64()? as usize;
-        let overlap = v.get("chunk_overlap_chars")?.as_u64()? as usize;
-        (size >= 1 && overlap < size).then_some((size, overlap))
+        let num = |key: &str| v.get(key).and_then(serde_json::Value::as_u64).and_then(|n| usize::try_from(n).ok());
+        let chunker = match v.get("chunker")?.as_str()? {
+            Chunker::GREEDY_V1 => Chunker::Greedy {
+                size_max_chars: num("chunk_size_max_chars")?,
+                overlap_chars: num("chunk_overlap_chars")?,
+            },
+            Chunker::UNICODE_V2 => Chunker::Unicode {
+                size_max_tokens: num("chunk_size_max_tokens")?,
+                overlap_tokens: num("chunk_overlap_tokens")?,
+                tokens: TokenFamily::parse(v.get("tokenizer")?.as_str()?)?,
+            },
+            _ => return None,
+        };
+        chunker.is_valid().then_some(chunker)
     }
 
+    /// The chunker new generations are built with.
+    pub fn chunker(&self) -> Chunker {
+        Chunker::Unicode {
+            size_max_tokens: self.chunk_size_max_tokens,
+            overlap_tokens: self.chunk_overlap_tokens,
+            tokens: self.embedding_tokenizer,
+        }
+    }
+
+    /// The longest search query, in tokens by the bound of
+    /// `EMBEDDING_TOKENIZER`: what the model takes beside its special tokens.
+    pub fn query_tokens_max(&self) -> usize {
+        self.embedding_max_input_tokens.saturating_sub(SPECIAL_TOKENS)
+    }
+
+    /// The configuration that determines chunks and vectors, as a canonical
+    /// JSON object: recorded with every staged version and generation, so
+    /// D1 knows which chunker, model, pooling and dimensions made each vector.
     pub fn index_config(&self) -> String {
         let (embedder, pooling) = match self.embedder_backend {
-            EmbedderBackend::LocalHash => ("local-hash-v1", "none"),
+            EmbedderBackend::LocalHash => (crate::core::local_embed::EMBEDDER_ID, "none"),
             EmbedderBackend::WorkersAi => (
                 self.embedding_model.as_str(),
                 self.embedding_pooling.as_str(),
             ),
         };
         serde_json::json!({
-            "chunker": "greedy-v1",
-            "chunk_size_max_chars": self.chunk_size_max_chars,
-            "chunk_overlap_chars": self.chunk_overlap_chars,
+            "chunker": Chunker::UNICODE_V2,
+            "chunk_size_max_tokens": self.chunk_size_max_tokens,
+            "chunk_overlap_tokens": self.chunk_overlap_tokens,
+            "tokenizer": self.embedding_tokenizer.as_str(),
             "embedder": embedder,
             "pooling": pooling,
             "dimensions": self.embedding_dimensions,
@@ -361,6 +439,9 @@ impl Config {
     /// Builds the configuration from named variables; `lookup` returns the
     /// raw value of a variable, or `None` to keep the default.
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
+        if let Some((name, replacement)) = REMOVED_SETTINGS.iter().find(|(name, _)| lookup(name).is_some()) {
+            return Err(ConfigError::Removed { name, replacement });
+        }
         let mut c = Config::default();
         macro_rules! num {
             ($field:ident, $name:literal) => {
@@ -372,8 +453,8 @@ impl Config {
                 }
             };
         }
-        num!(chunk_size_max_chars, "CHUNK_SIZE_MAX_CHARS");
-        num!(chunk_overlap_chars, "CHUNK_OVERLAP_CHARS");
+        num!(chunk_size_max_tokens, "CHUNK_SIZE_MAX_TOKENS");
+        num!(chunk_overlap_tokens, "CHUNK_OVERLAP_TOKENS");
         num!(document_bytes_max, "DOCUMENT_BYTES_MAX");
         num!(request_bytes_max, "REQUEST_BYTES_MAX");
         num!(intake_batch_documents_max, "INTAKE_BATCH_DOCUMENTS_MAX");
@@ -413,6 +494,16 @@ impl Config {
         num!(index_check_ttl_seconds, "INDEX_CHECK_TTL_SECONDS");
         if let Some(raw) = lookup("EMBEDDING_MODEL") {
             c.embedding_model = raw.trim().to_string();
+        }
+        // The model's limit and tokenizer, unless set: a known model's, else
+        // the safest (512 tokens, byte-level).
+        let known = known_model(&c.embedding_model);
+        c.embedding_max_input_tokens = known.map_or(512, |m| m.max_input_tokens);
+        c.embedding_tokenizer = known.map_or(TokenFamily::ByteLevel, |m| m.tokenizer);
+        num!(embedding_max_input_tokens, "EMBEDDING_MAX_INPUT_TOKENS");
+        if let Some(raw) = lookup("EMBEDDING_TOKENIZER") {
+            c.embedding_tokenizer =
+                TokenFamily::parse(raw.trim()).ok_or(ConfigError::Unparsable { name: "EMBEDDING_TOKENIZER" })?;
         }
         if let Some(raw) = lookup("EMBEDDING_POOLING") {
             c.embedding_pooling = match raw.trim() {
@@ -467,14 +558,24 @@ impl Config {
             }
         }
         check(
-            self.chunk_size_max_chars >= 16,
-            "CHUNK_SIZE_MAX_CHARS",
-            "must be at least 16",
+            (64..=32_768).contains(&self.embedding_max_input_tokens),
+            "EMBEDDING_MAX_INPUT_TOKENS",
+            "must be 64..=32768",
         )?;
         check(
-            self.chunk_overlap_chars * 2 <= self.chunk_size_max_chars,
-            "CHUNK_OVERLAP_CHARS",
-            "must be at most half of CHUNK_SIZE_MAX_CHARS",
+            self.chunk_size_max_tokens >= self.embedding_tokenizer.chunk_tokens_min(),
+            "CHUNK_SIZE_MAX_TOKENS",
+            "must hold the heaviest character of EMBEDDING_TOKENIZER (at least 16; sentencepiece 19, byte-level 34)",
+        )?;
+        check(
+            self.chunk_size_max_tokens + SPECIAL_TOKENS <= self.embedding_max_input_tokens,
+            "CHUNK_SIZE_MAX_TOKENS",
+            "must leave the model's 2 special tokens within EMBEDDING_MAX_INPUT_TOKENS",
+        )?;
+        check(
+            self.chunk_overlap_tokens * 2 <= self.chunk_size_max_tokens,
+            "CHUNK_OVERLAP_TOKENS",
+            "must be at most half of CHUNK_SIZE_MAX_TOKENS",
         )?;
         check(
             self.document_bytes_max >= 1,
@@ -518,12 +619,21 @@ impl Config {
             "EMBEDDING_MODEL",
             "must be 1..=128 printable ASCII characters",
         )?;
-        if self.embedder_backend == EmbedderBackend::WorkersAi {
+        if let (EmbedderBackend::WorkersAi, Some(known)) = (self.embedder_backend, known_model(&self.embedding_model)) {
             check(
-                known_model_dimensions(&self.embedding_model)
-                    .is_none_or(|d| d == self.embedding_dimensions),
+                known.dimensions == self.embedding_dimensions,
                 "EMBEDDING_DIMENSIONS",
                 "must equal the output dimensions of EMBEDDING_MODEL",
+            )?;
+            check(
+                self.embedding_max_input_tokens <= known.max_input_tokens,
+                "EMBEDDING_MAX_INPUT_TOKENS",
+                "must be at most the input limit of EMBEDDING_MODEL",
+            )?;
+            check(
+                self.embedding_tokenizer == known.tokenizer,
+                "EMBEDDING_TOKENIZER",
+                "must be the tokenizer family of EMBEDDING_MODEL",
             )?;
         }
         check(
@@ -662,14 +772,20 @@ mod tests {
     #[test]
     fn overrides_apply_and_are_validated() {
         let c = Config::from_lookup(|n| match n {
-            "CHUNK_SIZE_MAX_CHARS" => Some("200".into()),
-            "CHUNK_OVERLAP_CHARS" => Some("20".into()),
+            "CHUNK_SIZE_MAX_TOKENS" => Some("200".into()),
+            "CHUNK_OVERLAP_TOKENS" => Some("20".into()),
             "INDEX_BACKEND" => Some("vectorize".into()),
             _ => None,
         })
         .unwrap();
-        assert_eq!(c.chunk_size_max_chars, 200);
-        assert_eq!(c.chunk_overlap_chars, 20);
+        assert_eq!(c.chunk_size_max_tokens, 200);
+        assert_eq!(c.chunk_overlap_tokens, 20);
+        // The character settings were replaced: refused, not ignored.
+        let err = Config::from_lookup(|n| (n == "CHUNK_SIZE_MAX_CHARS").then(|| "1000".to_string())).unwrap_err();
+        assert_eq!(err, ConfigError::Removed { name: "CHUNK_SIZE_MAX_CHARS", replacement: "CHUNK_SIZE_MAX_TOKENS" });
+        // A chunk must fit the model with its special tokens.
+        let err = Config::from_lookup(|n| (n == "CHUNK_SIZE_MAX_TOKENS").then(|| "511".to_string())).unwrap_err();
+        assert!(matches!(err, ConfigError::OutOfRange { name: "CHUNK_SIZE_MAX_TOKENS", .. }), "{err:?}");
         assert_eq!(c.index_backend, IndexBackend::Vectorize);
 
         let err = Config::from_lookup(|n| (n == "UPSERT_BATCH_SIZE").then(|| "5000".to_string()))

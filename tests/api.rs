@@ -404,6 +404,15 @@ fn bad_input_gets_a_stable_code_and_changes_nothing() {
             "unknown_field",
         ),
         (
+            // 600 ideographs: under the 4,096-byte cap, over 510 tokens.
+            "POST",
+            "/v1/search",
+            Some("application/json"),
+            format!(r#"{{"query":"{}"}}"#, "語".repeat(600)).into_bytes(),
+            422,
+            "query_too_long",
+        ),
+        (
             "POST",
             "/v1/documents",
             Some("application/json"),

@@ -17,8 +17,8 @@ use ingest_pipeline::ports::{Clock, Embedder, PortError, VectorIndex};
 /// upsert, so each invocation writes one page or two.
 fn small_budget() -> Config {
     Config {
-        chunk_size_max_chars: 200,
-        chunk_overlap_chars: 20,
+        chunk_size_max_tokens: 160,
+        chunk_overlap_tokens: 16,
         embedding_dimensions: 64,
         embed_batch_size: 10,
         upsert_batch_size: 50,

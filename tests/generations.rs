@@ -6,6 +6,8 @@ mod common;
 
 use common::{document, World};
 use futures::executor::block_on;
+use ingest_pipeline::core::chunk::tokens::TokenFamily;
+use ingest_pipeline::core::chunk::{Chunker, ContentType};
 use ingest_pipeline::core::failure::FailureBucket;
 use ingest_pipeline::pipeline::{BackfillScope, DocumentState, SearchHit, SearchRequest};
 use serde_json::{json, Value};
@@ -111,8 +113,8 @@ fn a_chunk_size_change_is_built_alongside_switched_rolled_back_and_retired() {
     assert_eq!((refused.0, refused.1), (409, "config_unchanged"));
 
     // The chunk size changes: nothing served changes until a backfill.
-    w.cfg.chunk_size_max_chars = 120;
-    w.cfg.chunk_overlap_chars = 10;
+    w.cfg.chunk_size_max_tokens = 96;
+    w.cfg.chunk_overlap_tokens = 8;
     assert_eq!(served_generation(&w), 1);
     let chunks_g1 = generation(&w, 1)["chunks"].as_u64().unwrap();
 
@@ -135,9 +137,9 @@ fn a_chunk_size_change_is_built_alongside_switched_rolled_back_and_retired() {
     assert_eq!(gens["active"], 2);
     assert_eq!(generation(&w, 1)["state"], "retained");
     assert_eq!(generation(&w, 1)["chunks"].as_u64().unwrap() >= chunks_g1, true, "generation 1 kept for a rollback");
-    // Generation 2 is the new chunker's: no chunk over 120 characters.
+    // Generation 2 is the new chunker's: no chunk over 96 tokens.
     for h in search(&w, &common::paragraph(4)) {
-        assert!(h.text.chars().count() <= 120, "{}", h.text);
+        assert!(TokenFamily::WordPiece.count(&h.text) <= 96, "{}", h.text);
     }
     assert!(search(&w, &common::paragraph(2)).iter().all(|h| h.generation == 2));
     assert_eq!(w.state("late"), DocumentState::Indexed);
@@ -176,7 +178,7 @@ fn a_chunk_size_change_is_built_alongside_switched_rolled_back_and_retired() {
 #[test]
 fn a_failed_build_is_retried_in_another_pass_and_the_switch_waits_for_it() {
     let mut w = world();
-    w.cfg.chunk_size_max_chars = 150;
+    w.cfg.chunk_size_max_tokens = 120;
     let id = start(&w, BackfillScope::Config, 20)["backfill_id"].as_str().unwrap().to_string();
     // The first build's upsert is rejected: that job fails permanently.
     w.index.upsert_faults.fail_next(1, FailureBucket::IndexRejected);
@@ -205,7 +207,7 @@ fn a_failed_build_is_retried_in_another_pass_and_the_switch_waits_for_it() {
 #[test]
 fn pause_resume_cancel_and_an_abandoned_generation_is_cleaned_up() {
     let mut w = world();
-    w.cfg.chunk_size_max_chars = 150;
+    w.cfg.chunk_size_max_tokens = 120;
     let id = start(&w, BackfillScope::Config, 3)["backfill_id"].as_str().unwrap().to_string();
     let p = block_on(w.p().backfill_transition(&id, "pause")).unwrap().unwrap().unwrap();
     assert_eq!(p["state"], "paused");
@@ -269,4 +271,44 @@ fn a_filter_backfill_and_a_single_document_reindex_rerun_versions() {
     let list = block_on(w.p().backfills(10)).unwrap();
     assert_eq!(list.len(), 2);
     assert_eq!(list[0]["scope"], "all", "newest first");
+}
+
+/// The chunk texts D1 holds for a document's live version in `generation`.
+fn chunk_rows(w: &World, doc: &str, generation: u32) -> Vec<String> {
+    let rows: Vec<Value> = w.db.inspect(
+        "SELECT c.text FROM chunks c JOIN documents d ON d.doc_id = c.doc_id AND d.live_version = c.version \
+         WHERE c.doc_id = ?1 AND c.generation = ?2 ORDER BY c.chunk_index",
+        vec![doc.into(), generation.into()],
+    );
+    rows.iter().map(|r| r["text"].as_str().unwrap().to_string()).collect()
+}
+
+#[test]
+fn a_greedy_v1_generation_keeps_its_chunker_until_a_config_backfill_moves_it_to_unicode_v2() {
+    // A deployment from before `unicode-v2`: generation 1 was recorded with
+    // the first chunker (same embedder).
+    let w = World::new();
+    let legacy = json!({ "chunker": "greedy-v1", "chunk_size_max_chars": 200, "chunk_overlap_chars": 20,
+                         "embedder": "local-hash-v2", "pooling": "none", "dimensions": 64 });
+    let _: Vec<Value> = w.db.inspect(
+        "UPDATE generations SET index_config = ?1 WHERE generation = 1 RETURNING generation",
+        vec![legacy.to_string().into()],
+    );
+    let text = format!("{}\n\n日本語の文章です。{}", document(8, None), "とても長い文、句読点、そして続く。".repeat(30));
+    w.put("legacy", &text);
+    w.deliver_all();
+    let greedy = Chunker::Greedy { size_max_chars: 200, overlap_chars: 20 };
+    let texts = |c: Chunker| c.chunk(&text, ContentType::Plain).iter().map(|c| c.text.to_string()).collect::<Vec<_>>();
+    assert_eq!(chunk_rows(&w, "legacy", 1), texts(greedy), "written with the generation's own chunker");
+    assert_ne!(texts(greedy), texts(w.cfg.chunker()), "the two chunkers differ on this text");
+
+    // A config backfill builds generation 2 with `unicode-v2` and switches.
+    let id = start(&w, BackfillScope::Config, 5)["backfill_id"].as_str().unwrap().to_string();
+    let served = run_to_end(&w, &id);
+    assert_eq!(served, vec![1, 2]);
+    assert_eq!(generation(&w, 2)["index_config"]["chunker"], "unicode-v2");
+    assert_eq!(chunk_rows(&w, "legacy", 2), texts(w.cfg.chunker()));
+    for t in chunk_rows(&w, "legacy", 2) {
+        assert!(TokenFamily::WordPiece.count(&t) <= w.cfg.chunk_size_max_tokens, "{t}");
+    }
 }

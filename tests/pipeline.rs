@@ -48,8 +48,10 @@ fn ingest_indexes_and_search_finds_it() {
         .unwrap();
     let ic = doc.index_config.expect("index config recorded");
     assert_eq!(ic["dimensions"], 64);
-    assert_eq!(ic["embedder"], "local-hash-v1");
-    assert_eq!(ic["chunk_size_max_chars"], 200);
+    assert_eq!(ic["embedder"], "local-hash-v2");
+    assert_eq!(ic["chunker"], "unicode-v2");
+    assert_eq!(ic["chunk_size_max_tokens"], 160);
+    assert_eq!(ic["tokenizer"], "wordpiece");
 }
 
 #[test]
@@ -444,8 +446,8 @@ fn a_lost_message_is_requeued_by_cron() {
 fn chunk_rows_are_written_in_few_statements() {
     // 2,000 chunks: D1 calls must not grow with the number of chunks.
     let mut cfg = World::new().cfg;
-    cfg.chunk_size_max_chars = 64;
-    cfg.chunk_overlap_chars = 0;
+    cfg.chunk_size_max_tokens = 64;
+    cfg.chunk_overlap_tokens = 0;
     let w = World::with(cfg);
     let text: String = (0..2000)
         .map(|i| format!("chunk {i:05} {}\n\n", "w".repeat(50)))

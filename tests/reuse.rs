@@ -170,7 +170,7 @@ fn a_configuration_change_takes_effect_through_a_new_generation_only() {
     w.put("doc", &v1);
     w.deliver_all();
     let before = block_on(w.p().document("doc")).unwrap().unwrap().index_config.unwrap();
-    w.cfg.chunk_size_max_chars = 180;
+    w.cfg.chunk_size_max_tokens = 144;
     let c = counted(&w);
     w.put("doc", &v2);
     c.deliver_all();

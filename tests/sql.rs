@@ -280,7 +280,7 @@ fn every_statement_is_exercised_by_the_flows() {
             w6.put(d, &common::document(8, None));
         }
         w6.deliver_all();
-        w6.cfg.chunk_size_max_chars = 150;
+        w6.cfg.chunk_size_max_tokens = 120;
         let settle = |w: &common::World| {
             for _ in 0..10 {
                 w.deliver_all();
@@ -300,7 +300,7 @@ fn every_statement_is_exercised_by_the_flows() {
         block_on(w6.p().activate_generation(2)).unwrap().unwrap();
         block_on(w6.p().retire_generation(1)).unwrap().unwrap();
         settle(&w6);
-        w6.cfg.chunk_size_max_chars = 140;
+        w6.cfg.chunk_size_max_tokens = 112;
         let b = block_on(w6.p().start_backfill(&BackfillScope::Config, 1)).unwrap().unwrap();
         block_on(w6.p().backfill_transition(b["backfill_id"].as_str().unwrap(), "cancel")).unwrap().unwrap().unwrap();
         w.db.executed.borrow_mut().extend(w6.db.executed.borrow().iter().copied());

@@ -28,7 +28,7 @@ mod bench {
     use futures::executor::block_on;
     use ingest_pipeline::adapters::local_embedder::LocalEmbedder;
     use ingest_pipeline::config::Config;
-    use ingest_pipeline::core::chunk::{chunk_text, ChunkConfig, ContentType};
+    use ingest_pipeline::core::chunk::{Chunker, ContentType};
     use ingest_pipeline::core::ids::{sha256_hex, vector_id, DocId};
     use ingest_pipeline::core::local_embed;
     use ingest_pipeline::native::sim::Rng;
@@ -179,8 +179,8 @@ mod bench {
     /// the default 10 MB `DOCUMENT_BYTES_MAX`.
     fn bench_config() -> Config {
         let cfg = Config {
-            chunk_size_max_chars: 500,
-            chunk_overlap_chars: 50,
+            chunk_size_max_tokens: 500,
+            chunk_overlap_tokens: 50,
             ..Config::default()
         };
         cfg.validate().expect("bench configuration is valid");
@@ -192,11 +192,8 @@ mod bench {
     /// `n` chunks.
     const PARAGRAPH_CHARS: usize = 440;
 
-    fn chunk_cfg(cfg: &Config) -> ChunkConfig {
-        ChunkConfig {
-            size_max_chars: cfg.chunk_size_max_chars,
-            overlap_chars: cfg.chunk_overlap_chars,
-        }
+    fn chunk_cfg(cfg: &Config) -> Chunker {
+        cfg.chunker()
     }
 
     // ---------------------------------------------------------------- 1. core throughput
@@ -214,7 +211,7 @@ mod bench {
         let t = Instant::now();
         let mut n = 0;
         for _ in 0..reps {
-            n = chunk_text(&text, ContentType::Plain, chunk_cfg(&cfg)).len();
+            n = chunk_cfg(&cfg).chunk(&text, ContentType::Plain).len();
         }
         let chunk_s = t.elapsed().as_secs_f64() / reps as f64;
         println!(
@@ -226,7 +223,7 @@ mod bench {
         let t = Instant::now();
         let mut sink = 0usize;
         for _ in 0..reps {
-            let chunks = chunk_text(&text, ContentType::Plain, chunk_cfg(&cfg));
+            let chunks = chunk_cfg(&cfg).chunk(&text, ContentType::Plain);
             for c in &chunks {
                 sink += sha256_hex(c.text.as_bytes()).len() + vector_id(&doc, 7, c.index).len();
             }
@@ -239,7 +236,7 @@ mod bench {
             mb / all_s
         );
 
-        let chunks = chunk_text(&text, ContentType::Plain, chunk_cfg(&cfg));
+        let chunks = chunk_cfg(&cfg).chunk(&text, ContentType::Plain);
         let chunk_bytes: usize = chunks.iter().map(|c| c.text.len()).sum();
         let t = Instant::now();
         let mut sink = 0.0f32;
@@ -638,7 +635,7 @@ mod bench {
     }
 
     fn chunk_texts(text: &str, cfg: &Config) -> Vec<String> {
-        chunk_text(text, ContentType::Plain, chunk_cfg(cfg))
+        chunk_cfg(cfg).chunk(text, ContentType::Plain)
             .into_iter()
             .map(|c| c.text.to_string())
             .collect()
@@ -662,7 +659,7 @@ mod bench {
         // chunks cut these documents identically): nothing is reusable, so
         // every chunk is embedded, as before embedding reuse existed.
         let other = Config {
-            chunk_size_max_chars: cfg.chunk_size_max_chars - 1,
+            chunk_size_max_tokens: cfg.chunk_size_max_tokens - 1,
             ..cfg.clone()
         };
         let without_reuse = (chunk_texts(&v2, &other) == chunk_texts(&v2, &cfg))
@@ -733,9 +730,9 @@ mod bench {
         );
         let cfg = bench_config();
         println!(
-            "config: CHUNK_SIZE_MAX_CHARS={} CHUNK_OVERLAP_CHARS={} EMBEDDING_DIMENSIONS={} EMBED_BATCH_SIZE={} UPSERT_BATCH_SIZE={} DELETE_BATCH_SIZE={} D1_JSON_PARAM_BYTES_MAX={} D1_TEXT_PART_BYTES_MAX={} CONSUME_SUBREQUESTS_MAX={}\n",
-            cfg.chunk_size_max_chars,
-            cfg.chunk_overlap_chars,
+            "config: CHUNK_SIZE_MAX_TOKENS={} CHUNK_OVERLAP_TOKENS={} EMBEDDING_DIMENSIONS={} EMBED_BATCH_SIZE={} UPSERT_BATCH_SIZE={} DELETE_BATCH_SIZE={} D1_JSON_PARAM_BYTES_MAX={} D1_TEXT_PART_BYTES_MAX={} CONSUME_SUBREQUESTS_MAX={}\n",
+            cfg.chunk_size_max_tokens,
+            cfg.chunk_overlap_tokens,
             cfg.embedding_dimensions,
             cfg.embed_batch_size,
             cfg.upsert_batch_size,

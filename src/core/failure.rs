@@ -142,9 +142,11 @@ impl RetryPolicy {
         let capped =
             (u64::from(self.base_delay_seconds) * exp).min(u64::from(self.max_delay_seconds));
         let half = capped / 2;
-        let seed = crate::core::ids::sha256_hex(format!("{job_id}:{attempt}").as_bytes());
-        let jitter = u64::from_str_radix(&seed[..8], 16).expect("hex") % (half + 1);
-        u32::try_from((capped - half + jitter).max(1)).expect("capped by max_delay_seconds")
+        let seed = crate::core::ids::sha256_digest(format!("{job_id}:{attempt}").as_bytes());
+        let [a, b, c, d, ..] = seed;
+        let jitter = u64::from(u32::from_be_bytes([a, b, c, d])) % (half + 1);
+        // At most `max_delay_seconds`, a u32.
+        u32::try_from((capped - half + jitter).max(1)).unwrap_or(u32::MAX)
     }
 }
 

@@ -44,6 +44,10 @@ impl fmt::Display for DocId {
 }
 
 /// Lowercase hex SHA-256 of `bytes`.
+pub fn sha256_digest(bytes: &[u8]) -> [u8; 32] {
+    Sha256::digest(bytes).into()
+}
+
 pub fn sha256_hex(bytes: &[u8]) -> String {
     let digest = Sha256::digest(bytes);
     let mut out = String::with_capacity(64);
@@ -62,7 +66,7 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 /// vectors with identical values.
 pub fn vector_id(doc_id: &DocId, version: u32, chunk_index: u32) -> String {
     let h = sha256_hex(doc_id.as_str().as_bytes());
-    format!("{}:{version}:{chunk_index}", &h[..32])
+    format!("{}:{version}:{chunk_index}", h.get(..32).unwrap_or(&h))
 }
 
 /// The vector ID of a chunk in index generation `generation`: generation 1

@@ -1,6 +1,16 @@
 //! The pure core: no I/O, no async, no clock. Everything here is a function
 //! of its arguments, which is what makes chunk boundaries, vector IDs and D1
 //! rows depend only on (document, version, configuration).
+//!
+//! It handles untrusted input (document text, ids), so it may not panic:
+//! indexing, slicing, `unwrap`, `expect` and `panic!` are denied outside
+//! tests (`cargo clippy`, run by `make test`), and the property tests in
+//! `tests/chunk_props.rs` feed the chunkers arbitrary Unicode.
+
+#![cfg_attr(
+    not(test),
+    deny(clippy::indexing_slicing, clippy::string_slice, clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
 
 pub mod chunk;
 pub mod failure;

@@ -399,7 +399,7 @@ pub struct Script {
 /// The configuration the reindexing operator deploys: a smaller chunk size,
 /// so the new generation's chunks differ.
 pub fn reindex_config(cfg: &Config) -> Config {
-    Config { chunk_size_max_chars: cfg.chunk_size_max_chars * 2 / 3, chunk_overlap_chars: cfg.chunk_overlap_chars / 2, ..cfg.clone() }
+    Config { chunk_size_max_tokens: cfg.chunk_size_max_tokens * 2 / 3, chunk_overlap_tokens: cfg.chunk_overlap_tokens / 2, ..cfg.clone() }
 }
 
 /// What a run checks and found.
@@ -427,8 +427,8 @@ pub const T0: i64 = 1_700_000_000_000;
 
 pub fn sim_config() -> Config {
     Config {
-        chunk_size_max_chars: 48,
-        chunk_overlap_chars: 8,
+        chunk_size_max_tokens: 40,
+        chunk_overlap_tokens: 8,
         embedding_dimensions: 16,
         embed_batch_size: 3,
         upsert_batch_size: 4,

@@ -44,9 +44,8 @@
 use super::budget::{Budget, Metered, Usage, UsageSnapshot};
 use super::bugs::Bug;
 use super::{log_event, Pipeline};
-use crate::core::chunk::{chunk_text, ContentType};
+use crate::core::chunk::ContentType;
 use crate::core::failure::{FailureBucket, RetryDecision};
-use crate::core::chunk::ChunkConfig;
 use crate::core::ids::{sha256_hex, vector_id_in, DocId};
 use crate::ports::{
     Clock, Database, Embedder, JobMessage, JobQueue, PortError, VectorIndex, VectorMetadata,
@@ -448,9 +447,9 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         // Per target: its generation, chunks, IDs and hashes.
         let mut per_target = Vec::with_capacity(targets.len());
         for g in &targets {
-            let (size_max_chars, overlap_chars) =
+            let chunker =
                 self.cfg.chunking_of(&g.index_config).ok_or(PortError::new(FailureBucket::Internal, "generation_config"))?;
-            let chunks = chunk_text(&text, content_type, ChunkConfig { size_max_chars, overlap_chars });
+            let chunks = chunker.chunk(&text, content_type);
             let ids: Vec<String> = chunks.iter().map(|c| vector_id_in(doc_id, job.version, c.index, g.generation)).collect();
             if ids.iter().any(|id| id.len() > self.cfg.vector_id_bytes_max) {
                 return Err(PortError::new(FailureBucket::InputInvalid, "vector_id_too_long"));

@@ -22,7 +22,6 @@ pub use search::{SearchHit, SearchRequest};
 pub use views::{DocumentState, DocumentView, JobView};
 
 use crate::config::Config;
-use crate::core::chunk::ChunkConfig;
 use crate::core::failure::RetryPolicy;
 use crate::ports::{Clock, Database, Embedder, JobQueue, VectorIndex};
 use crate::store::Store;
@@ -51,13 +50,6 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             queue,
             clock,
             bugs: bugs::Bugs::default(),
-        }
-    }
-
-    pub fn chunk_config(&self) -> ChunkConfig {
-        ChunkConfig {
-            size_max_chars: self.cfg.chunk_size_max_chars,
-            overlap_chars: self.cfg.chunk_overlap_chars,
         }
     }
 

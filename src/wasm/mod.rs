@@ -161,9 +161,7 @@ fn setting(env: &Env, name: &str) -> Option<String> {
 /// a bucket and a static code, never with raw text.
 fn app(env: &Env) -> Result<App, PortError> {
     let cfg = Config::from_lookup(|name| setting(env, name)).map_err(|e| {
-        log_event("config_invalid", json!({ "bucket": "config_invalid", "setting": match e {
-            crate::config::ConfigError::Unparsable { name } | crate::config::ConfigError::OutOfRange { name, .. } => name,
-        } }));
+        log_event("config_invalid", json!({ "bucket": "config_invalid", "setting": e.setting() }));
         PortError::new(FailureBucket::ConfigInvalid, "config_invalid")
     })?;
     let db = env

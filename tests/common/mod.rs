@@ -7,7 +7,6 @@ use futures::executor::block_on;
 use ingest_pipeline::adapters::local_embedder::LocalEmbedder;
 use ingest_pipeline::config::Config;
 use ingest_pipeline::core::chunk::ContentType;
-use ingest_pipeline::core::chunk::{chunk_text, ChunkConfig};
 use ingest_pipeline::core::ids::DocId;
 use ingest_pipeline::native::{
     CountingEmbedder, CountingIndex, ManualClock, MemIndex, MemQueue, SqliteDb,
@@ -53,8 +52,8 @@ pub struct IdRow {
 impl World {
     pub fn new() -> World {
         World::with(Config {
-            chunk_size_max_chars: 200,
-            chunk_overlap_chars: 20,
+            chunk_size_max_tokens: 160,
+            chunk_overlap_tokens: 16,
             embedding_dimensions: 64,
             ..Config::default()
         })
@@ -212,11 +211,9 @@ pub fn document(paragraphs: usize, changed: Option<(usize, &str)>) -> String {
 }
 
 pub fn chunk_texts(text: &str, w: &World) -> Vec<String> {
-    let cfg = ChunkConfig {
-        size_max_chars: w.cfg.chunk_size_max_chars,
-        overlap_chars: w.cfg.chunk_overlap_chars,
-    };
-    chunk_text(text, ContentType::Plain, cfg)
+    w.cfg
+        .chunker()
+        .chunk(text, ContentType::Plain)
         .into_iter()
         .map(|c| c.text.to_string())
         .collect()

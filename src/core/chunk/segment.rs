@@ -1,0 +1,285 @@
+//! `unicode-v2`: a greedy, token-aware splitter over Unicode segmentation.
+//!
+//! Each chunk is the longest stretch from its start whose conservative token
+//! count ([`super::tokens`]) fits the limit, cut back to the strongest
+//! boundary past the first quarter of that stretch (a low floor: after an
+//! edit, chunk boundaries fall back onto the same paragraphs and sentences
+//! within a chunk or two, so unchanged chunks keep their text and their
+//! vectors are reused). Boundaries, strongest first:
+//!
+//! 1. a Markdown ATX heading (`#`–`######`) at a line start, outside code
+//!    fences: the next chunk starts with the heading, with no overlap;
+//! 2. a Markdown code fence (before its opening line, after its closing line);
+//! 3. a paragraph: a blank line, or U+2029 PARAGRAPH SEPARATOR;
+//! 4. a line break: LF, CR LF, CR, NEL, VT, FF, U+2028 LINE SEPARATOR;
+//! 5. a sentence end: the Unicode sentence boundaries of UAX #29, which end
+//!    sentences at `.!?` and at `。！？` without a following space;
+//! 6. a clause: after `、，；：`, or after `,;:` followed by whitespace;
+//! 7. the end of a word before whitespace (every Unicode White_Space
+//!    character: no-break and ideographic spaces too);
+//! 8. a UAX #29 word boundary (between ideographs, kana runs, punctuation);
+//! 9. a grapheme cluster boundary (never inside an emoji ZWJ sequence or
+//!    between a letter and its combining marks);
+//! 10. a character boundary, only when one grapheme cluster is longer than
+//!     a chunk.
+//!
+//! Every position is a byte offset on a `char` boundary by construction:
+//! each comes from `char_indices`, a segmenter's offsets, or the end of a
+//! character found by one of those. Consecutive chunks share about
+//! `overlap` tokens, starting at a word boundary. Whitespace at either end
+//! of a chunk is trimmed; whitespace-only stretches make no chunk.
+
+use super::tokens::{Meter, TokenFamily};
+use super::{push_trimmed, skip_whitespace, Chunk, ContentType};
+use unicode_segmentation::UnicodeSegmentation;
+
+pub(super) fn chunk_text<'a>(
+    text: &'a str,
+    kind: ContentType,
+    size_max_tokens: usize,
+    overlap_tokens: usize,
+    family: TokenFamily,
+) -> Vec<Chunk<'a>> {
+    let size_max = size_max_tokens.max(family.chunk_tokens_min());
+    let overlap = overlap_tokens.min(size_max / 2);
+    let fences = match kind {
+        ContentType::Markdown => fence_spans(text),
+        ContentType::Plain => Vec::new(),
+    };
+    let len = text.len();
+    let mut chunks = Vec::new();
+    let mut start = skip_whitespace(text, 0);
+    while start < len {
+        let (floor, hard_end) = fit(text, start, size_max, family);
+        let (end, at_heading) = if hard_end >= len {
+            (len, false)
+        } else {
+            best_break(text, start, floor, hard_end, kind, &fences)
+        };
+        push_trimmed(text, start, end, &mut chunks);
+        if end >= len {
+            break;
+        }
+        let next = if at_heading || overlap == 0 {
+            end
+        } else {
+            overlap_start(text, start, end, overlap, family)
+        };
+        start = skip_whitespace(text, next);
+    }
+    chunks
+}
+
+/// A chunk ends past this fraction of its limit (unless the text ends).
+const FLOOR_DIVISOR: usize = 4;
+
+/// From `start` (not whitespace): `(floor, hard_end)`, where `hard_end` ends
+/// the longest stretch whose count fits `size_max` (at least one character,
+/// so that the loop always advances) and `floor` is where the count first
+/// passed a quarter of it.
+fn fit(text: &str, start: usize, size_max: usize, family: TokenFamily) -> (usize, usize) {
+    let tail = text.get(start..).unwrap_or_default();
+    let mut meter = Meter::new(family);
+    let (mut floor, mut hard_end) = (None, start);
+    for (i, c) in tail.char_indices() {
+        meter.push(c);
+        if meter.total() > size_max && hard_end > start {
+            break;
+        }
+        hard_end = start + i + c.len_utf8();
+        if floor.is_none() && meter.total() > size_max / FLOOR_DIVISOR {
+            floor = Some(hard_end);
+        }
+    }
+    (floor.unwrap_or(hard_end).min(hard_end), hard_end)
+}
+
+/// Is `c` a line terminator (Unicode's mandatory breaks)?
+fn is_line_break(c: char) -> bool {
+    matches!(c, '\n' | '\r' | '\u{0B}' | '\u{0C}' | '\u{85}' | '\u{2028}' | '\u{2029}')
+}
+
+/// The end of a chunk that starts at `start` and may not pass `hard_end`:
+/// the strongest boundary in `(floor, hard_end]`, and whether it is a
+/// Markdown heading.
+fn best_break(
+    text: &str,
+    start: usize,
+    floor: usize,
+    hard_end: usize,
+    kind: ContentType,
+    fences: &[(usize, usize)],
+) -> (usize, bool) {
+    let window = text.get(floor..hard_end).unwrap_or_default();
+    let in_window = |p: usize| p > floor.max(start) && p <= hard_end;
+    let last = |found: Option<usize>| found.filter(|&p| in_window(p));
+
+    if kind == ContentType::Markdown {
+        if let Some(p) = last(heading_start(text, floor, hard_end, fences)) {
+            return (p, true);
+        }
+        let fence_edge = fences
+            .iter()
+            .flat_map(|&(open, close)| [open, close])
+            .filter(|&p| in_window(p))
+            .max();
+        if let Some(p) = fence_edge {
+            return (p, false);
+        }
+    }
+    // 3 and 4: paragraphs and lines, in one pass.
+    let (mut paragraph, mut line, mut breaks) = (None, None, 0u32);
+    let mut chars = window.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        if is_line_break(c) {
+            // CR LF is one break; U+2029 ends a paragraph on its own.
+            if c == '\r' && chars.peek().is_some_and(|&(_, n)| n == '\n') {
+                continue;
+            }
+            breaks += if c == '\u{2029}' { 2 } else { 1 };
+            let p = floor + i + c.len_utf8();
+            line = Some(p);
+            if breaks >= 2 {
+                paragraph = Some(p);
+            }
+        } else if !c.is_whitespace() {
+            breaks = 0;
+        }
+    }
+    if let Some(p) = last(paragraph).or(last(line)) {
+        return (p, false);
+    }
+    // 5. sentences, segmented from the chunk's start (with what follows as
+    // context) up to `hard_end`.
+    let from_start = text.get(start..).unwrap_or_default();
+    let sentence = last_bound(from_start.split_sentence_bound_indices().map(|(i, _)| start + i), hard_end, in_window);
+    if let Some(p) = sentence {
+        return (p, false);
+    }
+    // 6. clauses.
+    let mut clause = None;
+    let mut chars = window.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        let next_is_space = chars.peek().is_some_and(|&(_, n)| n.is_whitespace());
+        if matches!(c, '、' | '，' | '；' | '：') || (matches!(c, ',' | ';' | ':') && next_is_space) {
+            clause = Some(floor + i + c.len_utf8());
+        }
+    }
+    if let Some(p) = last(clause) {
+        return (p, false);
+    }
+    // 7. the end of a word before whitespace.
+    let mut word_end = None;
+    let mut prev_space = true;
+    for (i, c) in window.char_indices() {
+        let space = c.is_whitespace();
+        if space && !prev_space {
+            word_end = Some(floor + i);
+        }
+        prev_space = space;
+    }
+    if let Some(p) = last(word_end) {
+        return (p, false);
+    }
+    // 8 and 9: word boundaries, then grapheme clusters.
+    let word = last_bound(from_start.split_word_bound_indices().map(|(i, _)| start + i), hard_end, in_window);
+    if let Some(p) = word {
+        return (p, false);
+    }
+    let grapheme = last_bound(from_start.grapheme_indices(true).map(|(i, _)| start + i), hard_end, in_window);
+    if let Some(p) = grapheme {
+        return (p, false);
+    }
+    (hard_end, false)
+}
+
+/// The last of the increasing `bounds` that is in the window, reading no
+/// further than `hard_end`.
+fn last_bound(bounds: impl Iterator<Item = usize>, hard_end: usize, in_window: impl Fn(usize) -> bool) -> Option<usize> {
+    bounds.take_while(|&p| p <= hard_end).filter(|&p| in_window(p)).last()
+}
+
+/// The last Markdown heading line that starts in `(floor, hard_end]`,
+/// outside a code fence.
+fn heading_start(text: &str, floor: usize, hard_end: usize, fences: &[(usize, usize)]) -> Option<usize> {
+    let window = text.get(floor..hard_end)?;
+    window
+        .match_indices('\n')
+        .map(|(i, _)| floor + i + 1)
+        .filter(|&p| is_heading_line(text.get(p..).unwrap_or_default()))
+        .filter(|&p| !fences.iter().any(|&(open, close)| p > open && p < close))
+        .last()
+}
+
+/// Does `line` (text from a line start on) open with an ATX heading?
+fn is_heading_line(line: &str) -> bool {
+    let hashes = line.bytes().take_while(|&b| b == b'#').count();
+    (1..=6).contains(&hashes) && line.as_bytes().get(hashes).is_none_or(|&b| matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
+}
+
+/// Fenced code blocks (``` or ~~~, up to three spaces of indentation):
+/// `(start of the opening line, end of the closing line)`; an unclosed
+/// fence runs to the end of the text.
+fn fence_spans(text: &str) -> Vec<(usize, usize)> {
+    let mut spans = Vec::new();
+    let mut open: Option<(usize, u8, usize)> = None;
+    let mut line_start = 0;
+    for line in text.split_inclusive('\n') {
+        let line_end = line_start + line.len();
+        let body = line.trim_start_matches(' ');
+        let indent = line.len() - body.len();
+        let fence_char = body.bytes().next().filter(|b| matches!(b, b'`' | b'~'));
+        let run = fence_char.map_or(0, |f| body.bytes().take_while(|&b| b == f).count());
+        match (open, fence_char) {
+            (None, Some(f)) if indent <= 3 && run >= 3 => open = Some((line_start, f, run)),
+            (Some((start, f, n)), Some(g))
+                if g == f && indent <= 3 && run >= n && body.get(run..).is_some_and(|rest| rest.trim().is_empty()) =>
+            {
+                spans.push((start, line_end));
+                open = None;
+            }
+            _ => {}
+        }
+        line_start = line_end;
+    }
+    if let Some((start, _, _)) = open {
+        spans.push((start, text.len()));
+    }
+    spans
+}
+
+/// Where the chunk after `[start, end)` begins: about `overlap` tokens
+/// before `end`, at the first UAX #29 word boundary (segmented from
+/// `start`) from there that starts a word after whitespace, else at the
+/// first word boundary from there (unspaced text); `end` itself (no overlap)
+/// when there is none after `start`.
+fn overlap_start(text: &str, start: usize, end: usize, overlap: usize, family: TokenFamily) -> usize {
+    let chunk = text.get(start..end).unwrap_or_default();
+    let mut weight = 0;
+    let mut from = end;
+    for (i, c) in chunk.char_indices().rev() {
+        weight += if c.is_whitespace() { usize::from(family != TokenFamily::WordPiece) } else { family.weight(c) };
+        if weight > overlap {
+            break;
+        }
+        from = start + i;
+    }
+    let bounds: Vec<usize> = text
+        .get(start..)
+        .unwrap_or_default()
+        .split_word_bound_indices()
+        .map(|(i, _)| start + i)
+        .skip_while(|&p| p < from)
+        .take_while(|&p| p < end)
+        .collect();
+    let starts_word = |p: usize| {
+        let before = text.get(..p).and_then(|h| h.chars().next_back());
+        let at = text.get(p..).and_then(|t| t.chars().next());
+        before.is_some_and(char::is_whitespace) && at.is_some_and(|c| !c.is_whitespace())
+    };
+    let next = bounds.iter().copied().find(|&p| starts_word(p)).or(bounds.first().copied());
+    match next {
+        Some(p) if p > start && p < end => p,
+        _ => end,
+    }
+}
