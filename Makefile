@@ -59,9 +59,14 @@ sim:
 ## Native benchmark, measured not asserted (docs/performance.md): core
 ## throughput, port calls per document size, embedding reuse, peak memory.
 ## Sizes in chunks: make bench BENCH_SIZES=10,100,1000,10000,20000
+## Then the chunkers side by side (greedy-v1, unicode-v2, text-splitter:
+## throughput, real token sizes, retrieval quality) and the Worker's upload
+## size before, after, and with text-splitter (wrangler deploy --dry-run).
 BENCH_SIZES ?= 10,100,1000,10000,20000
-bench:
+bench: setup test-data
 	BENCH_SIZES=$(BENCH_SIZES) cargo run --profile sim --locked --bin bench
+	cargo run --profile sim --locked --features text-splitter --example chunkers
+	bash scripts/bench-size.sh
 
 test-e2e: build
 	node --test --test-concurrency=1 tests/e2e/

@@ -81,23 +81,25 @@ pub struct KnownModel {
     /// Input limit in tokens, special tokens included.
     pub max_input_tokens: usize,
     pub tokenizer: TokenFamily,
+    /// Whether its Workers AI input takes `pooling` (`mean` or `cls`).
+    pub takes_pooling: bool,
 }
 
 pub fn known_model(model: &str) -> Option<KnownModel> {
-    let (dimensions, max_input_tokens, tokenizer) = match model {
-        "@cf/baai/bge-small-en-v1.5" => (384, 512, TokenFamily::WordPiece),
-        "@cf/baai/bge-base-en-v1.5" => (768, 512, TokenFamily::WordPiece),
-        "@cf/baai/bge-large-en-v1.5" => (1024, 512, TokenFamily::WordPiece),
+    let (dimensions, max_input_tokens, tokenizer, takes_pooling) = match model {
+        "@cf/baai/bge-small-en-v1.5" => (384, 512, TokenFamily::WordPiece, true),
+        "@cf/baai/bge-base-en-v1.5" => (768, 512, TokenFamily::WordPiece, true),
+        "@cf/baai/bge-large-en-v1.5" => (1024, 512, TokenFamily::WordPiece, true),
         // XLM-RoBERTa's SentencePiece; sources disagree on the limit (512
-        // or 8,192): 512 until measured.
-        "@cf/baai/bge-m3" => (1024, 512, TokenFamily::SentencePiece),
+        // or 8,192): 512 until measured. Its input is `{text}` (CLS-pooled).
+        "@cf/baai/bge-m3" => (1024, 512, TokenFamily::SentencePiece, false),
         // Byte-level BPE; sources give 4,096 to 8,192.
-        "@cf/qwen/qwen3-embedding-0.6b" => (1024, 4096, TokenFamily::ByteLevel),
+        "@cf/qwen/qwen3-embedding-0.6b" => (1024, 4096, TokenFamily::ByteLevel, false),
         // SentencePiece with byte fallback.
-        "@cf/google/embeddinggemma-300m" => (768, 512, TokenFamily::ByteLevel),
+        "@cf/google/embeddinggemma-300m" => (768, 512, TokenFamily::ByteLevel, false),
         _ => return None,
     };
-    Some(KnownModel { dimensions, max_input_tokens, tokenizer })
+    Some(KnownModel { dimensions, max_input_tokens, tokenizer, takes_pooling })
 }
 
 /// The settings that were replaced, and by what: refused, never ignored.

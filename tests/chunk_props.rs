@@ -143,7 +143,7 @@ proptest! {
     }
 
     #[test]
-    fn default_sized_chunks_of_long_texts(parts in proptest::collection::vec(piece(), 100..600), kind in kind(), tokens in family()) {
+    fn default_sized_chunks_of_long_texts(parts in proptest::collection::vec(piece(), 60..300), kind in kind(), tokens in family()) {
         let text = parts.concat();
         let chunker = Chunker::Unicode { size_max_tokens: 500, overlap_tokens: 50, tokens };
         check(&text, kind, chunker)?;

@@ -1,6 +1,8 @@
 //! The deterministic local embedder used offline (`EMBEDDER_BACKEND=local-hash`).
 //!
-//! Feature hashing, signed, L2-normalized. Spaced scripts give lowercase
+//! Feature hashing, signed, L2-normalized, with sublinear term frequency
+//! (a feature seen n times weighs 1 + ln n, so a word repeated through a
+//! chunk does not drown the rest of it). Spaced scripts give lowercase
 //! word unigrams and character trigrams (with word-boundary markers);
 //! unspaced scripts (Han, kana, Thai, Lao, Khmer, Myanmar), where a run of
 //! letters is a phrase rather than a word, give character bigrams and
@@ -38,14 +40,11 @@ fn is_unspaced(c: char) -> bool {
 /// Embeds `text` into a unit vector of `dims` dimensions (all zeros for a
 /// text with no alphanumeric character, or for `dims == 0`).
 pub fn embed(text: &str, dims: usize) -> Vec<f32> {
-    let mut v = vec![0.0f32; dims];
+    // Feature hash → (weight, occurrences); ordered, so sums are deterministic.
+    let mut features: std::collections::BTreeMap<u64, (f32, u32)> = std::collections::BTreeMap::new();
     let mut add = |feature: &[u8], weight: f32| {
-        let h = fnv1a64(feature);
-        let slot = usize::try_from(h % dims.max(1) as u64).unwrap_or(0);
-        let sign = if h >> 63 == 0 { 1.0 } else { -1.0 };
-        if let Some(x) = v.get_mut(slot) {
-            *x += sign * weight;
-        }
+        let e = features.entry(fnv1a64(feature)).or_insert((weight, 0));
+        e.1 += 1;
     };
     let runs = text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty());
     for run in runs.flat_map(script_runs) {
@@ -67,6 +66,14 @@ pub fn embed(text: &str, dims: usize) -> Vec<f32> {
         for tri in marked.windows(3) {
             let s: String = tri.iter().collect();
             add(s.as_bytes(), TRIGRAM_WEIGHT);
+        }
+    }
+    let mut v = vec![0.0f32; dims];
+    for (h, (weight, n)) in features {
+        let slot = usize::try_from(h % dims.max(1) as u64).unwrap_or(0);
+        let sign = if h >> 63 == 0 { 1.0 } else { -1.0 };
+        if let Some(x) = v.get_mut(slot) {
+            *x += sign * weight * (1.0 + (n as f32).ln());
         }
     }
     let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
@@ -123,6 +130,16 @@ mod tests {
         assert_eq!(a, embed("The quick brown fox", 384));
         assert!(embed("  ... ", 64).iter().all(|x| *x == 0.0));
         assert!(embed("anything", 0).is_empty());
+    }
+
+    #[test]
+    fn a_repeated_word_does_not_drown_the_rest() {
+        // Without sublinear term frequency this scored 0.006 (the repeated word
+        // is 99% of the vector), below unrelated text sharing a trigram.
+        let chunk = format!("{} The harbour lanternbcde keeps its light burning.", "abcdefghi\u{a0}".repeat(300));
+        let query = embed("harbour lanternbcde light", 384);
+        let score = cosine(&embed(&chunk, 384), &query);
+        assert!(score > 0.2, "{score}");
     }
 
     #[test]

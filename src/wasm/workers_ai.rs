@@ -160,11 +160,15 @@ impl Embedder for WorkersAiEmbedder {
         }
         let inputs = Object::new();
         let _ = Reflect::set(&inputs, &JsValue::from_str("text"), &text);
-        let _ = Reflect::set(
-            &inputs,
-            &JsValue::from_str("pooling"),
-            &JsValue::from_str(self.pooling.as_str()),
-        );
+        // Only the models whose input takes it (bge-*-en-v1.5) get `pooling`;
+        // an unknown model gets it as configured.
+        if crate::config::known_model(&self.model).is_none_or(|m| m.takes_pooling) {
+            let _ = Reflect::set(
+                &inputs,
+                &JsValue::from_str("pooling"),
+                &JsValue::from_str(self.pooling.as_str()),
+            );
+        }
         let result = match self.binding.run(&self.model, &inputs) {
             Ok(p) => JsFuture::from(p).await,
             Err(e) => Err(e),

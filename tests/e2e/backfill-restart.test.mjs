@@ -14,14 +14,14 @@
 
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { admin, api, docPath, search, sleep, startWorker, triggerCron, waitForState, withLogs } from './helpers.mjs';
+import { admin, api, docPath, search, sleep, startWorker, tokens, triggerCron, waitForState, withLogs } from './helpers.mjs';
 
 const STEP = { timeout: 300_000 };
 // CONSUME_WALL_SECONDS_MAX must stay under JOB_LEASE_SECONDS (config_invalid otherwise).
 // One backfill page per cron run (default BACKFILL_PAGES_PER_RUN=5), so that
 // the backfill is observably mid-way when the worker is killed.
 const STALL = { JOB_STALL_SECONDS: '2', JOB_LEASE_SECONDS: '3', CONSUME_WALL_SECONDS_MAX: '2', BACKFILL_PAGES_PER_RUN: '1' };
-const SMALL = { ...STALL, CHUNK_SIZE_MAX_CHARS: '400', CHUNK_OVERLAP_CHARS: '40' };
+const SMALL = { ...STALL, CHUNK_SIZE_MAX_TOKENS: '200', CHUNK_OVERLAP_TOKENS: '20' };
 
 let worker;
 let base;
@@ -139,7 +139,7 @@ describe('a backfill interrupted by a worker restart resumes from its cursor', (
 
     const gs = await generations();
     assert.equal(gs.active, 1, JSON.stringify(gs));
-    assert.equal(gs.configured.chunk_size_max_chars, 400, JSON.stringify(gs));
+    assert.equal(gs.configured.chunk_size_max_tokens, 200, JSON.stringify(gs));
   });
 
   step('2. config backfill, page_size 4, driven mid-way', async () => {
@@ -237,7 +237,7 @@ describe('a backfill interrupted by a worker restart resumes from its cursor', (
       for (const r of s.body.results) {
         assert.equal(r.generation, 2, s.text);
         assert.equal(r.doc_id, d.doc_id, s.text);
-        assert.ok(r.text.length <= 400, s.text);
+        assert.ok(tokens(r.text) <= 200, s.text);
         assert.ok(d.text.includes(r.text), s.text);
       }
       const view = await api(base, 'GET', docPath(d.doc_id));

@@ -19,6 +19,7 @@ import {
   search,
   sleep,
   startWorker,
+  tokens,
   triggerCron,
   waitFor,
   waitForState,
@@ -29,7 +30,7 @@ const STEP = { timeout: 300_000 };
 // One backfill page per cron run (default BACKFILL_PAGES_PER_RUN=5), so that
 // every run's effect can be observed page by page.
 const ONE_PAGE = { BACKFILL_PAGES_PER_RUN: '1' };
-const SMALL = { ...ONE_PAGE, CHUNK_SIZE_MAX_CHARS: '400', CHUNK_OVERLAP_CHARS: '40' };
+const SMALL = { ...ONE_PAGE, CHUNK_SIZE_MAX_TOKENS: '200', CHUNK_OVERLAP_TOKENS: '20' };
 
 let worker;
 let base;
@@ -283,17 +284,17 @@ describe('a chunk size change, backfilled while search keeps serving one generat
     for (const d of DOCS) {
       const v = await waitForState(base, d.doc_id, 'indexed', { timeoutMs: 120_000 });
       assert.equal(v.live_version, 1, JSON.stringify(v));
-      assert.ok(v.chunk_count >= 3, `a 2-4 KB text makes several chunks at 1000 chars: ${JSON.stringify(v)}`);
+      assert.ok(v.chunk_count >= 3, `a 2-4 KB text makes several chunks at 500 tokens: ${JSON.stringify(v)}`);
       chunks += v.chunk_count;
     }
 
     for (const q of QUERIES) {
       const { generation, results } = await searchOne({ query: q, top_k: 10 }, q);
       assert.equal(generation, 1, q);
-      assert.ok(results.every((r) => r.text.length <= 1000), q);
+      assert.ok(results.every((r) => tokens(r.text) <= 500), q);
     }
     const { results } = await assertFound(DOCS[0], 1, 'generation 1');
-    assert.ok(results.some((r) => r.text.length > 400), `1000-char chunks are longer than 400: ${JSON.stringify(results)}`);
+    assert.ok(results.some((r) => tokens(r.text) > 200), `500-token chunks are longer than 200: ${JSON.stringify(results)}`);
 
     const gs = await generations();
     assert.equal(gs.active, 1, JSON.stringify(gs));
@@ -302,7 +303,7 @@ describe('a chunk size change, backfilled while search keeps serving one generat
     assert.equal(g1.state, 'active');
     assert.equal(g1.chunks, chunks, `generation 1 holds the chunk rows of the 30 documents: ${JSON.stringify(gs)}`);
     assert.deepEqual(g1.index_config, gs.configured, JSON.stringify(gs));
-    assert.equal(gs.configured.chunk_size_max_chars, 1000, JSON.stringify(gs));
+    assert.equal(gs.configured.chunk_size_max_tokens, 500, JSON.stringify(gs));
     gen1Config = g1.index_config;
   });
 
@@ -314,7 +315,7 @@ describe('a chunk size change, backfilled while search keeps serving one generat
     assert.deepEqual(list.body.backfills, [], list.text);
   });
 
-  step('c. restarted with 400-char chunks: search still serves generation 1; new ingests work', async () => {
+  step('c. restarted with 200-token chunks: search still serves generation 1; new ingests work', async () => {
     const persistDir = worker.persistDir;
     await worker.stop({ keepState: true });
     worker = undefined;
@@ -325,8 +326,8 @@ describe('a chunk size change, backfilled while search keeps serving one generat
     assert.equal(gs.active, 1, JSON.stringify(gs));
     assert.equal(gs.generations.length, 1, `a configuration change alone creates no generation: ${JSON.stringify(gs)}`);
     assert.deepEqual(gen(gs, 1).index_config, gen1Config, JSON.stringify(gs));
-    assert.equal(gs.configured.chunk_size_max_chars, 400, JSON.stringify(gs));
-    assert.equal(gs.configured.chunk_overlap_chars, 40, JSON.stringify(gs));
+    assert.equal(gs.configured.chunk_size_max_tokens, 200, JSON.stringify(gs));
+    assert.equal(gs.configured.chunk_overlap_tokens, 20, JSON.stringify(gs));
     assert.notDeepEqual(gs.configured, gen1Config);
 
     for (const q of QUERIES) {
@@ -334,7 +335,7 @@ describe('a chunk size change, backfilled while search keeps serving one generat
       assert.equal(generation, 1, q);
     }
     const { results } = await assertFound(DOCS[1], 1, 'after the restart');
-    assert.ok(results.some((r) => r.text.length > 400), `still the 1000-char chunks: ${JSON.stringify(results)}`);
+    assert.ok(results.some((r) => tokens(r.text) > 200), `still the 500-token chunks: ${JSON.stringify(results)}`);
 
     const put = await api(base, 'PUT', docPath(AFTER_RESTART.doc_id), {
       text: AFTER_RESTART.text,
@@ -385,7 +386,7 @@ describe('a chunk size change, backfilled while search keeps serving one generat
         served.push(generation);
         if (generation === 2) {
           sawGen2 = true;
-          assert.ok(results.every((r) => r.text.length <= 400), `generation 2 chunks are ≤ 400 chars: ${JSON.stringify(results)}`);
+          assert.ok(results.every((r) => tokens(r.text) <= 200), `generation 2 chunks are ≤ 200 tokens: ${JSON.stringify(results)}`);
         } else {
           assert.equal(generation, 1);
           assert.ok(!sawGen2, `generation 1 served again after generation 2: ${JSON.stringify(served)}`);
@@ -423,10 +424,10 @@ describe('a chunk size change, backfilled while search keeps serving one generat
     for (let k = 0; k < QUERIES.length; k++) {
       const { generation, results } = await searchOne({ query: QUERIES[k], top_k: 8 }, 'after completion');
       assert.equal(generation, 2, `after completion: ${QUERIES[k]}`);
-      assert.ok(results.every((r) => r.text.length <= 400), JSON.stringify(results));
+      assert.ok(results.every((r) => tokens(r.text) <= 200), JSON.stringify(results));
     }
     const { results } = await assertFound(DURING, 2, 'ingested during the backfill, after the switch');
-    assert.ok(results.every((r) => r.text.length <= 400), JSON.stringify(results));
+    assert.ok(results.every((r) => tokens(r.text) <= 200), JSON.stringify(results));
     for (const d of ALL_DOCS) await assertFound(d, 2, 'after the switch');
     assertNoPageViolations();
   });
@@ -436,7 +437,7 @@ describe('a chunk size change, backfilled while search keeps serving one generat
     assert.equal(gs.active, 2, JSON.stringify(gs));
     assert.equal(gen(gs, 1).state, 'retained', JSON.stringify(gs));
     assert.ok(gen(gs, 1).chunks > 0, `generation 1 keeps its chunk rows: ${JSON.stringify(gs)}`);
-    assert.ok(gen(gs, 2).chunks > gen(gs, 1).chunks, `400-char chunks are more numerous: ${JSON.stringify(gs)}`);
+    assert.ok(gen(gs, 2).chunks > gen(gs, 1).chunks, `200-token chunks are more numerous: ${JSON.stringify(gs)}`);
     assert.deepEqual(gen(gs, 2).index_config, gs.configured, JSON.stringify(gs));
     assert.deepEqual(gen(gs, 1).index_config, gen1Config, JSON.stringify(gs));
 
@@ -509,7 +510,7 @@ describe('a chunk size change, backfilled while search keeps serving one generat
     for (const q of QUERIES) {
       const { generation, results } = await searchOne({ query: q, top_k: 8 }, 'after retirement');
       assert.equal(generation, 2);
-      assert.ok(results.every((r) => r.text.length <= 400), JSON.stringify(results));
+      assert.ok(results.every((r) => tokens(r.text) <= 200), JSON.stringify(results));
     }
     for (const d of ALL_DOCS) {
       const v = await docView(d.doc_id);

@@ -30,7 +30,7 @@ describe('wrangler deploy --dry-run', () => {
     assert.equal(find('INDEX_BACKEND')?.resource, '"vectorize"');
     assert.equal(find('EMBEDDER_BACKEND')?.resource, '"workers-ai"');
     assert.equal(find('EMBEDDING_DIMENSIONS')?.resource, '"768"');
-    assert.ok(files.includes('index.js'), files.join(', '));
+    assert.ok(files.includes('entry.js'), files.join(', '));
     assert.ok(files.some((f) => f.endsWith('.wasm')), files.join(', '));
   });
 

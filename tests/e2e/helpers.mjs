@@ -423,3 +423,11 @@ export function wranglerDryRun(envName) {
     fs.rmSync(outdir, { recursive: true, force: true });
   }
 }
+
+/**
+ * The chunker's WordPiece token bound (src/core/chunk/tokens.rs) for text
+ * without Hangul or compatibility characters: its non-whitespace characters.
+ */
+export function tokens(text) {
+  return [...text].filter((c) => !/\s/u.test(c)).length;
+}

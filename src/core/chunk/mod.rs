@@ -22,6 +22,8 @@
 
 pub mod greedy;
 mod segment;
+#[cfg(feature = "text-splitter")]
+pub mod text_splitter;
 mod token_table;
 pub mod tokens;
 
@@ -59,6 +61,12 @@ pub struct Chunk<'a> {
     pub start: usize,
     pub end: usize,
     pub text: &'a str,
+}
+
+/// `unicode-v2` itself, whatever the build (the bench compares it with
+/// `text_splitter` in one binary).
+pub fn unicode_v2<'a>(text: &'a str, kind: ContentType, size_max_tokens: usize, overlap_tokens: usize, tokens: TokenFamily) -> Vec<Chunk<'a>> {
+    segment::chunk_text(text, kind, size_max_tokens, overlap_tokens, tokens)
 }
 
 /// A chunker and its settings: part of an index generation's configuration.
@@ -103,8 +111,14 @@ impl Chunker {
                 let size = size_max_chars.max(2);
                 greedy::chunk_text(text, kind, size, overlap_chars.min(size / 2))
             }
+            #[cfg(not(feature = "text-splitter"))]
             Chunker::Unicode { size_max_tokens, overlap_tokens, tokens } => {
                 segment::chunk_text(text, kind, size_max_tokens, overlap_tokens, tokens)
+            }
+            // A measurement build only (`make bench`): see `text_splitter`.
+            #[cfg(feature = "text-splitter")]
+            Chunker::Unicode { size_max_tokens, overlap_tokens, tokens } => {
+                text_splitter::chunk_text(text, kind, size_max_tokens, overlap_tokens, tokens)
             }
         }
     }

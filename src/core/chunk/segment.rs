@@ -264,11 +264,18 @@ fn overlap_start(text: &str, start: usize, end: usize, overlap: usize, family: T
         }
         from = start + i;
     }
+    // Word boundaries after a whitespace character do not depend on what
+    // precedes it, so segmenting from the last one before `from` finds the
+    // same boundaries as segmenting from `start`, reading less.
+    let anchor = text
+        .get(start..from)
+        .and_then(|head| head.char_indices().rev().find(|(_, c)| c.is_whitespace()))
+        .map_or(start, |(i, _)| start + i);
     let bounds: Vec<usize> = text
-        .get(start..)
+        .get(anchor..)
         .unwrap_or_default()
         .split_word_bound_indices()
-        .map(|(i, _)| start + i)
+        .map(|(i, _)| anchor + i)
         .skip_while(|&p| p < from)
         .take_while(|&p| p < end)
         .collect();

@@ -89,6 +89,10 @@ impl TokenFamily {
 
     /// The most tokens one non-whitespace character can become.
     pub fn weight(self, c: char) -> usize {
+        if c.is_ascii() {
+            // No normalization changes ASCII: one token at most, one byte.
+            return 1;
+        }
         let table = match self {
             TokenFamily::WordPiece => {
                 if let Some(w) = hangul_jamo(c) {
