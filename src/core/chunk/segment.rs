@@ -290,3 +290,88 @@ fn overlap_start(text: &str, start: usize, end: usize, overlap: usize, family: T
         _ => end,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const WP: TokenFamily = TokenFamily::WordPiece;
+
+    fn chunks(text: &str, kind: ContentType, size: usize, overlap: usize) -> Vec<String> {
+        chunk_text(text, kind, size, overlap, WP).into_iter().map(|c| c.text.to_string()).collect()
+    }
+
+    #[test]
+    fn japanese_breaks_after_sentence_ends() {
+        // 20 sentences of 12 characters; 64 tokens hold five of them.
+        let text = "日本語の文章を書きました。".repeat(20);
+        let c = chunks(&text, ContentType::Plain, 64, 0);
+        assert!(c.len() >= 4, "{c:?}");
+        for chunk in &c {
+            assert!(chunk.ends_with('。'), "{chunk:?}");
+            assert!(WP.count(chunk) <= 64);
+        }
+    }
+
+    #[test]
+    fn a_sentence_longer_than_a_chunk_breaks_after_a_clause() {
+        // One sentence, clauses of 9 characters joined by 、.
+        let text = format!("{}終わり。", "長い文の一部分です、".repeat(30));
+        let c = chunks(&text, ContentType::Plain, 64, 0);
+        assert!(c.len() > 2, "{c:?}");
+        for chunk in &c[..c.len() - 1] {
+            assert!(chunk.ends_with('、'), "{chunk:?}");
+        }
+    }
+
+    #[test]
+    fn unbroken_ideographs_split_between_characters_under_the_limit() {
+        let text = "語".repeat(1000);
+        let c = chunks(&text, ContentType::Plain, 100, 10);
+        assert!(c.iter().all(|t| WP.count(t) <= 100));
+        assert!(c.len() >= 10);
+    }
+
+    #[test]
+    fn emoji_sequences_stay_whole() {
+        let family = "👩\u{200d}👩\u{200d}👧\u{200d}👦";
+        let text = family.repeat(200);
+        for t in chunks(&text, ContentType::Plain, 40, 8) {
+            assert!(t.starts_with('👩') && t.ends_with('👦'), "cut inside a ZWJ sequence: {t:?}");
+        }
+    }
+
+    #[test]
+    fn markdown_headings_start_chunks_and_fenced_hashes_do_not() {
+        let body = "Some words of a section body. ".repeat(8);
+        let text = format!("# One\n{body}\n```sh\n# not a heading\n{body}\n```\n# Two\n{body}");
+        let c = chunks(&text, ContentType::Markdown, 100, 10);
+        assert!(c.iter().any(|t| t.starts_with("# Two")), "{c:?}");
+        assert!(!c.iter().any(|t| t.starts_with("# not a heading")), "{c:?}");
+    }
+
+    #[test]
+    fn overlap_starts_at_a_word() {
+        let text = (0..300).map(|i| format!("w{i}")).collect::<Vec<_>>().join(" ");
+        let c = chunk_text(&text, ContentType::Plain, 100, 20, WP);
+        for w in c.windows(2) {
+            assert!(w[1].start < w[0].end, "consecutive chunks overlap");
+            assert!(w[1].text.starts_with('w'), "{:?}", w[1].text);
+        }
+    }
+
+    #[test]
+    fn an_edit_moves_few_chunk_boundaries() {
+        let para = |i: usize| format!("Paragraph {i} tells how leases and queues interact; rule {i} is learnt by heart.");
+        let doc = |edit: Option<usize>| {
+            (0..60)
+                .map(|i| if Some(i) == edit { "A much shorter paragraph.".to_string() } else { para(i) })
+                .collect::<Vec<_>>()
+                .join("\n\n")
+        };
+        let before: std::collections::BTreeSet<String> = chunks(&doc(None), ContentType::Plain, 160, 16).into_iter().collect();
+        let after = chunks(&doc(Some(30)), ContentType::Plain, 160, 16);
+        let changed = after.iter().filter(|t| !before.contains(*t)).count();
+        assert!(changed <= 3, "{changed} chunks changed");
+    }
+}
