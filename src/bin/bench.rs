@@ -175,7 +175,7 @@ mod bench {
 
     /// The benchmark's configuration: the defaults (384 dimensions, 100
     /// texts per embed call, 1,000 vectors per upsert, 100 IDs per delete),
-    /// with 500-character chunks so that 20,000 chunks (≈ 9 MB) fit under
+    /// with 500-token chunks so that 20,000 chunks (≈ 9 MB) fit under
     /// the default 10 MB `DOCUMENT_BYTES_MAX`.
     fn bench_config() -> Config {
         let cfg = Config {
@@ -187,9 +187,9 @@ mod bench {
         cfg
     }
 
-    /// Paragraph length: with the ≤ 50 characters of overlap and the blank
-    /// line, a paragraph fits one 500-character chunk, so `n` paragraphs make
-    /// `n` chunks.
+    /// Paragraph length: about 375 non-whitespace characters (tokens, by the
+    /// WordPiece bound); with ≤ 50 tokens of overlap a paragraph fits one
+    /// 500-token chunk and two do not, so `n` paragraphs make `n` chunks.
     const PARAGRAPH_CHARS: usize = 440;
 
     fn chunk_cfg(cfg: &Config) -> Chunker {
@@ -203,7 +203,7 @@ mod bench {
         let text = document(1, 4000, PARAGRAPH_CHARS).join("\n\n");
         let mb = text.len() as f64 / 1e6;
         let doc = DocId::parse("bench-core").unwrap();
-        println!("### 1. Pure core throughput (native, one thread; {mb:.1} MB of text, 500-char chunks)\n");
+        println!("### 1. Pure core throughput (native, one thread; {mb:.1} MB of text, 500-token chunks)\n");
         println!("| stage | input | time | throughput |");
         println!("|---|---:|---:|---:|");
 
@@ -612,11 +612,10 @@ mod bench {
     struct Reingest {
         chunks: usize,
         changed: usize,
-        /// v1's consume, v2's consume (reuse), and v2's consume where reuse
-        /// cannot apply (the pre-reuse behaviour, measured).
+        /// v1's consume (every chunk embedded: the cost without reuse) and
+        /// v2's (reuse).
         first: Counts,
         second: Counts,
-        without_reuse: Option<Counts>,
     }
 
     /// Ingests v1 then v2 (one paragraph changed) in `w`, counting the
@@ -655,21 +654,11 @@ mod bench {
             .count();
 
         let (first, second, chunks) = two_versions(World::new(cfg.clone()), &v1, &v2, cfg.clone());
-        // The same chunks under a configuration that differs (499-character
-        // chunks cut these documents identically): nothing is reusable, so
-        // every chunk is embedded, as before embedding reuse existed.
-        let other = Config {
-            chunk_size_max_tokens: cfg.chunk_size_max_tokens - 1,
-            ..cfg.clone()
-        };
-        let without_reuse = (chunk_texts(&v2, &other) == chunk_texts(&v2, &cfg))
-            .then(|| two_versions(World::new(cfg.clone()), &v1, &v2, other).1);
         Reingest {
             chunks,
             changed,
             first,
             second,
-            without_reuse,
         }
     }
 
@@ -679,13 +668,10 @@ mod bench {
         println!("| chunks | version | chunks changed | texts embedded | embed calls | vectors fetched (get calls) | vectors written (upsert calls) | old vectors deleted (delete calls) | D1 calls | subrequests | consume time |");
         println!("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
         for r in runs {
-            let mut rows = vec![
+            let rows = [
                 ("v1 (new document)", r.chunks, &r.first),
                 ("v2, with reuse", r.changed, &r.second),
             ];
-            if let Some(c) = &r.without_reuse {
-                rows.push(("v2, without reuse †", r.changed, c));
-            }
             for (label, changed, c) in rows {
                 println!(
                     "| {} | {label} | {changed} | {} | {} | {} ({}) | {} ({}) | {} ({}) | {} | {} | {:.0} ms |",
@@ -705,7 +691,7 @@ mod bench {
             }
         }
         println!();
-        println!("† the same v2 run under CHUNK_SIZE_MAX_CHARS=499, which cuts these documents into the same chunks but is a different index configuration, so nothing is reusable: the consumer's work before embedding reuse existed (plus the one D1 read that finds nothing). Every chunk of v2 gets a vector under its own ID either way (IDs embed the version; a live vector is never overwritten), so vectors written = chunks. The consumer deletes at most CRON_CLEANUP_INTENTS_MAX (1,000) old vectors itself; cron drains the rest.\n");
+        println!("Without reuse, v2 would cost what v1 costs (every chunk embedded). Every chunk of v2 gets a vector under its own ID either way (IDs embed the version; a live vector is never overwritten), so vectors written = chunks. The consumer deletes at most CRON_CLEANUP_INTENTS_MAX (1,000) old vectors itself; cron drains the rest.\n");
     }
 
     pub fn main() {
