@@ -63,6 +63,11 @@ impl ApiError {
         ApiError::new(422, "invalid_field", format!("{field}: {why}"))
     }
 
+    /// A key the request may not have: `422 unknown_field` on every route.
+    fn unknown_field(prefix: &str, key: &str) -> ApiError {
+        ApiError::new(422, "unknown_field", format!("unknown field {prefix}{:?}", truncate(key, 64)))
+    }
+
     fn body(&self) -> Value {
         json!({ "error": { "code": self.code, "message": self.message } })
     }
@@ -137,6 +142,7 @@ fn parse_doc_id(raw: &str, field: &str) -> Result<DocId, ApiError> {
                 DocIdError::Empty => "must not be empty",
                 DocIdError::TooLong => "must be at most 256 bytes of UTF-8",
                 DocIdError::ControlCharacter => "must not contain control characters",
+                DocIdError::DotSegment => "must not be . or .. (a URL path cannot address them)",
             },
         )
     })
@@ -436,23 +442,7 @@ fn parse_redrive(body: &Value) -> Result<(RedriveRequest, Option<String>), ApiEr
             "the body must be a JSON object",
         ));
     };
-    for key in obj.keys() {
-        if !matches!(
-            key.as_str(),
-            "filter"
-                | "canary_size"
-                | "max_failed_canaries"
-                | "max_failure_ratio"
-                | "batch_size"
-                | "plan_id"
-        ) {
-            return Err(ApiError::new(
-                422,
-                "unknown_field",
-                format!("unknown field {:?}", truncate(key, 64)),
-            ));
-        }
-    }
+    only_fields(obj, &["filter", "canary_size", "max_failed_canaries", "max_failure_ratio", "batch_size", "plan_id"], "")?;
     let uint = |name: &str,
                 default: usize,
                 range: std::ops::RangeInclusive<usize>|
@@ -530,13 +520,7 @@ fn parse_redrive(body: &Value) -> Result<(RedriveRequest, Option<String>), ApiEr
                             "must be an array of at most 100 ids",
                         ))
                     }
-                    _ => {
-                        return Err(ApiError::new(
-                            422,
-                            "unknown_field",
-                            format!("unknown field filter.{}", truncate(k, 64)),
-                        ))
-                    }
+                    _ => return Err(ApiError::unknown_field("filter.", k)),
                 }
             }
         }
@@ -628,18 +612,7 @@ fn parse_document<D, V, E, Q, C>(
             "the body must be a JSON object",
         ));
     };
-    for key in obj.keys() {
-        if !matches!(
-            key.as_str(),
-            "doc_id" | "text" | "metadata" | "content_type"
-        ) {
-            return Err(ApiError::new(
-                422,
-                "unknown_field",
-                format!("unknown field {:?}", truncate(key, 64)),
-            ));
-        }
-    }
+    only_fields(obj, &["doc_id", "text", "metadata", "content_type"], "")?;
     let doc_id = match (path_doc_id, obj.get("doc_id")) {
         (Some(id), None) => id,
         (Some(id), Some(Value::String(s))) if s == id.as_str() => id,
@@ -714,11 +687,7 @@ fn parse_backfill<D, V, E, Q, C>(
     let Some(obj) = body.as_object() else {
         return Err(ApiError::new(400, "invalid_body", "the body must be a JSON object"));
     };
-    for key in obj.keys() {
-        if !matches!(key.as_str(), "scope" | "filter" | "page_size") {
-            return Err(ApiError::new(400, "unknown_field", format!("unknown field {:?}", truncate(key, 64))));
-        }
-    }
+    only_fields(obj, &["scope", "filter", "page_size"], "")?;
     let scope = match (obj.get("scope").and_then(Value::as_str), obj.get("filter")) {
         (Some("all"), None) => BackfillScope::All,
         (Some("config"), None) => BackfillScope::Config,
@@ -797,6 +766,15 @@ fn truncate(s: &str, n: usize) -> &str {
     }
 }
 
+/// Refuses the first key of `obj` not in `allowed` (`prefix` names the
+/// enclosing object, e.g. `"filter."`).
+fn only_fields(obj: &serde_json::Map<String, Value>, allowed: &[&str], prefix: &str) -> Result<(), ApiError> {
+    match obj.keys().find(|k| !allowed.contains(&k.as_str())) {
+        Some(k) => Err(ApiError::unknown_field(prefix, k)),
+        None => Ok(()),
+    }
+}
+
 /// The outcome of a one-item intake.
 fn one_outcome(out: Vec<IntakeOutcome>) -> Result<IntakeOutcome, ApiError> {
     out.into_iter().next().ok_or_else(|| ApiError::new(500, "internal", "the intake returned no outcome"))
@@ -818,15 +796,7 @@ fn parse_search<D, V, E, Q, C>(
             "the body must be a JSON object",
         ));
     };
-    for key in obj.keys() {
-        if !matches!(key.as_str(), "query" | "top_k" | "filter") {
-            return Err(ApiError::new(
-                422,
-                "unknown_field",
-                format!("unknown field {:?}", truncate(key, 64)),
-            ));
-        }
-    }
+    only_fields(obj, &["query", "top_k", "filter"], "")?;
     let query = match obj.get("query") {
         Some(Value::String(s)) if !s.trim().is_empty() && s.len() <= 4096 => s.clone(),
         Some(Value::String(_)) => {
@@ -885,13 +855,7 @@ fn parse_search<D, V, E, Q, C>(
                     ("metadata", _) => {
                         return Err(ApiError::field("filter.metadata", "must be an object"))
                     }
-                    _ => {
-                        return Err(ApiError::new(
-                            422,
-                            "unknown_field",
-                            format!("unknown field filter.{}", truncate(k, 64)),
-                        ))
-                    }
+                    _ => return Err(ApiError::unknown_field("filter.", k)),
                 }
             }
         }
@@ -992,13 +956,8 @@ where
             "the body must be a JSON object",
         ));
     };
-    if obj.len() != 1 {
-        return Err(ApiError::new(
-            422,
-            "unknown_field",
-            "a batch body holds only \"documents\"",
-        ));
-    }
+    // A batch body holds only "documents".
+    only_fields(obj, &["documents"], "")?;
     let Some(Value::Array(docs)) = obj.get("documents") else {
         return Err(ApiError::field("documents", "must be an array"));
     };

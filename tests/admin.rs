@@ -407,3 +407,27 @@ fn a_cron_run_stops_at_its_subrequest_budget_and_the_next_run_goes_on() {
         true
     );
 }
+
+#[test]
+fn an_unknown_field_is_422_on_every_route() {
+    let w = World::new();
+    let before = w.db.dump(&[]);
+    for (path, body) in [
+        ("/v1/admin/reindex", json!({ "scope": "all", "colour": 1 })),
+        ("/v1/admin/redrives", json!({ "purge": true })),
+        ("/v1/admin/redrives", json!({ "filter": { "colour": "x" } })),
+    ] {
+        let r = call(&w, "POST", path, ADMIN, Some(body.clone()));
+        assert_eq!((r.status, r.body["error"]["code"].as_str()), (422, Some("unknown_field")), "{path} {body}");
+    }
+    for (path, body) in [
+        ("/v1/documents/a", json!({ "text": "x", "colour": 1 })),
+        ("/v1/search", json!({ "query": "x", "colour": 1 })),
+        ("/v1/search", json!({ "query": "x", "filter": { "colour": 1 } })),
+    ] {
+        let method = if path == "/v1/search" { "POST" } else { "PUT" };
+        let r = call(&w, method, path, "Bearer t-ingest", Some(body.clone()));
+        assert_eq!((r.status, r.body["error"]["code"].as_str()), (422, Some("unknown_field")), "{path} {body}");
+    }
+    assert_eq!(w.db.dump(&[]), before);
+}

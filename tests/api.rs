@@ -404,6 +404,31 @@ fn bad_input_gets_a_stable_code_and_changes_nothing() {
             "unknown_field",
         ),
         (
+            // A dot segment can never be fetched or deleted by path.
+            "PUT",
+            "/v1/documents/%2E",
+            Some("application/json"),
+            br#"{"text":"x"}"#.to_vec(),
+            422,
+            "invalid_field",
+        ),
+        (
+            "PUT",
+            "/v1/documents/%2e%2E",
+            Some("application/json"),
+            br#"{"text":"x"}"#.to_vec(),
+            422,
+            "invalid_field",
+        ),
+        (
+            "POST",
+            "/v1/documents",
+            Some("application/json"),
+            br#"{"doc_id":"..","text":"x"}"#.to_vec(),
+            422,
+            "invalid_field",
+        ),
+        (
             // 600 ideographs: under the 4,096-byte cap, over 510 tokens.
             "POST",
             "/v1/search",
@@ -444,4 +469,23 @@ fn bad_input_gets_a_stable_code_and_changes_nothing() {
         );
     }
     assert_eq!(w.db.dump(&[]), before, "bad input changed the ledger");
+}
+
+#[test]
+fn dot_segment_doc_ids_are_refused_in_a_batch_too() {
+    let w = World::new();
+    let before = w.db.dump(&[]);
+    let r = call(
+        &w,
+        "POST",
+        "/v1/documents",
+        Some(TOKEN),
+        Some("application/json"),
+        br#"{"documents":[{"doc_id":".","text":"x"},{"doc_id":"..","text":"y"}]}"#,
+    );
+    assert_eq!(r.status, 200);
+    for item in r.body["results"].as_array().unwrap() {
+        assert_eq!((item["status"].as_u64(), item["error"]["code"].as_str()), (Some(422), Some("invalid_field")), "{item}");
+    }
+    assert_eq!(w.db.dump(&[]), before);
 }

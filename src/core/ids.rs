@@ -7,7 +7,9 @@ use std::fmt;
 /// Largest `doc_id`, in UTF-8 bytes.
 pub const DOC_ID_BYTES_MAX: usize = 256;
 
-/// A document ID: 1–256 bytes of UTF-8 without control characters.
+/// A document ID: 1–256 bytes of UTF-8 without control characters, and not
+/// `.` or `..` (a URL path normalizes those away, so such a document could
+/// never be fetched or deleted by its path).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct DocId(String);
 
@@ -16,6 +18,7 @@ pub enum DocIdError {
     Empty,
     TooLong,
     ControlCharacter,
+    DotSegment,
 }
 
 impl DocId {
@@ -28,6 +31,9 @@ impl DocId {
         }
         if raw.chars().any(char::is_control) {
             return Err(DocIdError::ControlCharacter);
+        }
+        if raw == "." || raw == ".." {
+            return Err(DocIdError::DotSegment);
         }
         Ok(DocId(raw.to_owned()))
     }
