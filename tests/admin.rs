@@ -431,3 +431,33 @@ fn an_unknown_field_is_422_on_every_route() {
     }
     assert_eq!(w.db.dump(&[]), before);
 }
+
+#[test]
+fn a_client_can_resubmit_a_failed_latest_version() {
+    let w = World::new();
+    let body = json!({"text": "alpha bravo charlie"});
+    assert_eq!(call(&w, "PUT", "/v1/documents/a", INGEST, Some(body.clone())).status, 202);
+    w.index.upsert_faults.fail_next(1, FailureBucket::IndexRejected);
+    deliver(&w);
+    assert_eq!(w.state("a"), ingest_pipeline::pipeline::DocumentState::Failed);
+    // The same content again is a resubmission, not "unchanged".
+    let r = call(&w, "PUT", "/v1/documents/a", INGEST, Some(body.clone()));
+    assert_eq!((r.status, r.body["version"].as_u64()), (202, Some(2)), "{}", r.body);
+    deliver(&w);
+    assert_eq!(w.state("a"), ingest_pipeline::pipeline::DocumentState::Indexed);
+    // Once indexed, the same content is unchanged again.
+    let r = call(&w, "PUT", "/v1/documents/a", INGEST, Some(body.clone()));
+    assert_eq!((r.status, r.body["unchanged"].as_bool()), (200, Some(true)), "{}", r.body);
+
+    // A failed update over a live version: /reindex re-runs the failed version.
+    let r = call(&w, "PUT", "/v1/documents/a", INGEST, Some(json!({"text": "delta echo"})));
+    assert_eq!(r.status, 202);
+    w.index.upsert_faults.fail_next(1, FailureBucket::IndexRejected);
+    deliver(&w);
+    assert_eq!(w.state("a"), ingest_pipeline::pipeline::DocumentState::Failed);
+    let r = call(&w, "POST", "/v1/documents/a/reindex", INGEST, None);
+    assert_eq!((r.status, r.body["version"].as_u64()), (202, Some(4)), "{}", r.body);
+    deliver(&w);
+    assert_eq!(w.state("a"), ingest_pipeline::pipeline::DocumentState::Indexed);
+    assert!(w.search("delta echo", 3).iter().any(|h| h.version == 4 && h.text == "delta echo"));
+}

@@ -80,6 +80,7 @@ struct DocRow {
     latest_version: u32,
     live_version: Option<u32>,
     live_is_delete: Option<u32>,
+    job_state: Option<String>,
 }
 
 impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D, V, E, Q, C> {
@@ -174,6 +175,15 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         let Some(d) = rows.into_iter().next() else {
             return Ok(Err((404, "document_not_found", "no such document".into())));
         };
+        // A latest version that failed (not live) is re-run itself: the
+        // client's way to resubmit it.
+        let latest_failed = matches!(d.job_state.as_deref(), Some("failed" | "dead")) && d.live_version.is_none_or(|l| l < d.latest_version);
+        if latest_failed {
+            return match self.rerun_version(doc_id, d.latest_version).await? {
+                Some(done) => Ok(Ok(done)),
+                None => Ok(Err((409, "document_indexing", "a newer version arrived meanwhile".into()))),
+            };
+        }
         let (Some(live), Some(0)) = (d.live_version, d.live_is_delete) else {
             return Ok(Err((409, "document_not_indexed", "the document has no live version to reindex".into())));
         };

@@ -160,7 +160,9 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock>
     async fn intake_once(&self, items: &[IntakeItem]) -> Result<Vec<IntakeOutcome>, IntakeError> {
         let now = self.clock.now_ms();
         let ids: Vec<&str> = items.iter().map(|i| i.doc_id().as_str()).collect();
-        // doc_id -> (latest version, content hash of the latest, is tombstone)
+        // doc_id -> (latest version, content hash of the latest, is tombstone).
+        // A latest version whose job failed has no hash here: the same
+        // content again is a resubmission, a new version, not "unchanged".
         let mut latest: HashMap<String, (u32, String, bool)> = HashMap::new();
         if !ids.is_empty() {
             for r in self
@@ -169,10 +171,8 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock>
                 .await
                 .map_err(IntakeError::Port)?
             {
-                latest.insert(
-                    r.doc_id,
-                    (r.latest_version, r.content_hash, r.is_delete != 0),
-                );
+                let hash = if r.latest_failed != 0 { String::new() } else { r.content_hash };
+                latest.insert(r.doc_id, (r.latest_version, hash, r.is_delete != 0));
             }
         }
 

@@ -43,6 +43,8 @@ pub struct LatestVersionRow {
     pub latest_version: u32,
     pub content_hash: String,
     pub is_delete: i64,
+    /// The latest version's job ended `failed` or `dead` (and it is not live).
+    pub latest_failed: i64,
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]

@@ -7,7 +7,11 @@
 
 /// Latest version (and its content hash) of each doc id in `?1` (JSON array).
 pub const LATEST_VERSIONS: &str = "\
-SELECT d.doc_id AS doc_id, d.latest_version AS latest_version, v.content_hash AS content_hash, v.is_delete AS is_delete
+SELECT d.doc_id AS doc_id, d.latest_version AS latest_version, v.content_hash AS content_hash, v.is_delete AS is_delete,
+       CASE WHEN (d.live_version IS NULL OR d.live_version < d.latest_version)
+             AND EXISTS (SELECT 1 FROM jobs j WHERE j.doc_id = d.doc_id AND j.version = d.latest_version
+                         AND j.build_generation IS NULL AND j.state IN ('failed', 'dead'))
+            THEN 1 ELSE 0 END AS latest_failed
 FROM documents d JOIN versions v ON v.doc_id = d.doc_id AND v.version = d.latest_version
 WHERE d.doc_id IN (SELECT value FROM json_each(?1))";
 
