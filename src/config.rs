@@ -186,9 +186,14 @@ pub struct Config {
     pub retry_base_delay_seconds: u32,
     /// Cap of the backoff (Queues: at most 24 h).
     pub retry_max_delay_seconds: u32,
-    /// How long a claim holds a job. Longer than the 15 min wall-clock limit
-    /// of a queue invocation, so an expired lease means its holder is dead.
+    /// How long a claim holds a job. Longer than `INVOCATION_WALL_SECONDS_MAX`,
+    /// so an expired lease means its holder is dead.
     pub job_lease_seconds: u32,
+    /// The longest one queue invocation can run: the platform's 15 min
+    /// wall-clock limit. Only a deployment whose invocations are bounded
+    /// otherwise sets it lower (the offline profile: its steps take
+    /// milliseconds and `CONSUME_WALL_SECONDS_MAX` ends each invocation).
+    pub invocation_wall_seconds_max: u32,
     /// Delay before a delivery that found the job claimed by another looks again.
     pub claim_busy_retry_seconds: u32,
 
@@ -268,6 +273,7 @@ impl Default for Config {
             retry_base_delay_seconds: 5,
             retry_max_delay_seconds: 3600,
             job_lease_seconds: 960,
+            invocation_wall_seconds_max: 900,
             claim_busy_retry_seconds: 60,
             consume_subrequests_max: 50,
             consume_wall_seconds_max: 300,
@@ -343,6 +349,7 @@ pub const SETTINGS: &[&str] = &[
     "RETRY_BASE_DELAY_SECONDS",
     "RETRY_MAX_DELAY_SECONDS",
     "JOB_LEASE_SECONDS",
+    "INVOCATION_WALL_SECONDS_MAX",
     "CLAIM_BUSY_RETRY_SECONDS",
     "CRON_CLEANUP_INTENTS_MAX",
     "CRON_ABANDONED_CHUNKS_MAX",
@@ -476,6 +483,7 @@ impl Config {
         num!(retry_base_delay_seconds, "RETRY_BASE_DELAY_SECONDS");
         num!(retry_max_delay_seconds, "RETRY_MAX_DELAY_SECONDS");
         num!(job_lease_seconds, "JOB_LEASE_SECONDS");
+        num!(invocation_wall_seconds_max, "INVOCATION_WALL_SECONDS_MAX");
         num!(claim_busy_retry_seconds, "CLAIM_BUSY_RETRY_SECONDS");
         num!(cron_cleanup_intents_max, "CRON_CLEANUP_INTENTS_MAX");
         num!(cron_abandoned_chunks_max, "CRON_ABANDONED_CHUNKS_MAX");
@@ -700,9 +708,14 @@ impl Config {
             "must be at most 86400 (Queues' delay limit)",
         )?;
         check(
-            self.job_lease_seconds >= 1,
+            (1..=900).contains(&self.invocation_wall_seconds_max),
+            "INVOCATION_WALL_SECONDS_MAX",
+            "must be 1..=900 (the platform ends a queue invocation after 15 min)",
+        )?;
+        check(
+            self.job_lease_seconds > self.invocation_wall_seconds_max && self.job_lease_seconds <= 86_400,
             "JOB_LEASE_SECONDS",
-            "must be positive",
+            "must be over INVOCATION_WALL_SECONDS_MAX (900: a lease must outlive any invocation that holds it) and at most 86400",
         )?;
         check(
             self.claim_busy_retry_seconds >= 1 && self.claim_busy_retry_seconds <= 86_400,
@@ -746,9 +759,9 @@ impl Config {
         )?;
         check(
             self.consume_wall_seconds_max >= 1
-                && self.consume_wall_seconds_max < self.job_lease_seconds,
+                && self.consume_wall_seconds_max < self.invocation_wall_seconds_max,
             "CONSUME_WALL_SECONDS_MAX",
-            "must be 1..JOB_LEASE_SECONDS (a lease must outlive the invocation that holds it)",
+            "must be 1..INVOCATION_WALL_SECONDS_MAX (an invocation checkpoints before the platform ends it)",
         )?;
         check((1..=100).contains(&self.backfill_page_size), "BACKFILL_PAGE_SIZE", "must be 1..=100 (one queue send per page)")?;
         check((1..=50).contains(&self.backfill_pages_per_run), "BACKFILL_PAGES_PER_RUN", "must be 1..=50")?;
@@ -785,6 +798,16 @@ mod tests {
         // The character settings were replaced: refused, not ignored.
         let err = Config::from_lookup(|n| (n == "CHUNK_SIZE_MAX_CHARS").then(|| "1000".to_string())).unwrap_err();
         assert_eq!(err, ConfigError::Removed { name: "CHUNK_SIZE_MAX_CHARS", replacement: "CHUNK_SIZE_MAX_TOKENS" });
+        // A lease must outlive the platform's longest invocation.
+        let err = Config::from_lookup(|n| (n == "JOB_LEASE_SECONDS").then(|| "300".to_string())).unwrap_err();
+        assert!(matches!(err, ConfigError::OutOfRange { name: "JOB_LEASE_SECONDS", .. }), "{err:?}");
+        let local = |n: &str| match n {
+            "INVOCATION_WALL_SECONDS_MAX" => Some("30".to_string()),
+            "CONSUME_WALL_SECONDS_MAX" => Some("15".to_string()),
+            "JOB_LEASE_SECONDS" => Some("40".to_string()),
+            _ => None,
+        };
+        assert_eq!(Config::from_lookup(local).unwrap().job_lease_seconds, 40);
         // A chunk must fit the model with its special tokens.
         let err = Config::from_lookup(|n| (n == "CHUNK_SIZE_MAX_TOKENS").then(|| "511".to_string())).unwrap_err();
         assert!(matches!(err, ConfigError::OutOfRange { name: "CHUNK_SIZE_MAX_TOKENS", .. }), "{err:?}");

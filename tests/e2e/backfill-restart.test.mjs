@@ -6,8 +6,8 @@
 // search then serves generation 2 and finds every document.
 //
 // `JOB_STALL_SECONDS=2` lets cron treat a queued job as stalled after 2 s and
-// `JOB_LEASE_SECONDS=3` lets a claim held by the killed invocation expire
-// after 3 s (as in restart.test.mjs); `CONSUME_WALL_SECONDS_MAX=2` keeps the
+// `JOB_LEASE_SECONDS=4` lets a claim held by the killed invocation expire
+// after 4 s (as in restart.test.mjs); `CONSUME_WALL_SECONDS_MAX=2` keeps the
 // consumer's wall budget under that lease, as the configuration requires.
 //
 // Run from the repository root: node --test --test-concurrency=1 tests/e2e/backfill-restart.test.mjs
@@ -17,10 +17,10 @@ import assert from 'node:assert/strict';
 import { admin, api, docPath, search, sleep, startWorker, tokens, triggerCron, waitForState, withLogs } from './helpers.mjs';
 
 const STEP = { timeout: 300_000 };
-// CONSUME_WALL_SECONDS_MAX must stay under JOB_LEASE_SECONDS (config_invalid otherwise).
+// CONSUME_WALL_SECONDS_MAX < INVOCATION_WALL_SECONDS_MAX < JOB_LEASE_SECONDS (config_invalid otherwise).
 // One backfill page per cron run (default BACKFILL_PAGES_PER_RUN=5), so that
 // the backfill is observably mid-way when the worker is killed.
-const STALL = { JOB_STALL_SECONDS: '2', JOB_LEASE_SECONDS: '3', CONSUME_WALL_SECONDS_MAX: '2', BACKFILL_PAGES_PER_RUN: '1' };
+const STALL = { JOB_STALL_SECONDS: '2', JOB_LEASE_SECONDS: '4', INVOCATION_WALL_SECONDS_MAX: '3', CONSUME_WALL_SECONDS_MAX: '2', BACKFILL_PAGES_PER_RUN: '1' };
 const SMALL = { ...STALL, CHUNK_SIZE_MAX_TOKENS: '200', CHUNK_OVERLAP_TOKENS: '20' };
 
 let worker;

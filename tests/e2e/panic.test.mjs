@@ -37,7 +37,7 @@ describe('a panic while consuming ends the job failed, logs no content, and the 
   let w;
   before(async () => {
     buildProbe();
-    w = await startProductionWorker({ buildDir: BUILD_DIR, vars: { JOB_LEASE_SECONDS: '900' } });
+    w = await startProductionWorker({ buildDir: BUILD_DIR });
   });
   after(async () => {
     await w?.stop();

@@ -1,13 +1,9 @@
-// A crash in the middle of indexing: the worker is killed (SIGKILL) right
-// after accepting a batch, so the local queue's messages are lost; it restarts
-// on the same state directory, and the cron handler finds the stalled jobs in
-// D1 and sends them again. Every document ends indexed (or visibly failed);
-// none stays queued or indexing, and the repair run that did it is recorded.
-//
-// `JOB_STALL_SECONDS=2` lets cron treat a queued job as stalled after 2 s
-// (default 900) and `JOB_LEASE_SECONDS=3` lets a claim held by the killed
-// invocation expire after 3 s (default 960); a consumer invocation must
-// end before its lease can expire, so `CONSUME_WALL_SECONDS_MAX=2`.
+// A worker killed (SIGKILL) in the middle of indexing a batch, restarted on
+// the same state, with `make dev`'s own configuration (`[env.local.vars]`:
+// leases of 40 s and stall times of 20 s sized for local invocations): the
+// ledger kept every document, the local queue lost its messages, and cron,
+// triggered by hand, brings every document to `indexed` within two minutes
+// of the restart.
 //
 // Run from the repository root: node --test --test-concurrency=1 tests/e2e/
 
@@ -15,7 +11,9 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { admin, api, docPath, search, sleep, startWorker, triggerCron, withLogs } from './helpers.mjs';
 
-const VARS = { JOB_STALL_SECONDS: '2', JOB_LEASE_SECONDS: '3', CONSUME_WALL_SECONDS_MAX: '2' };
+// No overrides: the offline profile as `make dev` runs it.
+const VARS = {};
+const RECOVERY_MS_MAX = 120_000;
 const DOCS = Array.from({ length: 12 }, (_, i) => `restart/${String(i + 1).padStart(2, '0')}`);
 const WORDS = ['amber', 'basalt', 'cobalt', 'dune', 'ember', 'fjord', 'glacier', 'harbor', 'iris', 'juniper', 'kelp', 'lagoon'];
 const textOf = (i) => `Field note ${i + 1}: the ${WORDS[i]} survey crossed the ${WORDS[i]} ridge at dawn and logged ${WORDS[i]} samples.`;
@@ -53,6 +51,7 @@ const states = (vs) => Object.fromEntries(vs.map((v) => [v.doc_id, `${v.state}/$
 describe('restart in the middle of indexing', () => {
   let accepted;
   let atRestart;
+  let restartedAt;
 
   step('1. a batch is accepted, then the worker is killed at once', async () => {
     const res = await api(base, 'POST', '/v1/documents', {
@@ -69,6 +68,7 @@ describe('restart in the middle of indexing', () => {
     worker = undefined;
     worker = await startWorker({ vars: VARS, persistDir });
     base = worker.base;
+    restartedAt = Date.now();
 
     atRestart = await views();
     for (const [i, v] of atRestart.entries()) {
@@ -89,16 +89,19 @@ describe('restart in the middle of indexing', () => {
     );
   });
 
-  step('3. cron re-enqueues the stalled jobs: every document ends indexed or visibly failed', async () => {
+  step('3. cron (by hand, every 5 s) brings every document back within two minutes of the restart', async () => {
     let last;
-    for (let run = 0; run < 10; run++) {
+    while (Date.now() - restartedAt < RECOVERY_MS_MAX) {
       assert.equal((await triggerCron(base)).trim(), 'ok');
-      await sleep(3_000);
+      await sleep(5_000);
       last = await views();
       if (last.every((v) => SETTLED.has(v.state))) break;
     }
+    const took = Date.now() - restartedAt;
+    process.stdout.write(`# recovered ${DOCS.length} documents ${Math.round(took / 1000)} s after the restart\n`);
     const stuck = last.filter((v) => !SETTLED.has(v.state));
-    assert.deepEqual(stuck, [], `documents still queued or indexing after 10 cron runs: ${JSON.stringify(states(last))}`);
+    assert.deepEqual(stuck, [], `documents still queued or indexing ${RECOVERY_MS_MAX / 1000} s after the restart: ${JSON.stringify(states(last))}`);
+    assert.ok(took < RECOVERY_MS_MAX, `${took} ms`);
     for (const v of last) {
       if (v.state === 'failed') {
         assert.equal(typeof v.last_failure_bucket, 'string', `a failed document tells its bucket: ${JSON.stringify(v)}`);
