@@ -191,26 +191,10 @@ where
     let Some(rest) = path.strip_prefix("/v1/") else {
         return Err(ApiError::new(404, "not_found", "no such route"));
     };
+    check_auth(secrets, path, req.authorization)?;
     if let Some(admin_path) = rest.strip_prefix("admin/") {
-        // The ingest token is valid but not enough here: 403, not 401.
-        if let Err(e) = authorize(secrets.admin_token.as_deref(), req) {
-            if e.status == 401
-                && secrets
-                    .ingest_token
-                    .as_deref()
-                    .is_some_and(|t| !t.is_empty() && bearer_matches(req.authorization, t))
-            {
-                return Err(ApiError::new(
-                    403,
-                    "forbidden",
-                    "this route needs the admin token",
-                ));
-            }
-            return Err(e);
-        }
         return admin_route(p, req, admin_path, query).await;
     }
-    authorize(secrets.ingest_token.as_deref(), req)?;
     let segments: Vec<&str> = rest.split('/').collect();
     match (req.method, segments.as_slice()) {
         ("PUT", ["documents", id]) => {
@@ -549,7 +533,35 @@ fn method_not_allowed() -> ApiError {
     )
 }
 
-fn authorize(secret: Option<&str>, req: &ApiRequest<'_>) -> Result<(), ApiError> {
+/// Whether `authorization` may call `path` (its query string ignored):
+/// `/v1/admin/*` needs the admin token (the ingest token gets 403), the
+/// rest of `/v1/*` the ingest token; other paths need none. The Worker calls
+/// this before it reads a request body, so an unauthenticated client cannot
+/// make it read one.
+pub fn authenticate(secrets: &Secrets, path: &str, authorization: Option<&str>) -> Result<(), ApiResponse> {
+    check_auth(secrets, path, authorization).map_err(ApiError::response)
+}
+
+fn check_auth(secrets: &Secrets, path: &str, authorization: Option<&str>) -> Result<(), ApiError> {
+    let path = path.split_once('?').map_or(path, |(p, _)| p);
+    let Some(rest) = path.strip_prefix("/v1/") else {
+        return Ok(());
+    };
+    if rest.starts_with("admin/") {
+        // The ingest token is valid but not enough here: 403, not 401.
+        return authorize(secrets.admin_token.as_deref(), authorization).map_err(|e| {
+            let ingest = secrets.ingest_token.as_deref().is_some_and(|t| !t.is_empty() && bearer_matches(authorization, t));
+            if e.status == 401 && ingest {
+                ApiError::new(403, "forbidden", "this route needs the admin token")
+            } else {
+                e
+            }
+        });
+    }
+    authorize(secrets.ingest_token.as_deref(), authorization)
+}
+
+fn authorize(secret: Option<&str>, authorization: Option<&str>) -> Result<(), ApiError> {
     let Some(secret) = secret.filter(|s| !s.is_empty()) else {
         log_event("auth_not_configured", json!({ "bucket": "config_invalid" }));
         return Err(ApiError::new(
@@ -558,7 +570,7 @@ fn authorize(secret: Option<&str>, req: &ApiRequest<'_>) -> Result<(), ApiError>
             "the service has no credentials configured",
         ));
     };
-    if bearer_matches(req.authorization, secret) {
+    if bearer_matches(authorization, secret) {
         Ok(())
     } else {
         Err(ApiError::new(

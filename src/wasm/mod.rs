@@ -451,6 +451,40 @@ async fn deep_health(env: &Env) -> worker::Result<Response> {
     Ok(Response::from_json(&body)?.with_status(200))
 }
 
+/// Cancels the request body's stream, unread: the runtime would otherwise
+/// drain it (however long it is) before the response is delivered.
+fn cancel_body(req: &Request) {
+    let Ok(body) = Reflect::get(req.inner(), &JsValue::from_str("body")) else {
+        return;
+    };
+    if let Ok(cancel) = Reflect::get(&body, &JsValue::from_str("cancel")) {
+        if let Some(f) = wasm_bindgen::JsCast::dyn_ref::<js_sys::Function>(&cancel) {
+            let _ = f.call0(&body);
+        }
+    }
+}
+
+/// The request body, read chunk by chunk and abandoned as soon as it passes
+/// `max` bytes (`None`). An unreadable body reads as empty (the API then
+/// answers it as malformed).
+async fn read_body_capped(req: &mut Request, max: usize) -> Option<Vec<u8>> {
+    use futures::StreamExt;
+    let Ok(mut stream) = req.stream() else {
+        return Some(Vec::new());
+    };
+    let mut body = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        let Ok(chunk) = chunk else {
+            return Some(Vec::new());
+        };
+        if body.len() + chunk.len() > max {
+            return None;
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Some(body)
+}
+
 #[event(fetch)]
 async fn fetch(mut req: Request, env: Env, _ctx: Context) -> worker::Result<Response> {
     panic::install_hook();
@@ -484,6 +518,25 @@ async fn fetch(mut req: Request, env: Env, _ctx: Context) -> worker::Result<Resp
             )
         }
     };
+    let authorization = req.headers().get("Authorization").ok().flatten();
+    let content_type = req.headers().get("Content-Type").ok().flatten();
+    let secrets = Secrets {
+        ingest_token: setting(&env, "INGEST_TOKEN"),
+        admin_token: setting(&env, "ADMIN_TOKEN"),
+    };
+    // Credentials first: a body is never read for a request that would be
+    // refused anyway.
+    if let Err(refused) = api::authenticate(&secrets, &path, authorization.as_deref()) {
+        cancel_body(&req);
+        return json_response(refused.status, &refused.body);
+    }
+    let too_large = || {
+        json_response(
+            413,
+            &json!({ "error": { "code": "payload_too_large",
+                "message": format!("the request body exceeds {} bytes", app.cfg.request_bytes_max) } }),
+        )
+    };
     // Refuse an oversized body before reading it, when its length is declared.
     let declared = req
         .headers()
@@ -492,22 +545,18 @@ async fn fetch(mut req: Request, env: Env, _ctx: Context) -> worker::Result<Resp
         .flatten()
         .and_then(|v| v.parse::<usize>().ok());
     if declared.is_some_and(|n| n > app.cfg.request_bytes_max) {
-        return json_response(
-            413,
-            &json!({ "error": { "code": "payload_too_large",
-                "message": format!("the request body exceeds {} bytes", app.cfg.request_bytes_max) } }),
-        );
+        cancel_body(&req);
+        return too_large();
     }
-    let authorization = req.headers().get("Authorization").ok().flatten();
-    let content_type = req.headers().get("Content-Type").ok().flatten();
     let body = if matches!(method.as_str(), "GET" | "HEAD" | "DELETE") {
         Vec::new()
     } else {
-        req.bytes().await.unwrap_or_default()
-    };
-    let secrets = Secrets {
-        ingest_token: setting(&env, "INGEST_TOKEN"),
-        admin_token: setting(&env, "ADMIN_TOKEN"),
+        // Read at most REQUEST_BYTES_MAX, whatever the length
+        // header says or whether there is one (a chunked body).
+        match read_body_capped(&mut req, app.cfg.request_bytes_max).await {
+            Some(b) => b,
+            None => return too_large(),
+        }
     };
     let resp = api::handle(
         &app,

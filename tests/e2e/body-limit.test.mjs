@@ -1,0 +1,84 @@
+// The request body is read only after authentication, and never past
+// REQUEST_BYTES_MAX, whether or not its length is declared (a chunked body
+// has no Content-Length). Both cases use a body that never ends: a Worker
+// that read it first (or whole) would never answer.
+
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { INGEST_TOKEN, startWorker, withLogs } from './helpers.mjs';
+
+const LIMIT = 65536;
+
+/** A body that sends 16 KB every 10 ms, forever (until cancelled). */
+function endless() {
+  const chunk = new TextEncoder().encode('{"text":"' + 'a'.repeat(16 * 1024));
+  let timer;
+  return new ReadableStream({
+    pull(controller) {
+      return new Promise((resolve) => {
+        timer = setTimeout(() => {
+          controller.enqueue(chunk);
+          resolve();
+        }, 10);
+      });
+    },
+    cancel() {
+      clearTimeout(timer);
+    },
+  });
+}
+
+async function send(base, path, token, body) {
+  const headers = { 'Content-Type': 'application/json' };
+  if (token) headers.Authorization = `Bearer ${token}`;
+  const res = await fetch(`${base}${path}`, {
+    method: 'PUT',
+    headers,
+    body,
+    duplex: 'half',
+    signal: AbortSignal.timeout(20_000),
+  });
+  return { status: res.status, body: await res.json() };
+}
+
+describe('request bodies: authentication first, and a cap without Content-Length', () => {
+  let w;
+  before(async () => {
+    w = await startWorker({ vars: { REQUEST_BYTES_MAX: String(LIMIT) } });
+  });
+  after(async () => {
+    await w?.stop();
+  });
+
+  it(
+    'an unauthenticated request is refused without its body being read',
+    withLogs(() => w, async () => {
+      const r = await send(w.base, '/v1/documents/endless', null, endless());
+      assert.equal(r.status, 401, JSON.stringify(r.body));
+      assert.equal(r.body.error.code, 'unauthorized');
+      const wrong = await send(w.base, '/v1/documents/endless', 'not-the-token', endless());
+      assert.equal(wrong.status, 401, JSON.stringify(wrong.body));
+    }),
+  );
+
+  it(
+    'an authenticated body over REQUEST_BYTES_MAX is refused with 413 as soon as it passes it',
+    withLogs(() => w, async () => {
+      const r = await send(w.base, '/v1/documents/endless', INGEST_TOKEN, endless());
+      assert.equal(r.status, 413, JSON.stringify(r.body));
+      assert.equal(r.body.error.code, 'payload_too_large');
+      // Nothing was written.
+      const doc = await fetch(`${w.base}/v1/documents/endless`, { headers: { Authorization: `Bearer ${INGEST_TOKEN}` } });
+      assert.equal(doc.status, 404);
+      // A body under the limit, also chunked, is read and accepted.
+      const small = new ReadableStream({
+        start(c) {
+          c.enqueue(new TextEncoder().encode(JSON.stringify({ text: 'a short chunked body' })));
+          c.close();
+        },
+      });
+      const ok = await send(w.base, '/v1/documents/small', INGEST_TOKEN, small);
+      assert.equal(ok.status, 202, JSON.stringify(ok.body));
+    }),
+  );
+});
