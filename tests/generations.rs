@@ -312,3 +312,41 @@ fn a_greedy_v1_generation_keeps_its_chunker_until_a_config_backfill_moves_it_to_
         assert!(TokenFamily::WordPiece.count(&t) <= w.cfg.chunk_size_max_tokens, "{t}");
     }
 }
+
+/// Every chunk search may serve (a live version's, in the active
+/// generation) has its vector in the index (the simulation's I1).
+fn served_chunks_have_vectors(w: &World) -> Result<(), String> {
+    let active = generations(w)["active"].as_i64().unwrap();
+    let rows: Vec<Value> = w.db.inspect(
+        "SELECT c.vector_id FROM chunks c JOIN documents d ON d.doc_id = c.doc_id AND d.live_version = c.version WHERE c.generation = ?1",
+        vec![active.into()],
+    );
+    let have: BTreeSet<String> = w.index.ids().into_iter().collect();
+    let missing: Vec<String> = rows.iter().map(|r| r["vector_id"].as_str().unwrap().to_string()).filter(|id| !have.contains(id)).collect();
+    if missing.is_empty() { Ok(()) } else { Err(format!("{} served chunks without a vector: {:?}", missing.len(), &missing[..missing.len().min(3)])) }
+}
+
+#[test]
+fn a_build_job_cron_ends_dead_leaves_a_gap_the_switch_waits_for() {
+    // Issue: cron ended a stalled build job `dead` with the loser statement,
+    // which skips live versions, so its staged rows had no intents and the
+    // switch went ahead with that document's vectors missing.
+    let mut w = world();
+    w.cfg.chunk_size_max_tokens = 96;
+    let id = start(&w, BackfillScope::Config, 20)["backfill_id"].as_str().unwrap().to_string();
+    // The first build job stages its rows in generation 2, then its upsert
+    // fails transiently: it waits `up_for_retry` with its rows staged.
+    let first = w.queue.sent.borrow_mut().pop_front().expect("a build job");
+    w.index.upsert_faults.fail_next(1, FailureBucket::IndexUnavailable);
+    assert!(matches!(w.consume(&first), ingest_pipeline::pipeline::ConsumeOutcome::Retry { .. }));
+    // Its retry message is lost; meanwhile the attempts limit is lowered to
+    // what it used, so cron ends it `dead` instead of re-enqueueing it.
+    w.cfg.job_attempts_max = 1;
+    w.clock.advance_ms(3_600_000);
+    let report = w.cron();
+    assert_eq!(report.jobs_dead, 1, "{report:?}");
+    w.cfg.job_attempts_max = 6;
+    run_to_end(&w, &id);
+    assert_eq!(view(&w, &id)["state"], "completed", "{}", view(&w, &id));
+    served_chunks_have_vectors(&w).unwrap();
+}

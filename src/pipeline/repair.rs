@@ -283,7 +283,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                         meter.spend(2);
                         match self
                             .store
-                            .job_stalled_dead(&r.job_id, &r.doc_id, r.version, now)
+                            .job_stalled_dead(&r, now)
                             .await
                         {
                             Ok(()) => {

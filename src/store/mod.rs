@@ -128,6 +128,7 @@ pub struct StalledJobRow {
     pub doc_id: String,
     pub version: u32,
     pub attempts: u32,
+    pub build_generation: Option<u32>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -470,7 +471,7 @@ impl<D: Database> Store<D> {
     ) -> Result<(), PortError> {
         let mut extra = vec![];
         if let Some(g) = build_generation {
-            extra.push(Stmt::new(sql::BUILD_INTENTS_FOR_FAILED, vec![doc_id.into(), version.into(), int(now), g.into()]));
+            extra.push(Stmt::new(sql::BUILD_INTENTS_FOR_FAILED, vec![doc_id.into(), version.into(), int(now), g.into(), job_id.into()]));
         }
         let mut stmts = vec![
                 Stmt::new(
@@ -595,24 +596,21 @@ impl<D: Database> Store<D> {
             .map(|_| ())
     }
 
-    /// Ends a stalled job `dead`; its version's vectors (if not live) become intents.
-    pub async fn job_stalled_dead(
-        &self,
-        job_id: &str,
-        doc_id: &str,
-        version: u32,
-        now: i64,
-    ) -> Result<(), PortError> {
-        self.db
-            .batch(vec![
-                Stmt::new(sql::JOB_STALLED_DEAD, vec![job_id.into(), int(now)]),
-                Stmt::new(
-                    sql::COMMIT_INTENTS_FOR_LOSER,
-                    vec![doc_id.into(), version.into(), int(now)],
-                ),
-            ])
-            .await
-            .map(|_| ())
+    /// Ends a stalled job `dead`; its version's vectors (if not live)
+    /// become intents, and a build job's rows in its generation too.
+    pub async fn job_stalled_dead(&self, job: &StalledJobRow, now: i64) -> Result<(), PortError> {
+        let (doc_id, version) = (job.doc_id.as_str(), job.version);
+        let mut stmts = vec![
+            Stmt::new(sql::JOB_STALLED_DEAD, vec![job.job_id.as_str().into(), int(now)]),
+            Stmt::new(sql::COMMIT_INTENTS_FOR_LOSER, vec![doc_id.into(), version.into(), int(now)]),
+        ];
+        if let Some(g) = job.build_generation {
+            stmts.push(Stmt::new(
+                sql::BUILD_INTENTS_FOR_FAILED,
+                vec![doc_id.into(), version.into(), int(now), g.into(), job.job_id.as_str().into()],
+            ));
+        }
+        self.db.batch(stmts).await.map(|_| ())
     }
 
     pub async fn live_chunks(

@@ -295,7 +295,7 @@ LIMIT ?2";
 /// with no progress for the stall period, or running with an expired lease.
 /// `?1` now, `?2` stalled-before, `?3` limit.
 pub const STALLED_JOBS: &str = "\
-SELECT job_id, doc_id, version, attempts FROM jobs
+SELECT job_id, doc_id, version, attempts, build_generation FROM jobs
 WHERE (state = 'queued' AND updated_at < ?2)
    OR (state = 'up_for_retry' AND next_attempt_at < ?2)
    OR (state = 'running' AND lease_until < ?1)
@@ -611,13 +611,16 @@ pub const GENERATIONS_RETIRED: &str = "\
 UPDATE generations SET state = 'retired', updated_at = ?1
 WHERE state IN ('retiring', 'abandoned') AND NOT EXISTS (SELECT 1 FROM chunks c WHERE c.generation = generations.generation)";
 
-/// A build job that failed: its rows in its generation become intents (the
-/// version is live, so the loser statement does not cover them).
-/// `?1` doc, `?2` version, `?3` now, `?4` generation.
+/// A build job that ended `failed` or `dead` (by its consumer or by cron):
+/// its rows in its generation become intents (the version is live, so the
+/// loser statement does not cover them), so the generation's switch sees
+/// the gap. Only once the job has ended: a build still running keeps its
+/// rows. `?1` doc, `?2` version, `?3` now, `?4` generation, `?5` job.
 pub const BUILD_INTENTS_FOR_FAILED: &str = "\
 INSERT OR IGNORE INTO cleanup_intents (vector_id, doc_id, version, reason, attempts, not_before, created_at)
 SELECT c.vector_id, c.doc_id, c.version, 'abandoned', 0, 0, ?3
-FROM chunks c WHERE c.doc_id = ?1 AND c.version = ?2 AND c.generation = ?4";
+FROM chunks c WHERE c.doc_id = ?1 AND c.version = ?2 AND c.generation = ?4
+  AND EXISTS (SELECT 1 FROM jobs j WHERE j.job_id = ?5 AND j.state IN ('failed', 'dead'))";
 
 // ---------------------------------------------------------------- backfills
 
