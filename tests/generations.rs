@@ -350,3 +350,23 @@ fn a_build_job_cron_ends_dead_leaves_a_gap_the_switch_waits_for() {
     assert_eq!(view(&w, &id)["state"], "completed", "{}", view(&w, &id));
     served_chunks_have_vectors(&w).unwrap();
 }
+
+#[test]
+fn two_identical_config_reindex_requests_at_once_start_one_backfill_and_keep_its_generation() {
+    // Issue: the loser of two concurrent POSTs (a client retrying after a
+    // timeout) abandoned the generation the winner had just created.
+    let mut w = world();
+    w.cfg.chunk_size_max_tokens = 96;
+    let a = ingest_pipeline::pipeline::Pipeline::new(w.cfg.clone(), common::Interleaved(&w.db), &w.index, &w.embedder, &w.queue, &w.clock);
+    let b = ingest_pipeline::pipeline::Pipeline::new(w.cfg.clone(), common::Interleaved(&w.db), &w.index, &w.embedder, &w.queue, &w.clock);
+    let (ra, rb) = block_on(futures::future::join(a.start_backfill(&BackfillScope::Config, 5), b.start_backfill(&BackfillScope::Config, 5)));
+    let (ra, rb) = (ra.unwrap(), rb.unwrap());
+    assert_eq!(u8::from(ra.is_ok()) + u8::from(rb.is_ok()), 1, "exactly one starts: {ra:?} {rb:?}");
+    let started = ra.clone().or(rb.clone()).unwrap();
+    let refused = ra.err().or(rb.err()).unwrap();
+    assert_eq!((refused.0, refused.1), (409, "backfill_active"));
+    assert_eq!(generation(&w, 2)["state"], "building", "the running backfill's generation is kept: {}", generations(&w));
+    let id = started["backfill_id"].as_str().unwrap().to_string();
+    assert_eq!(run_to_end(&w, &id), vec![1, 2]);
+    assert_eq!(view(&w, &id)["state"], "completed");
+}

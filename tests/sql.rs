@@ -303,6 +303,13 @@ fn every_statement_is_exercised_by_the_flows() {
         w6.cfg.chunk_size_max_tokens = 112;
         let b = block_on(w6.p().start_backfill(&BackfillScope::Config, 1)).unwrap().unwrap();
         block_on(w6.p().backfill_transition(b["backfill_id"].as_str().unwrap(), "cancel")).unwrap().unwrap().unwrap();
+        // Two identical starts at once: one starts, the other gives up
+        // without abandoning the generation the first builds.
+        w6.cfg.chunk_size_max_tokens = 104;
+        let pa = ingest_pipeline::pipeline::Pipeline::new(w6.cfg.clone(), common::Interleaved(&w6.db), &w6.index, &w6.embedder, &w6.queue, &w6.clock);
+        let pb = ingest_pipeline::pipeline::Pipeline::new(w6.cfg.clone(), common::Interleaved(&w6.db), &w6.index, &w6.embedder, &w6.queue, &w6.clock);
+        let (ra, rb) = block_on(futures::future::join(pa.start_backfill(&BackfillScope::Config, 1), pb.start_backfill(&BackfillScope::Config, 1)));
+        assert_eq!(u8::from(ra.unwrap().is_ok()) + u8::from(rb.unwrap().is_ok()), 1);
         w.db.executed.borrow_mut().extend(w6.db.executed.borrow().iter().copied());
     }
 

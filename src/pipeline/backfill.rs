@@ -234,7 +234,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             from = Some(active.generation);
             to = Some(generation);
         }
-        let id = backfill_id(now, scope_name, filter.as_deref());
+        let id = backfill_id(now, scope_name, filter.as_deref(), to);
         let inserted = self
             .store
             .db
@@ -244,8 +244,11 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             ))
             .await?;
         if inserted == 0 {
+            // Another backfill started meanwhile (a concurrent or retried
+            // request). The generation is abandoned only if no open backfill
+            // builds it: it may be that one's.
             if let Some(g) = to {
-                self.store.db.execute(Stmt::new(sql::GENERATION_ABANDON, vec![g.into(), SqlValue::Int(now)])).await?;
+                self.store.db.execute(Stmt::new(sql::GENERATION_ABANDON_UNCLAIMED, vec![g.into(), SqlValue::Int(now)])).await?;
             }
             return Ok(Err((409, "backfill_active", "a backfill is running or paused".into())));
         }
@@ -490,7 +493,11 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
 }
 
 /// A backfill's ID: a UUIDv5 of when and what (time is injected).
-fn backfill_id(now: i64, scope: &str, filter: Option<&str>) -> String {
+/// A backfill's id, from what it is: its start time, scope, filter and (for
+/// `config`) the generation it builds, so that two starts in the same
+/// millisecond after a cancel do not collide on a new generation.
+fn backfill_id(now: i64, scope: &str, filter: Option<&str>, generation: Option<u32>) -> String {
     const NAMESPACE: uuid::Uuid = uuid::Uuid::from_u128(0x2b5e_91c4_0d3a_4e6f_8a17_c3f0_5d92_1b84);
-    uuid::Uuid::new_v5(&NAMESPACE, format!("{now}\u{0}{scope}\u{0}{}", filter.unwrap_or("")).as_bytes()).to_string()
+    let g = generation.map_or(String::new(), |g| g.to_string());
+    uuid::Uuid::new_v5(&NAMESPACE, format!("{now}\u{0}{scope}\u{0}{}\u{0}{g}", filter.unwrap_or("")).as_bytes()).to_string()
 }

@@ -594,6 +594,13 @@ UPDATE generations SET state = 'retiring', updated_at = ?2 WHERE generation = ?1
 pub const GENERATION_ABANDON: &str = "\
 UPDATE generations SET state = 'abandoned', updated_at = ?2 WHERE generation = ?1 AND state = 'building'";
 
+/// A start that could not record its backfill gives up the generation it
+/// created or found, unless an open backfill builds it (two requests at
+/// once: the other one's). `?1` generation, `?2` now.
+pub const GENERATION_ABANDON_UNCLAIMED: &str = "\
+UPDATE generations SET state = 'abandoned', updated_at = ?2 WHERE generation = ?1 AND state = 'building'
+  AND NOT EXISTS (SELECT 1 FROM backfills b WHERE b.to_generation = ?1 AND b.state IN ('running', 'paused'))";
+
 /// Chunk rows of retiring or abandoned generations become cleanup intents,
 /// except rows of a version a job may still write. `?1` now, `?2` limit.
 pub const RETIRE_INTENTS: &str = "\
@@ -782,6 +789,7 @@ pub const ALL: &[(&str, &str)] = &[
     ("GENERATION_SWITCH_ACTIVATE", GENERATION_SWITCH_ACTIVATE),
     ("GENERATION_RETIRE", GENERATION_RETIRE),
     ("GENERATION_ABANDON", GENERATION_ABANDON),
+    ("GENERATION_ABANDON_UNCLAIMED", GENERATION_ABANDON_UNCLAIMED),
     ("RETIRE_INTENTS", RETIRE_INTENTS),
     ("GENERATIONS_RETIRED", GENERATIONS_RETIRED),
     ("BUILD_INTENTS_FOR_FAILED", BUILD_INTENTS_FOR_FAILED),

@@ -283,3 +283,37 @@ impl<'a, V: VectorIndex> Counted<'a, V> {
         panic!("the queue did not drain");
     }
 }
+
+/// A database that lets another task run before each of its calls, so two
+/// operator requests run interleaved, call by call.
+pub struct Interleaved<'a>(pub &'a ingest_pipeline::native::SqliteDb);
+
+async fn yield_now() {
+    let mut yielded = false;
+    futures::future::poll_fn(|cx| {
+        if yielded {
+            std::task::Poll::Ready(())
+        } else {
+            yielded = true;
+            cx.waker().wake_by_ref();
+            std::task::Poll::Pending
+        }
+    })
+    .await
+}
+
+impl ingest_pipeline::ports::Database for Interleaved<'_> {
+    async fn query<T: serde::de::DeserializeOwned>(&self, stmt: ingest_pipeline::ports::Stmt) -> Result<Vec<T>, ingest_pipeline::ports::PortError> {
+        yield_now().await;
+        self.0.query(stmt).await
+    }
+    async fn execute(&self, stmt: ingest_pipeline::ports::Stmt) -> Result<u64, ingest_pipeline::ports::PortError> {
+        yield_now().await;
+        self.0.execute(stmt).await
+    }
+    async fn batch(&self, stmts: Vec<ingest_pipeline::ports::Stmt>) -> Result<Vec<u64>, ingest_pipeline::ports::PortError> {
+        yield_now().await;
+        self.0.batch(stmts).await
+    }
+}
+
