@@ -370,3 +370,50 @@ fn two_identical_config_reindex_requests_at_once_start_one_backfill_and_keep_its
     assert_eq!(run_to_end(&w, &id), vec![1, 2]);
     assert_eq!(view(&w, &id)["state"], "completed");
 }
+
+/// Runs the switch batch to `g` directly (as `switch_to` does).
+fn switch_batch(w: &World, g: u32) -> Vec<u64> {
+    use ingest_pipeline::store::sql;
+    let p = || vec![ingest_pipeline::ports::SqlValue::from(g), ingest_pipeline::ports::SqlValue::Int(ingest_pipeline::ports::Clock::now_ms(&w.clock))];
+    block_on(ingest_pipeline::ports::Database::batch(
+        &w.db,
+        vec![
+            ingest_pipeline::ports::Stmt::new(sql::GENERATION_SWITCH_RETIRE_OLDER, p()),
+            ingest_pipeline::ports::Stmt::new(sql::GENERATION_SWITCH_RETAIN, p()),
+            ingest_pipeline::ports::Stmt::new(sql::GENERATION_SWITCH_ACTIVATE, p()),
+        ],
+    ))
+    .unwrap()
+}
+
+#[test]
+fn a_switch_that_does_not_apply_retires_nothing() {
+    // Issue: the statement retiring the retained generation had no gap
+    // condition, so a switch refused for a gap still retired the rollback.
+    let mut w = world();
+    w.cfg.chunk_size_max_tokens = 96;
+    let id = start(&w, BackfillScope::Config, 20)["backfill_id"].as_str().unwrap().to_string();
+    run_to_end(&w, &id);
+    assert_eq!((generation(&w, 1)["state"].clone(), generation(&w, 2)["state"].clone()), (json!("retained"), json!("active")));
+    // A third generation is being built, with nothing built yet: a gap.
+    w.cfg.chunk_size_max_tokens = 80;
+    start(&w, BackfillScope::Config, 20);
+    assert_eq!(generation(&w, 3)["state"], "building");
+    let changes = switch_batch(&w, 3);
+    assert_eq!(changes, vec![0, 0, 0], "the switch does not apply");
+    assert_eq!(generation(&w, 1)["state"], "retained", "the rollback generation is kept");
+    assert_eq!(generation(&w, 2)["state"], "active");
+}
+
+#[test]
+fn a_crash_between_the_switch_and_completing_the_backfill_still_completes_it() {
+    // Issue: the switch and BACKFILL_COMPLETE were separate calls; after a
+    // crash between them the backfill looped to `failed` over a done switch.
+    let mut w = world();
+    w.cfg.chunk_size_max_tokens = 96;
+    let id = start(&w, BackfillScope::Config, 20)["backfill_id"].as_str().unwrap().to_string();
+    *w.db.fail_sql.borrow_mut() = Some((ingest_pipeline::store::sql::BACKFILL_COMPLETE, FailureBucket::DbUnavailable));
+    run_to_end(&w, &id);
+    assert_eq!(view(&w, &id)["state"], "completed", "{}", view(&w, &id));
+    assert_eq!(generations(&w)["active"], 2);
+}

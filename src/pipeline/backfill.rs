@@ -118,7 +118,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         if state != "retained" {
             return Ok(Err((409, "generation_not_retained", format!("generation {generation} is {state}, not retained"))));
         }
-        if !self.switch_to(generation).await? {
+        if !self.switch_to(generation, None).await? {
             return Ok(Err((409, "generation_incomplete", format!("generation {generation} lacks vectors of live documents"))));
         }
         Ok(Ok(self.generations_view().await?))
@@ -147,20 +147,21 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
 
     /// The switch: `generation` (being built, or retained) becomes active,
     /// the active one retained, in one D1 batch whose statements re-check
-    /// that every live document has its vectors there. Returns whether it
-    /// switched.
-    async fn switch_to(&self, generation: u32) -> Result<bool, PortError> {
+    /// that every live document has its vectors there; with `backfill`, the
+    /// backfill that built it completes in the same batch. Returns whether
+    /// it switched.
+    async fn switch_to(&self, generation: u32, backfill: Option<&str>) -> Result<bool, PortError> {
         let now = SqlValue::Int(self.clock.now_ms());
         let p = || vec![SqlValue::from(generation), now.clone()];
-        let changes = self
-            .store
-            .db
-            .batch(vec![
-                Stmt::new(sql::GENERATION_SWITCH_RETIRE_OLDER, p()),
-                Stmt::new(sql::GENERATION_SWITCH_RETAIN, p()),
-                Stmt::new(sql::GENERATION_SWITCH_ACTIVATE, p()),
-            ])
-            .await?;
+        let mut stmts = vec![
+            Stmt::new(sql::GENERATION_SWITCH_RETIRE_OLDER, p()),
+            Stmt::new(sql::GENERATION_SWITCH_RETAIN, p()),
+            Stmt::new(sql::GENERATION_SWITCH_ACTIVATE, p()),
+        ];
+        if let Some(id) = backfill {
+            stmts.push(Stmt::new(sql::BACKFILL_COMPLETE, vec![id.into(), now.clone()]));
+        }
+        let changes = self.store.db.batch(stmts).await?;
         let switched = changes.get(2).copied().unwrap_or(0) > 0;
         if switched {
             log_event("generation_switched", json!({ "active": generation }));
@@ -449,6 +450,11 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             None => {
                 self.store.db.execute(Stmt::new(sql::BACKFILL_COMPLETE, vec![id.into(), SqlValue::Int(now)])).await?;
             }
+            Some(g) if self.store.active_generation().await?.is_some_and(|a| a.generation == g) => {
+                // Switched already (by a run that ended before completing
+                // it, or a rollback and forth): complete.
+                self.store.db.execute(Stmt::new(sql::BACKFILL_COMPLETE, vec![id.into(), SqlValue::Int(now)])).await?;
+            }
             Some(g) => {
                 let gaps: Gaps = self
                     .store
@@ -462,8 +468,8 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                     // Jobs still writing: look again on the next run.
                     return Ok(false);
                 }
-                if gaps.missing == 0 && self.switch_to(g).await? {
-                    self.store.db.execute(Stmt::new(sql::BACKFILL_COMPLETE, vec![id.into(), SqlValue::Int(now)])).await?;
+                if gaps.missing == 0 && self.switch_to(g, Some(id)).await? {
+                    // Switched and completed in one batch.
                 } else if b.passes >= self.cfg.backfill_passes_max {
                     let failed = json_array(&["running"]);
                     self.store

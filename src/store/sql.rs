@@ -552,23 +552,14 @@ SELECT
      AND NOT EXISTS (SELECT 1 FROM chunks c WHERE c.doc_id = j.doc_id AND c.version = j.version AND c.generation = ?1)) AS unstaged,
   (SELECT count(*) FROM jobs j WHERE j.build_generation = ?1 AND j.state IN ('queued', 'running', 'up_for_retry')) AS building";
 
-/// The switch, statement 1 of 3: a generation retained from an earlier
-/// switch retires (only when switching to a generation being built).
-/// `?1` the generation to activate, `?2` now.
-pub const GENERATION_SWITCH_RETIRE_OLDER: &str = "\
-UPDATE generations SET state = 'retiring', updated_at = ?2
-WHERE state = 'retained' AND generation <> ?1
-  AND EXISTS (SELECT 1 FROM generations g WHERE g.generation = ?1 AND g.state = 'building')";
-
-/// The switch, statement 2 of 3: the active generation becomes retained, if
-/// `?1` can be activated (being built or retained) and nothing of
-/// `GENERATION_GAPS` stands in the way: every live document has its
-/// vectors there. `?2` now.
-pub const GENERATION_SWITCH_RETAIN: &str = "\
-UPDATE generations SET state = 'retained', updated_at = ?2
-WHERE state = 'active' AND generation <> ?1
-  AND EXISTS (SELECT 1 FROM generations g WHERE g.generation = ?1 AND g.state IN ('building', 'retained'))
-  AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.build_generation = ?1 AND j.state IN ('queued', 'running', 'up_for_retry'))
+/// Nothing keeps generation `?1` from being switched to (`GENERATION_GAPS`
+/// as one condition): no build of it and no staged index job without it
+/// still writing, and every live document has its vectors there (rows, and
+/// no intent on them). Shared by the switch's statements, so that each
+/// applies only if the switch does.
+macro_rules! switch_allowed {
+    () => {
+        "NOT EXISTS (SELECT 1 FROM jobs j WHERE j.build_generation = ?1 AND j.state IN ('queued', 'running', 'up_for_retry'))
   AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.state IN ('queued', 'running', 'up_for_retry') AND j.kind = 'index'
                   AND j.step = 'staged' AND j.build_generation IS NULL
                   AND NOT EXISTS (SELECT 1 FROM chunks c WHERE c.doc_id = j.doc_id AND c.version = j.version AND c.generation = ?1))
@@ -577,10 +568,38 @@ WHERE state = 'active' AND generation <> ?1
     WHERE v.is_delete = 0 AND (
       NOT EXISTS (SELECT 1 FROM chunks c WHERE c.doc_id = d.doc_id AND c.version = d.live_version AND c.generation = ?1)
       OR EXISTS (SELECT 1 FROM chunks c JOIN cleanup_intents i ON i.vector_id = c.vector_id
-                 WHERE c.doc_id = d.doc_id AND c.version = d.live_version AND c.generation = ?1)))";
+                 WHERE c.doc_id = d.doc_id AND c.version = d.live_version AND c.generation = ?1)))"
+    };
+}
 
-/// The switch, statement 3 of 3: `?1` becomes active if no generation is
-/// (statement 2 applied). `?2` now.
+/// The switch, statement 1 of 4: a generation retained from an earlier
+/// switch retires, when switching to a generation being built, and only if
+/// the switch applies (`switch_allowed`). `?1` the generation to activate,
+/// `?2` now.
+pub const GENERATION_SWITCH_RETIRE_OLDER: &str = concat!(
+    "UPDATE generations SET state = 'retiring', updated_at = ?2
+WHERE state = 'retained' AND generation <> ?1
+  AND EXISTS (SELECT 1 FROM generations g WHERE g.generation = ?1 AND g.state = 'building')
+  AND EXISTS (SELECT 1 FROM generations g WHERE g.state = 'active' AND g.generation <> ?1)
+  AND ",
+    switch_allowed!()
+);
+
+/// The switch, statement 2 of 4: the active generation becomes retained, if
+/// `?1` can be activated (being built or retained) and the switch is
+/// allowed: every live document has its vectors there. `?2` now.
+pub const GENERATION_SWITCH_RETAIN: &str = concat!(
+    "UPDATE generations SET state = 'retained', updated_at = ?2
+WHERE state = 'active' AND generation <> ?1
+  AND EXISTS (SELECT 1 FROM generations g WHERE g.generation = ?1 AND g.state IN ('building', 'retained'))
+  AND ",
+    switch_allowed!()
+);
+
+/// The switch, statement 3 of 4: `?1` becomes active if no generation is
+/// (statement 2 applied). `?2` now. Statement 4, for a backfill's switch, is
+/// `BACKFILL_COMPLETE`, in the same batch: a crash cannot leave a done switch
+/// with its backfill running.
 pub const GENERATION_SWITCH_ACTIVATE: &str = "\
 UPDATE generations SET state = 'active', updated_at = ?2
 WHERE generation = ?1 AND state IN ('building', 'retained')
