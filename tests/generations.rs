@@ -417,3 +417,79 @@ fn a_crash_between_the_switch_and_completing_the_backfill_still_completes_it() {
     assert_eq!(view(&w, &id)["state"], "completed", "{}", view(&w, &id));
     assert_eq!(generations(&w)["active"], 2);
 }
+
+#[test]
+fn an_index_job_does_not_stage_into_a_generation_retired_since_it_read_its_targets() {
+    // Issue: staging ignored the generations' state, so a job that read its
+    // targets before cron retired one wrote rows there, orphaned for good.
+    let mut w = world();
+    w.cfg.chunk_size_max_tokens = 96;
+    let id = start(&w, BackfillScope::Config, 20)["backfill_id"].as_str().unwrap().to_string();
+    run_to_end(&w, &id);
+    assert_eq!(generation(&w, 1)["state"], "retained");
+    w.put("doc-00", &document(4, None));
+    let msg = w.queue.sent.borrow_mut().pop_front().unwrap();
+    // Between the job's read of its targets (generation 1 retained, so a
+    // target) and its staging batch, an operator retires generation 1 and
+    // cron finishes retiring it.
+    let db = common::Hooked {
+        db: &w.db,
+        before: ingest_pipeline::store::sql::CONSUME_STAGE_CHUNKS,
+        hook: std::cell::RefCell::new(Some(Box::new(|db: &ingest_pipeline::native::SqliteDb| {
+            let _: Vec<Value> = db.inspect("DELETE FROM chunks WHERE generation = 1 RETURNING vector_id", vec![]);
+            let _: Vec<Value> = db.inspect("UPDATE generations SET state = 'retired' WHERE generation = 1 RETURNING generation", vec![]);
+        }))),
+    };
+    let p = ingest_pipeline::pipeline::Pipeline::new(w.cfg.clone(), db, &w.index, &w.embedder, &w.queue, &w.clock);
+    let out = block_on(p.consume(&msg));
+    assert_eq!(out, ingest_pipeline::pipeline::ConsumeOutcome::Ack { reason: "committed" });
+    let orphans: Vec<Value> = w.db.inspect(
+        "SELECT count(*) AS n FROM chunks c JOIN generations g ON g.generation = c.generation WHERE g.state = 'retired'",
+        vec![],
+    );
+    assert_eq!(orphans[0]["n"], 0, "rows in a retired generation");
+    assert_eq!(w.state("doc-00"), DocumentState::Indexed);
+    served_chunks_have_vectors(&w).unwrap();
+}
+
+#[test]
+fn a_version_records_the_active_generations_chunk_count_and_configuration() {
+    // Issue: with two generations written, a version recorded the lowest
+    // generation's chunk count and configuration, not the served one's.
+    let mut w = world();
+    w.cfg.chunk_size_max_tokens = 64;
+    let id = start(&w, BackfillScope::Config, 20)["backfill_id"].as_str().unwrap().to_string();
+    run_to_end(&w, &id);
+    assert_eq!(generations(&w)["active"], 2);
+    // A new version is written in generation 1 (retained) and 2 (active).
+    w.put("doc-00", &document(20, None));
+    w.deliver_all();
+    let doc = block_on(w.p().document("doc-00")).unwrap().unwrap();
+    let ic = doc.index_config.expect("recorded");
+    assert_eq!(ic["chunk_size_max_tokens"], 64, "the active generation's: {ic}");
+    let rows: Vec<Value> = w.db.inspect(
+        "SELECT count(*) AS n FROM chunks c JOIN documents d ON d.doc_id = c.doc_id AND d.live_version = c.version WHERE c.doc_id = 'doc-00' AND c.generation = 2",
+        vec![],
+    );
+    assert_eq!(Some(doc.chunk_count as i64), rows[0]["n"].as_i64(), "the active generation's chunk count");
+}
+
+#[test]
+fn generation_one_adopts_the_configuration_its_versions_were_indexed_with() {
+    // Issue: a ledger from before generations (generation 1 recorded as '')
+    // adopted the running configuration, not that of its existing vectors.
+    let w = World::new();
+    w.put("old", &document(10, None));
+    w.deliver_all();
+    let legacy = json!({ "chunker": "greedy-v1", "chunk_size_max_chars": 200, "chunk_overlap_chars": 20,
+                         "embedder": "local-hash-v2", "pooling": "none", "dimensions": 64 }).to_string();
+    let _: Vec<Value> = w.db.inspect("UPDATE generations SET index_config = '' WHERE generation = 1 RETURNING generation", vec![]);
+    let _: Vec<Value> = w.db.inspect("UPDATE versions SET index_config = ?1 RETURNING version", vec![legacy.as_str().into()]);
+    let text = document(12, None);
+    w.put("new", &text);
+    w.deliver_all();
+    assert_eq!(generation(&w, 1)["index_config"], serde_json::from_str::<Value>(&legacy).unwrap());
+    let greedy = Chunker::Greedy { size_max_chars: 200, overlap_chars: 20 };
+    let want: Vec<String> = greedy.chunk(&text, ContentType::Plain).iter().map(|c| c.text.to_string()).collect();
+    assert_eq!(chunk_rows(&w, "new", 1), want, "the new version is chunked as generation 1's vectors were");
+}

@@ -423,7 +423,20 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
     /// embedder made it) and stages the chunk rows with their vector IDs,
     /// atomically with the step `staged`. Returns the number of rows.
     async fn stage(&self, job: &ConsumeRow, doc_id: &DocId) -> Result<u32, PortError> {
-        let generations = self.store.target_generations().await?;
+        let mut generations = self.store.target_generations().await?;
+        // Generation 1 with no configuration yet (a ledger from before
+        // generations, or a new one): it adopts what its vectors were made
+        // with, else this Worker's; this staging already chunks by it.
+        let ours = self.cfg.index_config();
+        let adopt = match generations.iter().any(|g| g.generation == 1 && g.index_config.is_empty()) {
+            true => Some(self.store.adoptable_config().await?.unwrap_or_else(|| ours.clone())),
+            false => None,
+        };
+        if let Some(config) = &adopt {
+            for g in generations.iter_mut().filter(|g| g.generation == 1 && g.index_config.is_empty()) {
+                g.index_config = config.clone();
+            }
+        }
         let targets: Vec<_> = generations
             .iter()
             .filter(|g| job.build_generation.is_none_or(|b| b == g.generation))
@@ -488,16 +501,20 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             self.index.upsert(&records).await?;
         }
         // The version's own chunk count and configuration: those of the
-        // first target (the active generation, when this Worker embeds like it).
-        let ours = self.cfg.index_config();
-        let first_config = if targets[0].index_config.is_empty() { ours.clone() } else { targets[0].index_config.clone() };
+        // generation search serves (the first target if this Worker does not
+        // write the active one).
+        let recorded = targets.iter().position(|g| g.state == "active").unwrap_or(0);
+        let (recorded_chunks, recorded_config) = match (per_target.get(recorded), targets.get(recorded)) {
+            (Some((_, chunks, _, _)), Some(g)) => (chunks.len(), g.index_config.clone()),
+            _ => return Err(PortError::new(FailureBucket::Internal, "no_target")),
+        };
         let stage = Staging {
             rows: &staged,
-            version_chunks: job.build_generation.is_none().then_some((per_target[0].1.len(), first_config.as_str())),
-            adopt_config: generations.iter().any(|g| g.generation == 1 && g.index_config.is_empty()).then_some(ours.as_str()),
+            version_chunks: job.build_generation.is_none().then_some((recorded_chunks, recorded_config.as_str())),
+            adopt_config: adopt.as_deref(),
+            build_generation: job.build_generation,
         };
-        self.store.stage_chunks(&job.job_id, &job.doc_id, job.version, &stage, self.clock.now_ms()).await?;
-        Ok(staged.len() as u32)
+        self.store.stage_chunks(&job.job_id, &job.doc_id, job.version, &stage, self.clock.now_ms()).await
     }
 
     /// Steps 3 and 4 for the chunks from `from` on: reads a page of staged

@@ -132,6 +132,11 @@ pub struct StalledJobRow {
 }
 
 #[derive(Debug, Clone, Deserialize)]
+struct IndexConfigRow {
+    index_config: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
 struct VectorIdRow {
     vector_id: String,
 }
@@ -156,8 +161,13 @@ pub struct ClaimRow {
 /// generation), and generation 1's first configuration.
 pub struct Staging<'a> {
     pub rows: &'a [StagedChunk<'a>],
+    /// The version's chunk count and configuration (those of the active
+    /// generation; `None` for a build job, whose version is recorded already).
     pub version_chunks: Option<(usize, &'a str)>,
+    /// The configuration generation 1 adopts, if it has none yet.
     pub adopt_config: Option<&'a str>,
+    /// A build job's generation.
+    pub build_generation: Option<u32>,
 }
 
 /// A generation (`generations` table).
@@ -363,12 +373,14 @@ impl<D: Database> Store<D> {
     }
 
     /// Stages the chunk rows and the chunk count and moves the job to
-    /// `staged`, in one atomic batch.
-    pub async fn stage_chunks(&self, job_id: &str, doc_id: &str, version: u32, stage: &Staging<'_>, now: i64) -> Result<(), PortError> {
+    /// `staged`, in one atomic batch. Returns the rows staged (rows of a
+    /// generation retired meanwhile are not).
+    pub async fn stage_chunks(&self, job_id: &str, doc_id: &str, version: u32, stage: &Staging<'_>, now: i64) -> Result<u32, PortError> {
         let mut stmts: Vec<Stmt> = json_pages(stage.rows, self.json_param_bytes_max)
             .into_iter()
             .map(|page| Stmt::new(sql::CONSUME_STAGE_CHUNKS, vec![doc_id.into(), version.into(), page.into()]))
             .collect();
+        let pages = stmts.len();
         if let Some((count, index_config)) = stage.version_chunks {
             stmts.push(Stmt::new(
                 sql::CONSUME_SET_CHUNK_COUNT,
@@ -378,8 +390,20 @@ impl<D: Database> Store<D> {
         if let Some(config) = stage.adopt_config {
             stmts.push(Stmt::new(sql::GENERATION_ADOPT, vec![config.into(), int(now)]));
         }
-        stmts.push(Stmt::new(sql::CONSUME_STAGED, vec![job_id.into(), SqlValue::Int(stage.rows.len() as i64), int(now)]));
-        self.db.batch(stmts).await.map(|_| ())
+        stmts.push(Stmt::new(
+            sql::CONSUME_STAGED,
+            vec![job_id.into(), int(now), doc_id.into(), version.into(), stage.build_generation.into()],
+        ));
+        let changes = self.db.batch(stmts).await?;
+        let staged: u64 = changes.iter().take(pages).sum();
+        Ok(u32::try_from(staged).unwrap_or(u32::MAX))
+    }
+
+    /// The configuration generation 1 adopts when it has none (see
+    /// `GENERATION_ADOPTABLE_CONFIG`); `None`: no live version records one.
+    pub async fn adoptable_config(&self) -> Result<Option<String>, PortError> {
+        let rows: Vec<IndexConfigRow> = self.db.query(Stmt::new(sql::GENERATION_ADOPTABLE_CONFIG, vec![])).await?;
+        Ok(rows.into_iter().next().map(|r| r.index_config))
     }
 
     /// The generations an index job writes (active, building, retained).

@@ -134,12 +134,15 @@ pub const CONSUME_LOAD_PARTS: &str =
 
 /// Stages chunk rows before any vector is written (invariant 1: D1 knows
 /// every vector ID that can exist). Idempotent: the rows are a function of
-/// (document, version, configuration). `?1` doc, `?2` version, `?3` JSON rows.
+/// (document, version, configuration). Only into generations still written
+/// at this moment: one cron retired after the job read its targets gets no
+/// row (it would never be cleaned up). `?1` doc, `?2` version, `?3` JSON rows.
 pub const CONSUME_STAGE_CHUNKS: &str = "\
 INSERT OR IGNORE INTO chunks (doc_id, version, generation, chunk_index, vector_id, start_byte, end_byte, content_hash, text)
 SELECT ?1, ?2, json_extract(value, '$.g'), json_extract(value, '$.i'), json_extract(value, '$.id'), json_extract(value, '$.s'),
        json_extract(value, '$.e'), json_extract(value, '$.h'), json_extract(value, '$.t')
-FROM json_each(?3)";
+FROM json_each(?3)
+WHERE json_extract(value, '$.g') IN (SELECT generation FROM generations WHERE state IN ('active', 'building', 'retained'))";
 
 /// Records the chunk count of a staged version and the configuration
 /// (chunker, model, pooling, dimensions) that produced its chunks and
@@ -183,10 +186,13 @@ UPDATE jobs SET subrequests_d1 = subrequests_d1 + ?2, subrequests_embed = subreq
   chunks_embedded = chunks_embedded + ?6, chunks_reused = chunks_reused + ?7
 WHERE job_id = ?1";
 
-/// The staging is done: step `staged` and the rows to write (over all the
-/// generations staged). `?1` job, `?2` rows, `?3` now.
-pub const CONSUME_STAGED: &str =
-    "UPDATE jobs SET step = 'staged', rows_total = ?2, chunks_done = 0, updated_at = ?3 WHERE job_id = ?1 AND state = 'running'";
+/// The staging is done: step `staged` and the rows to write, counted as
+/// staged (over every generation the job writes: a build job its own).
+/// `?1` job, `?2` now, `?3` doc, `?4` version, `?5` build generation or NULL.
+pub const CONSUME_STAGED: &str = "\
+UPDATE jobs SET step = 'staged', chunks_done = 0, updated_at = ?2,
+  rows_total = (SELECT count(*) FROM chunks c WHERE c.doc_id = ?3 AND c.version = ?4 AND (?5 IS NULL OR c.generation = ?5))
+WHERE job_id = ?1 AND state = 'running'";
 
 /// Replace step, statement 1 of 4 (invariant 3): when this version is about
 /// to go live, the old live version's vectors become cleanup intents, in the
@@ -518,6 +524,13 @@ WHERE state IN ('active', 'building', 'retained') ORDER BY generation";
 pub const GENERATION_ADOPT: &str =
     "UPDATE generations SET index_config = ?1, updated_at = ?2 WHERE generation = 1 AND index_config = ''";
 
+/// What generation 1 adopts when it has no configuration yet (a ledger from
+/// before generations): the configuration its vectors were made with, as
+/// the newest live version with one records it.
+pub const GENERATION_ADOPTABLE_CONFIG: &str = "\
+SELECT v.index_config AS index_config FROM documents d JOIN versions v ON v.doc_id = d.doc_id AND v.version = d.live_version
+WHERE v.index_config IS NOT NULL AND v.index_config <> '' ORDER BY v.created_at DESC, d.doc_id LIMIT 1";
+
 /// Every generation with its chunk rows in D1.
 pub const GENERATIONS_LIST: &str = "\
 SELECT g.generation AS generation, g.index_config AS index_config, g.state AS state,
@@ -799,6 +812,7 @@ pub const ALL: &[(&str, &str)] = &[
     ("REPAIR_RERUN_ADVANCE", REPAIR_RERUN_ADVANCE),
     ("GENERATIONS_TARGET", GENERATIONS_TARGET),
     ("GENERATION_ADOPT", GENERATION_ADOPT),
+    ("GENERATION_ADOPTABLE_CONFIG", GENERATION_ADOPTABLE_CONFIG),
     ("GENERATIONS_LIST", GENERATIONS_LIST),
     ("GENERATION_ACTIVE", GENERATION_ACTIVE),
     ("GENERATION_CREATE", GENERATION_CREATE),

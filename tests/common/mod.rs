@@ -317,3 +317,29 @@ impl ingest_pipeline::ports::Database for Interleaved<'_> {
     }
 }
 
+
+/// A database that runs `hook` (raw SQL through `SqliteDb::inspect`) just
+/// before the first batch that holds statement `before`: what another
+/// writer does between a task's read and its write.
+pub struct Hooked<'a> {
+    pub db: &'a ingest_pipeline::native::SqliteDb,
+    pub before: &'static str,
+    pub hook: std::cell::RefCell<Option<Box<dyn FnOnce(&ingest_pipeline::native::SqliteDb) + 'a>>>,
+}
+
+impl ingest_pipeline::ports::Database for Hooked<'_> {
+    async fn query<T: serde::de::DeserializeOwned>(&self, stmt: ingest_pipeline::ports::Stmt) -> Result<Vec<T>, ingest_pipeline::ports::PortError> {
+        self.db.query(stmt).await
+    }
+    async fn execute(&self, stmt: ingest_pipeline::ports::Stmt) -> Result<u64, ingest_pipeline::ports::PortError> {
+        self.db.execute(stmt).await
+    }
+    async fn batch(&self, stmts: Vec<ingest_pipeline::ports::Stmt>) -> Result<Vec<u64>, ingest_pipeline::ports::PortError> {
+        if stmts.iter().any(|s| s.sql == self.before) {
+            if let Some(hook) = self.hook.borrow_mut().take() {
+                hook(self.db);
+            }
+        }
+        self.db.batch(stmts).await
+    }
+}
