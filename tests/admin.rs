@@ -461,3 +461,87 @@ fn a_client_can_resubmit_a_failed_latest_version() {
     assert_eq!(w.state("a"), ingest_pipeline::pipeline::DocumentState::Indexed);
     assert!(w.search("delta echo", 3).iter().any(|h| h.version == 4 && h.text == "delta echo"));
 }
+
+/// Five documents whose first version failed for good: five letters.
+fn five_letters(w: &World) {
+    for d in ["a", "b", "c", "d", "e"] {
+        call(w, "PUT", &format!("/v1/documents/{d}"), INGEST, Some(json!({"text": format!("text of {d}")})));
+    }
+    w.index.upsert_faults.fail_next(5, FailureBucket::IndexRejected);
+    deliver(w);
+}
+
+#[test]
+fn two_advances_of_one_redrive_at_once_track_every_item() {
+    // Issue: of two concurrent advances (cron and GET), the loser marked an
+    // item `skipped` while the winner's pending→sent changed nothing, so a
+    // re-run went untracked. The second advance starts `offset` calls after
+    // the first, for every offset that overlaps them.
+    for (offset, slow) in (0..24).flat_map(|o| (1..4).map(move |s| (o, s))) {
+        let w = World::new();
+        five_letters(&w);
+        let r = call(&w, "POST", "/v1/admin/redrives", ADMIN, Some(json!({"canary_size": 3, "batch_size": 2})));
+        let plan_id = r.body["plan"]["plan_id"].as_str().unwrap().to_string();
+        let r = call(&w, "POST", "/v1/admin/redrives", ADMIN, Some(json!({"canary_size": 3, "batch_size": 2, "plan_id": plan_id})));
+        let id = r.body["redrive_id"].as_str().unwrap().to_string();
+        deliver(&w);
+        let a = ingest_pipeline::pipeline::Pipeline::new(w.cfg.clone(), common::Uneven(&w.db, slow), &w.index, &w.embedder, &w.queue, &w.clock);
+        let b = ingest_pipeline::pipeline::Pipeline::new(w.cfg.clone(), common::Interleaved(&w.db), &w.index, &w.embedder, &w.queue, &w.clock);
+        let later = async {
+            for _ in 0..offset {
+                common::yield_now().await;
+            }
+            b.redrive_advance(&id).await
+        };
+        let (ra, rb) = futures::executor::block_on(futures::future::join(a.redrive_advance(&id), later));
+        ra.unwrap();
+        rb.unwrap();
+        let r = call(&w, "GET", &format!("/v1/admin/redrives/{id}"), ADMIN, None);
+        assert_eq!(r.body["counts"]["skipped"], 0, "offset {offset}, slow {slow}: {}", r.body);
+        for i in r.body["items"].as_array().unwrap() {
+            assert!(i["state"] == "pending" || i["new_job_id"].is_string(), "offset {offset}, slow {slow}: untracked {i}");
+        }
+        deliver(&w);
+        let r = call(&w, "GET", &format!("/v1/admin/redrives/{id}"), ADMIN, None);
+        assert_eq!((r.body["state"].as_str(), r.body["counts"]["succeeded"].as_u64()), (Some("completed"), Some(5)), "offset {offset}, slow {slow}: {}", r.body);
+    }
+}
+
+#[test]
+fn a_redrive_whose_canaries_were_all_skipped_stops_without_evidence() {
+    // Issue: skipped canaries counted as passed, so a redrive whose canaries
+    // were all skipped went on to its batches with no evidence.
+    let w = World::new();
+    five_letters(&w);
+    let r = call(&w, "POST", "/v1/admin/redrives", ADMIN, Some(json!({"canary_size": 3})));
+    let plan_id = r.body["plan"]["plan_id"].as_str().unwrap().to_string();
+    // The canaries (the first three letters) are each replaced by a new
+    // version after the plan... by the planner's clock, at execution.
+    let canary_jobs: Vec<&Value> = r.body["plan"]["canaries"].as_array().unwrap().iter().collect();
+    let first3: Vec<String> = r.body["plan"]["eligible"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| canary_jobs.contains(&&e["job_id"]))
+        .map(|e| e["doc_id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(first3.len(), 3, "{}", r.body);
+    let r = call(&w, "POST", "/v1/admin/redrives", ADMIN, Some(json!({"canary_size": 3, "plan_id": plan_id})));
+    let id = r.body["redrive_id"].as_str().unwrap().to_string();
+    // Every canary's re-run is superseded by a newer client version.
+    for d in &first3 {
+        let r = call(&w, "PUT", &format!("/v1/documents/{d}"), INGEST, Some(json!({"text": format!("newer text of {d}")})));
+        assert_eq!(r.status, 202, "{}", r.body);
+    }
+    deliver(&w);
+    w.cron();
+    let r = call(&w, "GET", &format!("/v1/admin/redrives/{id}"), ADMIN, None);
+    assert_eq!(r.body["counts"]["succeeded"], 0, "{}", r.body);
+    assert_eq!(
+        (r.body["state"].as_str(), r.body["stop_reason"].as_str()),
+        (Some("stopped"), Some("no_canary_evidence")),
+        "{}",
+        r.body
+    );
+    assert_eq!(r.body["counts"]["pending"], 2, "no batch was sent");
+}

@@ -245,6 +245,13 @@ fn every_statement_is_exercised_by_the_flows() {
         w4.clock
             .advance_ms(i64::from(w4.cfg.index_visibility_window_seconds) * 1000 + 1);
         assert_eq!(w4.cron().documents_repaired, 1);
+        // A failed latest version, re-run by a client's reindex.
+        w4.deliver_all();
+        w4.put("k", "sigma tau upsilon");
+        w4.index.upsert_faults.fail_next(1, FailureBucket::IndexRejected);
+        w4.deliver_all();
+        assert_eq!(w4.state("k"), ingest_pipeline::pipeline::DocumentState::Failed);
+        assert!(block_on(p.reindex_document("k")).unwrap().is_ok());
         w.db.executed
             .borrow_mut()
             .extend(w4.db.executed.borrow().iter().copied());

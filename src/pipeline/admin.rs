@@ -407,6 +407,12 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                 pending
             } else if in_flight {
                 return Ok(());
+            } else if !canaries.iter().any(|i| i.state == "succeeded") {
+                // Skipped canaries prove nothing: with no canary that ran
+                // and succeeded, the batches are not sent.
+                return self
+                    .stop(redrive_id, now, "no_canary_evidence", json!({ "canaries": canaries.len() }))
+                    .await;
             } else {
                 self.set_state(redrive_id, "running", None, now).await?;
                 self.audit(
@@ -452,40 +458,18 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             return self.audit(redrive_id, now, "completed", json!({})).await;
         }
         let mut sent = 0;
+        let phase = to_send.first().map_or("batch", |i| if i.phase == "canary" { "canary" } else { "batch" });
         for it in to_send {
-            match self.rerun_version(&it.doc_id, it.version).await? {
-                Some((new_version, new_job)) => {
-                    self.set_item(
-                        redrive_id,
-                        &it.letter_job_id,
-                        "pending",
-                        "sent",
-                        Some(&new_job),
-                        Some(new_version),
-                    )
-                    .await?;
-                    sent += 1;
-                }
-                None => {
-                    self.set_item(
-                        redrive_id,
-                        &it.letter_job_id,
-                        "pending",
-                        "skipped",
-                        None,
-                        None,
-                    )
-                    .await?
-                }
+            if self.rerun_item(redrive_id, it).await?.is_some() {
+                sent += 1;
+            } else {
+                // Not re-run: the version is no longer the latest (or
+                // another advance sent the item: then it is not pending, and
+                // this changes nothing).
+                self.set_item(redrive_id, &it.letter_job_id, "pending", "skipped", None, None).await?;
             }
         }
-        self.audit(
-            redrive_id,
-            now,
-            "sent",
-            json!({ "items": sent, "phase": if r.state == "canary" { "canary" } else { "batch" } }),
-        )
-        .await
+        self.audit(redrive_id, now, "sent", json!({ "items": sent, "phase": phase })).await
     }
 
     /// Re-runs `version` of `doc_id` as a new version with the same content,
@@ -495,7 +479,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         doc_id: &str,
         version: u32,
     ) -> Result<Option<(u32, String)>, PortError> {
-        self.rerun(doc_id, version, sql::RERUN_ADVANCE).await
+        self.rerun(doc_id, version, sql::RERUN_ADVANCE, None).await
     }
 
     /// Re-runs the live `version` (its vectors are missing from the index)
@@ -505,14 +489,25 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         doc_id: &str,
         version: u32,
     ) -> Result<Option<(u32, String)>, PortError> {
-        self.rerun(doc_id, version, sql::REPAIR_RERUN_ADVANCE).await
+        self.rerun(doc_id, version, sql::REPAIR_RERUN_ADVANCE, None).await
     }
 
+    /// Re-runs a redrive item's letter, and marks the item `sent` with its
+    /// job, in one batch; `None` if the item was no longer pending (another
+    /// advance took it) or the version is no longer the latest.
+    async fn rerun_item(&self, redrive_id: &str, it: &ItemRow) -> Result<Option<(u32, String)>, PortError> {
+        self.rerun(&it.doc_id, it.version, sql::REDRIVE_RERUN_ADVANCE, Some((redrive_id, &it.letter_job_id))).await
+    }
+
+    /// `item`: the redrive item this re-run is for (its advance is then
+    /// conditional on the item being pending, and the item is marked sent
+    /// in the same batch).
     async fn rerun(
         &self,
         doc_id: &str,
         version: u32,
         advance: &'static str,
+        item: Option<(&str, &str)>,
     ) -> Result<Option<(u32, String)>, PortError> {
         let Ok(doc) = DocId::parse(doc_id) else {
             return Ok(None);
@@ -537,16 +532,21 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         let p = || vec![doc_id.into(), version.into(), SqlValue::Int(now)];
         let mut job_params = p();
         job_params.push(new_job.as_str().into());
-        let changes = self
-            .store
-            .db
-            .batch(vec![
-                Stmt::new(advance, p()),
-                Stmt::new(sql::RERUN_COPY_VERSION, p()),
-                Stmt::new(sql::RERUN_COPY_PARTS, p()),
-                Stmt::new(sql::RERUN_INSERT_JOB, job_params),
-            ])
-            .await?;
+        let mut item_params = job_params.clone();
+        let mut stmts = vec![
+            Stmt::new(advance, p()),
+            Stmt::new(sql::RERUN_COPY_VERSION, p()),
+            Stmt::new(sql::RERUN_COPY_PARTS, p()),
+            Stmt::new(sql::RERUN_INSERT_JOB, job_params),
+        ];
+        if let Some((redrive_id, letter)) = item {
+            item_params.extend([redrive_id.into(), letter.into()]);
+            if let Some(first) = stmts.first_mut() {
+                *first = Stmt::new(advance, item_params.clone());
+            }
+            stmts.push(Stmt::new(sql::REDRIVE_ITEM_SENT, item_params));
+        }
+        let changes = self.store.db.batch(stmts).await?;
         if changes.first().copied().unwrap_or(0) == 0 {
             return Ok(None);
         }

@@ -436,6 +436,22 @@ WHERE i.redrive_id = ?1 ORDER BY i.seq";
 /// advances of one redrive cannot overwrite each other's result).
 /// `?1` redrive, `?2` letter job, `?3` new state, `?4` new job or NULL,
 /// `?5` new version or NULL, `?6` expected current state.
+/// A redrive's re-run of one letter, statement 1 (in place of
+/// `RERUN_ADVANCE`): only while the item is still `pending`, so that of two
+/// concurrent advances exactly one re-runs it. `?1` doc, `?2` version, `?3`
+/// now, `?4` new job (unused here), `?5` redrive, `?6` letter job.
+pub const REDRIVE_RERUN_ADVANCE: &str = "\
+UPDATE documents SET latest_version = ?2 + 1, updated_at = ?3
+WHERE doc_id = ?1 AND latest_version = ?2 AND (live_version IS NULL OR live_version < ?2)
+  AND EXISTS (SELECT 1 FROM redrive_items i WHERE i.redrive_id = ?5 AND i.letter_job_id = ?6 AND i.state = 'pending')";
+
+/// The same re-run's last statement: the item is `sent` with its job, in
+/// the batch that created the new version (its `created_at` is `?3`).
+pub const REDRIVE_ITEM_SENT: &str = "\
+UPDATE redrive_items SET state = 'sent', new_job_id = ?4, new_version = ?2 + 1
+WHERE redrive_id = ?5 AND letter_job_id = ?6 AND state = 'pending'
+  AND EXISTS (SELECT 1 FROM versions v WHERE v.doc_id = ?1 AND v.version = ?2 + 1 AND v.created_at = ?3)";
+
 pub const REDRIVE_ITEM_SET: &str = "\
 UPDATE redrive_items SET state = ?3, new_job_id = COALESCE(?4, new_job_id), new_version = COALESCE(?5, new_version)
 WHERE redrive_id = ?1 AND letter_job_id = ?2 AND state = ?6";
@@ -798,6 +814,8 @@ pub const ALL: &[(&str, &str)] = &[
     ("REDRIVES_ACTIVE", REDRIVES_ACTIVE),
     ("REDRIVE_ITEMS", REDRIVE_ITEMS),
     ("REDRIVE_ITEM_SET", REDRIVE_ITEM_SET),
+    ("REDRIVE_RERUN_ADVANCE", REDRIVE_RERUN_ADVANCE),
+    ("REDRIVE_ITEM_SENT", REDRIVE_ITEM_SENT),
     ("REDRIVE_SET_STATE", REDRIVE_SET_STATE),
     ("RERUN_ADVANCE", RERUN_ADVANCE),
     ("RERUN_COPY_VERSION", RERUN_COPY_VERSION),

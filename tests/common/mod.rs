@@ -288,7 +288,29 @@ impl<'a, V: VectorIndex> Counted<'a, V> {
 /// operator requests run interleaved, call by call.
 pub struct Interleaved<'a>(pub &'a ingest_pipeline::native::SqliteDb);
 
-async fn yield_now() {
+/// As [`Interleaved`], but letting others run `1` time before a read and
+/// `.1` times before a write: a task whose writes are slower than its reads
+/// (D1's latencies differ), so interleavings vary.
+pub struct Uneven<'a>(pub &'a ingest_pipeline::native::SqliteDb, pub usize);
+
+impl ingest_pipeline::ports::Database for Uneven<'_> {
+    async fn query<T: serde::de::DeserializeOwned>(&self, stmt: ingest_pipeline::ports::Stmt) -> Result<Vec<T>, ingest_pipeline::ports::PortError> {
+        yield_now().await;
+        self.0.query(stmt).await
+    }
+    async fn execute(&self, stmt: ingest_pipeline::ports::Stmt) -> Result<u64, ingest_pipeline::ports::PortError> {
+        for _ in 0..self.1 {
+            yield_now().await;
+        }
+        self.0.execute(stmt).await
+    }
+    async fn batch(&self, stmts: Vec<ingest_pipeline::ports::Stmt>) -> Result<Vec<u64>, ingest_pipeline::ports::PortError> {
+        yield_now().await;
+        self.0.batch(stmts).await
+    }
+}
+
+pub async fn yield_now() {
     let mut yielded = false;
     futures::future::poll_fn(|cx| {
         if yielded {
