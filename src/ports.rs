@@ -135,12 +135,28 @@ pub struct JobMessage {
     pub job_id: String,
     pub doc_id: String,
     pub version: u32,
+    /// Set on a pointer the consumer sent to the dead-letter queue after
+    /// archiving it: the dead-letter consumer only confirms such a letter.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub archived: bool,
 }
 
-/// The ingest queue's producer side.
+impl JobMessage {
+    pub fn new(job_id: impl Into<String>, doc_id: impl Into<String>, version: u32) -> JobMessage {
+        JobMessage { job_id: job_id.into(), doc_id: doc_id.into(), version, archived: false }
+    }
+}
+
+/// The queues' producer side: the ingest queue, and the dead-letter queue.
+///
+/// Implementations MUST deliver each message at least once, in any order.
 pub trait JobQueue {
-    /// Sends the messages (at most 100) in one call.
+    /// Sends the messages (at most 100) to the ingest queue in one call.
     async fn send_batch(&self, messages: &[JobMessage]) -> Result<(), PortError>;
+    /// Sends one pointer to the dead-letter queue (the evidence queue). A
+    /// deployment without one answers `Ok` (the ledger's archive is the
+    /// evidence).
+    async fn send_dead_letter(&self, message: &JobMessage) -> Result<(), PortError>;
 }
 
 /// The injected clock: milliseconds since the Unix epoch.
@@ -202,6 +218,9 @@ impl<T: Embedder> Embedder for &T {
 impl<T: JobQueue> JobQueue for &T {
     async fn send_batch(&self, messages: &[JobMessage]) -> Result<(), PortError> {
         (**self).send_batch(messages).await
+    }
+    async fn send_dead_letter(&self, message: &JobMessage) -> Result<(), PortError> {
+        (**self).send_dead_letter(message).await
     }
 }
 

@@ -545,3 +545,88 @@ fn a_redrive_whose_canaries_were_all_skipped_stops_without_evidence() {
     );
     assert_eq!(r.body["counts"]["pending"], 2, "no batch was sent");
 }
+
+fn letter_row(w: &World, job_id: &str) -> Value {
+    let rows: Vec<Value> = w.db.inspect("SELECT * FROM dead_letters WHERE job_id = ?1", vec![job_id.into()]);
+    rows.into_iter().next().unwrap_or(Value::Null)
+}
+
+#[test]
+fn a_dead_letter_is_archived_once_sent_marked_and_confirmed_without_counting_twice() {
+    // Issue: the consumer and the DLQ consumer both archived each letter,
+    // doubling times_seen.
+    use ingest_pipeline::pipeline::Settle;
+    let w = World::new();
+    call(&w, "PUT", "/v1/documents/a", INGEST, Some(json!({"text": "alpha"})));
+    w.index.upsert_faults.fail_next(1, FailureBucket::IndexRejected);
+    let msg = w.queue.take_all().remove(0);
+    let p = w.p();
+    let outcome = futures::executor::block_on(p.consume(&msg));
+    assert_eq!(outcome, ConsumeOutcome::DeadLetter { reason: "failed" });
+    assert_eq!(futures::executor::block_on(p.settle("m-1", &msg, outcome)), Settle::Ack);
+    let sent = w.queue.dead.borrow_mut().pop_front().expect("the pointer reached the dead-letter queue");
+    assert!(sent.archived);
+    assert_eq!((sent.job_id.as_str(), sent.version), (msg.job_id.as_str(), 1));
+    // The dead-letter consumer confirms it: still seen once.
+    assert_eq!(futures::executor::block_on(p.consume_dead_letter("d-1", Some(&sent), 0)), Settle::Ack);
+    assert_eq!(letter_row(&w, &msg.job_id)["times_seen"], 1);
+    // A letter Queues forwarded itself (its retries used up) is a new sighting.
+    assert_eq!(futures::executor::block_on(p.consume_dead_letter("d-2", Some(&msg), 0)), Settle::Ack);
+    assert_eq!(letter_row(&w, &msg.job_id)["times_seen"], 2);
+    // A body that is not a pointer is kept as evidence.
+    assert_eq!(futures::executor::block_on(p.consume_dead_letter("d-3", None, 0)), Settle::Ack);
+    assert_eq!(letter_row(&w, "malformed:d-3")["times_seen"], 1);
+}
+
+#[test]
+fn a_dead_letter_that_cannot_be_archived_or_sent_is_retried_and_nothing_is_lost() {
+    use ingest_pipeline::pipeline::Settle;
+    let w = World::new();
+    call(&w, "PUT", "/v1/documents/a", INGEST, Some(json!({"text": "alpha"})));
+    w.index.upsert_faults.fail_next(1, FailureBucket::IndexRejected);
+    let msg = w.queue.take_all().remove(0);
+    let p = w.p();
+    let outcome = futures::executor::block_on(p.consume(&msg));
+    // The dead-letter queue is down: retried, then settled.
+    w.queue.dead_faults.fail_next(1, FailureBucket::QueueUnavailable);
+    assert!(matches!(futures::executor::block_on(p.settle("m-1", &msg, outcome)), Settle::Retry { .. }));
+    let again = futures::executor::block_on(p.consume(&msg));
+    assert_eq!(again, ConsumeOutcome::DeadLetter { reason: "already_failed" });
+    assert_eq!(futures::executor::block_on(p.settle("m-1", &msg, outcome)), Settle::Ack);
+    assert_eq!(w.queue.dead.borrow().len(), 1);
+    // D1 is down for the dead-letter consumer: retried later the older the
+    // letter is, up to RETRY_MAX_DELAY_SECONDS.
+    let forwarded = ingest_pipeline::ports::JobMessage::new("j-x", "x", 1);
+    let now = ingest_pipeline::ports::Clock::now_ms(&w.clock);
+    *w.db.fail_sql.borrow_mut() = Some((ingest_pipeline::store::sql::DEAD_LETTER_ARCHIVE, FailureBucket::DbUnavailable));
+    assert_eq!(futures::executor::block_on(p.consume_dead_letter("d-1", Some(&forwarded), now)), Settle::Retry { delay_seconds: 60 });
+    *w.db.fail_sql.borrow_mut() = Some((ingest_pipeline::store::sql::DEAD_LETTER_ARCHIVE, FailureBucket::DbUnavailable));
+    assert_eq!(
+        futures::executor::block_on(p.consume_dead_letter("d-1", Some(&forwarded), now - 4 * 3_600_000)),
+        Settle::Retry { delay_seconds: 3600 }
+    );
+    assert_eq!(futures::executor::block_on(p.consume_dead_letter("d-1", Some(&forwarded), now)), Settle::Ack);
+    assert_eq!(letter_row(&w, "j-x")["times_seen"], 1);
+}
+
+#[test]
+fn a_repeated_archive_keeps_the_first_final_evidence() {
+    // Issue: archiving a letter again overwrote the first failure's
+    // evidence (state, bucket, attempts).
+    let w = World::new();
+    call(&w, "PUT", "/v1/documents/a", INGEST, Some(json!({"text": "alpha"})));
+    w.index.upsert_faults.fail_next(1, FailureBucket::IndexRejected);
+    let msg = w.queue.take_all().remove(0);
+    let p = w.p();
+    futures::executor::block_on(p.consume(&msg));
+    futures::executor::block_on(p.archive_dead_letter("m-1", &msg)).unwrap();
+    let first = letter_row(&w, &msg.job_id);
+    assert_eq!((first["job_state"].as_str(), first["failure_bucket"].as_str()), (Some("failed"), Some("index_rejected")));
+    // The job row says something else later (as a misbehaving writer could):
+    // the letter keeps what it recorded first.
+    let _: Vec<Value> = w.db.inspect("UPDATE jobs SET last_failure_bucket = 'db_busy', attempts = 9 WHERE job_id = ?1 RETURNING job_id", vec![msg.job_id.as_str().into()]);
+    futures::executor::block_on(p.archive_dead_letter("m-2", &msg)).unwrap();
+    let second = letter_row(&w, &msg.job_id);
+    assert_eq!((second["failure_bucket"].as_str(), second["attempts"].as_i64(), second["message_id"].as_str()), (Some("index_rejected"), Some(1), Some("m-1")));
+    assert_eq!(second["times_seen"], 2);
+}

@@ -211,9 +211,11 @@ fn every_statement_is_exercised_by_the_flows() {
             .upsert_faults
             .fail_next(1, FailureBucket::IndexRejected);
         let msgs = w4.queue.take_all();
-        w4.consume(&msgs[0]);
         let p = w4.p();
-        block_on(p.archive_dead_letter("m-1", &msgs[0])).unwrap();
+        let outcome = w4.consume(&msgs[0]);
+        assert_eq!(block_on(p.settle("m-1", &msgs[0], outcome)), ingest_pipeline::pipeline::Settle::Ack);
+        let letter = w4.queue.dead.borrow_mut().pop_front().unwrap();
+        assert_eq!(block_on(p.consume_dead_letter("d-1", Some(&letter), 0)), ingest_pipeline::pipeline::Settle::Ack);
         block_on(p.dead_letter_summary()).unwrap();
         let f = ingest_pipeline::pipeline::LetterFilter {
             limit: 10,

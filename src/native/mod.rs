@@ -390,7 +390,10 @@ impl VectorIndex for MemIndex {
 #[derive(Default)]
 pub struct MemQueue {
     pub sent: RefCell<VecDeque<JobMessage>>,
+    /// What was sent to the dead-letter queue.
+    pub dead: RefCell<VecDeque<JobMessage>>,
     pub faults: Faults,
+    pub dead_faults: Faults,
     pub send_calls: Cell<u64>,
 }
 
@@ -411,6 +414,12 @@ impl JobQueue for MemQueue {
             ));
         }
         self.sent.borrow_mut().extend(messages.iter().cloned());
+        Ok(())
+    }
+    async fn send_dead_letter(&self, message: &JobMessage) -> Result<(), PortError> {
+        self.send_calls.set(self.send_calls.get() + 1);
+        self.dead_faults.take()?;
+        self.dead.borrow_mut().push_back(message.clone());
         Ok(())
     }
 }

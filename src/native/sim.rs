@@ -22,7 +22,7 @@ use crate::core::chunk::ContentType;
 use crate::core::failure::FailureBucket;
 use crate::core::ids::DocId;
 use crate::pipeline::bugs::Bugs;
-use crate::pipeline::{ConsumeOutcome, DocumentInput, IntakeItem, Pipeline, SearchRequest};
+use crate::pipeline::{DocumentInput, IntakeItem, Pipeline, SearchRequest, Settle};
 use crate::ports::{
     Database, Embedder, JobMessage, JobQueue, MetadataFilter, PortError, Stmt, VectorIndex,
     VectorMatch, VectorRecord,
@@ -342,6 +342,14 @@ impl JobQueue for SimQueue<'_> {
             })
             .await
     }
+    async fn send_dead_letter(&self, message: &JobMessage) -> Result<(), PortError> {
+        self.2
+            .call(CallKind::QueueSend, async {
+                self.0.dead.borrow_mut().push(message.clone());
+                Ok(())
+            })
+            .await
+    }
 }
 
 /// The queue: messages become available at a time; delivery order is the
@@ -350,6 +358,8 @@ impl JobQueue for SimQueue<'_> {
 #[derive(Default)]
 pub struct Broker {
     pub pending: RefCell<Vec<(i64, JobMessage)>>,
+    /// The dead-letter queue: what was sent to it (or forwarded to it).
+    pub dead: RefCell<Vec<JobMessage>>,
 }
 
 impl Broker {
@@ -475,6 +485,9 @@ type Simulated<'a> =
 pub struct NoQueue;
 impl JobQueue for NoQueue {
     async fn send_batch(&self, _: &[JobMessage]) -> Result<(), PortError> {
+        Ok(())
+    }
+    async fn send_dead_letter(&self, _: &JobMessage) -> Result<(), PortError> {
         Ok(())
     }
 }
@@ -766,8 +779,9 @@ impl Monitor {
 type TaskFuture<'a> = Pin<Box<dyn Future<Output = TaskEnd> + 'a>>;
 
 enum TaskEnd {
-    /// A delivery finished: what to do with its message.
-    Delivered(JobMessage, ConsumeOutcome),
+    /// A delivery finished and was settled (dead letters included):
+    /// what to do with its message.
+    Delivered(JobMessage, Settle),
     /// A client finished all its operations, a cron run finished.
     Done,
 }
@@ -1029,7 +1043,8 @@ pub fn run(
                 let msg = m.clone();
                 let fut: TaskFuture<'_> = Box::pin(async move {
                     let o = p.consume(&msg).await;
-                    TaskEnd::Delivered(msg, o)
+                    let settled = p.settle(&msg.job_id, &msg, o).await;
+                    TaskEnd::Delivered(msg, settled)
                 });
                 in_flight.set(in_flight.get() + 1);
                 tasks.push(Task {
@@ -1131,10 +1146,14 @@ pub fn run(
             let p = w.simulated(sched);
             let id = next_id;
             next_id += 1;
-            match drive(sched, id, p.consume(&m), &mut |_| monitor.check_step(&w))
+            let delivery = async {
+                let o = p.consume(&m).await;
+                p.settle(&m.job_id, &m, o).await
+            };
+            match drive(sched, id, delivery, &mut |_| monitor.check_step(&w))
                 .map_err(|v| with_trace(v, sched))?
             {
-                Some(outcome) => settle(&w, sched, m, outcome),
+                Some(settled) => settle(&w, sched, m, settled),
                 None => {
                     report.crashes += 1;
                     w.broker.push(m, w.clock.0.get() + CRASH_REDELIVERY_MS);
@@ -1236,19 +1255,17 @@ fn drive<T>(
     }
 }
 
-/// Applies a delivery's outcome to the broker (the acknowledgement itself
+/// Applies a settled delivery to the broker (the acknowledgement itself
 /// can fail: then the message is redelivered, as Queues would).
-fn settle(w: &World, sched: &Sched, m: JobMessage, outcome: ConsumeOutcome) {
+fn settle(w: &World, sched: &Sched, m: JobMessage, settled: Settle) {
     let now = w.clock.0.get();
-    match outcome {
-        ConsumeOutcome::Ack { .. } | ConsumeOutcome::DeadLetter { .. } => {
+    match settled {
+        Settle::Ack => {
             if sched.ack_fault().is_some() {
                 w.broker.push(m, now + CRASH_REDELIVERY_MS);
             }
         }
-        ConsumeOutcome::Retry { delay_seconds } => {
-            w.broker.push(m, now + i64::from(delay_seconds) * 1000)
-        }
+        Settle::Retry { delay_seconds } => w.broker.push(m, now + i64::from(delay_seconds) * 1000),
     }
 }
 
@@ -1307,7 +1324,8 @@ pub fn reference_dump(script: &Script, cfg: &Config, bugs: Bugs) -> String {
             let i = w.broker.available(w.clock.0.get())[0];
             let (_, m) = w.broker.pending.borrow_mut().remove(i);
             let o = futures::executor::block_on(p.consume(&m));
-            settle(&w, &sched, m, o);
+            let settled = futures::executor::block_on(p.settle(&m.job_id, &m, o));
+            settle(&w, &sched, m, settled);
         }
     };
     for (doc, ops) in &script.docs {

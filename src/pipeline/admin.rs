@@ -170,11 +170,16 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
     }
 
     /// Archives a dead-lettered message with a snapshot of its job. Idempotent.
-    pub async fn archive_dead_letter(
-        &self,
-        message_id: &str,
-        msg: &JobMessage,
-    ) -> Result<(), PortError> {
+    pub async fn archive_dead_letter(&self, message_id: &str, msg: &JobMessage) -> Result<(), PortError> {
+        self.record_dead_letter(sql::DEAD_LETTER_ARCHIVE, message_id, msg).await
+    }
+
+    /// The dead-letter consumer's receipt of a letter already archived.
+    pub(super) async fn confirm_dead_letter(&self, message_id: &str, msg: &JobMessage) -> Result<(), PortError> {
+        self.record_dead_letter(sql::DEAD_LETTER_CONFIRM, message_id, msg).await
+    }
+
+    async fn record_dead_letter(&self, statement: &'static str, message_id: &str, msg: &JobMessage) -> Result<(), PortError> {
         let params = vec![
             msg.job_id.as_str().into(),
             message_id.into(),
@@ -182,10 +187,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             msg.version.into(),
             SqlValue::Int(self.clock.now_ms()),
         ];
-        self.store
-            .db
-            .execute(Stmt::new(sql::DEAD_LETTER_ARCHIVE, params))
-            .await?;
+        self.store.db.execute(Stmt::new(statement, params)).await?;
         log_event(
             "dead_letter_archived",
             json!({ "job_id": msg.job_id, "message_id": message_id }),
@@ -550,11 +552,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         if changes.first().copied().unwrap_or(0) == 0 {
             return Ok(None);
         }
-        let msg = JobMessage {
-            job_id: new_job.clone(),
-            doc_id: doc_id.to_string(),
-            version: new_version,
-        };
+        let msg = JobMessage::new(new_job.clone(), doc_id.to_string(), new_version);
         if let Err(e) = self.queue.send_batch(&[msg]).await {
             // The job is queued in D1; cron's requeue sends it once stalled.
             log_event(

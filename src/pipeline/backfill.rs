@@ -406,7 +406,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                         let Ok(doc) = DocId::parse(&d.doc_id) else { continue };
                         let job = job_id(&doc, d.version, &format!("build-g{g}"), b.passes);
                         jobs.push(json!({ "job": job, "doc": d.doc_id, "version": d.version }));
-                        messages.push(JobMessage { job_id: job, doc_id: d.doc_id.clone(), version: d.version });
+                        messages.push(JobMessage::new(job, d.doc_id.clone(), d.version));
                     }
                     let jobs = Value::Array(jobs).to_string();
                     self.store

@@ -161,6 +161,10 @@ impl<P: JobQueue> JobQueue for Metered<'_, P> {
         bump(&self.usage.queue, 1);
         self.inner.send_batch(messages).await
     }
+    async fn send_dead_letter(&self, message: &JobMessage) -> Result<(), PortError> {
+        bump(&self.usage.queue, 1);
+        self.inner.send_dead_letter(message).await
+    }
 }
 
 #[cfg(test)]

@@ -242,11 +242,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock>
                 version,
                 kind,
             });
-            messages.push(JobMessage {
-                job_id: jid.clone(),
-                doc_id: doc_id.to_string(),
-                version,
-            });
+            messages.push(JobMessage::new(jid.clone(), doc_id.to_string(), version));
             latest.insert(doc_id.to_string(), (version, hash, is_delete));
             outcomes.push(IntakeOutcome::Queued {
                 doc_id: doc_id.to_string(),

@@ -10,6 +10,7 @@ mod consume;
 mod intake;
 mod repair;
 mod search;
+mod settle;
 mod views;
 
 pub use admin::{LetterFilter, Plan, RedriveRequest, REDRIVE_LETTERS_MAX};
@@ -19,6 +20,7 @@ pub use consume::{ConsumeOutcome, CONSUME_RESERVE, CONSUME_SUBREQUESTS_MIN};
 pub use intake::{DocumentInput, IntakeError, IntakeItem, IntakeOutcome};
 pub use repair::RepairReport;
 pub use search::{SearchHit, SearchRequest};
+pub use settle::{dead_letter_retry_delay, Settle};
 pub use views::{DocumentState, DocumentView, JobView};
 
 use crate::config::Config;

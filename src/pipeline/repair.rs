@@ -289,11 +289,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                             Ok(()) => {
                                 report.jobs_dead += 1;
                                 // Its evidence, like any dead-lettered job's.
-                                let msg = JobMessage {
-                                    job_id: r.job_id.clone(),
-                                    doc_id: r.doc_id.clone(),
-                                    version: r.version,
-                                };
+                                let msg = JobMessage::new(r.job_id.clone(), r.doc_id.clone(), r.version);
                                 if let Err(e) = self
                                     .archive_dead_letter(&format!("cron:{}", r.job_id), &msg)
                                     .await
@@ -304,11 +300,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                             Err(e) => failed(&mut report, e.bucket),
                         }
                     } else {
-                        messages.push(JobMessage {
-                            job_id: r.job_id,
-                            doc_id: r.doc_id,
-                            version: r.version,
-                        });
+                        messages.push(JobMessage::new(r.job_id, r.doc_id, r.version));
                     }
                 }
                 if !messages.is_empty() {

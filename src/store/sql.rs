@@ -367,9 +367,25 @@ VALUES (?1, ?2, ?3, ?4,
   (SELECT state FROM jobs WHERE job_id = ?1), (SELECT step FROM jobs WHERE job_id = ?1),
   (SELECT last_failure_bucket FROM jobs WHERE job_id = ?1), (SELECT attempts FROM jobs WHERE job_id = ?1),
   (SELECT chunk_count FROM versions WHERE doc_id = ?3 AND version = ?4), ?5, ?5, 1)
-ON CONFLICT (job_id) DO UPDATE SET message_id = excluded.message_id, job_state = excluded.job_state,
-  job_step = excluded.job_step, failure_bucket = excluded.failure_bucket, attempts = excluded.attempts,
-  chunk_count = excluded.chunk_count, last_seen = excluded.last_seen, times_seen = dead_letters.times_seen + 1";
+ON CONFLICT (job_id) DO UPDATE SET
+  -- The first final evidence is kept: a letter archived while its job was
+  -- not final yet (the queue gave up on a live job) takes the job's ending.
+  job_state = CASE WHEN dead_letters.job_state IN ('failed', 'dead') THEN dead_letters.job_state ELSE excluded.job_state END,
+  job_step = CASE WHEN dead_letters.job_state IN ('failed', 'dead') THEN dead_letters.job_step ELSE excluded.job_step END,
+  failure_bucket = CASE WHEN dead_letters.job_state IN ('failed', 'dead') THEN dead_letters.failure_bucket ELSE excluded.failure_bucket END,
+  attempts = CASE WHEN dead_letters.job_state IN ('failed', 'dead') THEN dead_letters.attempts ELSE excluded.attempts END,
+  chunk_count = COALESCE(dead_letters.chunk_count, excluded.chunk_count),
+  last_seen = excluded.last_seen, times_seen = dead_letters.times_seen + 1";
+
+/// The dead-letter consumer's receipt of a letter the consumer archived
+/// before sending it: the row exists already (or is written, if it went
+/// missing), nothing is counted twice. Same parameters as the archive.
+pub const DEAD_LETTER_CONFIRM: &str = "\
+INSERT OR IGNORE INTO dead_letters (job_id, message_id, doc_id, version, job_state, job_step, failure_bucket, attempts, chunk_count, first_seen, last_seen, times_seen)
+VALUES (?1, ?2, ?3, ?4,
+  (SELECT state FROM jobs WHERE job_id = ?1), (SELECT step FROM jobs WHERE job_id = ?1),
+  (SELECT last_failure_bucket FROM jobs WHERE job_id = ?1), (SELECT attempts FROM jobs WHERE job_id = ?1),
+  (SELECT chunk_count FROM versions WHERE doc_id = ?3 AND version = ?4), ?5, ?5, 1)";
 
 /// Read-only diagnosis: letters by failure bucket x whether the letter's
 /// version is still the document's latest x chunk-count bucket.
@@ -804,6 +820,7 @@ pub const ALL: &[(&str, &str)] = &[
     ("REPAIR_RUN_INSERT", REPAIR_RUN_INSERT),
     ("REPAIR_RUNS_LIST", REPAIR_RUNS_LIST),
     ("DEAD_LETTER_ARCHIVE", DEAD_LETTER_ARCHIVE),
+    ("DEAD_LETTER_CONFIRM", DEAD_LETTER_CONFIRM),
     ("DEAD_LETTERS_SUMMARY", DEAD_LETTERS_SUMMARY),
     ("DEAD_LETTERS_PAGE", DEAD_LETTERS_PAGE),
     ("REDRIVE_CANDIDATES", REDRIVE_CANDIDATES),

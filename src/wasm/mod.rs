@@ -13,7 +13,7 @@ use crate::adapters::IndexLimits;
 use crate::api::{self, ApiRequest, Secrets};
 use crate::config::{Config, EmbedderBackend, IndexBackend};
 use crate::core::failure::FailureBucket;
-use crate::pipeline::{log_event, ConsumeOutcome, Pipeline};
+use crate::pipeline::{log_event, ConsumeOutcome, Pipeline, Settle};
 use crate::ports::{
     Clock, Embedder, JobMessage, JobQueue, MetadataFilter, PortError, VectorIndex, VectorMatch,
     VectorRecord,
@@ -122,12 +122,27 @@ pub(crate) fn js_error_text(e: &JsValue) -> String {
     out
 }
 
-/// The ingest queue's producer binding.
-struct QueueProducer(Option<worker::Queue>);
+/// The producer bindings: the ingest queue, and the dead-letter queue (if
+/// the deployment has one).
+struct QueueProducer {
+    ingest: Option<worker::Queue>,
+    dlq: Option<worker::Queue>,
+}
 
 impl JobQueue for QueueProducer {
+    async fn send_dead_letter(&self, message: &JobMessage) -> Result<(), PortError> {
+        match &self.dlq {
+            // No DLQ binding configured: D1 holds the evidence.
+            None => Ok(()),
+            Some(q) => q
+                .send(message.clone())
+                .await
+                .map_err(|_| PortError::new(FailureBucket::QueueUnavailable, "dlq_send")),
+        }
+    }
+
     async fn send_batch(&self, messages: &[JobMessage]) -> Result<(), PortError> {
-        let Some(q) = &self.0 else {
+        let Some(q) = &self.ingest else {
             return Err(PortError::new(
                 FailureBucket::ConfigInvalid,
                 "queue_binding_missing",
@@ -210,7 +225,7 @@ fn app(env: &Env) -> Result<App, PortError> {
             )),
         },
     };
-    let queue = QueueProducer(env.queue("INGEST_QUEUE").ok());
+    let queue = QueueProducer { ingest: env.queue("INGEST_QUEUE").ok(), dlq: env.queue("DLQ").ok() };
     Ok(Pipeline::new(
         cfg,
         D1Db(db),
@@ -573,41 +588,15 @@ async fn fetch(mut req: Request, env: Env, _ctx: Context) -> worker::Result<Resp
     json_response(resp.status, &resp.body)
 }
 
-/// Settles one delivery as the pipeline decided. A `DeadLetter` is
-/// evidence first in D1 (the ledger), then the pointer to the dead-letter
-/// queue; only then the ack. Any failure of either redelivers, which repeats
-/// both (the archive is idempotent per job). A redelivery of a job that had
-/// already failed is archived again but not re-sent: the first delivery sent
-/// it, and a misrouted dead-letter queue must not loop.
-async fn settle(app: &App, env: &Env, raw: &worker::RawMessage, msg: &JobMessage, outcome: ConsumeOutcome) {
-    match outcome {
-        ConsumeOutcome::Ack { .. } => raw.ack(),
-        ConsumeOutcome::Retry { delay_seconds } => raw.retry_with_options(
+/// Acknowledges or retries one delivery as the pipeline settled it.
+fn apply(raw: &worker::RawMessage, settle: Settle) {
+    match settle {
+        Settle::Ack => raw.ack(),
+        Settle::Retry { delay_seconds } => raw.retry_with_options(
             &QueueRetryOptionsBuilder::new()
                 .with_delay_seconds(delay_seconds)
                 .build(),
         ),
-        ConsumeOutcome::DeadLetter { reason } => {
-            let archived = app.archive_dead_letter(&raw.id(), msg).await.is_ok();
-            let sent = match env.queue("DLQ") {
-                Ok(_) if reason == "already_failed" => true,
-                Ok(q) => q.send(msg.clone()).await.is_ok(),
-                Err(_) => true, // no DLQ binding configured: D1 holds the evidence
-            };
-            if archived && sent {
-                raw.ack();
-            } else {
-                log_event(
-                    "dead_letter_deferred",
-                    json!({ "bucket": "queue_unavailable", "job_id": msg.job_id }),
-                );
-                raw.retry_with_options(
-                    &QueueRetryOptionsBuilder::new()
-                        .with_delay_seconds(30)
-                        .build(),
-                );
-            }
-        }
     }
 }
 
@@ -634,24 +623,13 @@ async fn queue(
             return Ok(());
         }
     };
-    // The dead-letter queue's consumer: archive every letter in D1, then ack.
+    // The dead-letter queue's consumer: every letter archived in D1 (or,
+    // if the consumer sent it, confirmed), then acknowledged.
     if setting(&env, "DEAD_LETTER_QUEUE").as_deref() == Some(batch.queue().as_str()) {
         for raw in batch.raw_iter() {
-            let msg: JobMessage =
-                serde_wasm_bindgen::from_value(raw.body()).unwrap_or_else(|_| JobMessage {
-                    // Evidence is kept even when the body is not a pointer.
-                    job_id: format!("malformed:{}", raw.id()),
-                    doc_id: String::new(),
-                    version: 0,
-                });
-            match app.archive_dead_letter(&raw.id(), &msg).await {
-                Ok(()) => raw.ack(),
-                Err(_) => raw.retry_with_options(
-                    &QueueRetryOptionsBuilder::new()
-                        .with_delay_seconds(60)
-                        .build(),
-                ),
-            }
+            let msg: Option<JobMessage> = serde_wasm_bindgen::from_value(raw.body()).ok();
+            let sent_ms = raw.timestamp().as_millis() as i64;
+            apply(&raw, app.consume_dead_letter(&raw.id(), msg.as_ref(), sent_ms).await);
         }
         return Ok(());
     }
@@ -680,7 +658,7 @@ async fn queue(
             } else {
                 ConsumeOutcome::Retry { delay_seconds: app.cfg.retry_base_delay_seconds }
             };
-            settle(&app, &env, &raw, &msg, outcome).await;
+            apply(&raw, app.settle(&raw.id(), &msg, outcome).await);
             continue;
         }
         // The index check above may have called Vectorize's describe():
@@ -692,7 +670,7 @@ async fn queue(
                 0
             };
         let outcome = panic::Tagged::new(raw.id(), app.consume_after(&msg, checked)).await;
-        settle(&app, &env, &raw, &msg, outcome).await;
+        apply(&raw, app.settle(&raw.id(), &msg, outcome).await);
     }
     Ok(())
 }

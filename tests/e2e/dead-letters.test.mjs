@@ -16,7 +16,7 @@
 
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { admin, api, docPath, INGEST_TOKEN, ADMIN_TOKEN, search, sleep, startWorker, waitFor, waitForState, withLogs } from './helpers.mjs';
+import { admin, api, docPath, INGEST_TOKEN, ADMIN_TOKEN, lettersReceived, search, sleep, startWorker, waitFor, waitForState, withLogs } from './helpers.mjs';
 
 const POISON_VARS = { LOCAL_INDEX_REJECT_DOC_PREFIX: 'poison-' };
 const FIRST = 'poison-1';
@@ -70,18 +70,19 @@ async function allLetters(query = '', limit = 50) {
 }
 
 /**
- * Waits until `docIds` each have a letter for `version` that both archive
- * paths have seen (the consumer's direct archive and the DLQ consumer), so
- * that no later archive moves `last_seen` under a preflight's plan id.
+ * Waits until `docIds` each have a letter for `version`, archived by the
+ * consumer and received by the DLQ's consumer (which confirms it without
+ * counting it again), so that nothing moves under a preflight's plan id.
  */
 async function waitForLetters(docIds, version) {
   return waitFor(
     async () => {
       const letters = await allLetters('bucket=index_rejected');
       const mine = letters.filter((l) => docIds.includes(l.doc_id) && l.version === version);
-      return mine.length === docIds.length && mine.every((l) => l.times_seen >= 2) ? mine : null;
+      const done = mine.length === docIds.length && lettersReceived(worker.logs(), mine.map((l) => l.job_id));
+      return done ? mine : null;
     },
-    { timeoutMs: 30_000, intervalMs: 300, what: `letters of ${docIds.join(', ')} v${version} archived twice` },
+    { timeoutMs: 30_000, intervalMs: 300, what: `letters of ${docIds.join(', ')} v${version} archived and received` },
   );
 }
 

@@ -259,6 +259,28 @@ export async function startWorker({ vars = {}, persistDir: reuseDir } = {}) {
       if (Date.now() > deadline) throw new Error(`wrangler dev not healthy after ${STARTUP_TIMEOUT_MS} ms`);
       await sleep(250);
     }
+    // wrangler dev runs the custom build once more when its file watcher is
+    // ready, and restarts the Worker: a request in flight then fails ("Your
+    // worker restarted mid-request"). Wait for that restart to be over.
+    const rebuilt = () => {
+      const i = buffer.indexOf('restarting build');
+      return i >= 0 && buffer.indexOf('Starting local server', i) >= 0;
+    };
+    while (!rebuilt()) {
+      if (exited) throw new Error(`wrangler dev exited during its rebuild: ${JSON.stringify(exitInfo)}`);
+      if (Date.now() > deadline) throw new Error(`wrangler dev did not finish its watcher's rebuild in ${STARTUP_TIMEOUT_MS} ms`);
+      await sleep(100);
+    }
+    for (;;) {
+      try {
+        const res = await fetch(`${base}/healthz`, { signal: AbortSignal.timeout(2_000) });
+        if (res.status === 200 && (await res.json())?.ok === true) break;
+      } catch {
+        // restarting
+      }
+      if (Date.now() > deadline) throw new Error(`wrangler dev not healthy after its rebuild`);
+      await sleep(100);
+    }
     return { base, logs, stop, persistDir };
   } catch (err) {
     const out = tail(buffer, 8000);
@@ -430,4 +452,26 @@ export function wranglerDryRun(envName) {
  */
 export function tokens(text) {
   return [...text].filter((c) => !/\s/u.test(c)).length;
+}
+
+/** The Worker's structured log lines named `event`, from a worker's `logs()` text. */
+export function eventsIn(text, event) {
+  return text
+    .split('\n')
+    .map((l) => l.slice(l.indexOf('{')))
+    .filter((l) => l.startsWith('{'))
+    .map((l) => {
+      try {
+        return JSON.parse(l);
+      } catch {
+        return null;
+      }
+    })
+    .filter((e) => e?.event === event);
+}
+
+/** Whether the dead-letter queue's consumer has received (confirmed) the letter of each job. */
+export function lettersReceived(text, jobIds) {
+  const seen = new Set(eventsIn(text, 'dead_letter_received').map((e) => e.job_id));
+  return jobIds.every((id) => seen.has(id));
 }
