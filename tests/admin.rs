@@ -630,3 +630,33 @@ fn a_repeated_archive_keeps_the_first_final_evidence() {
     assert_eq!((second["failure_bucket"].as_str(), second["attempts"].as_i64(), second["message_id"].as_str()), (Some("index_rejected"), Some(1), Some("m-1")));
     assert_eq!(second["times_seen"], 2);
 }
+
+#[test]
+fn a_letter_of_a_job_still_in_flight_is_not_redriven_and_busy_deliveries_wait_for_the_lease() {
+    // Issue: after a crashed invocation the lease held the job for 960 s and
+    // busy redeliveries retried every 60 s, so Queues moved the message to
+    // the DLQ in about 10 minutes; its letter was archived as `running` and
+    // looked redrivable, and a redrive would supersede the version still
+    // being written.
+    use ingest_pipeline::pipeline::Settle;
+    let w = World::new();
+    call(&w, "PUT", "/v1/documents/a", INGEST, Some(json!({"text": "alpha bravo"})));
+    let msg = w.queue.take_all().remove(0);
+    // An invocation claims the job and dies (its lease is held).
+    let lease = ingest_pipeline::ports::Clock::now_ms(&w.clock) + i64::from(w.cfg.job_lease_seconds) * 1000;
+    let _: Vec<Value> = w.db.inspect(
+        "UPDATE jobs SET state = 'running', attempts = 1, lease_until = ?2 WHERE job_id = ?1 RETURNING job_id",
+        vec![msg.job_id.as_str().into(), lease.into()],
+    );
+    // A redelivery finds it busy: it looks again when the lease ends, not
+    // every CLAIM_BUSY_RETRY_SECONDS.
+    let out = futures::executor::block_on(w.p().consume(&msg));
+    let ConsumeOutcome::Retry { delay_seconds } = out else { panic!("{out:?}") };
+    assert!(delay_seconds >= w.cfg.job_lease_seconds - 1, "busy retry after {delay_seconds} s");
+    // Queues gives up on the message anyway (its retries used up): the
+    // letter is kept, but a redrive does not touch a job still in flight.
+    assert_eq!(futures::executor::block_on(w.p().consume_dead_letter("d-1", Some(&msg), 0)), Settle::Ack);
+    let r = call(&w, "POST", "/v1/admin/redrives", ADMIN, Some(json!({})));
+    assert_eq!(r.body["plan"]["eligible"].as_array().unwrap().len(), 0, "{}", r.body);
+    assert_eq!(r.body["plan"]["skipped"][0]["reason"], "in_flight", "{}", r.body);
+}

@@ -405,10 +405,11 @@ fn a_claimed_job_is_not_run_twice_until_its_lease_expires() {
             .map(|c| c.attempts),
         Some(1)
     );
+    // It looks again when the lease ends (plus a second).
     assert_eq!(
         w.consume(&msgs[0]),
         ConsumeOutcome::Retry {
-            delay_seconds: w.cfg.claim_busy_retry_seconds
+            delay_seconds: w.cfg.job_lease_seconds + 1
         }
     );
     assert_eq!(w.state("a"), DocumentState::Indexing);

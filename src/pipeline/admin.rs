@@ -64,6 +64,9 @@ struct Candidate {
     latest_version: Option<u32>,
     live_version: Option<u32>,
     redriven: i64,
+    /// The letter's job as it is now: a letter Queues forwarded for a job
+    /// still queued or running is evidence, not a failure to redrive.
+    job_state_now: Option<String>,
 }
 
 #[derive(Debug, Serialize, Clone, PartialEq)]
@@ -80,7 +83,8 @@ pub struct Plan {
     pub matched: usize,
     pub eligible: Vec<PlanItem>,
     /// Letters that would be skipped, with why (`superseded`, `already_live`,
-    /// `already_redriven`, `document_missing`).
+    /// `already_redriven`, `document_missing`, `in_flight`: its job is still
+    /// queued or running, the queue gave up on a message of a live job).
     pub skipped: Vec<Value>,
     pub documents: Vec<String>,
     pub canaries: Vec<String>,
@@ -250,11 +254,13 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         for c in rows {
             // The plan id changes whenever what the redrive would do changes.
             fingerprint.push_str(&format!(
-                "|{}:{}:{:?}:{:?}:{}",
-                c.job_id, c.last_seen, c.latest_version, c.live_version, c.redriven
+                "|{}:{}:{:?}:{:?}:{}:{:?}",
+                c.job_id, c.last_seen, c.latest_version, c.live_version, c.redriven, c.job_state_now
             ));
+            let in_flight = matches!(c.job_state_now.as_deref(), Some("queued" | "running" | "up_for_retry"));
             let why = match (c.latest_version, c.live_version) {
                 _ if c.redriven > 0 => Some("already_redriven"),
+                _ if in_flight => Some("in_flight"),
                 (None, _) => Some("document_missing"),
                 (Some(l), _) if l > c.version => Some("superseded"),
                 (_, Some(live)) if live >= c.version => Some("already_live"),

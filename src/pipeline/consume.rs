@@ -265,9 +265,12 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             // load; tell the two cases apart.
             return match self.store.consume_load(&msg.job_id).await? {
                 Some(again) if is_stale(&again) => self.supersede(&again, now).await,
-                // Another delivery holds the lease (or just finished): look again later.
-                _ => Ok(ConsumeOutcome::Retry {
-                    delay_seconds: self.cfg.claim_busy_retry_seconds,
+                // Another delivery holds the lease (or just finished): look
+                // again when the lease ends. A holder that died (a crash)
+                // keeps it that long anyway; retrying sooner would only use
+                // up the queue's max_retries and send a live job to the DLQ.
+                again => Ok(ConsumeOutcome::Retry {
+                    delay_seconds: self.busy_retry_delay(again.and_then(|j| j.lease_until), now),
                 }),
             };
         };
@@ -287,6 +290,14 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                     .await
             }
         }
+    }
+
+    /// Delay before a delivery that found the job leased looks again: until
+    /// the lease ends (plus a second), at least `CLAIM_BUSY_RETRY_SECONDS`,
+    /// at most the queues' 24 h.
+    fn busy_retry_delay(&self, lease_until: Option<i64>, now: i64) -> u32 {
+        let left_seconds = lease_until.map_or(0, |l| ((l - now).max(0) + 999) / 1000 + 1);
+        u32::try_from(left_seconds).unwrap_or(u32::MAX).clamp(self.cfg.claim_busy_retry_seconds, 86_400)
     }
 
     async fn supersede(&self, job: &ConsumeRow, now: i64) -> Result<ConsumeOutcome, PortError> {
