@@ -180,8 +180,13 @@ pub struct Config {
     pub index_query_top_k_max: usize,
 
     // Retries and leases.
-    /// Attempts (deliveries that claimed the job) before a job is `dead`.
+    /// Attempts (deliveries that claimed the job, since its last progress)
+    /// before a job is `dead`, whatever the window.
     pub job_attempts_max: u32,
+    /// How long a job keeps retrying transient failures without progress
+    /// before it is `dead`: an outage of the embedder, index or D1 up to
+    /// this long is survived.
+    pub job_retry_window_seconds: u32,
     /// First retry delay; doubles per attempt, with deterministic jitter.
     pub retry_base_delay_seconds: u32,
     /// Cap of the backoff (Queues: at most 24 h).
@@ -269,7 +274,8 @@ impl Default for Config {
             search_top_k_max: 50,
             search_overfetch_factor: 3,
             index_query_top_k_max: 100,
-            job_attempts_max: 6,
+            job_attempts_max: 30,
+            job_retry_window_seconds: 3600,
             retry_base_delay_seconds: 5,
             retry_max_delay_seconds: 3600,
             job_lease_seconds: 960,
@@ -346,6 +352,7 @@ pub const SETTINGS: &[&str] = &[
     "SEARCH_OVERFETCH_FACTOR",
     "INDEX_QUERY_TOP_K_MAX",
     "JOB_ATTEMPTS_MAX",
+    "JOB_RETRY_WINDOW_SECONDS",
     "RETRY_BASE_DELAY_SECONDS",
     "RETRY_MAX_DELAY_SECONDS",
     "JOB_LEASE_SECONDS",
@@ -480,6 +487,7 @@ impl Config {
         num!(search_overfetch_factor, "SEARCH_OVERFETCH_FACTOR");
         num!(index_query_top_k_max, "INDEX_QUERY_TOP_K_MAX");
         num!(job_attempts_max, "JOB_ATTEMPTS_MAX");
+        num!(job_retry_window_seconds, "JOB_RETRY_WINDOW_SECONDS");
         num!(retry_base_delay_seconds, "RETRY_BASE_DELAY_SECONDS");
         num!(retry_max_delay_seconds, "RETRY_MAX_DELAY_SECONDS");
         num!(job_lease_seconds, "JOB_LEASE_SECONDS");
@@ -692,9 +700,14 @@ impl Config {
             "must be 1..=100",
         )?;
         check(
-            (1..=100).contains(&self.job_attempts_max),
+            (1..=90).contains(&self.job_attempts_max),
             "JOB_ATTEMPTS_MAX",
-            "must be 1..=100",
+            "must be 1..=90 (under the queue's max_retries of 100, so that D1 decides first)",
+        )?;
+        check(
+            (60..=7 * 86_400).contains(&self.job_retry_window_seconds),
+            "JOB_RETRY_WINDOW_SECONDS",
+            "must be 60..=604800",
         )?;
         check(
             self.retry_base_delay_seconds >= 1

@@ -122,11 +122,21 @@ pub trait VectorIndex {
         filter: &MetadataFilter,
     ) -> Result<Vec<VectorMatch>, PortError>;
     async fn get_by_ids(&self, ids: &[String]) -> Result<Vec<VectorRecord>, PortError>;
+    /// Whether every call would fail, known without I/O (a binding missing,
+    /// an index that disagrees with the configuration): the consumer then
+    /// ends its attempt before spending anything on it.
+    fn refusal(&self) -> Option<PortError> {
+        None
+    }
 }
 
 /// Turns texts into vectors of the configured dimensions, one per text, in order.
 pub trait Embedder {
     async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, PortError>;
+    /// As [`VectorIndex::refusal`].
+    fn refusal(&self) -> Option<PortError> {
+        None
+    }
 }
 
 /// The body of every queue message: a pointer, never data.
@@ -207,11 +217,17 @@ impl<T: VectorIndex> VectorIndex for &T {
     async fn get_by_ids(&self, ids: &[String]) -> Result<Vec<VectorRecord>, PortError> {
         (**self).get_by_ids(ids).await
     }
+    fn refusal(&self) -> Option<PortError> {
+        (**self).refusal()
+    }
 }
 
 impl<T: Embedder> Embedder for &T {
     async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, PortError> {
         (**self).embed(texts).await
+    }
+    fn refusal(&self) -> Option<PortError> {
+        (**self).refusal()
     }
 }
 

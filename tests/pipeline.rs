@@ -507,3 +507,86 @@ fn large_documents_are_split_into_parts_and_round_trip() {
     w.deliver_all();
     assert_eq!(w.state("big"), DocumentState::Indexed);
 }
+
+#[test]
+fn a_job_survives_a_transient_outage_within_the_retry_window_and_dies_after_it() {
+    // Issue: the whole retry budget (6 attempts, 5 s doubling) was about
+    // 2.5 minutes, so a 3-minute Vectorize or Workers AI incident killed
+    // every job in flight.
+    let w = World::new();
+    w.put("a", TEXT_A);
+    // The index is down for the first nine attempts (about 40 minutes).
+    w.index.upsert_faults.fail_next(9, FailureBucket::IndexUnavailable);
+    let started = w.clock.0.get();
+    let outcomes = w.deliver_all();
+    assert_eq!(w.state("a"), DocumentState::Indexed, "{outcomes:?}");
+    let outage_ms = w.clock.0.get() - started;
+    assert!(outage_ms > 30 * 60 * 1000, "the outage lasted {} s", outage_ms / 1000);
+    // An outage longer than JOB_RETRY_WINDOW_SECONDS ends the job dead.
+    w.put("b", TEXT_B);
+    w.index.upsert_faults.fail_next(1000, FailureBucket::IndexUnavailable);
+    let started = w.clock.0.get();
+    let outcomes = w.deliver_all();
+    assert_eq!(outcomes.last(), Some(&ConsumeOutcome::DeadLetter { reason: "dead" }));
+    assert_eq!(w.state("b"), DocumentState::Failed);
+    let gave_up_after = (w.clock.0.get() - started) / 1000;
+    assert!(gave_up_after >= i64::from(w.cfg.job_retry_window_seconds), "gave up after {gave_up_after} s");
+    assert!((outcomes.len() as u32) < w.cfg.job_attempts_max, "the window ended it, not the attempts");
+}
+
+#[test]
+fn an_attempt_that_made_progress_starts_its_count_again() {
+    // Issue: JOB_UP_FOR_RETRY kept `attempts` even when the attempt made
+    // progress, so a long job failing now and then died of its length.
+    let mut cfg = World::new().cfg;
+    cfg.job_attempts_max = 3;
+    cfg.upsert_batch_size = 2;
+    cfg.chunk_size_max_tokens = 64;
+    cfg.chunk_overlap_tokens = 0;
+    let w = World::with(cfg);
+    let text: String = (0..12).map(|i| format!("paragraph {i} {}\n\n", "w".repeat(40))).collect();
+    w.put("long", &text);
+    // Each page's upsert fails once after the first page was written: every
+    // attempt writes a page, then fails. More failures than JOB_ATTEMPTS_MAX.
+    let mut failures = 0;
+    for _ in 0..100 {
+        let batch = w.queue.take_all();
+        if batch.is_empty() {
+            break;
+        }
+        for m in batch {
+            if failures < 5 {
+                // This attempt writes one page, then its second upsert fails.
+                w.index.upsert_faults.fail_nth(2, FailureBucket::IndexUnavailable);
+                failures += 1;
+            }
+            let o = w.consume(&m);
+            if let ConsumeOutcome::Retry { delay_seconds } = o {
+                w.clock.advance_ms(i64::from(delay_seconds) * 1000);
+                w.queue.sent.borrow_mut().push_back(m);
+            }
+            assert_ne!(o, ConsumeOutcome::DeadLetter { reason: "dead" }, "died of its length");
+        }
+    }
+    assert!(failures > w.cfg.job_attempts_max as usize, "{failures}");
+    assert_eq!(w.state("long"), DocumentState::Indexed);
+}
+
+#[test]
+fn an_index_known_to_refuse_ends_the_attempt_before_any_embedding() {
+    // Issue: a failing describe() at start-up made every index call fail,
+    // but the consumer still embedded its chunks before the refused upsert.
+    let w = World::new();
+    w.put("a", TEXT_A);
+    w.index.refused.set(Some(ingest_pipeline::ports::PortError::new(FailureBucket::IndexUnavailable, "index_check")));
+    let c = common::counted(&w);
+    let msg = w.queue.take_all().remove(0);
+    let out = futures::executor::block_on(c.p().consume(&msg));
+    assert!(matches!(out, ConsumeOutcome::Retry { .. }), "{out:?}");
+    assert_eq!(c.embedder.texts.get(), 0, "nothing was embedded");
+    w.index.refused.set(None);
+    w.queue.sent.borrow_mut().push_back(msg);
+    w.clock.advance_ms(60_000);
+    w.deliver_all();
+    assert_eq!(w.state("a"), DocumentState::Indexed);
+}

@@ -101,12 +101,17 @@ impl FailureBucket {
     }
 }
 
-/// Capped exponential backoff with deterministic jitter.
+/// Capped exponential backoff with deterministic jitter, for as long as a
+/// window of time since the job began failing (progress resets it), within
+/// a bound on attempts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RetryPolicy {
     pub attempts_max: u32,
     pub base_delay_seconds: u32,
     pub max_delay_seconds: u32,
+    /// A transient failure is retried while the job has been failing for
+    /// less than this (a transient outage up to it is survived).
+    pub window_seconds: u32,
 }
 
 /// What to do after a failed attempt.
@@ -122,12 +127,14 @@ pub enum RetryDecision {
 }
 
 impl RetryPolicy {
-    /// `attempt` is the 1-based number of the attempt that just failed.
-    pub fn decide(&self, bucket: FailureBucket, job_id: &str, attempt: u32) -> RetryDecision {
+    /// `attempt` is the 1-based number of the attempt that just failed
+    /// (since the last progress); `failing_for_seconds`, how long the job
+    /// has been failing without progress.
+    pub fn decide(&self, bucket: FailureBucket, job_id: &str, attempt: u32, failing_for_seconds: i64) -> RetryDecision {
         if !bucket.is_transient() {
             return RetryDecision::Fail;
         }
-        if attempt >= self.attempts_max {
+        if attempt >= self.attempts_max || failing_for_seconds >= i64::from(self.window_seconds) {
             return RetryDecision::GiveUp;
         }
         RetryDecision::RetryAfter {
@@ -158,6 +165,7 @@ mod tests {
         attempts_max: 5,
         base_delay_seconds: 4,
         max_delay_seconds: 60,
+        window_seconds: 3600,
     };
 
     #[test]
@@ -198,17 +206,11 @@ mod tests {
 
     #[test]
     fn decisions() {
-        assert_eq!(
-            P.decide(FailureBucket::InputInvalid, "j", 1),
-            RetryDecision::Fail
-        );
-        assert!(matches!(
-            P.decide(FailureBucket::DbBusy, "j", 1),
-            RetryDecision::RetryAfter { .. }
-        ));
-        assert_eq!(
-            P.decide(FailureBucket::DbBusy, "j", 5),
-            RetryDecision::GiveUp
-        );
+        assert_eq!(P.decide(FailureBucket::InputInvalid, "j", 1, 0), RetryDecision::Fail);
+        assert!(matches!(P.decide(FailureBucket::DbBusy, "j", 1, 0), RetryDecision::RetryAfter { .. }));
+        assert_eq!(P.decide(FailureBucket::DbBusy, "j", 5, 0), RetryDecision::GiveUp);
+        // The window: failing for an hour without progress is the end.
+        assert!(matches!(P.decide(FailureBucket::DbBusy, "j", 2, 3599), RetryDecision::RetryAfter { .. }));
+        assert_eq!(P.decide(FailureBucket::DbBusy, "j", 2, 3600), RetryDecision::GiveUp);
     }
 }

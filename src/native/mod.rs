@@ -40,6 +40,7 @@ pub const LEDGER_MIGRATIONS: &[(&str, &str)] = &[
         "0006_generations_and_backfills.sql",
         include_str!("../../migrations/0006_generations_and_backfills.sql"),
     ),
+    ("0007_retry_window.sql", include_str!("../../migrations/0007_retry_window.sql")),
 ];
 
 /// The local index's migrations (`migrations-local-index/`).
@@ -264,7 +265,8 @@ impl Database for SqliteDb {
 /// Faults a fake can be told to inject on its next calls.
 #[derive(Default)]
 pub struct Faults {
-    queue: RefCell<VecDeque<PortError>>,
+    /// The fate of the next calls, in order: `Some` fails, `None` succeeds.
+    queue: RefCell<VecDeque<Option<PortError>>>,
 }
 
 impl Faults {
@@ -272,14 +274,23 @@ impl Faults {
     pub fn fail_next(&self, n: usize, bucket: FailureBucket) {
         let mut q = self.queue.borrow_mut();
         for _ in 0..n {
-            q.push_back(PortError::new(bucket, "injected"));
+            q.push_back(Some(PortError::new(bucket, "injected")));
         }
+    }
+
+    /// The `n`-th next call fails with `bucket` (the ones before succeed).
+    pub fn fail_nth(&self, n: usize, bucket: FailureBucket) {
+        let mut q = self.queue.borrow_mut();
+        for _ in 1..n {
+            q.push_back(None);
+        }
+        q.push_back(Some(PortError::new(bucket, "injected")));
     }
 
     fn take(&self) -> Result<(), PortError> {
         match self.queue.borrow_mut().pop_front() {
-            Some(e) => Err(e),
-            None => Ok(()),
+            Some(Some(e)) => Err(e),
+            Some(None) | None => Ok(()),
         }
     }
 }
@@ -294,6 +305,8 @@ pub struct MemIndex {
     pub upsert_calls: Cell<u64>,
     pub delete_calls: Cell<u64>,
     pub upsert_faults: Faults,
+    /// What `refusal()` answers: an index known to refuse every call.
+    pub refused: Cell<Option<PortError>>,
     pub delete_faults: Faults,
     /// Every vector ID ever upserted, in order (to check side-effect order).
     pub log: RefCell<Vec<String>>,
@@ -309,6 +322,7 @@ impl MemIndex {
             upsert_calls: Cell::new(0),
             delete_calls: Cell::new(0),
             upsert_faults: Faults::default(),
+            refused: Cell::new(None),
             delete_faults: Faults::default(),
             log: RefCell::new(Vec::new()),
         }
@@ -383,6 +397,9 @@ impl VectorIndex for MemIndex {
     async fn get_by_ids(&self, ids: &[String]) -> Result<Vec<VectorRecord>, PortError> {
         let map = self.vectors.borrow();
         Ok(ids.iter().filter_map(|id| map.get(id).cloned()).collect())
+    }
+    fn refusal(&self) -> Option<PortError> {
+        self.refused.get()
     }
 }
 
@@ -472,6 +489,9 @@ impl<E: Embedder> Embedder for CountingEmbedder<E> {
         self.texts.set(self.texts.get() + texts.len() as u64);
         self.inner.embed(texts).await
     }
+    fn refusal(&self) -> Option<PortError> {
+        self.inner.refusal()
+    }
 }
 
 /// A [`VectorIndex`] that counts every call to the one it wraps, and the
@@ -528,5 +548,8 @@ impl<V: VectorIndex> VectorIndex for CountingIndex<V> {
         self.get_calls.set(self.get_calls.get() + 1);
         self.ids_got.set(self.ids_got.get() + ids.len() as u64);
         self.inner.get_by_ids(ids).await
+    }
+    fn refusal(&self) -> Option<PortError> {
+        self.inner.refusal()
     }
 }

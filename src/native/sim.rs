@@ -322,11 +322,17 @@ impl VectorIndex for SimIndex<'_> {
             .call(CallKind::IndexGet, self.0.get_by_ids(ids))
             .await
     }
+    fn refusal(&self) -> Option<PortError> {
+        self.0.refusal()
+    }
 }
 
 impl Embedder for SimEmbedder<'_> {
     async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, PortError> {
         self.1.call(CallKind::Embed, self.0.embed(texts)).await
+    }
+    fn refusal(&self) -> Option<PortError> {
+        self.0.refusal()
     }
 }
 
@@ -445,7 +451,8 @@ pub fn sim_config() -> Config {
         delete_batch_size: 3,
         // Transient faults only, and enough attempts that none runs out:
         // the fault-free run and the faulty run must end in the same state.
-        job_attempts_max: 100,
+        job_attempts_max: 90,
+        job_retry_window_seconds: 7 * 86_400,
         retry_base_delay_seconds: 1,
         retry_max_delay_seconds: 60,
         claim_busy_retry_seconds: 30,

@@ -147,12 +147,18 @@ impl<P: VectorIndex> VectorIndex for Metered<'_, P> {
         bump(&self.usage.index, 1);
         self.inner.get_by_ids(ids).await
     }
+    fn refusal(&self) -> Option<PortError> {
+        self.inner.refusal()
+    }
 }
 
 impl<P: Embedder> Embedder for Metered<'_, P> {
     async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, PortError> {
         bump(&self.usage.embed, 1);
         self.inner.embed(texts).await
+    }
+    fn refusal(&self) -> Option<PortError> {
+        self.inner.refusal()
     }
 }
 

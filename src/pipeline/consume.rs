@@ -286,8 +286,11 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             }),
             Ok(Progress::Checkpoint) => self.checkpoint(msg, done.get(), usage).await,
             Err(e) => {
-                self.fail_attempt(&job, claim.attempts, done.get(), e, usage)
-                    .await
+                // An attempt that wrote pages made progress: its window starts now.
+                let before = if claim.step == "staged" { claim.chunks_done } else { 0 };
+                let progressed = done.get() > before;
+                let failing_since = if progressed { None } else { claim.failing_since };
+                self.fail_attempt(&job, claim.attempts, failing_since, done.get(), e, usage).await
             }
         }
     }
@@ -355,6 +358,11 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
     ) -> Result<Progress, PortError> {
         let doc_id = DocId::parse(&job.doc_id)
             .map_err(|_| PortError::new(FailureBucket::InputInvalid, "doc_id"))?;
+        // An index or embedder known to refuse every call (its start-up
+        // check failed) ends the attempt before anything is spent on it.
+        if let Some(e) = self.index.refusal().or(self.embedder.refusal()) {
+            return Err(e);
+        }
         if job.kind == "index" {
             let chunk_count = if claim.step == "staged" {
                 claim.rows_total.ok_or(PortError::new(FailureBucket::Internal, "rows_total_missing"))?
@@ -738,12 +746,14 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         &self,
         job: &ConsumeRow,
         attempt: u32,
+        failing_since: Option<i64>,
         chunks_done: u32,
         e: PortError,
         usage: &Usage,
     ) -> Result<ConsumeOutcome, PortError> {
         let now = self.clock.now_ms();
-        let decision = self.retry_policy().decide(e.bucket, &job.job_id, attempt);
+        let failing_for_seconds = failing_since.map_or(0, |since| (now - since).max(0) / 1000);
+        let decision = self.retry_policy().decide(e.bucket, &job.job_id, attempt, failing_for_seconds);
         log_event(
             "job_attempt_failed",
             json!({ "job_id": job.job_id, "attempt": attempt, "bucket": e.bucket.as_str(), "code": e.code,

@@ -60,6 +60,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             attempts_max: self.cfg.job_attempts_max,
             base_delay_seconds: self.cfg.retry_base_delay_seconds,
             max_delay_seconds: self.cfg.retry_max_delay_seconds,
+            window_seconds: self.cfg.job_retry_window_seconds,
         }
     }
 }

@@ -154,6 +154,8 @@ pub struct ClaimRow {
     pub chunks_done: u32,
     /// Chunk rows to write (over every generation staged), set by the staging batch.
     pub rows_total: Option<u32>,
+    /// When the job began failing without progress (none: it is not).
+    pub failing_since: Option<i64>,
 }
 
 /// What one staging batch writes: chunk rows of every target generation,

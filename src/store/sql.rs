@@ -126,7 +126,7 @@ WHERE job_id = ?1 AND (state IN ('queued', 'up_for_retry') OR (state = 'running'
         AND EXISTS (SELECT 1 FROM generations g WHERE g.generation = jobs.build_generation
                     AND g.state IN ('building', 'active', 'retained'))
       END
-RETURNING attempts, step, chunks_done, rows_total";
+RETURNING attempts, step, chunks_done, rows_total, failing_since";
 
 /// The text of a version, in order.
 pub const CONSUME_LOAD_PARTS: &str =
@@ -172,7 +172,7 @@ ORDER BY n.generation, n.chunk_index LIMIT ?4 OFFSET ?3";
 /// attempt that made progress is not a failure: `attempts` counts attempts
 /// since the last progress. `?1` job, `?2` now, `?3` chunks done.
 pub const CONSUME_CHECKPOINT: &str = "\
-UPDATE jobs SET state = 'queued', chunks_done = ?3, attempts = 0, lease_until = NULL, updated_at = ?2
+UPDATE jobs SET state = 'queued', chunks_done = ?3, attempts = 0, failing_since = NULL, lease_until = NULL, updated_at = ?2
 WHERE job_id = ?1 AND state = 'running'";
 
 /// What one invocation used, added to the job's counters (in the same batch
@@ -235,6 +235,10 @@ WHERE job_id = ?4 AND state = 'running'";
 /// bucket, `?3` now, `?4` next attempt at.
 pub const JOB_UP_FOR_RETRY: &str = "\
 UPDATE jobs SET state = 'up_for_retry', last_failure_bucket = ?2, lease_until = NULL, next_attempt_at = ?4, updated_at = ?3,
+  -- An attempt that wrote pages before it failed made progress: its count
+  -- and the failing window start again.
+  attempts = CASE WHEN ?5 > chunks_done THEN 0 ELSE attempts END,
+  failing_since = CASE WHEN ?5 > chunks_done OR failing_since IS NULL THEN ?3 ELSE failing_since END,
   chunks_done = ?5
 WHERE job_id = ?1 AND state = 'running'";
 

@@ -76,6 +76,12 @@ impl VectorIndex for AnyIndex {
             AnyIndex::Refused(e) => Err(*e),
         }
     }
+    fn refusal(&self) -> Option<PortError> {
+        match self {
+            AnyIndex::Refused(e) => Some(*e),
+            AnyIndex::Local(_) | AnyIndex::Vectorize(_) => None,
+        }
+    }
 }
 
 /// The embedder backends this build can use.
@@ -91,6 +97,12 @@ impl Embedder for AnyEmbedder {
             AnyEmbedder::Local(e) => e.embed(texts).await,
             AnyEmbedder::WorkersAi(e) => e.embed(texts).await,
             AnyEmbedder::Refused(e) => Err(*e),
+        }
+    }
+    fn refusal(&self) -> Option<PortError> {
+        match self {
+            AnyEmbedder::Refused(e) => Some(*e),
+            AnyEmbedder::Local(_) | AnyEmbedder::WorkersAi(_) => None,
         }
     }
 }
