@@ -873,12 +873,22 @@ fn parse_search<D, V, E, Q, C>(
         }
         Some(_) => return Err(ApiError::field("filter", "must be an object")),
     }
-    Ok(SearchRequest {
+    let req = SearchRequest {
         query,
         top_k,
         doc_id,
         metadata,
-    })
+    };
+    // The filter as the index gets it (with the largest generation number):
+    // over the index's limit it would be refused, not a 500.
+    let filter_bytes = serde_json::to_string(&req.index_filter(u32::MAX)).map_or(usize::MAX, |f| f.len());
+    if filter_bytes > p.cfg.index_filter_bytes_max {
+        return Err(ApiError::field(
+            "filter",
+            &format!("is {filter_bytes} bytes for the index, over its {} (INDEX_FILTER_BYTES_MAX)", p.cfg.index_filter_bytes_max),
+        ));
+    }
+    Ok(req)
 }
 
 async fn intake<D, V, E, Q, C>(

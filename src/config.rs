@@ -178,6 +178,9 @@ pub struct Config {
     pub search_overfetch_factor: usize,
     /// Largest topK asked of the index (Vectorize: 100, 50 with metadata).
     pub index_query_top_k_max: usize,
+    /// Largest serialized metadata filter the index takes (Vectorize: 2048
+    /// bytes); a search whose filter is larger is refused with 422.
+    pub index_filter_bytes_max: usize,
 
     // Retries and leases.
     /// Attempts (deliveries that claimed the job, since its last progress)
@@ -274,6 +277,7 @@ impl Default for Config {
             search_top_k_max: 50,
             search_overfetch_factor: 3,
             index_query_top_k_max: 100,
+            index_filter_bytes_max: 2048,
             job_attempts_max: 30,
             job_retry_window_seconds: 3600,
             retry_base_delay_seconds: 5,
@@ -351,6 +355,7 @@ pub const SETTINGS: &[&str] = &[
     "SEARCH_TOP_K_MAX",
     "SEARCH_OVERFETCH_FACTOR",
     "INDEX_QUERY_TOP_K_MAX",
+    "INDEX_FILTER_BYTES_MAX",
     "JOB_ATTEMPTS_MAX",
     "JOB_RETRY_WINDOW_SECONDS",
     "RETRY_BASE_DELAY_SECONDS",
@@ -486,6 +491,7 @@ impl Config {
         num!(search_top_k_max, "SEARCH_TOP_K_MAX");
         num!(search_overfetch_factor, "SEARCH_OVERFETCH_FACTOR");
         num!(index_query_top_k_max, "INDEX_QUERY_TOP_K_MAX");
+        num!(index_filter_bytes_max, "INDEX_FILTER_BYTES_MAX");
         num!(job_attempts_max, "JOB_ATTEMPTS_MAX");
         num!(job_retry_window_seconds, "JOB_RETRY_WINDOW_SECONDS");
         num!(retry_base_delay_seconds, "RETRY_BASE_DELAY_SECONDS");
@@ -698,6 +704,11 @@ impl Config {
             (1..=100).contains(&self.index_query_top_k_max),
             "INDEX_QUERY_TOP_K_MAX",
             "must be 1..=100",
+        )?;
+        check(
+            (64..=65_536).contains(&self.index_filter_bytes_max),
+            "INDEX_FILTER_BYTES_MAX",
+            "must be 64..=65536",
         )?;
         check(
             (1..=90).contains(&self.job_attempts_max),

@@ -191,6 +191,7 @@ fn bad_input_gets_a_stable_code_and_changes_nothing() {
     let mut cfg = World::new().cfg;
     cfg.document_bytes_max = 100;
     cfg.request_bytes_max = 2048;
+    cfg.index_filter_bytes_max = 512;
     let w = World::with(cfg);
     assert_eq!(
         json_call(&w, "PUT", "/v1/documents/a", json!({"text": "original"})).status,
@@ -425,6 +426,19 @@ fn bad_input_gets_a_stable_code_and_changes_nothing() {
             "/v1/documents",
             Some("application/json"),
             br#"{"doc_id":"..","text":"x"}"#.to_vec(),
+            422,
+            "invalid_field",
+        ),
+        (
+            // A filter over the index's INDEX_FILTER_BYTES_MAX (512 here): refused, not a 500.
+            "POST",
+            "/v1/search",
+            Some("application/json"),
+            format!(
+                r#"{{"query":"x","filter":{{"metadata":{{{}}}}}}}"#,
+                (0..8).map(|i| format!(r#""k{i:02}":"{}""#, "v".repeat(70))).collect::<Vec<_>>().join(",")
+            )
+            .into_bytes(),
             422,
             "invalid_field",
         ),

@@ -590,3 +590,70 @@ fn an_index_known_to_refuse_ends_the_attempt_before_any_embedding() {
     w.deliver_all();
     assert_eq!(w.state("a"), DocumentState::Indexed);
 }
+
+fn search_with(w: &World, query: &str, top_k: usize, metadata: &[(&str, serde_json::Value)]) -> Result<Vec<ingest_pipeline::pipeline::SearchHit>, ingest_pipeline::ports::PortError> {
+    futures::executor::block_on(w.p().search(&ingest_pipeline::pipeline::SearchRequest {
+        query: query.into(),
+        top_k,
+        doc_id: None,
+        metadata: metadata.iter().map(|(k, v)| (k.to_string(), v.clone())).collect(),
+    }))
+}
+
+#[test]
+fn a_metadata_filter_is_checked_exactly_in_d1_not_on_its_first_64_bytes() {
+    // Issue: Vectorize compares string metadata on its first 64 bytes; only
+    // doc_id was checked again in D1, so a filter on another string matched
+    // documents whose value shares those bytes.
+    let w = World::new();
+    let prefix = "x".repeat(64);
+    let mine = format!("{prefix}-mine");
+    let theirs = format!("{prefix}-theirs");
+    for (doc, tag) in [("mine", &mine), ("theirs", &theirs)] {
+        let mut m = serde_json::Map::new();
+        m.insert("tag".into(), serde_json::json!(tag));
+        w.put_with(doc, "Harbour lanterns burn through the winter night.", m, ingest_pipeline::core::chunk::ContentType::Plain);
+    }
+    w.deliver_all();
+    let hits = search_with(&w, "harbour lanterns", 5, &[("tag", serde_json::json!(mine))]).unwrap();
+    assert_eq!(hits.iter().map(|h| h.doc_id.as_str()).collect::<Vec<_>>(), vec!["mine"]);
+}
+
+#[test]
+fn search_fills_top_k_when_stale_candidates_take_the_first_slots() {
+    // Issue: candidates of old versions or other generations took the
+    // over-fetched slots, and search returned fewer than top_k.
+    let w = World::new();
+    let text: String = (0..12).map(|i| format!("Section {i}: harbour lanterns and tide tables, part {i}.\n\n")).collect();
+    let mut cfg = w.cfg.clone();
+    cfg.chunk_size_max_tokens = 40;
+    cfg.chunk_overlap_tokens = 0;
+    let w = World::with(cfg);
+    w.put("doc", &text);
+    w.deliver_all();
+    // Thirty vectors D1 does not know (orphans) that match the query best.
+    let q = ingest_pipeline::core::local_embed::embed("harbour lanterns tide tables", w.cfg.embedding_dimensions);
+    for i in 0..30 {
+        let mut md = std::collections::BTreeMap::new();
+        md.insert("doc_id".to_string(), serde_json::json!("gone"));
+        md.insert("version".to_string(), serde_json::json!(1));
+        w.index.vectors.borrow_mut().insert(format!("orphan-{i:02}"), ingest_pipeline::ports::VectorRecord { id: format!("orphan-{i:02}"), values: q.clone(), metadata: md });
+    }
+    let hits = search_with(&w, "harbour lanterns tide tables", 5, &[]).unwrap();
+    assert_eq!(hits.len(), 5, "{hits:?}");
+    assert!(hits.iter().all(|h| h.doc_id == "doc"));
+}
+
+#[test]
+fn search_retries_a_transient_failure_once() {
+    // Issue: under 20% transient failures a search answered 5xx about one
+    // time in two; one bounded retry inside the request.
+    let w = World::new();
+    w.put("a", TEXT_A);
+    w.deliver_all();
+    w.index.query_faults.fail_next(1, FailureBucket::IndexUnavailable);
+    assert!(!search_with(&w, "queues", 3, &[]).unwrap().is_empty());
+    // Two in a row still fail the request (bounded).
+    w.index.query_faults.fail_next(2, FailureBucket::IndexUnavailable);
+    assert!(search_with(&w, "queues", 3, &[]).is_err());
+}

@@ -36,6 +36,7 @@ fn local_index(
         get_batch_max: delete_batch_max,
         id_bytes_max: 64,
         top_k_max: 100,
+        filter_bytes_max: 2048,
     };
     LocalIndex {
         db: vdb,

@@ -7,7 +7,7 @@ use super::IndexLimits;
 use crate::core::failure::FailureBucket;
 use crate::core::local_embed::cosine;
 use crate::ports::{
-    Database, MetadataFilter, PortError, Stmt, VectorIndex, VectorMatch, VectorMetadata,
+    Database, MetadataFilter, PortError, Stmt, VectorIndex, VectorMatch,
     VectorRecord,
 };
 use crate::store::{json_array, json_pages, sql};
@@ -50,9 +50,6 @@ impl StoredRow {
     }
 }
 
-fn matches(metadata: &VectorMetadata, filter: &MetadataFilter) -> bool {
-    filter.iter().all(|(k, v)| metadata.get(k) == Some(v))
-}
 
 impl<D: Database> VectorIndex for LocalIndex<D> {
     async fn upsert(&self, vectors: &[VectorRecord]) -> Result<(), PortError> {
@@ -144,7 +141,7 @@ impl<D: Database> VectorIndex for LocalIndex<D> {
         let mut scored = Vec::new();
         for row in rows {
             let rec = row.decode()?;
-            if matches(&rec.metadata, filter) {
+            if super::filter_matches(&rec.metadata, filter) {
                 scored.push(VectorMatch {
                     score: cosine(vector, &rec.values),
                     id: rec.id,

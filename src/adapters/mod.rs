@@ -5,6 +5,25 @@ pub mod local_embedder;
 pub mod local_index;
 
 use crate::config::Config;
+use crate::ports::{MetadataFilter, VectorMetadata};
+
+/// Vectorize's equality filter, as the fakes reproduce it: every key must
+/// match, and strings are compared on their first 64 bytes (cut on a
+/// character boundary), as Vectorize indexes them. Callers that need exact
+/// equality check again (search does, in D1).
+pub fn filter_matches(metadata: &VectorMetadata, filter: &MetadataFilter) -> bool {
+    fn indexed(s: &str) -> &str {
+        let mut end = s.len().min(64);
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        s.get(..end).unwrap_or(s)
+    }
+    filter.iter().all(|(k, want)| match (metadata.get(k), want) {
+        (Some(serde_json::Value::String(have)), serde_json::Value::String(want)) => indexed(have) == indexed(want),
+        (have, want) => have == Some(want),
+    })
+}
 
 /// The limits every vector-index adapter enforces on each call (Vectorize's,
 /// from the configuration): callers batch within them, adapters refuse more.
@@ -17,6 +36,7 @@ pub struct IndexLimits {
     pub get_batch_max: usize,
     pub id_bytes_max: usize,
     pub top_k_max: usize,
+    pub filter_bytes_max: usize,
 }
 
 impl IndexLimits {
@@ -28,6 +48,7 @@ impl IndexLimits {
             get_batch_max: cfg.delete_batch_size,
             id_bytes_max: cfg.vector_id_bytes_max,
             top_k_max: cfg.index_query_top_k_max,
+            filter_bytes_max: cfg.index_filter_bytes_max,
         }
     }
 }

@@ -305,6 +305,7 @@ pub struct MemIndex {
     pub upsert_calls: Cell<u64>,
     pub delete_calls: Cell<u64>,
     pub upsert_faults: Faults,
+    pub query_faults: Faults,
     /// What `refusal()` answers: an index known to refuse every call.
     pub refused: Cell<Option<PortError>>,
     pub delete_faults: Faults,
@@ -322,6 +323,7 @@ impl MemIndex {
             upsert_calls: Cell::new(0),
             delete_calls: Cell::new(0),
             upsert_faults: Faults::default(),
+            query_faults: Faults::default(),
             refused: Cell::new(None),
             delete_faults: Faults::default(),
             log: RefCell::new(Vec::new()),
@@ -380,10 +382,11 @@ impl VectorIndex for MemIndex {
         top_k: usize,
         filter: &MetadataFilter,
     ) -> Result<Vec<VectorMatch>, PortError> {
+        self.query_faults.take()?;
         let map = self.vectors.borrow();
         let mut out: Vec<VectorMatch> = map
             .values()
-            .filter(|v| filter.iter().all(|(k, x)| v.metadata.get(k) == Some(x)))
+            .filter(|v| crate::adapters::filter_matches(&v.metadata, filter))
             .map(|v| VectorMatch {
                 id: v.id.clone(),
                 score: crate::core::local_embed::cosine(vector, &v.values),

@@ -5,6 +5,7 @@
 use super::Pipeline;
 use crate::core::failure::FailureBucket;
 use crate::ports::{Clock, Database, Embedder, JobQueue, MetadataFilter, PortError, VectorIndex};
+use crate::store::LiveChunkRow;
 use serde::Serialize;
 use std::collections::HashMap;
 
@@ -27,6 +28,38 @@ pub struct SearchHit {
     pub score: f32,
 }
 
+impl SearchRequest {
+    /// The filter sent to the index: the request's metadata equalities,
+    /// its `doc_id`, and (from generation 2 on) the generation searched.
+    /// Vectors of generation 1 may predate the `generation` metadata field:
+    /// they are not filtered on it (D1 drops other generations' candidates).
+    pub fn index_filter(&self, generation: u32) -> MetadataFilter {
+        let mut filter = self.metadata.clone();
+        if let Some(d) = &self.doc_id {
+            filter.insert("doc_id".into(), serde_json::Value::String(d.clone()));
+        }
+        if generation > 1 {
+            filter.insert("generation".into(), serde_json::json!(generation));
+        }
+        filter
+    }
+}
+
+/// Whether a live chunk's version matches the request exactly: Vectorize
+/// compares strings on their first 64 bytes, so every filter is checked
+/// again against D1's own values.
+fn matches_exactly(req: &SearchRequest, row: &LiveChunkRow) -> bool {
+    if req.doc_id.as_ref().is_some_and(|d| *d != row.doc_id) {
+        return false;
+    }
+    if req.metadata.is_empty() {
+        return true;
+    }
+    let metadata: serde_json::Map<String, serde_json::Value> =
+        row.metadata.as_deref().and_then(|m| serde_json::from_str(m).ok()).unwrap_or_default();
+    req.metadata.iter().all(|(k, v)| metadata.get(k) == Some(v))
+}
+
 impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D, V, E, Q, C> {
     pub async fn search(&self, req: &SearchRequest) -> Result<Vec<SearchHit>, PortError> {
         // Search serves exactly one generation: the active one.
@@ -39,59 +72,76 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             // The query would be embedded by another model than the vectors.
             return Err(PortError::new(FailureBucket::IndexMisconfigured, "generation_embedder_mismatch"));
         }
-        let vectors = self
-            .embedder
-            .embed(std::slice::from_ref(&req.query))
-            .await?;
+        let query = std::slice::from_ref(&req.query);
+        let vectors = once_more(|| self.embedder.embed(query)).await?;
         let [vector] = vectors.as_slice() else {
             return Err(PortError::new(FailureBucket::EmbedRejected, "embed_shape"));
         };
-        let mut filter = req.metadata.clone();
-        if let Some(d) = &req.doc_id {
-            filter.insert("doc_id".into(), serde_json::Value::String(d.clone()));
-        }
-        // Vectors of generation 1 may predate the `generation` metadata
-        // field: they are not filtered on it (D1 drops any other
-        // generation's candidates below); later generations are.
-        if active.generation > 1 {
-            filter.insert("generation".into(), serde_json::json!(active.generation));
-        }
-        let want = (req.top_k * self.cfg.search_overfetch_factor)
+        let filter = req.index_filter(active.generation);
+        // Candidates per result wanted: stale and orphan ones are dropped
+        // below. If they crowd out the live ones, one second, wider query.
+        let first = (req.top_k * self.cfg.search_overfetch_factor)
             .min(self.cfg.index_query_top_k_max)
             .max(req.top_k);
-        let matches = self.index.query(vector, want, &filter).await?;
+        let mut want = first;
+        loop {
+            let matches = once_more(|| self.index.query(vector, want, &filter)).await?;
+            let exhausted = matches.len() < want;
+            let hits = self.serve(req, active.generation, matches).await?;
+            let widest = want >= self.cfg.index_query_top_k_max;
+            if hits.len() >= req.top_k || exhausted || widest {
+                return Ok(hits);
+            }
+            want = self.cfg.index_query_top_k_max;
+        }
+    }
+
+    /// Of the index's candidates, in order, the live chunks of the active
+    /// generation that match the request exactly, at most `top_k`.
+    async fn serve(&self, req: &SearchRequest, generation: u32, matches: Vec<crate::ports::VectorMatch>) -> Result<Vec<SearchHit>, PortError> {
         if matches.is_empty() {
             return Ok(Vec::new());
         }
         let ids: Vec<String> = matches.iter().map(|m| m.id.clone()).collect();
-        let mut live: HashMap<String, _> = self
+        let mut live: HashMap<String, LiveChunkRow> = self
             .store
-            .live_chunks(&ids, active.generation, self.bugs)
+            .live_chunks(&ids, generation, self.bugs)
             .await?
             .into_iter()
             .map(|r| (r.vector_id.clone(), r))
             .collect();
         let mut hits = Vec::new();
         for m in matches {
-            if let Some(row) = live.remove(&m.id) {
-                // Vectorize compares string filters on their first 64 bytes:
-                // check the exact doc_id against D1.
-                if req.doc_id.as_ref().is_some_and(|d| *d != row.doc_id) {
-                    continue;
-                }
-                hits.push(SearchHit {
-                    doc_id: row.doc_id,
-                    version: row.version,
-                    chunk: row.chunk_index,
-                    generation: row.generation,
-                    text: row.text,
-                    score: m.score,
-                });
-                if hits.len() == req.top_k {
-                    break;
-                }
+            let Some(row) = live.remove(&m.id) else { continue };
+            if !matches_exactly(req, &row) {
+                continue;
+            }
+            hits.push(SearchHit {
+                doc_id: row.doc_id,
+                version: row.version,
+                chunk: row.chunk_index,
+                generation: row.generation,
+                text: row.text,
+                score: m.score,
+            });
+            if hits.len() == req.top_k {
+                break;
             }
         }
         Ok(hits)
+    }
+}
+
+/// Runs `call`, and once more if it failed transiently: a search is one
+/// request, so a blip of the embedder or the index gets one bounded retry
+/// (no delay) instead of a 5xx.
+async fn once_more<T, F, Fut>(call: F) -> Result<T, PortError>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<T, PortError>>,
+{
+    match call().await {
+        Err(e) if e.bucket.is_transient() => call().await,
+        other => other,
     }
 }

@@ -120,6 +120,9 @@ pub struct LiveChunkRow {
     pub version: u32,
     pub chunk_index: u32,
     pub text: String,
+    /// The version's metadata (JSON object), to check a filter exactly.
+    #[serde(default)]
+    pub metadata: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -329,8 +329,9 @@ WHERE job_id = ?1 AND (state IN ('queued', 'up_for_retry') OR (state = 'running'
 /// live (invariant: search serves only what D1 holds as live).
 pub const LIVE_CHUNKS_BY_VECTOR_ID: &str = "\
 SELECT c.vector_id AS vector_id, c.doc_id AS doc_id, c.version AS version, c.chunk_index AS chunk_index, c.text AS text,
-       c.generation AS generation
+       c.generation AS generation, v.metadata AS metadata
 FROM chunks c JOIN documents d ON d.doc_id = c.doc_id AND d.live_version = c.version
+JOIN versions v ON v.doc_id = c.doc_id AND v.version = c.version
 WHERE c.vector_id IN (SELECT value FROM json_each(?1)) AND c.generation = ?2";
 
 // ---------------------------------------------------------------- local vector index

@@ -25,8 +25,6 @@ use wasm_bindgen_futures::JsFuture;
 
 /// Vectorize's per-vector metadata ceiling.
 pub const METADATA_BYTES_MAX: usize = 10 * 1024;
-/// Vectorize's ceiling on a serialized query filter.
-const FILTER_BYTES_MAX: usize = 2048;
 
 #[wasm_bindgen]
 extern "C" {
@@ -375,7 +373,7 @@ impl VectorIndex for VectorizeIndex {
             }
             // Equality on every key: Vectorize's implicit `$eq`.
             let json = serde_json::to_string(filter).map_err(|_| rejected("filter_shape"))?;
-            if json.len() > FILTER_BYTES_MAX {
+            if json.len() > self.limits.filter_bytes_max {
                 return Err(rejected("filter_too_large"));
             }
             set(&options, "filter", &plain_object(&json)?);
