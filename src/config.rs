@@ -178,6 +178,9 @@ pub struct Config {
     pub search_overfetch_factor: usize,
     /// Largest topK asked of the index (Vectorize: 100, 50 with metadata).
     pub index_query_top_k_max: usize,
+    /// Retries, inside one search request, of an embedder or index call
+    /// that failed transiently (no delay between them).
+    pub search_retries_max: u32,
     /// Largest serialized metadata filter the index takes (Vectorize: 2048
     /// bytes); a search whose filter is larger is refused with 422.
     pub index_filter_bytes_max: usize,
@@ -277,6 +280,7 @@ impl Default for Config {
             search_top_k_max: 50,
             search_overfetch_factor: 3,
             index_query_top_k_max: 100,
+            search_retries_max: 2,
             index_filter_bytes_max: 2048,
             job_attempts_max: 30,
             job_retry_window_seconds: 3600,
@@ -356,6 +360,7 @@ pub const SETTINGS: &[&str] = &[
     "SEARCH_OVERFETCH_FACTOR",
     "INDEX_QUERY_TOP_K_MAX",
     "INDEX_FILTER_BYTES_MAX",
+    "SEARCH_RETRIES_MAX",
     "JOB_ATTEMPTS_MAX",
     "JOB_RETRY_WINDOW_SECONDS",
     "RETRY_BASE_DELAY_SECONDS",
@@ -492,6 +497,7 @@ impl Config {
         num!(search_overfetch_factor, "SEARCH_OVERFETCH_FACTOR");
         num!(index_query_top_k_max, "INDEX_QUERY_TOP_K_MAX");
         num!(index_filter_bytes_max, "INDEX_FILTER_BYTES_MAX");
+        num!(search_retries_max, "SEARCH_RETRIES_MAX");
         num!(job_attempts_max, "JOB_ATTEMPTS_MAX");
         num!(job_retry_window_seconds, "JOB_RETRY_WINDOW_SECONDS");
         num!(retry_base_delay_seconds, "RETRY_BASE_DELAY_SECONDS");
@@ -705,6 +711,7 @@ impl Config {
             "INDEX_QUERY_TOP_K_MAX",
             "must be 1..=100",
         )?;
+        check(self.search_retries_max <= 3, "SEARCH_RETRIES_MAX", "must be 0..=3")?;
         check(
             (64..=65_536).contains(&self.index_filter_bytes_max),
             "INDEX_FILTER_BYTES_MAX",

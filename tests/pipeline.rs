@@ -645,15 +645,16 @@ fn search_fills_top_k_when_stale_candidates_take_the_first_slots() {
 }
 
 #[test]
-fn search_retries_a_transient_failure_once() {
+fn search_retries_a_transient_failure_within_its_bound() {
     // Issue: under 20% transient failures a search answered 5xx about one
-    // time in two; one bounded retry inside the request.
+    // time in two; a bounded retry inside the request (SEARCH_RETRIES_MAX).
     let w = World::new();
     w.put("a", TEXT_A);
     w.deliver_all();
-    w.index.query_faults.fail_next(1, FailureBucket::IndexUnavailable);
+    let retries = w.cfg.search_retries_max as usize;
+    w.index.query_faults.fail_next(retries, FailureBucket::IndexUnavailable);
     assert!(!search_with(&w, "queues", 3, &[]).unwrap().is_empty());
-    // Two in a row still fail the request (bounded).
-    w.index.query_faults.fail_next(2, FailureBucket::IndexUnavailable);
+    // One more in a row fails the request (bounded).
+    w.index.query_faults.fail_next(retries + 1, FailureBucket::IndexUnavailable);
     assert!(search_with(&w, "queues", 3, &[]).is_err());
 }
