@@ -56,9 +56,15 @@ impl Which {
     fn chunk(self, text: &str) -> Vec<Chunk<'_>> {
         let family = TokenFamily::WordPiece;
         match self {
-            Which::Greedy => Chunker::Greedy { size_max_chars: 1000, overlap_chars: 100 }.chunk(text, ContentType::Plain),
+            Which::Greedy => Chunker::Greedy {
+                size_max_chars: 1000,
+                overlap_chars: 100,
+            }
+            .chunk(text, ContentType::Plain),
             Which::Unicode => unicode_v2(text, ContentType::Plain, 500, 50, family),
-            Which::TextSplitter => text_splitter::chunk_text(text, ContentType::Plain, 500, 50, family),
+            Which::TextSplitter => {
+                text_splitter::chunk_text(text, ContentType::Plain, 500, 50, family)
+            }
         }
     }
 }
@@ -81,7 +87,11 @@ fn english() -> Vec<Doc> {
 
 /// The text of an HTML page's `<main>`, tags and code blocks dropped.
 fn html_text(html: &str) -> String {
-    let main = html.split("<main>").nth(1).and_then(|m| m.split("</main>").next()).unwrap_or("");
+    let main = html
+        .split("<main>")
+        .nth(1)
+        .and_then(|m| m.split("</main>").next())
+        .unwrap_or("");
     let mut out = String::new();
     let mut rest = main;
     while let Some(i) = rest.find("<pre") {
@@ -102,8 +112,17 @@ fn html_text(html: &str) -> String {
             _ => {}
         }
     }
-    let text = text.replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", "\"").replace("&#39;", "'").replace("&amp;", "&");
-    text.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join("\n")
+    let text = text
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&quot;", "\"")
+        .replace("&#39;", "'")
+        .replace("&amp;", "&");
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 fn japanese() -> (Vec<Doc>, usize) {
@@ -114,14 +133,24 @@ fn japanese() -> (Vec<Doc>, usize) {
         .map(|text| Doc { text })
         .collect();
     let mut rbe = 0;
-    let sysroot = std::process::Command::new("rustc").args(["--print", "sysroot"]).output().ok();
+    let sysroot = std::process::Command::new("rustc")
+        .args(["--print", "sysroot"])
+        .output()
+        .ok();
     if let Some(out) = sysroot {
-        let dir = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()).join("share/doc/rust/html/rust-by-example/ja");
-        let mut pages: Vec<PathBuf> = walk(&dir).into_iter().filter(|p| p.extension().is_some_and(|e| e == "html")).collect();
+        let dir = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+            .join("share/doc/rust/html/rust-by-example/ja");
+        let mut pages: Vec<PathBuf> = walk(&dir)
+            .into_iter()
+            .filter(|p| p.extension().is_some_and(|e| e == "html"))
+            .collect();
         pages.sort();
         for p in pages {
             let text = read(&p).map(|h| html_text(&h)).unwrap_or_default();
-            let kana = text.chars().filter(|c| ('\u{3040}'..='\u{30ff}').contains(c)).count();
+            let kana = text
+                .chars()
+                .filter(|c| ('\u{3040}'..='\u{30ff}').contains(c))
+                .count();
             if text.len() > 2000 && kana > 200 {
                 docs.push(Doc { text });
                 rbe += 1;
@@ -178,7 +207,11 @@ fn sentences(text: &str) -> Vec<(usize, usize)> {
 
 /// The middle third of a span, on char boundaries, at least 6 characters.
 fn middle(text: &str, (s, e): (usize, usize)) -> (usize, usize) {
-    let idx: Vec<usize> = text[s..e].char_indices().map(|(i, _)| s + i).chain(std::iter::once(e)).collect();
+    let idx: Vec<usize> = text[s..e]
+        .char_indices()
+        .map(|(i, _)| s + i)
+        .chain(std::iter::once(e))
+        .collect();
     let n = idx.len() - 1;
     let (a, b) = (n / 3, (2 * n / 3).max(n / 3 + 6).min(n));
     (idx[a], idx[b])
@@ -222,17 +255,37 @@ fn evaluate(which: Which, docs: &[Doc], tok: &tokenizers::Tokenizer) -> (Stats, 
             chunks.push((d, c.start, c.end, embed(seen, DIMS)));
         }
     }
-    let stats = Stats { chunks: chunks.len(), tokens_mean: total as f64 / chunks.len().max(1) as f64, tokens_max: max, over };
-    let mut sentence_q = Quality { queries: 0, hit1: 0, hit5: 0, rr: 0.0 };
-    let mut phrase_q = Quality { queries: 0, hit1: 0, hit5: 0, rr: 0.0 };
+    let stats = Stats {
+        chunks: chunks.len(),
+        tokens_mean: total as f64 / chunks.len().max(1) as f64,
+        tokens_max: max,
+        over,
+    };
+    let mut sentence_q = Quality {
+        queries: 0,
+        hit1: 0,
+        hit5: 0,
+        rr: 0.0,
+    };
+    let mut phrase_q = Quality {
+        queries: 0,
+        hit1: 0,
+        hit5: 0,
+        rr: 0.0,
+    };
     for (d, doc) in docs.iter().enumerate() {
         let spans = sentences(&doc.text);
         let step = (spans.len() / 40).max(1);
         for &span in spans.iter().step_by(step) {
-            for (q, (s, e)) in [(&mut sentence_q, span), (&mut phrase_q, middle(&doc.text, span))] {
+            for (q, (s, e)) in [
+                (&mut sentence_q, span),
+                (&mut phrase_q, middle(&doc.text, span)),
+            ] {
                 let query = embed(&doc.text[s..e], DIMS);
-                let mut scored: Vec<(f32, bool)> =
-                    chunks.iter().map(|(cd, cs, ce, v)| (cosine(&query, v), *cd == d && *cs <= s && e <= *ce)).collect();
+                let mut scored: Vec<(f32, bool)> = chunks
+                    .iter()
+                    .map(|(cd, cs, ce, v)| (cosine(&query, v), *cd == d && *cs <= s && e <= *ce))
+                    .collect();
                 scored.sort_by(|a, b| b.0.total_cmp(&a.0));
                 q.queries += 1;
                 if let Some(rank) = scored.iter().position(|(_, rel)| *rel) {
@@ -259,8 +312,12 @@ fn throughput(which: Which, text: &str) -> (f64, usize) {
 }
 
 fn main() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/target/test-data/bert-base-uncased-tokenizer.json");
-    let mut tok = tokenizers::Tokenizer::from_file(path).expect("run scripts/fetch-test-data.sh first");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/target/test-data/bert-base-uncased-tokenizer.json"
+    );
+    let mut tok =
+        tokenizers::Tokenizer::from_file(path).expect("run scripts/fetch-test-data.sh first");
     tok.with_truncation(None).expect("no truncation");
     tok.with_padding(None);
     let en = english();
@@ -276,7 +333,11 @@ fn main() {
     );
     // Throughput on about 5 MB of each language.
     let big = |docs: &[Doc]| {
-        let one: String = docs.iter().map(|d| d.text.as_str()).collect::<Vec<_>>().join("\n\n");
+        let one: String = docs
+            .iter()
+            .map(|d| d.text.as_str())
+            .collect::<Vec<_>>()
+            .join("\n\n");
         one.repeat((5_000_000 / one.len().max(1)).max(1))
     };
     let (en_big, ja_big) = (big(&en), big(&ja));
@@ -287,7 +348,11 @@ fn main() {
         let (j, _) = throughput(w, &ja_big);
         println!("| {} | {e:.1} | {j:.1} |", w.label());
     }
-    println!("\n({:.1} MB of English, {:.1} MB of Japanese; best of 3.)\n", en_big.len() as f64 / 1e6, ja_big.len() as f64 / 1e6);
+    println!(
+        "\n({:.1} MB of English, {:.1} MB of Japanese; best of 3.)\n",
+        en_big.len() as f64 / 1e6,
+        ja_big.len() as f64 / 1e6
+    );
 
     for (lang, docs) in [("English", &en), ("Japanese", &ja)] {
         println!("#### {lang}: chunk sizes in real WordPiece tokens, and retrieval (offline embedder, chunks cut at 510 tokens as bge-* would)\n");
@@ -297,7 +362,12 @@ fn main() {
             let (s, q1, q2) = evaluate(w, docs, &tok);
             let f = |q: &Quality| {
                 let n = q.queries.max(1) as f64;
-                format!("{:.2} | {:.2} | {:.2}", q.hit1 as f64 / n, q.hit5 as f64 / n, q.rr / n)
+                format!(
+                    "{:.2} | {:.2} | {:.2}",
+                    q.hit1 as f64 / n,
+                    q.hit5 as f64 / n,
+                    q.rr / n
+                )
             };
             println!(
                 "| {} | {} | {:.0} | {} | {} | {} | {} |",
@@ -310,7 +380,10 @@ fn main() {
                 f(&q2)
             );
             if matches!(w, Which::TextSplitter) {
-                println!("\n({} sentence and {} phrase queries.)\n", q1.queries, q2.queries);
+                println!(
+                    "\n({} sentence and {} phrase queries.)\n",
+                    q1.queries, q2.queries
+                );
             }
         }
     }

@@ -1,6 +1,12 @@
 #![cfg_attr(
     not(test),
-    deny(clippy::indexing_slicing, clippy::string_slice, clippy::unwrap_used, clippy::expect_used, clippy::panic)
+    deny(
+        clippy::indexing_slicing,
+        clippy::string_slice,
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic
+    )
 )]
 
 //! The HTTP contract, independent of the platform: a request in, a status
@@ -65,7 +71,11 @@ impl ApiError {
 
     /// A key the request may not have: `422 unknown_field` on every route.
     fn unknown_field(prefix: &str, key: &str) -> ApiError {
-        ApiError::new(422, "unknown_field", format!("unknown field {prefix}{:?}", truncate(key, 64)))
+        ApiError::new(
+            422,
+            "unknown_field",
+            format!("unknown field {prefix}{:?}", truncate(key, 64)),
+        )
     }
 
     fn body(&self) -> Value {
@@ -232,8 +242,15 @@ where
         }
         ("POST", ["documents", id, "reindex"]) => {
             let doc_id = parse_doc_id(&percent_decode(id)?, "doc_id")?;
-            match p.reindex_document(doc_id.as_str()).await.map_err(ApiError::from_port)? {
-                Ok((version, job_id)) => Ok(ok(202, json!({ "doc_id": doc_id.as_str(), "version": version, "job_id": job_id }))),
+            match p
+                .reindex_document(doc_id.as_str())
+                .await
+                .map_err(ApiError::from_port)?
+            {
+                Ok((version, job_id)) => Ok(ok(
+                    202,
+                    json!({ "doc_id": doc_id.as_str(), "version": version, "job_id": job_id }),
+                )),
                 Err(refusal) => Err(refused(refusal)),
             }
         }
@@ -334,10 +351,19 @@ where
                 None => Err(ApiError::new(404, "redrive_not_found", "no such redrive")),
             }
         }
-        ("GET", ["generations"]) => Ok(ok(200, p.generations_view().await.map_err(ApiError::from_port)?)),
+        ("GET", ["generations"]) => Ok(ok(
+            200,
+            p.generations_view().await.map_err(ApiError::from_port)?,
+        )),
         ("POST", ["generations", n, action @ ("activate" | "retire")]) => {
-            let g: u32 = n.parse().map_err(|_| ApiError::new(404, "generation_not_found", "no such generation"))?;
-            let out = if *action == "activate" { p.activate_generation(g).await } else { p.retire_generation(g).await };
+            let g: u32 = n
+                .parse()
+                .map_err(|_| ApiError::new(404, "generation_not_found", "no such generation"))?;
+            let out = if *action == "activate" {
+                p.activate_generation(g).await
+            } else {
+                p.retire_generation(g).await
+            };
             match out.map_err(ApiError::from_port)? {
                 Ok(view) => Ok(ok(200, view)),
                 Err(refusal) => Err(refused(refusal)),
@@ -346,21 +372,36 @@ where
         ("POST", ["reindex"]) => {
             let body = json_body(p, req)?;
             let (scope, page_size) = parse_backfill(p, &body)?;
-            match p.start_backfill(&scope, page_size).await.map_err(ApiError::from_port)? {
+            match p
+                .start_backfill(&scope, page_size)
+                .await
+                .map_err(ApiError::from_port)?
+            {
                 Ok(view) => Ok(ok(202, json!({ "backfill": view }))),
                 Err(refusal) => Err(refused(refusal)),
             }
         }
         ("GET", ["reindex"]) => {
             let limit = query_limit(&q, 20, 200)?;
-            Ok(ok(200, json!({ "backfills": p.backfills(limit).await.map_err(ApiError::from_port)? })))
+            Ok(ok(
+                200,
+                json!({ "backfills": p.backfills(limit).await.map_err(ApiError::from_port)? }),
+            ))
         }
-        ("GET", ["reindex", id]) => match p.backfill_view(&percent_decode(id)?).await.map_err(ApiError::from_port)? {
+        ("GET", ["reindex", id]) => match p
+            .backfill_view(&percent_decode(id)?)
+            .await
+            .map_err(ApiError::from_port)?
+        {
             Some(view) => Ok(ok(200, view)),
             None => Err(ApiError::new(404, "backfill_not_found", "no such backfill")),
         },
         ("POST", ["reindex", id, action @ ("pause" | "resume" | "cancel")]) => {
-            match p.backfill_transition(&percent_decode(id)?, action).await.map_err(ApiError::from_port)? {
+            match p
+                .backfill_transition(&percent_decode(id)?, action)
+                .await
+                .map_err(ApiError::from_port)?
+            {
                 Some(Ok(view)) => Ok(ok(200, view)),
                 Some(Err(refusal)) => Err(refused(refusal)),
                 None => Err(ApiError::new(404, "backfill_not_found", "no such backfill")),
@@ -426,7 +467,18 @@ fn parse_redrive(body: &Value) -> Result<(RedriveRequest, Option<String>), ApiEr
             "the body must be a JSON object",
         ));
     };
-    only_fields(obj, &["filter", "canary_size", "max_failed_canaries", "max_failure_ratio", "batch_size", "plan_id"], "")?;
+    only_fields(
+        obj,
+        &[
+            "filter",
+            "canary_size",
+            "max_failed_canaries",
+            "max_failure_ratio",
+            "batch_size",
+            "plan_id",
+        ],
+        "",
+    )?;
     let uint = |name: &str,
                 default: usize,
                 range: std::ops::RangeInclusive<usize>|
@@ -538,7 +590,11 @@ fn method_not_allowed() -> ApiError {
 /// rest of `/v1/*` the ingest token; other paths need none. The Worker calls
 /// this before it reads a request body, so an unauthenticated client cannot
 /// make it read one.
-pub fn authenticate(secrets: &Secrets, path: &str, authorization: Option<&str>) -> Result<(), ApiResponse> {
+pub fn authenticate(
+    secrets: &Secrets,
+    path: &str,
+    authorization: Option<&str>,
+) -> Result<(), ApiResponse> {
     check_auth(secrets, path, authorization).map_err(ApiError::response)
 }
 
@@ -550,7 +606,10 @@ fn check_auth(secrets: &Secrets, path: &str, authorization: Option<&str>) -> Res
     if rest.starts_with("admin/") {
         // The ingest token is valid but not enough here: 403, not 401.
         return authorize(secrets.admin_token.as_deref(), authorization).map_err(|e| {
-            let ingest = secrets.ingest_token.as_deref().is_some_and(|t| !t.is_empty() && bearer_matches(authorization, t));
+            let ingest = secrets
+                .ingest_token
+                .as_deref()
+                .is_some_and(|t| !t.is_empty() && bearer_matches(authorization, t));
             if e.status == 401 && ingest {
                 ApiError::new(403, "forbidden", "this route needs the admin token")
             } else {
@@ -697,7 +756,11 @@ fn parse_backfill<D, V, E, Q, C>(
 ) -> Result<(crate::pipeline::BackfillScope, u32), ApiError> {
     use crate::pipeline::BackfillScope;
     let Some(obj) = body.as_object() else {
-        return Err(ApiError::new(400, "invalid_body", "the body must be a JSON object"));
+        return Err(ApiError::new(
+            400,
+            "invalid_body",
+            "the body must be a JSON object",
+        ));
     };
     only_fields(obj, &["scope", "filter", "page_size"], "")?;
     let scope = match (obj.get("scope").and_then(Value::as_str), obj.get("filter")) {
@@ -707,15 +770,35 @@ fn parse_backfill<D, V, E, Q, C>(
             let f = parse_metadata(p, f, "filter")?;
             BackfillScope::Filter(f)
         }
-        (Some("filter"), _) => return Err(ApiError::field("filter", "scope filter needs a non-empty object of metadata keys and values")),
-        (Some("all" | "config"), Some(_)) => return Err(ApiError::field("filter", "only scope filter takes a filter")),
-        _ => return Err(ApiError::field("scope", "must be \"all\", \"filter\" or \"config\"")),
+        (Some("filter"), _) => {
+            return Err(ApiError::field(
+                "filter",
+                "scope filter needs a non-empty object of metadata keys and values",
+            ))
+        }
+        (Some("all" | "config"), Some(_)) => {
+            return Err(ApiError::field(
+                "filter",
+                "only scope filter takes a filter",
+            ))
+        }
+        _ => {
+            return Err(ApiError::field(
+                "scope",
+                "must be \"all\", \"filter\" or \"config\"",
+            ))
+        }
     };
     let page_size = match obj.get("page_size") {
         None | Some(Value::Null) => p.cfg.backfill_page_size,
         Some(v) => match v.as_u64() {
             Some(n) if (1..=100).contains(&n) => n as u32,
-            _ => return Err(ApiError::field("page_size", "must be an integer in 1..=100")),
+            _ => {
+                return Err(ApiError::field(
+                    "page_size",
+                    "must be an integer in 1..=100",
+                ))
+            }
         },
     };
     Ok((scope, page_size))
@@ -780,7 +863,11 @@ fn truncate(s: &str, n: usize) -> &str {
 
 /// Refuses the first key of `obj` not in `allowed` (`prefix` names the
 /// enclosing object, e.g. `"filter."`).
-fn only_fields(obj: &serde_json::Map<String, Value>, allowed: &[&str], prefix: &str) -> Result<(), ApiError> {
+fn only_fields(
+    obj: &serde_json::Map<String, Value>,
+    allowed: &[&str],
+    prefix: &str,
+) -> Result<(), ApiError> {
     match obj.keys().find(|k| !allowed.contains(&k.as_str())) {
         Some(k) => Err(ApiError::unknown_field(prefix, k)),
         None => Ok(()),
@@ -789,12 +876,15 @@ fn only_fields(obj: &serde_json::Map<String, Value>, allowed: &[&str], prefix: &
 
 /// The outcome of a one-item intake.
 fn one_outcome(out: Vec<IntakeOutcome>) -> Result<IntakeOutcome, ApiError> {
-    out.into_iter().next().ok_or_else(|| ApiError::new(500, "internal", "the intake returned no outcome"))
+    out.into_iter()
+        .next()
+        .ok_or_else(|| ApiError::new(500, "internal", "the intake returned no outcome"))
 }
 
 /// A view as JSON (views are plain data; a failure is a bug, answered 500).
 fn to_json(view: impl serde::Serialize) -> Result<Value, ApiError> {
-    serde_json::to_value(view).map_err(|_| ApiError::new(500, "internal", "a response could not be rendered"))
+    serde_json::to_value(view)
+        .map_err(|_| ApiError::new(500, "internal", "a response could not be rendered"))
 }
 
 fn parse_search<D, V, E, Q, C>(
@@ -881,11 +971,15 @@ fn parse_search<D, V, E, Q, C>(
     };
     // The filter as the index gets it (with the largest generation number):
     // over the index's limit it would be refused, not a 500.
-    let filter_bytes = serde_json::to_string(&req.index_filter(u32::MAX)).map_or(usize::MAX, |f| f.len());
+    let filter_bytes =
+        serde_json::to_string(&req.index_filter(u32::MAX)).map_or(usize::MAX, |f| f.len());
     if filter_bytes > p.cfg.index_filter_bytes_max {
         return Err(ApiError::field(
             "filter",
-            &format!("is {filter_bytes} bytes for the index, over its {} (INDEX_FILTER_BYTES_MAX)", p.cfg.index_filter_bytes_max),
+            &format!(
+                "is {filter_bytes} bytes for the index, over its {} (INDEX_FILTER_BYTES_MAX)",
+                p.cfg.index_filter_bytes_max
+            ),
         ));
     }
     Ok(req)

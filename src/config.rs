@@ -99,7 +99,12 @@ pub fn known_model(model: &str) -> Option<KnownModel> {
         "@cf/google/embeddinggemma-300m" => (768, 512, TokenFamily::ByteLevel, false),
         _ => return None,
     };
-    Some(KnownModel { dimensions, max_input_tokens, tokenizer, takes_pooling })
+    Some(KnownModel {
+        dimensions,
+        max_input_tokens,
+        tokenizer,
+        takes_pooling,
+    })
 }
 
 /// The settings that were replaced, and by what: refused, never ignored.
@@ -195,8 +200,13 @@ pub struct Config {
     pub job_retry_window_seconds: u32,
     /// First retry delay; doubles per attempt, with deterministic jitter.
     pub retry_base_delay_seconds: u32,
-    /// Cap of the backoff (Queues: at most 24 h).
+    /// Cap of the backoff (Queues: at most 24 h). Small against the window,
+    /// so that a job tries again soon after an outage ends, and its
+    /// attempts (`JOB_ATTEMPTS_MAX` × at least half the cap) span the window.
     pub retry_max_delay_seconds: u32,
+    /// Cap of the dead-letter consumer's retry delay (which grows with the
+    /// letter's age): Queues' 100 deliveries span about 90 hours at one hour.
+    pub dead_letter_retry_max_delay_seconds: u32,
     /// How long a claim holds a job. Longer than `INVOCATION_WALL_SECONDS_MAX`,
     /// so an expired lease means its holder is dead.
     pub job_lease_seconds: u32,
@@ -285,7 +295,8 @@ impl Default for Config {
             job_attempts_max: 30,
             job_retry_window_seconds: 3600,
             retry_base_delay_seconds: 5,
-            retry_max_delay_seconds: 3600,
+            retry_max_delay_seconds: 300,
+            dead_letter_retry_max_delay_seconds: 3600,
             job_lease_seconds: 960,
             invocation_wall_seconds_max: 900,
             claim_busy_retry_seconds: 60,
@@ -326,7 +337,9 @@ impl ConfigError {
     /// The setting at fault.
     pub fn setting(&self) -> &'static str {
         match self {
-            ConfigError::Unparsable { name } | ConfigError::OutOfRange { name, .. } | ConfigError::Removed { name, .. } => name,
+            ConfigError::Unparsable { name }
+            | ConfigError::OutOfRange { name, .. }
+            | ConfigError::Removed { name, .. } => name,
         }
     }
 }
@@ -365,6 +378,7 @@ pub const SETTINGS: &[&str] = &[
     "JOB_RETRY_WINDOW_SECONDS",
     "RETRY_BASE_DELAY_SECONDS",
     "RETRY_MAX_DELAY_SECONDS",
+    "DEAD_LETTER_RETRY_MAX_DELAY_SECONDS",
     "JOB_LEASE_SECONDS",
     "INVOCATION_WALL_SECONDS_MAX",
     "CLAIM_BUSY_RETRY_SECONDS",
@@ -398,7 +412,9 @@ impl Config {
         ) else {
             return false;
         };
-        ["embedder", "pooling", "dimensions"].iter().all(|k| theirs.get(k) == ours.get(k))
+        ["embedder", "pooling", "dimensions"]
+            .iter()
+            .all(|k| theirs.get(k) == ours.get(k))
     }
 
     /// The chunker an index configuration names, with its settings (`""`:
@@ -408,7 +424,11 @@ impl Config {
             return Some(self.chunker());
         }
         let v: serde_json::Value = serde_json::from_str(index_config).ok()?;
-        let num = |key: &str| v.get(key).and_then(serde_json::Value::as_u64).and_then(|n| usize::try_from(n).ok());
+        let num = |key: &str| {
+            v.get(key)
+                .and_then(serde_json::Value::as_u64)
+                .and_then(|n| usize::try_from(n).ok())
+        };
         let chunker = match v.get("chunker")?.as_str()? {
             Chunker::GREEDY_V1 => Chunker::Greedy {
                 size_max_chars: num("chunk_size_max_chars")?,
@@ -436,7 +456,8 @@ impl Config {
     /// The longest search query, in tokens by the bound of
     /// `EMBEDDING_TOKENIZER`: what the model takes beside its special tokens.
     pub fn query_tokens_max(&self) -> usize {
-        self.embedding_max_input_tokens.saturating_sub(SPECIAL_TOKENS)
+        self.embedding_max_input_tokens
+            .saturating_sub(SPECIAL_TOKENS)
     }
 
     /// The configuration that determines chunks and vectors, as a canonical
@@ -465,7 +486,10 @@ impl Config {
     /// Builds the configuration from named variables; `lookup` returns the
     /// raw value of a variable, or `None` to keep the default.
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
-        if let Some((name, replacement)) = REMOVED_SETTINGS.iter().find(|(name, _)| lookup(name).is_some()) {
+        if let Some((name, replacement)) = REMOVED_SETTINGS
+            .iter()
+            .find(|(name, _)| lookup(name).is_some())
+        {
             return Err(ConfigError::Removed { name, replacement });
         }
         let mut c = Config::default();
@@ -502,6 +526,10 @@ impl Config {
         num!(job_retry_window_seconds, "JOB_RETRY_WINDOW_SECONDS");
         num!(retry_base_delay_seconds, "RETRY_BASE_DELAY_SECONDS");
         num!(retry_max_delay_seconds, "RETRY_MAX_DELAY_SECONDS");
+        num!(
+            dead_letter_retry_max_delay_seconds,
+            "DEAD_LETTER_RETRY_MAX_DELAY_SECONDS"
+        );
         num!(job_lease_seconds, "JOB_LEASE_SECONDS");
         num!(invocation_wall_seconds_max, "INVOCATION_WALL_SECONDS_MAX");
         num!(claim_busy_retry_seconds, "CLAIM_BUSY_RETRY_SECONDS");
@@ -533,7 +561,9 @@ impl Config {
         num!(embedding_max_input_tokens, "EMBEDDING_MAX_INPUT_TOKENS");
         if let Some(raw) = lookup("EMBEDDING_TOKENIZER") {
             c.embedding_tokenizer =
-                TokenFamily::parse(raw.trim()).ok_or(ConfigError::Unparsable { name: "EMBEDDING_TOKENIZER" })?;
+                TokenFamily::parse(raw.trim()).ok_or(ConfigError::Unparsable {
+                    name: "EMBEDDING_TOKENIZER",
+                })?;
         }
         if let Some(raw) = lookup("EMBEDDING_POOLING") {
             c.embedding_pooling = match raw.trim() {
@@ -649,7 +679,9 @@ impl Config {
             "EMBEDDING_MODEL",
             "must be 1..=128 printable ASCII characters",
         )?;
-        if let (EmbedderBackend::WorkersAi, Some(known)) = (self.embedder_backend, known_model(&self.embedding_model)) {
+        if let (EmbedderBackend::WorkersAi, Some(known)) =
+            (self.embedder_backend, known_model(&self.embedding_model))
+        {
             check(
                 known.dimensions == self.embedding_dimensions,
                 "EMBEDDING_DIMENSIONS",
@@ -711,7 +743,11 @@ impl Config {
             "INDEX_QUERY_TOP_K_MAX",
             "must be 1..=100",
         )?;
-        check(self.search_retries_max <= 3, "SEARCH_RETRIES_MAX", "must be 0..=3")?;
+        check(
+            self.search_retries_max <= 3,
+            "SEARCH_RETRIES_MAX",
+            "must be 0..=3",
+        )?;
         check(
             (64..=65_536).contains(&self.index_filter_bytes_max),
             "INDEX_FILTER_BYTES_MAX",
@@ -737,6 +773,11 @@ impl Config {
             self.retry_max_delay_seconds <= 86_400,
             "RETRY_MAX_DELAY_SECONDS",
             "must be at most 86400 (Queues' delay limit)",
+        )?;
+        check(
+            (60..=86_400).contains(&self.dead_letter_retry_max_delay_seconds),
+            "DEAD_LETTER_RETRY_MAX_DELAY_SECONDS",
+            "must be 60..=86400 (Queues' delay limit)",
         )?;
         check(
             (1..=900).contains(&self.invocation_wall_seconds_max),
@@ -794,9 +835,21 @@ impl Config {
             "CONSUME_WALL_SECONDS_MAX",
             "must be 1..INVOCATION_WALL_SECONDS_MAX (an invocation checkpoints before the platform ends it)",
         )?;
-        check((1..=100).contains(&self.backfill_page_size), "BACKFILL_PAGE_SIZE", "must be 1..=100 (one queue send per page)")?;
-        check((1..=50).contains(&self.backfill_pages_per_run), "BACKFILL_PAGES_PER_RUN", "must be 1..=50")?;
-        check((1..=100).contains(&self.backfill_passes_max), "BACKFILL_PASSES_MAX", "must be 1..=100")?;
+        check(
+            (1..=100).contains(&self.backfill_page_size),
+            "BACKFILL_PAGE_SIZE",
+            "must be 1..=100 (one queue send per page)",
+        )?;
+        check(
+            (1..=50).contains(&self.backfill_pages_per_run),
+            "BACKFILL_PAGES_PER_RUN",
+            "must be 1..=50",
+        )?;
+        check(
+            (1..=100).contains(&self.backfill_passes_max),
+            "BACKFILL_PASSES_MAX",
+            "must be 1..=100",
+        )?;
         check(
             (1..=900).contains(&self.cron_wall_seconds_max),
             "CRON_WALL_SECONDS_MAX",
@@ -827,11 +880,29 @@ mod tests {
         assert_eq!(c.chunk_size_max_tokens, 200);
         assert_eq!(c.chunk_overlap_tokens, 20);
         // The character settings were replaced: refused, not ignored.
-        let err = Config::from_lookup(|n| (n == "CHUNK_SIZE_MAX_CHARS").then(|| "1000".to_string())).unwrap_err();
-        assert_eq!(err, ConfigError::Removed { name: "CHUNK_SIZE_MAX_CHARS", replacement: "CHUNK_SIZE_MAX_TOKENS" });
+        let err =
+            Config::from_lookup(|n| (n == "CHUNK_SIZE_MAX_CHARS").then(|| "1000".to_string()))
+                .unwrap_err();
+        assert_eq!(
+            err,
+            ConfigError::Removed {
+                name: "CHUNK_SIZE_MAX_CHARS",
+                replacement: "CHUNK_SIZE_MAX_TOKENS"
+            }
+        );
         // A lease must outlive the platform's longest invocation.
-        let err = Config::from_lookup(|n| (n == "JOB_LEASE_SECONDS").then(|| "300".to_string())).unwrap_err();
-        assert!(matches!(err, ConfigError::OutOfRange { name: "JOB_LEASE_SECONDS", .. }), "{err:?}");
+        let err = Config::from_lookup(|n| (n == "JOB_LEASE_SECONDS").then(|| "300".to_string()))
+            .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ConfigError::OutOfRange {
+                    name: "JOB_LEASE_SECONDS",
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
         let local = |n: &str| match n {
             "INVOCATION_WALL_SECONDS_MAX" => Some("30".to_string()),
             "CONSUME_WALL_SECONDS_MAX" => Some("15".to_string()),
@@ -840,8 +911,19 @@ mod tests {
         };
         assert_eq!(Config::from_lookup(local).unwrap().job_lease_seconds, 40);
         // A chunk must fit the model with its special tokens.
-        let err = Config::from_lookup(|n| (n == "CHUNK_SIZE_MAX_TOKENS").then(|| "511".to_string())).unwrap_err();
-        assert!(matches!(err, ConfigError::OutOfRange { name: "CHUNK_SIZE_MAX_TOKENS", .. }), "{err:?}");
+        let err =
+            Config::from_lookup(|n| (n == "CHUNK_SIZE_MAX_TOKENS").then(|| "511".to_string()))
+                .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ConfigError::OutOfRange {
+                    name: "CHUNK_SIZE_MAX_TOKENS",
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
         assert_eq!(c.index_backend, IndexBackend::Vectorize);
 
         let err = Config::from_lookup(|n| (n == "UPSERT_BATCH_SIZE").then(|| "5000".to_string()))

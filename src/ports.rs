@@ -153,7 +153,12 @@ pub struct JobMessage {
 
 impl JobMessage {
     pub fn new(job_id: impl Into<String>, doc_id: impl Into<String>, version: u32) -> JobMessage {
-        JobMessage { job_id: job_id.into(), doc_id: doc_id.into(), version, archived: false }
+        JobMessage {
+            job_id: job_id.into(),
+            doc_id: doc_id.into(),
+            version,
+            archived: false,
+        }
     }
 }
 

@@ -418,16 +418,27 @@ fn an_unknown_field_is_422_on_every_route() {
         ("/v1/admin/redrives", json!({ "filter": { "colour": "x" } })),
     ] {
         let r = call(&w, "POST", path, ADMIN, Some(body.clone()));
-        assert_eq!((r.status, r.body["error"]["code"].as_str()), (422, Some("unknown_field")), "{path} {body}");
+        assert_eq!(
+            (r.status, r.body["error"]["code"].as_str()),
+            (422, Some("unknown_field")),
+            "{path} {body}"
+        );
     }
     for (path, body) in [
         ("/v1/documents/a", json!({ "text": "x", "colour": 1 })),
         ("/v1/search", json!({ "query": "x", "colour": 1 })),
-        ("/v1/search", json!({ "query": "x", "filter": { "colour": 1 } })),
+        (
+            "/v1/search",
+            json!({ "query": "x", "filter": { "colour": 1 } }),
+        ),
     ] {
         let method = if path == "/v1/search" { "POST" } else { "PUT" };
         let r = call(&w, method, path, "Bearer t-ingest", Some(body.clone()));
-        assert_eq!((r.status, r.body["error"]["code"].as_str()), (422, Some("unknown_field")), "{path} {body}");
+        assert_eq!(
+            (r.status, r.body["error"]["code"].as_str()),
+            (422, Some("unknown_field")),
+            "{path} {body}"
+        );
     }
     assert_eq!(w.db.dump(&[]), before);
 }
@@ -436,38 +447,89 @@ fn an_unknown_field_is_422_on_every_route() {
 fn a_client_can_resubmit_a_failed_latest_version() {
     let w = World::new();
     let body = json!({"text": "alpha bravo charlie"});
-    assert_eq!(call(&w, "PUT", "/v1/documents/a", INGEST, Some(body.clone())).status, 202);
-    w.index.upsert_faults.fail_next(1, FailureBucket::IndexRejected);
+    assert_eq!(
+        call(&w, "PUT", "/v1/documents/a", INGEST, Some(body.clone())).status,
+        202
+    );
+    w.index
+        .upsert_faults
+        .fail_next(1, FailureBucket::IndexRejected);
     deliver(&w);
-    assert_eq!(w.state("a"), ingest_pipeline::pipeline::DocumentState::Failed);
+    assert_eq!(
+        w.state("a"),
+        ingest_pipeline::pipeline::DocumentState::Failed
+    );
     // The same content again is a resubmission, not "unchanged".
     let r = call(&w, "PUT", "/v1/documents/a", INGEST, Some(body.clone()));
-    assert_eq!((r.status, r.body["version"].as_u64()), (202, Some(2)), "{}", r.body);
+    assert_eq!(
+        (r.status, r.body["version"].as_u64()),
+        (202, Some(2)),
+        "{}",
+        r.body
+    );
     deliver(&w);
-    assert_eq!(w.state("a"), ingest_pipeline::pipeline::DocumentState::Indexed);
+    assert_eq!(
+        w.state("a"),
+        ingest_pipeline::pipeline::DocumentState::Indexed
+    );
     // Once indexed, the same content is unchanged again.
     let r = call(&w, "PUT", "/v1/documents/a", INGEST, Some(body.clone()));
-    assert_eq!((r.status, r.body["unchanged"].as_bool()), (200, Some(true)), "{}", r.body);
+    assert_eq!(
+        (r.status, r.body["unchanged"].as_bool()),
+        (200, Some(true)),
+        "{}",
+        r.body
+    );
 
     // A failed update over a live version: /reindex re-runs the failed version.
-    let r = call(&w, "PUT", "/v1/documents/a", INGEST, Some(json!({"text": "delta echo"})));
+    let r = call(
+        &w,
+        "PUT",
+        "/v1/documents/a",
+        INGEST,
+        Some(json!({"text": "delta echo"})),
+    );
     assert_eq!(r.status, 202);
-    w.index.upsert_faults.fail_next(1, FailureBucket::IndexRejected);
+    w.index
+        .upsert_faults
+        .fail_next(1, FailureBucket::IndexRejected);
     deliver(&w);
-    assert_eq!(w.state("a"), ingest_pipeline::pipeline::DocumentState::Failed);
+    assert_eq!(
+        w.state("a"),
+        ingest_pipeline::pipeline::DocumentState::Failed
+    );
     let r = call(&w, "POST", "/v1/documents/a/reindex", INGEST, None);
-    assert_eq!((r.status, r.body["version"].as_u64()), (202, Some(4)), "{}", r.body);
+    assert_eq!(
+        (r.status, r.body["version"].as_u64()),
+        (202, Some(4)),
+        "{}",
+        r.body
+    );
     deliver(&w);
-    assert_eq!(w.state("a"), ingest_pipeline::pipeline::DocumentState::Indexed);
-    assert!(w.search("delta echo", 3).iter().any(|h| h.version == 4 && h.text == "delta echo"));
+    assert_eq!(
+        w.state("a"),
+        ingest_pipeline::pipeline::DocumentState::Indexed
+    );
+    assert!(w
+        .search("delta echo", 3)
+        .iter()
+        .any(|h| h.version == 4 && h.text == "delta echo"));
 }
 
 /// Five documents whose first version failed for good: five letters.
 fn five_letters(w: &World) {
     for d in ["a", "b", "c", "d", "e"] {
-        call(w, "PUT", &format!("/v1/documents/{d}"), INGEST, Some(json!({"text": format!("text of {d}")})));
+        call(
+            w,
+            "PUT",
+            &format!("/v1/documents/{d}"),
+            INGEST,
+            Some(json!({"text": format!("text of {d}")})),
+        );
     }
-    w.index.upsert_faults.fail_next(5, FailureBucket::IndexRejected);
+    w.index
+        .upsert_faults
+        .fail_next(5, FailureBucket::IndexRejected);
     deliver(w);
 }
 
@@ -480,31 +542,116 @@ fn two_advances_of_one_redrive_at_once_track_every_item() {
     for (offset, slow) in (0..24).flat_map(|o| (1..4).map(move |s| (o, s))) {
         let w = World::new();
         five_letters(&w);
-        let r = call(&w, "POST", "/v1/admin/redrives", ADMIN, Some(json!({"canary_size": 3, "batch_size": 2})));
+        let r = call(
+            &w,
+            "POST",
+            "/v1/admin/redrives",
+            ADMIN,
+            Some(json!({"canary_size": 3, "batch_size": 2})),
+        );
         let plan_id = r.body["plan"]["plan_id"].as_str().unwrap().to_string();
-        let r = call(&w, "POST", "/v1/admin/redrives", ADMIN, Some(json!({"canary_size": 3, "batch_size": 2, "plan_id": plan_id})));
+        let r = call(
+            &w,
+            "POST",
+            "/v1/admin/redrives",
+            ADMIN,
+            Some(json!({"canary_size": 3, "batch_size": 2, "plan_id": plan_id})),
+        );
         let id = r.body["redrive_id"].as_str().unwrap().to_string();
         deliver(&w);
-        let a = ingest_pipeline::pipeline::Pipeline::new(w.cfg.clone(), common::Uneven(&w.db, slow), &w.index, &w.embedder, &w.queue, &w.clock);
-        let b = ingest_pipeline::pipeline::Pipeline::new(w.cfg.clone(), common::Interleaved(&w.db), &w.index, &w.embedder, &w.queue, &w.clock);
+        let a = ingest_pipeline::pipeline::Pipeline::new(
+            w.cfg.clone(),
+            common::Uneven(&w.db, slow),
+            &w.index,
+            &w.embedder,
+            &w.queue,
+            &w.clock,
+        );
+        let b = ingest_pipeline::pipeline::Pipeline::new(
+            w.cfg.clone(),
+            common::Interleaved(&w.db),
+            &w.index,
+            &w.embedder,
+            &w.queue,
+            &w.clock,
+        );
         let later = async {
             for _ in 0..offset {
                 common::yield_now().await;
             }
             b.redrive_advance(&id).await
         };
-        let (ra, rb) = futures::executor::block_on(futures::future::join(a.redrive_advance(&id), later));
+        let (ra, rb) =
+            futures::executor::block_on(futures::future::join(a.redrive_advance(&id), later));
         ra.unwrap();
         rb.unwrap();
         let r = call(&w, "GET", &format!("/v1/admin/redrives/{id}"), ADMIN, None);
-        assert_eq!(r.body["counts"]["skipped"], 0, "offset {offset}, slow {slow}: {}", r.body);
+        assert_eq!(
+            r.body["counts"]["skipped"], 0,
+            "offset {offset}, slow {slow}: {}",
+            r.body
+        );
         for i in r.body["items"].as_array().unwrap() {
-            assert!(i["state"] == "pending" || i["new_job_id"].is_string(), "offset {offset}, slow {slow}: untracked {i}");
+            assert!(
+                i["state"] == "pending" || i["new_job_id"].is_string(),
+                "offset {offset}, slow {slow}: untracked {i}"
+            );
         }
         deliver(&w);
         let r = call(&w, "GET", &format!("/v1/admin/redrives/{id}"), ADMIN, None);
-        assert_eq!((r.body["state"].as_str(), r.body["counts"]["succeeded"].as_u64()), (Some("completed"), Some(5)), "offset {offset}, slow {slow}: {}", r.body);
+        assert_eq!(
+            (
+                r.body["state"].as_str(),
+                r.body["counts"]["succeeded"].as_u64()
+            ),
+            (Some("completed"), Some(5)),
+            "offset {offset}, slow {slow}: {}",
+            r.body
+        );
     }
+}
+
+#[test]
+fn a_letter_waiting_in_an_active_redrive_is_not_redriven_by_a_second_one() {
+    // Issue (found by the simulation): an operator whose execute timed out
+    // planned again; letters still pending in the first redrive were
+    // eligible, so a second redrive re-ran them and the first one recorded
+    // its items as skipped.
+    let w = World::new();
+    five_letters(&w);
+    let body = json!({"canary_size": 3, "batch_size": 1});
+    let r = call(&w, "POST", "/v1/admin/redrives", ADMIN, Some(body.clone()));
+    let plan_id = r.body["plan"]["plan_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{}", r.body))
+        .to_string();
+    let mut execute = body.clone();
+    execute["plan_id"] = json!(plan_id);
+    let first = call(&w, "POST", "/v1/admin/redrives", ADMIN, Some(execute));
+    assert_eq!(
+        (
+            first.body["counts"]["sent"].as_u64(),
+            first.body["counts"]["pending"].as_u64()
+        ),
+        (Some(3), Some(2)),
+        "{}",
+        first.body
+    );
+    // The operator plans again before the first one finished.
+    let again = call(&w, "POST", "/v1/admin/redrives", ADMIN, Some(body));
+    assert_eq!(
+        again.body["plan"]["eligible"].as_array().map(Vec::len),
+        Some(0),
+        "{}",
+        again.body
+    );
+    let reasons: Vec<&str> = again.body["plan"]["skipped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["reason"].as_str())
+        .collect();
+    assert_eq!(reasons, ["already_redriven"; 5], "{}", again.body);
 }
 
 #[test]
@@ -513,11 +660,21 @@ fn a_redrive_whose_canaries_were_all_skipped_stops_without_evidence() {
     // were all skipped went on to its batches with no evidence.
     let w = World::new();
     five_letters(&w);
-    let r = call(&w, "POST", "/v1/admin/redrives", ADMIN, Some(json!({"canary_size": 3})));
+    let r = call(
+        &w,
+        "POST",
+        "/v1/admin/redrives",
+        ADMIN,
+        Some(json!({"canary_size": 3})),
+    );
     let plan_id = r.body["plan"]["plan_id"].as_str().unwrap().to_string();
     // The canaries (the first three letters) are each replaced by a new
     // version after the plan... by the planner's clock, at execution.
-    let canary_jobs: Vec<&Value> = r.body["plan"]["canaries"].as_array().unwrap().iter().collect();
+    let canary_jobs: Vec<&Value> = r.body["plan"]["canaries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .collect();
     let first3: Vec<String> = r.body["plan"]["eligible"]
         .as_array()
         .unwrap()
@@ -526,11 +683,23 @@ fn a_redrive_whose_canaries_were_all_skipped_stops_without_evidence() {
         .map(|e| e["doc_id"].as_str().unwrap().to_string())
         .collect();
     assert_eq!(first3.len(), 3, "{}", r.body);
-    let r = call(&w, "POST", "/v1/admin/redrives", ADMIN, Some(json!({"canary_size": 3, "plan_id": plan_id})));
+    let r = call(
+        &w,
+        "POST",
+        "/v1/admin/redrives",
+        ADMIN,
+        Some(json!({"canary_size": 3, "plan_id": plan_id})),
+    );
     let id = r.body["redrive_id"].as_str().unwrap().to_string();
     // Every canary's re-run is superseded by a newer client version.
     for d in &first3 {
-        let r = call(&w, "PUT", &format!("/v1/documents/{d}"), INGEST, Some(json!({"text": format!("newer text of {d}")})));
+        let r = call(
+            &w,
+            "PUT",
+            &format!("/v1/documents/{d}"),
+            INGEST,
+            Some(json!({"text": format!("newer text of {d}")})),
+        );
         assert_eq!(r.status, 202, "{}", r.body);
     }
     deliver(&w);
@@ -547,7 +716,10 @@ fn a_redrive_whose_canaries_were_all_skipped_stops_without_evidence() {
 }
 
 fn letter_row(w: &World, job_id: &str) -> Value {
-    let rows: Vec<Value> = w.db.inspect("SELECT * FROM dead_letters WHERE job_id = ?1", vec![job_id.into()]);
+    let rows: Vec<Value> = w.db.inspect(
+        "SELECT * FROM dead_letters WHERE job_id = ?1",
+        vec![job_id.into()],
+    );
     rows.into_iter().next().unwrap_or(Value::Null)
 }
 
@@ -557,24 +729,52 @@ fn a_dead_letter_is_archived_once_sent_marked_and_confirmed_without_counting_twi
     // doubling times_seen.
     use ingest_pipeline::pipeline::Settle;
     let w = World::new();
-    call(&w, "PUT", "/v1/documents/a", INGEST, Some(json!({"text": "alpha"})));
-    w.index.upsert_faults.fail_next(1, FailureBucket::IndexRejected);
+    call(
+        &w,
+        "PUT",
+        "/v1/documents/a",
+        INGEST,
+        Some(json!({"text": "alpha"})),
+    );
+    w.index
+        .upsert_faults
+        .fail_next(1, FailureBucket::IndexRejected);
     let msg = w.queue.take_all().remove(0);
     let p = w.p();
     let outcome = futures::executor::block_on(p.consume(&msg));
     assert_eq!(outcome, ConsumeOutcome::DeadLetter { reason: "failed" });
-    assert_eq!(futures::executor::block_on(p.settle("m-1", &msg, outcome)), Settle::Ack);
-    let sent = w.queue.dead.borrow_mut().pop_front().expect("the pointer reached the dead-letter queue");
+    assert_eq!(
+        futures::executor::block_on(p.settle("m-1", &msg, outcome)),
+        Settle::Ack
+    );
+    let sent = w
+        .queue
+        .dead
+        .borrow_mut()
+        .pop_front()
+        .expect("the pointer reached the dead-letter queue");
     assert!(sent.archived);
-    assert_eq!((sent.job_id.as_str(), sent.version), (msg.job_id.as_str(), 1));
+    assert_eq!(
+        (sent.job_id.as_str(), sent.version),
+        (msg.job_id.as_str(), 1)
+    );
     // The dead-letter consumer confirms it: still seen once.
-    assert_eq!(futures::executor::block_on(p.consume_dead_letter("d-1", Some(&sent), 0)), Settle::Ack);
+    assert_eq!(
+        futures::executor::block_on(p.consume_dead_letter("d-1", Some(&sent), 0)),
+        Settle::Ack
+    );
     assert_eq!(letter_row(&w, &msg.job_id)["times_seen"], 1);
     // A letter Queues forwarded itself (its retries used up) is a new sighting.
-    assert_eq!(futures::executor::block_on(p.consume_dead_letter("d-2", Some(&msg), 0)), Settle::Ack);
+    assert_eq!(
+        futures::executor::block_on(p.consume_dead_letter("d-2", Some(&msg), 0)),
+        Settle::Ack
+    );
     assert_eq!(letter_row(&w, &msg.job_id)["times_seen"], 2);
     // A body that is not a pointer is kept as evidence.
-    assert_eq!(futures::executor::block_on(p.consume_dead_letter("d-3", None, 0)), Settle::Ack);
+    assert_eq!(
+        futures::executor::block_on(p.consume_dead_letter("d-3", None, 0)),
+        Settle::Ack
+    );
     assert_eq!(letter_row(&w, "malformed:d-3")["times_seen"], 1);
 }
 
@@ -582,30 +782,69 @@ fn a_dead_letter_is_archived_once_sent_marked_and_confirmed_without_counting_twi
 fn a_dead_letter_that_cannot_be_archived_or_sent_is_retried_and_nothing_is_lost() {
     use ingest_pipeline::pipeline::Settle;
     let w = World::new();
-    call(&w, "PUT", "/v1/documents/a", INGEST, Some(json!({"text": "alpha"})));
-    w.index.upsert_faults.fail_next(1, FailureBucket::IndexRejected);
+    call(
+        &w,
+        "PUT",
+        "/v1/documents/a",
+        INGEST,
+        Some(json!({"text": "alpha"})),
+    );
+    w.index
+        .upsert_faults
+        .fail_next(1, FailureBucket::IndexRejected);
     let msg = w.queue.take_all().remove(0);
     let p = w.p();
     let outcome = futures::executor::block_on(p.consume(&msg));
     // The dead-letter queue is down: retried, then settled.
-    w.queue.dead_faults.fail_next(1, FailureBucket::QueueUnavailable);
-    assert!(matches!(futures::executor::block_on(p.settle("m-1", &msg, outcome)), Settle::Retry { .. }));
+    w.queue
+        .dead_faults
+        .fail_next(1, FailureBucket::QueueUnavailable);
+    assert!(matches!(
+        futures::executor::block_on(p.settle("m-1", &msg, outcome)),
+        Settle::Retry { .. }
+    ));
     let again = futures::executor::block_on(p.consume(&msg));
-    assert_eq!(again, ConsumeOutcome::DeadLetter { reason: "already_failed" });
-    assert_eq!(futures::executor::block_on(p.settle("m-1", &msg, outcome)), Settle::Ack);
+    assert_eq!(
+        again,
+        ConsumeOutcome::DeadLetter {
+            reason: "already_failed"
+        }
+    );
+    assert_eq!(
+        futures::executor::block_on(p.settle("m-1", &msg, outcome)),
+        Settle::Ack
+    );
     assert_eq!(w.queue.dead.borrow().len(), 1);
     // D1 is down for the dead-letter consumer: retried later the older the
     // letter is, up to RETRY_MAX_DELAY_SECONDS.
     let forwarded = ingest_pipeline::ports::JobMessage::new("j-x", "x", 1);
     let now = ingest_pipeline::ports::Clock::now_ms(&w.clock);
-    *w.db.fail_sql.borrow_mut() = Some((ingest_pipeline::store::sql::DEAD_LETTER_ARCHIVE, FailureBucket::DbUnavailable));
-    assert_eq!(futures::executor::block_on(p.consume_dead_letter("d-1", Some(&forwarded), now)), Settle::Retry { delay_seconds: 60 });
-    *w.db.fail_sql.borrow_mut() = Some((ingest_pipeline::store::sql::DEAD_LETTER_ARCHIVE, FailureBucket::DbUnavailable));
+    *w.db.fail_sql.borrow_mut() = Some((
+        ingest_pipeline::store::sql::DEAD_LETTER_ARCHIVE,
+        FailureBucket::DbUnavailable,
+    ));
     assert_eq!(
-        futures::executor::block_on(p.consume_dead_letter("d-1", Some(&forwarded), now - 4 * 3_600_000)),
-        Settle::Retry { delay_seconds: 3600 }
+        futures::executor::block_on(p.consume_dead_letter("d-1", Some(&forwarded), now)),
+        Settle::Retry { delay_seconds: 60 }
     );
-    assert_eq!(futures::executor::block_on(p.consume_dead_letter("d-1", Some(&forwarded), now)), Settle::Ack);
+    *w.db.fail_sql.borrow_mut() = Some((
+        ingest_pipeline::store::sql::DEAD_LETTER_ARCHIVE,
+        FailureBucket::DbUnavailable,
+    ));
+    assert_eq!(
+        futures::executor::block_on(p.consume_dead_letter(
+            "d-1",
+            Some(&forwarded),
+            now - 4 * 3_600_000
+        )),
+        Settle::Retry {
+            delay_seconds: 3600
+        }
+    );
+    assert_eq!(
+        futures::executor::block_on(p.consume_dead_letter("d-1", Some(&forwarded), now)),
+        Settle::Ack
+    );
     assert_eq!(letter_row(&w, "j-x")["times_seen"], 1);
 }
 
@@ -614,20 +853,41 @@ fn a_repeated_archive_keeps_the_first_final_evidence() {
     // Issue: archiving a letter again overwrote the first failure's
     // evidence (state, bucket, attempts).
     let w = World::new();
-    call(&w, "PUT", "/v1/documents/a", INGEST, Some(json!({"text": "alpha"})));
-    w.index.upsert_faults.fail_next(1, FailureBucket::IndexRejected);
+    call(
+        &w,
+        "PUT",
+        "/v1/documents/a",
+        INGEST,
+        Some(json!({"text": "alpha"})),
+    );
+    w.index
+        .upsert_faults
+        .fail_next(1, FailureBucket::IndexRejected);
     let msg = w.queue.take_all().remove(0);
     let p = w.p();
     futures::executor::block_on(p.consume(&msg));
     futures::executor::block_on(p.archive_dead_letter("m-1", &msg)).unwrap();
     let first = letter_row(&w, &msg.job_id);
-    assert_eq!((first["job_state"].as_str(), first["failure_bucket"].as_str()), (Some("failed"), Some("index_rejected")));
+    assert_eq!(
+        (
+            first["job_state"].as_str(),
+            first["failure_bucket"].as_str()
+        ),
+        (Some("failed"), Some("index_rejected"))
+    );
     // The job row says something else later (as a misbehaving writer could):
     // the letter keeps what it recorded first.
     let _: Vec<Value> = w.db.inspect("UPDATE jobs SET last_failure_bucket = 'db_busy', attempts = 9 WHERE job_id = ?1 RETURNING job_id", vec![msg.job_id.as_str().into()]);
     futures::executor::block_on(p.archive_dead_letter("m-2", &msg)).unwrap();
     let second = letter_row(&w, &msg.job_id);
-    assert_eq!((second["failure_bucket"].as_str(), second["attempts"].as_i64(), second["message_id"].as_str()), (Some("index_rejected"), Some(1), Some("m-1")));
+    assert_eq!(
+        (
+            second["failure_bucket"].as_str(),
+            second["attempts"].as_i64(),
+            second["message_id"].as_str()
+        ),
+        (Some("index_rejected"), Some(1), Some("m-1"))
+    );
     assert_eq!(second["times_seen"], 2);
 }
 
@@ -640,10 +900,17 @@ fn a_letter_of_a_job_still_in_flight_is_not_redriven_and_busy_deliveries_wait_fo
     // being written.
     use ingest_pipeline::pipeline::Settle;
     let w = World::new();
-    call(&w, "PUT", "/v1/documents/a", INGEST, Some(json!({"text": "alpha bravo"})));
+    call(
+        &w,
+        "PUT",
+        "/v1/documents/a",
+        INGEST,
+        Some(json!({"text": "alpha bravo"})),
+    );
     let msg = w.queue.take_all().remove(0);
     // An invocation claims the job and dies (its lease is held).
-    let lease = ingest_pipeline::ports::Clock::now_ms(&w.clock) + i64::from(w.cfg.job_lease_seconds) * 1000;
+    let lease =
+        ingest_pipeline::ports::Clock::now_ms(&w.clock) + i64::from(w.cfg.job_lease_seconds) * 1000;
     let _: Vec<Value> = w.db.inspect(
         "UPDATE jobs SET state = 'running', attempts = 1, lease_until = ?2 WHERE job_id = ?1 RETURNING job_id",
         vec![msg.job_id.as_str().into(), lease.into()],
@@ -651,12 +918,29 @@ fn a_letter_of_a_job_still_in_flight_is_not_redriven_and_busy_deliveries_wait_fo
     // A redelivery finds it busy: it looks again when the lease ends, not
     // every CLAIM_BUSY_RETRY_SECONDS.
     let out = futures::executor::block_on(w.p().consume(&msg));
-    let ConsumeOutcome::Retry { delay_seconds } = out else { panic!("{out:?}") };
-    assert!(delay_seconds >= w.cfg.job_lease_seconds - 1, "busy retry after {delay_seconds} s");
+    let ConsumeOutcome::Retry { delay_seconds } = out else {
+        panic!("{out:?}")
+    };
+    assert!(
+        delay_seconds >= w.cfg.job_lease_seconds - 1,
+        "busy retry after {delay_seconds} s"
+    );
     // Queues gives up on the message anyway (its retries used up): the
     // letter is kept, but a redrive does not touch a job still in flight.
-    assert_eq!(futures::executor::block_on(w.p().consume_dead_letter("d-1", Some(&msg), 0)), Settle::Ack);
+    assert_eq!(
+        futures::executor::block_on(w.p().consume_dead_letter("d-1", Some(&msg), 0)),
+        Settle::Ack
+    );
     let r = call(&w, "POST", "/v1/admin/redrives", ADMIN, Some(json!({})));
-    assert_eq!(r.body["plan"]["eligible"].as_array().unwrap().len(), 0, "{}", r.body);
-    assert_eq!(r.body["plan"]["skipped"][0]["reason"], "in_flight", "{}", r.body);
+    assert_eq!(
+        r.body["plan"]["eligible"].as_array().unwrap().len(),
+        0,
+        "{}",
+        r.body
+    );
+    assert_eq!(
+        r.body["plan"]["skipped"][0]["reason"], "in_flight",
+        "{}",
+        r.body
+    );
 }

@@ -436,7 +436,10 @@ fn bad_input_gets_a_stable_code_and_changes_nothing() {
             Some("application/json"),
             format!(
                 r#"{{"query":"x","filter":{{"metadata":{{{}}}}}}}"#,
-                (0..8).map(|i| format!(r#""k{i:02}":"{}""#, "v".repeat(70))).collect::<Vec<_>>().join(",")
+                (0..8)
+                    .map(|i| format!(r#""k{i:02}":"{}""#, "v".repeat(70)))
+                    .collect::<Vec<_>>()
+                    .join(",")
             )
             .into_bytes(),
             422,
@@ -499,7 +502,11 @@ fn dot_segment_doc_ids_are_refused_in_a_batch_too() {
     );
     assert_eq!(r.status, 200);
     for item in r.body["results"].as_array().unwrap() {
-        assert_eq!((item["status"].as_u64(), item["error"]["code"].as_str()), (Some(422), Some("invalid_field")), "{item}");
+        assert_eq!(
+            (item["status"].as_u64(), item["error"]["code"].as_str()),
+            (Some(422), Some("invalid_field")),
+            "{item}"
+        );
     }
     assert_eq!(w.db.dump(&[]), before);
 }

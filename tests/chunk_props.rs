@@ -20,22 +20,92 @@ use unicode_segmentation::UnicodeSegmentation;
 
 /// Every White_Space character.
 const SPACES: &[char] = &[
-    '\u{9}', '\u{a}', '\u{b}', '\u{c}', '\u{d}', ' ', '\u{85}', '\u{a0}', '\u{1680}', '\u{2000}', '\u{2001}',
-    '\u{2002}', '\u{2003}', '\u{2004}', '\u{2005}', '\u{2006}', '\u{2007}', '\u{2008}', '\u{2009}', '\u{200a}',
-    '\u{2028}', '\u{2029}', '\u{202f}', '\u{205f}', '\u{3000}',
+    '\u{9}', '\u{a}', '\u{b}', '\u{c}', '\u{d}', ' ', '\u{85}', '\u{a0}', '\u{1680}', '\u{2000}',
+    '\u{2001}', '\u{2002}', '\u{2003}', '\u{2004}', '\u{2005}', '\u{2006}', '\u{2007}', '\u{2008}',
+    '\u{2009}', '\u{200a}', '\u{2028}', '\u{2029}', '\u{202f}', '\u{205f}', '\u{3000}',
 ];
 
 /// Pieces real text is made of, and the ones that break splitters.
 const PIECES: &[&str] = &[
-    "word", "The", "quick", "a", "I", ". ", ", ", "; ", ": ", "! ", "? ", "...", "Mr. ", "e.g. ", "3.14",
-    "日本語", "漢字", "ひらがな", "カタカナー", "。", "、", "！", "？", "「引用」", "（注）", "中文，", "句子；",
-    "한국어", "문장입니다", "مرحبا", "بالعالم", "שלום", "\u{200f}", "\u{200e}", "\u{202b}", "Привет",
-    "a\u{301}", "e\u{301}\u{302}\u{303}", "\u{301}", "\u{94d}", "क्षि",
-    "👩\u{200d}👩\u{200d}👧\u{200d}👦", "🏳\u{fe0f}\u{200d}🌈", "👍🏽", "🇯🇵", "🇫🇷🇩🇪", "\u{200d}", "\u{fe0f}",
-    "\r\n", "\r", "\n", "\n\n", "\r\n\r\n", "\u{2028}", "\u{2029}",
-    "# ", "## Heading\n", "\n# Title\n", "###### h6\n", "#hashtag", "```\n", "```rust\n", "~~~\n", "    ```\n",
-    "- item\n", "> quote\n", "| a | b |\n", "`code`", "**bold**",
-    "\u{200b}", "\u{feff}", "\u{ad}", "ﷺ", "…", "㍿", "½", "İ", "ß", "ﬁ",
+    "word",
+    "The",
+    "quick",
+    "a",
+    "I",
+    ". ",
+    ", ",
+    "; ",
+    ": ",
+    "! ",
+    "? ",
+    "...",
+    "Mr. ",
+    "e.g. ",
+    "3.14",
+    "日本語",
+    "漢字",
+    "ひらがな",
+    "カタカナー",
+    "。",
+    "、",
+    "！",
+    "？",
+    "「引用」",
+    "（注）",
+    "中文，",
+    "句子；",
+    "한국어",
+    "문장입니다",
+    "مرحبا",
+    "بالعالم",
+    "שלום",
+    "\u{200f}",
+    "\u{200e}",
+    "\u{202b}",
+    "Привет",
+    "a\u{301}",
+    "e\u{301}\u{302}\u{303}",
+    "\u{301}",
+    "\u{94d}",
+    "क्षि",
+    "👩\u{200d}👩\u{200d}👧\u{200d}👦",
+    "🏳\u{fe0f}\u{200d}🌈",
+    "👍🏽",
+    "🇯🇵",
+    "🇫🇷🇩🇪",
+    "\u{200d}",
+    "\u{fe0f}",
+    "\r\n",
+    "\r",
+    "\n",
+    "\n\n",
+    "\r\n\r\n",
+    "\u{2028}",
+    "\u{2029}",
+    "# ",
+    "## Heading\n",
+    "\n# Title\n",
+    "###### h6\n",
+    "#hashtag",
+    "```\n",
+    "```rust\n",
+    "~~~\n",
+    "    ```\n",
+    "- item\n",
+    "> quote\n",
+    "| a | b |\n",
+    "`code`",
+    "**bold**",
+    "\u{200b}",
+    "\u{feff}",
+    "\u{ad}",
+    "ﷺ",
+    "…",
+    "㍿",
+    "½",
+    "İ",
+    "ß",
+    "ﬁ",
     "https://example.com/path?query=1#frag",
 ];
 
@@ -84,8 +154,15 @@ fn kind() -> impl Strategy<Value = ContentType> {
 }
 
 fn config() -> ProptestConfig {
-    let cases = std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(2000);
-    ProptestConfig { cases, failure_persistence: None, ..ProptestConfig::default() }
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2000);
+    ProptestConfig {
+        cases,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    }
 }
 
 /// Checks every property of one chunking.
@@ -93,22 +170,49 @@ fn check(text: &str, kind: ContentType, chunker: Chunker) -> Result<Vec<Chunk<'_
     let chunks = chunker.chunk(text, kind);
     // Deterministic, also on a copy of the text elsewhere in memory.
     let copy = text.to_string();
-    let again: Vec<(usize, usize)> = chunker.chunk(&copy, kind).iter().map(|c| (c.start, c.end)).collect();
-    prop_assert_eq!(chunks.iter().map(|c| (c.start, c.end)).collect::<Vec<_>>(), again, "not deterministic");
+    let again: Vec<(usize, usize)> = chunker
+        .chunk(&copy, kind)
+        .iter()
+        .map(|c| (c.start, c.end))
+        .collect();
+    prop_assert_eq!(
+        chunks.iter().map(|c| (c.start, c.end)).collect::<Vec<_>>(),
+        again,
+        "not deterministic"
+    );
     let mut covered = vec![false; text.len()];
     for (i, c) in chunks.iter().enumerate() {
         prop_assert_eq!(c.index as usize, i);
-        prop_assert!(text.is_char_boundary(c.start) && text.is_char_boundary(c.end), "chunk {} not on char boundaries", i);
+        prop_assert!(
+            text.is_char_boundary(c.start) && text.is_char_boundary(c.end),
+            "chunk {} not on char boundaries",
+            i
+        );
         prop_assert_eq!(text.get(c.start..c.end), Some(c.text));
         prop_assert!(!c.text.trim().is_empty(), "chunk {} is blank", i);
         prop_assert_eq!(c.text.trim(), c.text, "chunk {} is not trimmed", i);
         match chunker {
-            Chunker::Unicode { size_max_tokens, tokens, .. } => {
+            Chunker::Unicode {
+                size_max_tokens,
+                tokens,
+                ..
+            } => {
                 let n = tokens.count(c.text);
-                prop_assert!(n <= size_max_tokens, "chunk {} has {} tokens > {} ({})", i, n, size_max_tokens, tokens.as_str());
+                prop_assert!(
+                    n <= size_max_tokens,
+                    "chunk {} has {} tokens > {} ({})",
+                    i,
+                    n,
+                    size_max_tokens,
+                    tokens.as_str()
+                );
             }
             Chunker::Greedy { size_max_chars, .. } => {
-                prop_assert!(c.text.chars().count() <= size_max_chars, "chunk {} too long", i);
+                prop_assert!(
+                    c.text.chars().count() <= size_max_chars,
+                    "chunk {} too long",
+                    i
+                );
             }
         }
         if let Some(prev) = i.checked_sub(1).and_then(|j| chunks.get(j)) {
@@ -116,20 +220,37 @@ fn check(text: &str, kind: ContentType, chunker: Chunker) -> Result<Vec<Chunk<'_
             if c.start < prev.end {
                 // An overlap starts at a word: after whitespace, or on a
                 // word boundary seen from the previous chunk's start.
-                let after_space = text.get(..c.start).and_then(|h| h.chars().next_back()).is_some_and(char::is_whitespace);
+                let after_space = text
+                    .get(..c.start)
+                    .and_then(|h| h.chars().next_back())
+                    .is_some_and(char::is_whitespace);
                 let on_word_bound = matches!(chunker, Chunker::Greedy { .. })
                     || text
                         .get(prev.start..)
                         .unwrap_or_default()
                         .split_word_bound_indices()
                         .any(|(k, _)| prev.start + k == c.start);
-                prop_assert!(after_space || on_word_bound, "overlap of chunk {} starts inside a word at {}", i, c.start);
+                prop_assert!(
+                    after_space || on_word_bound,
+                    "overlap of chunk {} starts inside a word at {}",
+                    i,
+                    c.start
+                );
             }
         }
-        covered.get_mut(c.start..c.end).into_iter().flatten().for_each(|b| *b = true);
+        covered
+            .get_mut(c.start..c.end)
+            .into_iter()
+            .flatten()
+            .for_each(|b| *b = true);
     }
     for (i, ch) in text.char_indices() {
-        prop_assert!(ch.is_whitespace() || covered.get(i) == Some(&true), "byte {} ({:?}) is in no chunk", i, ch);
+        prop_assert!(
+            ch.is_whitespace() || covered.get(i) == Some(&true),
+            "byte {} ({:?}) is in no chunk",
+            i,
+            ch
+        );
     }
     Ok(chunks)
 }
@@ -155,10 +276,21 @@ fn the_reported_no_break_space_document() {
     // `"x"*10 + "abcdefghi\u00a0"*300` used to panic greedy-v1; every
     // multi-byte space did.
     for space in ['\u{a0}', '\u{202f}', '\u{3000}', '\u{2028}'] {
-        let text = format!("{}{}", "x".repeat(10), format!("abcdefghi{space}").repeat(300));
+        let text = format!(
+            "{}{}",
+            "x".repeat(10),
+            format!("abcdefghi{space}").repeat(300)
+        );
         for chunker in [
-            Chunker::Greedy { size_max_chars: 1000, overlap_chars: 100 },
-            Chunker::Unicode { size_max_tokens: 500, overlap_tokens: 50, tokens: TokenFamily::WordPiece },
+            Chunker::Greedy {
+                size_max_chars: 1000,
+                overlap_chars: 100,
+            },
+            Chunker::Unicode {
+                size_max_tokens: 500,
+                overlap_tokens: 50,
+                tokens: TokenFamily::WordPiece,
+            },
         ] {
             let chunks = check(&text, ContentType::Plain, chunker).unwrap();
             assert!(chunks.len() > 1);

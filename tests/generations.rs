@@ -25,14 +25,25 @@ fn world() -> World {
     for i in 0..DOCS {
         let mut m = serde_json::Map::new();
         m.insert("lang".into(), json!(if i % 2 == 0 { "en" } else { "de" }));
-        w.put_with(&doc_id(i), &document(6 + i, None), m, ingest_pipeline::core::chunk::ContentType::Plain);
+        w.put_with(
+            &doc_id(i),
+            &document(6 + i, None),
+            m,
+            ingest_pipeline::core::chunk::ContentType::Plain,
+        );
     }
     w.deliver_all();
     w
 }
 
 fn search(w: &World, q: &str) -> Vec<SearchHit> {
-    block_on(w.p().search(&SearchRequest { query: q.into(), top_k: 10, doc_id: None, metadata: Default::default() })).unwrap()
+    block_on(w.p().search(&SearchRequest {
+        query: q.into(),
+        top_k: 10,
+        doc_id: None,
+        metadata: Default::default(),
+    }))
+    .unwrap()
 }
 
 /// Every result of one search comes from one generation; returns it.
@@ -49,19 +60,31 @@ fn generations(w: &World) -> Value {
 }
 
 fn generation(w: &World, g: u64) -> Value {
-    generations(w)["generations"].as_array().unwrap().iter().find(|x| x["generation"] == g).cloned().expect("generation exists")
+    generations(w)["generations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["generation"] == g)
+        .cloned()
+        .expect("generation exists")
 }
 
 /// The progress counts add up.
 fn check_counts(view: &Value) {
     let p = &view["progress"];
     let n = |k: &str| p[k].as_u64().unwrap_or_else(|| panic!("{k} in {view}"));
-    assert_eq!(n("enqueued"), n("done") + n("pending") + n("failed"), "{view}");
+    assert_eq!(
+        n("enqueued"),
+        n("done") + n("pending") + n("failed"),
+        "{view}"
+    );
     assert_eq!(n("remaining"), n("pending") + n("not_enqueued"), "{view}");
 }
 
 fn start(w: &World, scope: BackfillScope, page: u32) -> Value {
-    block_on(w.p().start_backfill(&scope, page)).unwrap().expect("backfill starts")
+    block_on(w.p().start_backfill(&scope, page))
+        .unwrap()
+        .expect("backfill starts")
 }
 
 fn view(w: &World, id: &str) -> Value {
@@ -83,7 +106,9 @@ fn run_to_end(w: &World, id: &str) -> Vec<u32> {
         loop {
             let next = w.queue.sent.borrow_mut().pop_front();
             let Some(m) = next else { break };
-            if let ingest_pipeline::pipeline::ConsumeOutcome::Retry { delay_seconds } = w.consume(&m) {
+            if let ingest_pipeline::pipeline::ConsumeOutcome::Retry { delay_seconds } =
+                w.consume(&m)
+            {
                 w.clock.advance_ms(i64::from(delay_seconds) * 1000);
                 w.queue.sent.borrow_mut().push_back(m);
             }
@@ -109,7 +134,9 @@ fn a_chunk_size_change_is_built_alongside_switched_rolled_back_and_retired() {
     assert_eq!(served_generation(&w), 1);
     assert_eq!(generations(&w)["active"], 1);
     // Nothing to do while the configuration is the active generation's.
-    let refused = block_on(w.p().start_backfill(&BackfillScope::Config, 5)).unwrap().unwrap_err();
+    let refused = block_on(w.p().start_backfill(&BackfillScope::Config, 5))
+        .unwrap()
+        .unwrap_err();
     assert_eq!((refused.0, refused.1), (409, "config_unchanged"));
 
     // The chunk size changes: nothing served changes until a backfill.
@@ -123,39 +150,69 @@ fn a_chunk_size_change_is_built_alongside_switched_rolled_back_and_retired() {
     assert_eq!(b["generation"], json!({ "from": 1, "to": 2 }));
     assert_eq!(generation(&w, 2)["state"], "building");
     // A second one is refused while this one is open.
-    let again = block_on(w.p().start_backfill(&BackfillScope::All, 5)).unwrap().unwrap_err();
+    let again = block_on(w.p().start_backfill(&BackfillScope::All, 5))
+        .unwrap()
+        .unwrap_err();
     assert_eq!(again.1, "backfill_active");
 
     // A document ingested during the backfill is written in both generations.
     w.put("late", &document(5, None));
     let served = run_to_end(&w, &id);
-    assert_eq!(served, vec![1, 2], "generation 1 until the switch, then generation 2, never mixed");
+    assert_eq!(
+        served,
+        vec![1, 2],
+        "generation 1 until the switch, then generation 2, never mixed"
+    );
     let done = view(&w, &id);
     assert_eq!(done["state"], "completed");
     assert_eq!(done["progress"]["failed"], 0);
     let gens = generations(&w);
     assert_eq!(gens["active"], 2);
     assert_eq!(generation(&w, 1)["state"], "retained");
-    assert_eq!(generation(&w, 1)["chunks"].as_u64().unwrap() >= chunks_g1, true, "generation 1 kept for a rollback");
+    assert_eq!(
+        generation(&w, 1)["chunks"].as_u64().unwrap() >= chunks_g1,
+        true,
+        "generation 1 kept for a rollback"
+    );
     // Generation 2 is the new chunker's: no chunk over 96 tokens.
     for h in search(&w, &common::paragraph(4)) {
         assert!(TokenFamily::WordPiece.count(&h.text) <= 96, "{}", h.text);
     }
-    assert!(search(&w, &common::paragraph(2)).iter().all(|h| h.generation == 2));
+    assert!(search(&w, &common::paragraph(2))
+        .iter()
+        .all(|h| h.generation == 2));
     assert_eq!(w.state("late"), DocumentState::Indexed);
 
     // Rollback while the old vectors exist, and forward again.
     let back = block_on(w.p().activate_generation(1)).unwrap().unwrap();
     assert_eq!(back["active"], 1);
     assert_eq!(served_generation(&w), 1);
-    let late = block_on(w.p().search(&SearchRequest { query: common::paragraph(2), top_k: 5, doc_id: Some("late".into()), metadata: Default::default() })).unwrap();
-    assert!(!late.is_empty() && late.iter().all(|h| h.generation == 1), "the late document is in generation 1 too");
-    assert_eq!(block_on(w.p().activate_generation(1)).unwrap().unwrap_err().1, "generation_not_retained");
+    let late = block_on(w.p().search(&SearchRequest {
+        query: common::paragraph(2),
+        top_k: 5,
+        doc_id: Some("late".into()),
+        metadata: Default::default(),
+    }))
+    .unwrap();
+    assert!(
+        !late.is_empty() && late.iter().all(|h| h.generation == 1),
+        "the late document is in generation 1 too"
+    );
+    assert_eq!(
+        block_on(w.p().activate_generation(1))
+            .unwrap()
+            .unwrap_err()
+            .1,
+        "generation_not_retained"
+    );
     block_on(w.p().activate_generation(2)).unwrap().unwrap();
     assert_eq!(served_generation(&w), 2);
 
     // Retire generation 1: cron turns its rows into intents and deletes its vectors.
-    assert_eq!(block_on(w.p().retire_generation(2)).unwrap().unwrap_err().1, "generation_in_use");
+    assert_eq!(
+        block_on(w.p().retire_generation(2)).unwrap().unwrap_err().1,
+        "generation_in_use"
+    );
     block_on(w.p().retire_generation(1)).unwrap().unwrap();
     for _ in 0..10 {
         w.clock.advance_ms(60_000);
@@ -163,34 +220,61 @@ fn a_chunk_size_change_is_built_alongside_switched_rolled_back_and_retired() {
     }
     assert_eq!(generation(&w, 1)["state"], "retired");
     assert_eq!(generation(&w, 1)["chunks"], 0);
-    let left: Vec<Value> = w.db.inspect("SELECT count(*) AS n FROM chunks WHERE generation = 1", vec![]);
+    let left: Vec<Value> = w.db.inspect(
+        "SELECT count(*) AS n FROM chunks WHERE generation = 1",
+        vec![],
+    );
     assert_eq!(left[0]["n"], 0);
     // The index holds exactly the served vectors, all of generation 2.
     assert_eq!(w.index.ids(), w.live_vector_ids());
-    assert!(w.index.vectors.borrow().values().all(|v| v.metadata["generation"] == 2));
+    assert!(w
+        .index
+        .vectors
+        .borrow()
+        .values()
+        .all(|v| v.metadata["generation"] == 2));
     assert_eq!(served_generation(&w), 2);
     // Later versions are written in generation 2 only.
     w.put("doc-00", &document(3, None));
     w.deliver_all();
-    assert!(w.index.vectors.borrow().values().all(|v| v.metadata["generation"] == 2));
+    assert!(w
+        .index
+        .vectors
+        .borrow()
+        .values()
+        .all(|v| v.metadata["generation"] == 2));
 }
 
 #[test]
 fn a_failed_build_is_retried_in_another_pass_and_the_switch_waits_for_it() {
     let mut w = world();
     w.cfg.chunk_size_max_tokens = 120;
-    let id = start(&w, BackfillScope::Config, 20)["backfill_id"].as_str().unwrap().to_string();
+    let id = start(&w, BackfillScope::Config, 20)["backfill_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     // The first build's upsert is rejected: that job fails permanently.
-    w.index.upsert_faults.fail_next(1, FailureBucket::IndexRejected);
+    w.index
+        .upsert_faults
+        .fail_next(1, FailureBucket::IndexRejected);
     let served = run_to_end(&w, &id);
     assert_eq!(served, vec![1, 2]);
     let v = view(&w, &id);
     assert_eq!(v["state"], "completed");
-    assert!(v["passes"].as_u64().unwrap() >= 2, "a second pass rebuilt the failed one: {v}");
+    assert!(
+        v["passes"].as_u64().unwrap() >= 2,
+        "a second pass rebuilt the failed one: {v}"
+    );
     assert_eq!(v["progress"]["failed"], 1, "{v}");
     // Every live document is served from generation 2.
     for i in 0..DOCS {
-        let hits = block_on(w.p().search(&SearchRequest { query: document(6 + i, None), top_k: 3, doc_id: Some(doc_id(i)), metadata: Default::default() })).unwrap();
+        let hits = block_on(w.p().search(&SearchRequest {
+            query: document(6 + i, None),
+            top_k: 3,
+            doc_id: Some(doc_id(i)),
+            metadata: Default::default(),
+        }))
+        .unwrap();
         assert!(!hits.is_empty(), "{} is served", doc_id(i));
     }
     // The failed build's vectors are deleted through intents: the index
@@ -199,8 +283,13 @@ fn a_failed_build_is_retried_in_another_pass_and_the_switch_waits_for_it() {
         w.clock.advance_ms(60_000);
         w.cron();
     }
-    assert_eq!(w.index.ids(), w.live_vector_ids(), "no orphan vector of the failed build");
-    let intents: Vec<Value> = w.db.inspect("SELECT count(*) AS n FROM cleanup_intents", vec![]);
+    assert_eq!(
+        w.index.ids(),
+        w.live_vector_ids(),
+        "no orphan vector of the failed build"
+    );
+    let intents: Vec<Value> =
+        w.db.inspect("SELECT count(*) AS n FROM cleanup_intents", vec![]);
     assert_eq!(intents[0]["n"], 0);
 }
 
@@ -208,23 +297,53 @@ fn a_failed_build_is_retried_in_another_pass_and_the_switch_waits_for_it() {
 fn pause_resume_cancel_and_an_abandoned_generation_is_cleaned_up() {
     let mut w = world();
     w.cfg.chunk_size_max_tokens = 120;
-    let id = start(&w, BackfillScope::Config, 3)["backfill_id"].as_str().unwrap().to_string();
-    let p = block_on(w.p().backfill_transition(&id, "pause")).unwrap().unwrap().unwrap();
+    let id = start(&w, BackfillScope::Config, 3)["backfill_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let p = block_on(w.p().backfill_transition(&id, "pause"))
+        .unwrap()
+        .unwrap()
+        .unwrap();
     assert_eq!(p["state"], "paused");
     check_counts(&p);
     let cursor = p["cursor"].clone();
     w.deliver_all();
     w.cron();
-    assert_eq!(view(&w, &id)["cursor"], cursor, "a paused backfill does not move");
-    assert_eq!(block_on(w.p().backfill_transition(&id, "pause")).unwrap().unwrap().unwrap_err().1, "backfill_state");
-    block_on(w.p().backfill_transition(&id, "resume")).unwrap().unwrap().unwrap();
+    assert_eq!(
+        view(&w, &id)["cursor"],
+        cursor,
+        "a paused backfill does not move"
+    );
+    assert_eq!(
+        block_on(w.p().backfill_transition(&id, "pause"))
+            .unwrap()
+            .unwrap()
+            .unwrap_err()
+            .1,
+        "backfill_state"
+    );
+    block_on(w.p().backfill_transition(&id, "resume"))
+        .unwrap()
+        .unwrap()
+        .unwrap();
     w.cron();
     assert_ne!(view(&w, &id)["cursor"], cursor, "resumed from its cursor");
-    let c = block_on(w.p().backfill_transition(&id, "cancel")).unwrap().unwrap().unwrap();
+    let c = block_on(w.p().backfill_transition(&id, "cancel"))
+        .unwrap()
+        .unwrap()
+        .unwrap();
     assert_eq!(c["state"], "cancelled");
     check_counts(&c);
     assert_eq!(generation(&w, 2)["state"], "abandoned");
-    assert_eq!(block_on(w.p().backfill_transition(&id, "resume")).unwrap().unwrap().unwrap_err().1, "backfill_state");
+    assert_eq!(
+        block_on(w.p().backfill_transition(&id, "resume"))
+            .unwrap()
+            .unwrap()
+            .unwrap_err()
+            .1,
+        "backfill_state"
+    );
     // Its vectors are deleted once its jobs are done; generation 1 is served throughout.
     for _ in 0..10 {
         w.deliver_all();
@@ -242,32 +361,69 @@ fn pause_resume_cancel_and_an_abandoned_generation_is_cleaned_up() {
 #[test]
 fn a_filter_backfill_and_a_single_document_reindex_rerun_versions() {
     let w = world();
-    let b = start(&w, BackfillScope::Filter(json!({ "lang": "de" }).as_object().unwrap().clone()), 4);
+    let b = start(
+        &w,
+        BackfillScope::Filter(json!({ "lang": "de" }).as_object().unwrap().clone()),
+        4,
+    );
     let id = b["backfill_id"].as_str().unwrap().to_string();
     assert_eq!(b["progress"]["total"], DOCS / 2);
     let served = run_to_end(&w, &id);
     assert_eq!(served, vec![1]);
     let v = view(&w, &id);
-    assert_eq!((v["state"].as_str(), v["progress"]["done"].as_u64()), (Some("completed"), Some((DOCS / 2) as u64)));
+    assert_eq!(
+        (v["state"].as_str(), v["progress"]["done"].as_u64()),
+        (Some("completed"), Some((DOCS / 2) as u64))
+    );
     for i in 0..DOCS {
         let d = block_on(w.p().document(&doc_id(i))).unwrap().unwrap();
         let want = if i % 2 == 1 { 2 } else { 1 };
-        assert_eq!((d.live_version, d.state), (Some(want), DocumentState::Indexed), "{}", doc_id(i));
+        assert_eq!(
+            (d.live_version, d.state),
+            (Some(want), DocumentState::Indexed),
+            "{}",
+            doc_id(i)
+        );
     }
     // One document.
     let (version, _job) = block_on(w.p().reindex_document("doc-00")).unwrap().unwrap();
     assert_eq!(version, 2);
     w.deliver_all();
-    assert_eq!(block_on(w.p().document("doc-00")).unwrap().unwrap().live_version, Some(2));
-    assert_eq!(block_on(w.p().reindex_document("nope")).unwrap().unwrap_err().1, "document_not_found");
+    assert_eq!(
+        block_on(w.p().document("doc-00"))
+            .unwrap()
+            .unwrap()
+            .live_version,
+        Some(2)
+    );
+    assert_eq!(
+        block_on(w.p().reindex_document("nope"))
+            .unwrap()
+            .unwrap_err()
+            .1,
+        "document_not_found"
+    );
     w.delete("doc-02");
     w.deliver_all();
-    assert_eq!(block_on(w.p().reindex_document("doc-02")).unwrap().unwrap_err().1, "document_not_indexed");
+    assert_eq!(
+        block_on(w.p().reindex_document("doc-02"))
+            .unwrap()
+            .unwrap_err()
+            .1,
+        "document_not_indexed"
+    );
     // Everything: every live document gets a new version.
     let all = start(&w, BackfillScope::All, 50);
     run_to_end(&w, all["backfill_id"].as_str().unwrap());
-    assert_eq!(view(&w, all["backfill_id"].as_str().unwrap())["progress"]["done"], DOCS - 1);
-    assert_eq!(w.index.ids(), w.live_vector_ids().into_iter().collect::<Vec<_>>(), "old versions cleaned up");
+    assert_eq!(
+        view(&w, all["backfill_id"].as_str().unwrap())["progress"]["done"],
+        DOCS - 1
+    );
+    assert_eq!(
+        w.index.ids(),
+        w.live_vector_ids().into_iter().collect::<Vec<_>>(),
+        "old versions cleaned up"
+    );
     let list = block_on(w.p().backfills(10)).unwrap();
     assert_eq!(list.len(), 2);
     assert_eq!(list[0]["scope"], "all", "newest first");
@@ -280,7 +436,9 @@ fn chunk_rows(w: &World, doc: &str, generation: u32) -> Vec<String> {
          WHERE c.doc_id = ?1 AND c.generation = ?2 ORDER BY c.chunk_index",
         vec![doc.into(), generation.into()],
     );
-    rows.iter().map(|r| r["text"].as_str().unwrap().to_string()).collect()
+    rows.iter()
+        .map(|r| r["text"].as_str().unwrap().to_string())
+        .collect()
 }
 
 #[test]
@@ -294,22 +452,48 @@ fn a_greedy_v1_generation_keeps_its_chunker_until_a_config_backfill_moves_it_to_
         "UPDATE generations SET index_config = ?1 WHERE generation = 1 RETURNING generation",
         vec![legacy.to_string().into()],
     );
-    let text = format!("{}\n\n日本語の文章です。{}", document(8, None), "とても長い文、句読点、そして続く。".repeat(30));
+    let text = format!(
+        "{}\n\n日本語の文章です。{}",
+        document(8, None),
+        "とても長い文、句読点、そして続く。".repeat(30)
+    );
     w.put("legacy", &text);
     w.deliver_all();
-    let greedy = Chunker::Greedy { size_max_chars: 200, overlap_chars: 20 };
-    let texts = |c: Chunker| c.chunk(&text, ContentType::Plain).iter().map(|c| c.text.to_string()).collect::<Vec<_>>();
-    assert_eq!(chunk_rows(&w, "legacy", 1), texts(greedy), "written with the generation's own chunker");
-    assert_ne!(texts(greedy), texts(w.cfg.chunker()), "the two chunkers differ on this text");
+    let greedy = Chunker::Greedy {
+        size_max_chars: 200,
+        overlap_chars: 20,
+    };
+    let texts = |c: Chunker| {
+        c.chunk(&text, ContentType::Plain)
+            .iter()
+            .map(|c| c.text.to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        chunk_rows(&w, "legacy", 1),
+        texts(greedy),
+        "written with the generation's own chunker"
+    );
+    assert_ne!(
+        texts(greedy),
+        texts(w.cfg.chunker()),
+        "the two chunkers differ on this text"
+    );
 
     // A config backfill builds generation 2 with `unicode-v2` and switches.
-    let id = start(&w, BackfillScope::Config, 5)["backfill_id"].as_str().unwrap().to_string();
+    let id = start(&w, BackfillScope::Config, 5)["backfill_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let served = run_to_end(&w, &id);
     assert_eq!(served, vec![1, 2]);
     assert_eq!(generation(&w, 2)["index_config"]["chunker"], "unicode-v2");
     assert_eq!(chunk_rows(&w, "legacy", 2), texts(w.cfg.chunker()));
     for t in chunk_rows(&w, "legacy", 2) {
-        assert!(TokenFamily::WordPiece.count(&t) <= w.cfg.chunk_size_max_tokens, "{t}");
+        assert!(
+            TokenFamily::WordPiece.count(&t) <= w.cfg.chunk_size_max_tokens,
+            "{t}"
+        );
     }
 }
 
@@ -322,8 +506,20 @@ fn served_chunks_have_vectors(w: &World) -> Result<(), String> {
         vec![active.into()],
     );
     let have: BTreeSet<String> = w.index.ids().into_iter().collect();
-    let missing: Vec<String> = rows.iter().map(|r| r["vector_id"].as_str().unwrap().to_string()).filter(|id| !have.contains(id)).collect();
-    if missing.is_empty() { Ok(()) } else { Err(format!("{} served chunks without a vector: {:?}", missing.len(), &missing[..missing.len().min(3)])) }
+    let missing: Vec<String> = rows
+        .iter()
+        .map(|r| r["vector_id"].as_str().unwrap().to_string())
+        .filter(|id| !have.contains(id))
+        .collect();
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} served chunks without a vector: {:?}",
+            missing.len(),
+            &missing[..missing.len().min(3)]
+        ))
+    }
 }
 
 #[test]
@@ -333,12 +529,20 @@ fn a_build_job_cron_ends_dead_leaves_a_gap_the_switch_waits_for() {
     // switch went ahead with that document's vectors missing.
     let mut w = world();
     w.cfg.chunk_size_max_tokens = 96;
-    let id = start(&w, BackfillScope::Config, 20)["backfill_id"].as_str().unwrap().to_string();
+    let id = start(&w, BackfillScope::Config, 20)["backfill_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     // The first build job stages its rows in generation 2, then its upsert
     // fails transiently: it waits `up_for_retry` with its rows staged.
     let first = w.queue.sent.borrow_mut().pop_front().expect("a build job");
-    w.index.upsert_faults.fail_next(1, FailureBucket::IndexUnavailable);
-    assert!(matches!(w.consume(&first), ingest_pipeline::pipeline::ConsumeOutcome::Retry { .. }));
+    w.index
+        .upsert_faults
+        .fail_next(1, FailureBucket::IndexUnavailable);
+    assert!(matches!(
+        w.consume(&first),
+        ingest_pipeline::pipeline::ConsumeOutcome::Retry { .. }
+    ));
     // Its retry message is lost; meanwhile the attempts limit is lowered to
     // what it used, so cron ends it `dead` instead of re-enqueueing it.
     w.cfg.job_attempts_max = 1;
@@ -357,24 +561,136 @@ fn two_identical_config_reindex_requests_at_once_start_one_backfill_and_keep_its
     // timeout) abandoned the generation the winner had just created.
     let mut w = world();
     w.cfg.chunk_size_max_tokens = 96;
-    let a = ingest_pipeline::pipeline::Pipeline::new(w.cfg.clone(), common::Interleaved(&w.db), &w.index, &w.embedder, &w.queue, &w.clock);
-    let b = ingest_pipeline::pipeline::Pipeline::new(w.cfg.clone(), common::Interleaved(&w.db), &w.index, &w.embedder, &w.queue, &w.clock);
-    let (ra, rb) = block_on(futures::future::join(a.start_backfill(&BackfillScope::Config, 5), b.start_backfill(&BackfillScope::Config, 5)));
+    let a = ingest_pipeline::pipeline::Pipeline::new(
+        w.cfg.clone(),
+        common::Interleaved(&w.db),
+        &w.index,
+        &w.embedder,
+        &w.queue,
+        &w.clock,
+    );
+    let b = ingest_pipeline::pipeline::Pipeline::new(
+        w.cfg.clone(),
+        common::Interleaved(&w.db),
+        &w.index,
+        &w.embedder,
+        &w.queue,
+        &w.clock,
+    );
+    let (ra, rb) = block_on(futures::future::join(
+        a.start_backfill(&BackfillScope::Config, 5),
+        b.start_backfill(&BackfillScope::Config, 5),
+    ));
     let (ra, rb) = (ra.unwrap(), rb.unwrap());
-    assert_eq!(u8::from(ra.is_ok()) + u8::from(rb.is_ok()), 1, "exactly one starts: {ra:?} {rb:?}");
+    assert_eq!(
+        u8::from(ra.is_ok()) + u8::from(rb.is_ok()),
+        1,
+        "exactly one starts: {ra:?} {rb:?}"
+    );
     let started = ra.clone().or(rb.clone()).unwrap();
     let refused = ra.err().or(rb.err()).unwrap();
     assert_eq!((refused.0, refused.1), (409, "backfill_active"));
-    assert_eq!(generation(&w, 2)["state"], "building", "the running backfill's generation is kept: {}", generations(&w));
+    assert_eq!(
+        generation(&w, 2)["state"],
+        "building",
+        "the running backfill's generation is kept: {}",
+        generations(&w)
+    );
     let id = started["backfill_id"].as_str().unwrap().to_string();
     assert_eq!(run_to_end(&w, &id), vec![1, 2]);
     assert_eq!(view(&w, &id)["state"], "completed");
 }
 
+#[test]
+fn a_reindex_start_that_fails_leaves_no_generation_building_without_its_backfill() {
+    // Issue (found by the simulation, a duplicate reindex request): the
+    // generation was created, then the backfill insert failed. The
+    // generation stayed `building` with no backfill: every index job wrote
+    // it too, and once a retry's backfill had switched, a later start found
+    // the configuration active and left it building for good.
+    let mut w = world();
+    w.cfg.chunk_size_max_tokens = 96;
+    let failing = ingest_pipeline::pipeline::Pipeline::new(
+        w.cfg.clone(),
+        common::FailOn {
+            db: &w.db,
+            sql: ingest_pipeline::store::sql::BACKFILL_INSERT,
+        },
+        &w.index,
+        &w.embedder,
+        &w.queue,
+        &w.clock,
+    );
+    assert!(
+        block_on(failing.start_backfill(&BackfillScope::Config, 5)).is_err(),
+        "the start fails"
+    );
+    let building: Vec<Value> = generations(&w)["generations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|g| g["state"] == "building")
+        .cloned()
+        .collect();
+    assert!(
+        building.is_empty(),
+        "nothing is built without a backfill: {}",
+        generations(&w)
+    );
+    // The retry starts it, and it runs to the switch.
+    let started = start(&w, BackfillScope::Config, 5);
+    let id = started["backfill_id"].as_str().unwrap().to_string();
+    assert_eq!(run_to_end(&w, &id), vec![1, 2]);
+    assert_eq!(generation(&w, 2)["state"], "active", "{}", generations(&w));
+}
+
+#[test]
+fn a_cancel_that_fails_halfway_does_not_leave_its_generation_building() {
+    // Issue (found by the simulation's cancel flow): the backfill was
+    // cancelled, then abandoning its generation failed; the retry was
+    // refused (a cancelled backfill cannot cancel) and the generation
+    // stayed `building` for good.
+    let mut w = world();
+    w.cfg.chunk_size_max_tokens = 96;
+    let started = start(&w, BackfillScope::Config, 5);
+    let id = started["backfill_id"].as_str().unwrap().to_string();
+    let failing = ingest_pipeline::pipeline::Pipeline::new(
+        w.cfg.clone(),
+        common::FailOn {
+            db: &w.db,
+            sql: ingest_pipeline::store::sql::GENERATION_ABANDON,
+        },
+        &w.index,
+        &w.embedder,
+        &w.queue,
+        &w.clock,
+    );
+    assert!(
+        block_on(failing.backfill_transition(&id, "cancel")).is_err(),
+        "the cancel fails"
+    );
+    // The operator retries.
+    let retried = block_on(w.p().backfill_transition(&id, "cancel"))
+        .unwrap()
+        .unwrap();
+    assert!(retried.is_ok(), "the retry cancels: {retried:?}");
+    assert_eq!(
+        generation(&w, 2)["state"],
+        "abandoned",
+        "{}",
+        generations(&w)
+    );
+}
+
 /// Runs the switch batch to `g` directly (as `switch_to` does).
 fn switch_batch(w: &World, g: u32) -> Vec<u64> {
     use ingest_pipeline::store::sql;
-    let p = || vec![ingest_pipeline::ports::SqlValue::from(g), ingest_pipeline::ports::SqlValue::Int(ingest_pipeline::ports::Clock::now_ms(&w.clock))];
+    let p = || {
+        vec![
+            ingest_pipeline::ports::SqlValue::from(g),
+            ingest_pipeline::ports::SqlValue::Int(ingest_pipeline::ports::Clock::now_ms(&w.clock)),
+        ]
+    };
     block_on(ingest_pipeline::ports::Database::batch(
         &w.db,
         vec![
@@ -392,16 +708,29 @@ fn a_switch_that_does_not_apply_retires_nothing() {
     // condition, so a switch refused for a gap still retired the rollback.
     let mut w = world();
     w.cfg.chunk_size_max_tokens = 96;
-    let id = start(&w, BackfillScope::Config, 20)["backfill_id"].as_str().unwrap().to_string();
+    let id = start(&w, BackfillScope::Config, 20)["backfill_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     run_to_end(&w, &id);
-    assert_eq!((generation(&w, 1)["state"].clone(), generation(&w, 2)["state"].clone()), (json!("retained"), json!("active")));
+    assert_eq!(
+        (
+            generation(&w, 1)["state"].clone(),
+            generation(&w, 2)["state"].clone()
+        ),
+        (json!("retained"), json!("active"))
+    );
     // A third generation is being built, with nothing built yet: a gap.
     w.cfg.chunk_size_max_tokens = 80;
     start(&w, BackfillScope::Config, 20);
     assert_eq!(generation(&w, 3)["state"], "building");
     let changes = switch_batch(&w, 3);
     assert_eq!(changes, vec![0, 0, 0], "the switch does not apply");
-    assert_eq!(generation(&w, 1)["state"], "retained", "the rollback generation is kept");
+    assert_eq!(
+        generation(&w, 1)["state"],
+        "retained",
+        "the rollback generation is kept"
+    );
     assert_eq!(generation(&w, 2)["state"], "active");
 }
 
@@ -411,8 +740,14 @@ fn a_crash_between_the_switch_and_completing_the_backfill_still_completes_it() {
     // crash between them the backfill looped to `failed` over a done switch.
     let mut w = world();
     w.cfg.chunk_size_max_tokens = 96;
-    let id = start(&w, BackfillScope::Config, 20)["backfill_id"].as_str().unwrap().to_string();
-    *w.db.fail_sql.borrow_mut() = Some((ingest_pipeline::store::sql::BACKFILL_COMPLETE, FailureBucket::DbUnavailable));
+    let id = start(&w, BackfillScope::Config, 20)["backfill_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    *w.db.fail_sql.borrow_mut() = Some((
+        ingest_pipeline::store::sql::BACKFILL_COMPLETE,
+        FailureBucket::DbUnavailable,
+    ));
     run_to_end(&w, &id);
     assert_eq!(view(&w, &id)["state"], "completed", "{}", view(&w, &id));
     assert_eq!(generations(&w)["active"], 2);
@@ -424,7 +759,10 @@ fn an_index_job_does_not_stage_into_a_generation_retired_since_it_read_its_targe
     // targets before cron retired one wrote rows there, orphaned for good.
     let mut w = world();
     w.cfg.chunk_size_max_tokens = 96;
-    let id = start(&w, BackfillScope::Config, 20)["backfill_id"].as_str().unwrap().to_string();
+    let id = start(&w, BackfillScope::Config, 20)["backfill_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     run_to_end(&w, &id);
     assert_eq!(generation(&w, 1)["state"], "retained");
     w.put("doc-00", &document(4, None));
@@ -436,13 +774,28 @@ fn an_index_job_does_not_stage_into_a_generation_retired_since_it_read_its_targe
         db: &w.db,
         before: ingest_pipeline::store::sql::CONSUME_STAGE_CHUNKS,
         hook: std::cell::RefCell::new(Some(Box::new(|db: &ingest_pipeline::native::SqliteDb| {
-            let _: Vec<Value> = db.inspect("DELETE FROM chunks WHERE generation = 1 RETURNING vector_id", vec![]);
+            let _: Vec<Value> = db.inspect(
+                "DELETE FROM chunks WHERE generation = 1 RETURNING vector_id",
+                vec![],
+            );
             let _: Vec<Value> = db.inspect("UPDATE generations SET state = 'retired' WHERE generation = 1 RETURNING generation", vec![]);
         }))),
     };
-    let p = ingest_pipeline::pipeline::Pipeline::new(w.cfg.clone(), db, &w.index, &w.embedder, &w.queue, &w.clock);
+    let p = ingest_pipeline::pipeline::Pipeline::new(
+        w.cfg.clone(),
+        db,
+        &w.index,
+        &w.embedder,
+        &w.queue,
+        &w.clock,
+    );
     let out = block_on(p.consume(&msg));
-    assert_eq!(out, ingest_pipeline::pipeline::ConsumeOutcome::Ack { reason: "committed" });
+    assert_eq!(
+        out,
+        ingest_pipeline::pipeline::ConsumeOutcome::Ack {
+            reason: "committed"
+        }
+    );
     let orphans: Vec<Value> = w.db.inspect(
         "SELECT count(*) AS n FROM chunks c JOIN generations g ON g.generation = c.generation WHERE g.state = 'retired'",
         vec![],
@@ -458,7 +811,10 @@ fn a_version_records_the_active_generations_chunk_count_and_configuration() {
     // generation's chunk count and configuration, not the served one's.
     let mut w = world();
     w.cfg.chunk_size_max_tokens = 64;
-    let id = start(&w, BackfillScope::Config, 20)["backfill_id"].as_str().unwrap().to_string();
+    let id = start(&w, BackfillScope::Config, 20)["backfill_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     run_to_end(&w, &id);
     assert_eq!(generations(&w)["active"], 2);
     // A new version is written in generation 1 (retained) and 2 (active).
@@ -466,12 +822,19 @@ fn a_version_records_the_active_generations_chunk_count_and_configuration() {
     w.deliver_all();
     let doc = block_on(w.p().document("doc-00")).unwrap().unwrap();
     let ic = doc.index_config.expect("recorded");
-    assert_eq!(ic["chunk_size_max_tokens"], 64, "the active generation's: {ic}");
+    assert_eq!(
+        ic["chunk_size_max_tokens"], 64,
+        "the active generation's: {ic}"
+    );
     let rows: Vec<Value> = w.db.inspect(
         "SELECT count(*) AS n FROM chunks c JOIN documents d ON d.doc_id = c.doc_id AND d.live_version = c.version WHERE c.doc_id = 'doc-00' AND c.generation = 2",
         vec![],
     );
-    assert_eq!(Some(doc.chunk_count as i64), rows[0]["n"].as_i64(), "the active generation's chunk count");
+    assert_eq!(
+        Some(doc.chunk_count as i64),
+        rows[0]["n"].as_i64(),
+        "the active generation's chunk count"
+    );
 }
 
 #[test]
@@ -481,15 +844,37 @@ fn generation_one_adopts_the_configuration_its_versions_were_indexed_with() {
     let w = World::new();
     w.put("old", &document(10, None));
     w.deliver_all();
-    let legacy = json!({ "chunker": "greedy-v1", "chunk_size_max_chars": 200, "chunk_overlap_chars": 20,
-                         "embedder": "local-hash-v2", "pooling": "none", "dimensions": 64 }).to_string();
-    let _: Vec<Value> = w.db.inspect("UPDATE generations SET index_config = '' WHERE generation = 1 RETURNING generation", vec![]);
-    let _: Vec<Value> = w.db.inspect("UPDATE versions SET index_config = ?1 RETURNING version", vec![legacy.as_str().into()]);
+    let legacy =
+        json!({ "chunker": "greedy-v1", "chunk_size_max_chars": 200, "chunk_overlap_chars": 20,
+                         "embedder": "local-hash-v2", "pooling": "none", "dimensions": 64 })
+        .to_string();
+    let _: Vec<Value> = w.db.inspect(
+        "UPDATE generations SET index_config = '' WHERE generation = 1 RETURNING generation",
+        vec![],
+    );
+    let _: Vec<Value> = w.db.inspect(
+        "UPDATE versions SET index_config = ?1 RETURNING version",
+        vec![legacy.as_str().into()],
+    );
     let text = document(12, None);
     w.put("new", &text);
     w.deliver_all();
-    assert_eq!(generation(&w, 1)["index_config"], serde_json::from_str::<Value>(&legacy).unwrap());
-    let greedy = Chunker::Greedy { size_max_chars: 200, overlap_chars: 20 };
-    let want: Vec<String> = greedy.chunk(&text, ContentType::Plain).iter().map(|c| c.text.to_string()).collect();
-    assert_eq!(chunk_rows(&w, "new", 1), want, "the new version is chunked as generation 1's vectors were");
+    assert_eq!(
+        generation(&w, 1)["index_config"],
+        serde_json::from_str::<Value>(&legacy).unwrap()
+    );
+    let greedy = Chunker::Greedy {
+        size_max_chars: 200,
+        overlap_chars: 20,
+    };
+    let want: Vec<String> = greedy
+        .chunk(&text, ContentType::Plain)
+        .iter()
+        .map(|c| c.text.to_string())
+        .collect();
+    assert_eq!(
+        chunk_rows(&w, "new", 1),
+        want,
+        "the new version is chunked as generation 1's vectors were"
+    );
 }

@@ -516,22 +516,39 @@ fn a_job_survives_a_transient_outage_within_the_retry_window_and_dies_after_it()
     let w = World::new();
     w.put("a", TEXT_A);
     // The index is down for the first nine attempts (about 40 minutes).
-    w.index.upsert_faults.fail_next(9, FailureBucket::IndexUnavailable);
+    w.index
+        .upsert_faults
+        .fail_next(9, FailureBucket::IndexUnavailable);
     let started = w.clock.0.get();
     let outcomes = w.deliver_all();
     assert_eq!(w.state("a"), DocumentState::Indexed, "{outcomes:?}");
     let outage_ms = w.clock.0.get() - started;
-    assert!(outage_ms > 30 * 60 * 1000, "the outage lasted {} s", outage_ms / 1000);
+    assert!(
+        outage_ms > 30 * 60 * 1000,
+        "the outage lasted {} s",
+        outage_ms / 1000
+    );
     // An outage longer than JOB_RETRY_WINDOW_SECONDS ends the job dead.
     w.put("b", TEXT_B);
-    w.index.upsert_faults.fail_next(1000, FailureBucket::IndexUnavailable);
+    w.index
+        .upsert_faults
+        .fail_next(1000, FailureBucket::IndexUnavailable);
     let started = w.clock.0.get();
     let outcomes = w.deliver_all();
-    assert_eq!(outcomes.last(), Some(&ConsumeOutcome::DeadLetter { reason: "dead" }));
+    assert_eq!(
+        outcomes.last(),
+        Some(&ConsumeOutcome::DeadLetter { reason: "dead" })
+    );
     assert_eq!(w.state("b"), DocumentState::Failed);
     let gave_up_after = (w.clock.0.get() - started) / 1000;
-    assert!(gave_up_after >= i64::from(w.cfg.job_retry_window_seconds), "gave up after {gave_up_after} s");
-    assert!((outcomes.len() as u32) < w.cfg.job_attempts_max, "the window ended it, not the attempts");
+    assert!(
+        gave_up_after >= i64::from(w.cfg.job_retry_window_seconds),
+        "gave up after {gave_up_after} s"
+    );
+    assert!(
+        (outcomes.len() as u32) < w.cfg.job_attempts_max,
+        "the window ended it, not the attempts"
+    );
 }
 
 #[test]
@@ -544,7 +561,9 @@ fn an_attempt_that_made_progress_starts_its_count_again() {
     cfg.chunk_size_max_tokens = 64;
     cfg.chunk_overlap_tokens = 0;
     let w = World::with(cfg);
-    let text: String = (0..12).map(|i| format!("paragraph {i} {}\n\n", "w".repeat(40))).collect();
+    let text: String = (0..12)
+        .map(|i| format!("paragraph {i} {}\n\n", "w".repeat(40)))
+        .collect();
     w.put("long", &text);
     // Each page's upsert fails once after the first page was written: every
     // attempt writes a page, then fails. More failures than JOB_ATTEMPTS_MAX.
@@ -557,7 +576,9 @@ fn an_attempt_that_made_progress_starts_its_count_again() {
         for m in batch {
             if failures < 5 {
                 // This attempt writes one page, then its second upsert fails.
-                w.index.upsert_faults.fail_nth(2, FailureBucket::IndexUnavailable);
+                w.index
+                    .upsert_faults
+                    .fail_nth(2, FailureBucket::IndexUnavailable);
                 failures += 1;
             }
             let o = w.consume(&m);
@@ -565,7 +586,11 @@ fn an_attempt_that_made_progress_starts_its_count_again() {
                 w.clock.advance_ms(i64::from(delay_seconds) * 1000);
                 w.queue.sent.borrow_mut().push_back(m);
             }
-            assert_ne!(o, ConsumeOutcome::DeadLetter { reason: "dead" }, "died of its length");
+            assert_ne!(
+                o,
+                ConsumeOutcome::DeadLetter { reason: "dead" },
+                "died of its length"
+            );
         }
     }
     assert!(failures > w.cfg.job_attempts_max as usize, "{failures}");
@@ -578,7 +603,12 @@ fn an_index_known_to_refuse_ends_the_attempt_before_any_embedding() {
     // but the consumer still embedded its chunks before the refused upsert.
     let w = World::new();
     w.put("a", TEXT_A);
-    w.index.refused.set(Some(ingest_pipeline::ports::PortError::new(FailureBucket::IndexUnavailable, "index_check")));
+    w.index
+        .refused
+        .set(Some(ingest_pipeline::ports::PortError::new(
+            FailureBucket::IndexUnavailable,
+            "index_check",
+        )));
     let c = common::counted(&w);
     let msg = w.queue.take_all().remove(0);
     let out = futures::executor::block_on(c.p().consume(&msg));
@@ -591,13 +621,23 @@ fn an_index_known_to_refuse_ends_the_attempt_before_any_embedding() {
     assert_eq!(w.state("a"), DocumentState::Indexed);
 }
 
-fn search_with(w: &World, query: &str, top_k: usize, metadata: &[(&str, serde_json::Value)]) -> Result<Vec<ingest_pipeline::pipeline::SearchHit>, ingest_pipeline::ports::PortError> {
-    futures::executor::block_on(w.p().search(&ingest_pipeline::pipeline::SearchRequest {
-        query: query.into(),
-        top_k,
-        doc_id: None,
-        metadata: metadata.iter().map(|(k, v)| (k.to_string(), v.clone())).collect(),
-    }))
+fn search_with(
+    w: &World,
+    query: &str,
+    top_k: usize,
+    metadata: &[(&str, serde_json::Value)],
+) -> Result<Vec<ingest_pipeline::pipeline::SearchHit>, ingest_pipeline::ports::PortError> {
+    futures::executor::block_on(
+        w.p().search(&ingest_pipeline::pipeline::SearchRequest {
+            query: query.into(),
+            top_k,
+            doc_id: None,
+            metadata: metadata
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.clone()))
+                .collect(),
+        }),
+    )
 }
 
 #[test]
@@ -612,11 +652,25 @@ fn a_metadata_filter_is_checked_exactly_in_d1_not_on_its_first_64_bytes() {
     for (doc, tag) in [("mine", &mine), ("theirs", &theirs)] {
         let mut m = serde_json::Map::new();
         m.insert("tag".into(), serde_json::json!(tag));
-        w.put_with(doc, "Harbour lanterns burn through the winter night.", m, ingest_pipeline::core::chunk::ContentType::Plain);
+        w.put_with(
+            doc,
+            "Harbour lanterns burn through the winter night.",
+            m,
+            ingest_pipeline::core::chunk::ContentType::Plain,
+        );
     }
     w.deliver_all();
-    let hits = search_with(&w, "harbour lanterns", 5, &[("tag", serde_json::json!(mine))]).unwrap();
-    assert_eq!(hits.iter().map(|h| h.doc_id.as_str()).collect::<Vec<_>>(), vec!["mine"]);
+    let hits = search_with(
+        &w,
+        "harbour lanterns",
+        5,
+        &[("tag", serde_json::json!(mine))],
+    )
+    .unwrap();
+    assert_eq!(
+        hits.iter().map(|h| h.doc_id.as_str()).collect::<Vec<_>>(),
+        vec!["mine"]
+    );
 }
 
 #[test]
@@ -624,7 +678,9 @@ fn search_fills_top_k_when_stale_candidates_take_the_first_slots() {
     // Issue: candidates of old versions or other generations took the
     // over-fetched slots, and search returned fewer than top_k.
     let w = World::new();
-    let text: String = (0..12).map(|i| format!("Section {i}: harbour lanterns and tide tables, part {i}.\n\n")).collect();
+    let text: String = (0..12)
+        .map(|i| format!("Section {i}: harbour lanterns and tide tables, part {i}.\n\n"))
+        .collect();
     let mut cfg = w.cfg.clone();
     cfg.chunk_size_max_tokens = 40;
     cfg.chunk_overlap_tokens = 0;
@@ -632,12 +688,22 @@ fn search_fills_top_k_when_stale_candidates_take_the_first_slots() {
     w.put("doc", &text);
     w.deliver_all();
     // Thirty vectors D1 does not know (orphans) that match the query best.
-    let q = ingest_pipeline::core::local_embed::embed("harbour lanterns tide tables", w.cfg.embedding_dimensions);
+    let q = ingest_pipeline::core::local_embed::embed(
+        "harbour lanterns tide tables",
+        w.cfg.embedding_dimensions,
+    );
     for i in 0..30 {
         let mut md = std::collections::BTreeMap::new();
         md.insert("doc_id".to_string(), serde_json::json!("gone"));
         md.insert("version".to_string(), serde_json::json!(1));
-        w.index.vectors.borrow_mut().insert(format!("orphan-{i:02}"), ingest_pipeline::ports::VectorRecord { id: format!("orphan-{i:02}"), values: q.clone(), metadata: md });
+        w.index.vectors.borrow_mut().insert(
+            format!("orphan-{i:02}"),
+            ingest_pipeline::ports::VectorRecord {
+                id: format!("orphan-{i:02}"),
+                values: q.clone(),
+                metadata: md,
+            },
+        );
     }
     let hits = search_with(&w, "harbour lanterns tide tables", 5, &[]).unwrap();
     assert_eq!(hits.len(), 5, "{hits:?}");
@@ -652,9 +718,54 @@ fn search_retries_a_transient_failure_within_its_bound() {
     w.put("a", TEXT_A);
     w.deliver_all();
     let retries = w.cfg.search_retries_max as usize;
-    w.index.query_faults.fail_next(retries, FailureBucket::IndexUnavailable);
+    w.index
+        .query_faults
+        .fail_next(retries, FailureBucket::IndexUnavailable);
     assert!(!search_with(&w, "queues", 3, &[]).unwrap().is_empty());
     // One more in a row fails the request (bounded).
-    w.index.query_faults.fail_next(retries + 1, FailureBucket::IndexUnavailable);
+    w.index
+        .query_faults
+        .fail_next(retries + 1, FailureBucket::IndexUnavailable);
     assert!(search_with(&w, "queues", 3, &[]).is_err());
+}
+
+#[test]
+fn with_the_default_policy_a_job_that_outlived_an_outage_survives_a_blip_just_after_it() {
+    // Issue (found by the simulation with the production policy): with the
+    // backoff capped at an hour, a job failing through a 34-minute outage
+    // next ran 84 minutes in, past its one-hour window, so one unrelated
+    // failure then ended it `dead`.
+    use ingest_pipeline::core::failure::{RetryDecision, RetryPolicy};
+    let cfg = ingest_pipeline::config::Config::default();
+    let policy = RetryPolicy {
+        attempts_max: cfg.job_attempts_max,
+        base_delay_seconds: cfg.retry_base_delay_seconds,
+        max_delay_seconds: cfg.retry_max_delay_seconds,
+        window_seconds: cfg.job_retry_window_seconds,
+    };
+    let window = i64::from(cfg.job_retry_window_seconds);
+    for outage_minutes in [1, 5, 20, 34, 45, 50] {
+        let outage_end = outage_minutes * 60;
+        let (mut t, mut attempt) = (0i64, 1u32);
+        // Every attempt fails until the outage is over.
+        while t < outage_end {
+            match policy.decide(FailureBucket::IndexUnavailable, "job", attempt, t) {
+                RetryDecision::RetryAfter { delay_seconds } => t += i64::from(delay_seconds),
+                other => panic!("{outage_minutes} min outage: gave up at attempt {attempt}, {t} s in: {other:?}"),
+            }
+            attempt += 1;
+        }
+        // The first attempt after it fails once more, for another reason.
+        assert!(
+            t < window - 5 * 60,
+            "{outage_minutes} min outage: the first attempt after it came {t} s in, near the {window} s window"
+        );
+        assert!(
+            matches!(
+                policy.decide(FailureBucket::EmbedUnavailable, "job", attempt, t),
+                RetryDecision::RetryAfter { .. }
+            ),
+            "{outage_minutes} min outage: a blip {t} s in ended the job"
+        );
+    }
 }

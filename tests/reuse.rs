@@ -169,17 +169,29 @@ fn a_configuration_change_takes_effect_through_a_new_generation_only() {
     let mut w = World::new();
     w.put("doc", &v1);
     w.deliver_all();
-    let before = block_on(w.p().document("doc")).unwrap().unwrap().index_config.unwrap();
+    let before = block_on(w.p().document("doc"))
+        .unwrap()
+        .unwrap()
+        .index_config
+        .unwrap();
     w.cfg.chunk_size_max_tokens = 144;
     let c = counted(&w);
     w.put("doc", &v2);
     c.deliver_all();
     let changed = changed_chunks(&v1, &v2, &w) as u64;
-    assert_eq!(c.embedder.texts.get(), changed, "the active generation's chunker, so only changed chunks");
+    assert_eq!(
+        c.embedder.texts.get(),
+        changed,
+        "the active generation's chunker, so only changed chunks"
+    );
     assert_eq!(w.state("doc"), DocumentState::Indexed);
     assert_eq!(w.index.ids(), w.live_vector_ids());
     let doc = block_on(w.p().document("doc")).unwrap().unwrap();
-    assert_eq!(doc.index_config.unwrap(), before, "recorded: the active generation's configuration");
+    assert_eq!(
+        doc.index_config.unwrap(),
+        before,
+        "recorded: the active generation's configuration"
+    );
 
     // Different dimensions: this Worker's embedder made no generation in
     // use, so it refuses to write (index_misconfigured, retried) rather
@@ -198,7 +210,7 @@ fn a_configuration_change_takes_effect_through_a_new_generation_only() {
         "SELECT state, last_failure_bucket FROM jobs WHERE job_id = ?1",
         vec![m.job_id.as_str().into()],
     )[0]
-        .clone();
+    .clone();
     assert_eq!(job["last_failure_bucket"], "index_misconfigured");
     assert_eq!(w.live_vector_ids(), served);
     let doc = block_on(w.p().document("doc")).unwrap().unwrap();
@@ -354,10 +366,7 @@ fn sim_texts() -> (String, String, String) {
 }
 
 fn sim_script(ops: Vec<Op>) -> Script {
-    Script {
-        reindex: false,
-        docs: vec![("doc".into(), ops)],
-    }
+    Script::clients(vec![("doc".into(), ops)])
 }
 
 #[test]

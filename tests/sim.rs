@@ -8,8 +8,8 @@
 //! replays it.
 
 use ingest_pipeline::native::sim::{
-    count_calls, random_script, run, run_flow, sim_config, sim_config_for_seed, sim_configs,
-    FaultKind, FaultPlan, Mode, RunReport, Sched, FLOWS,
+    count_calls, run_flow, run_seed, sim_config, sim_configs, FaultKind, FaultPlan, Operator,
+    RunReport, Sched, FLOWS,
 };
 use ingest_pipeline::pipeline::bugs::Bugs;
 use std::collections::BTreeSet;
@@ -20,8 +20,6 @@ fn env_u64(name: &str) -> Option<u64> {
             .unwrap_or_else(|_| panic!("{name} must be a number"))
     })
 }
-
-const RANDOM_FAULTS_PER_MILLE: u64 = 60;
 
 #[derive(Default)]
 struct Summary {
@@ -34,6 +32,11 @@ struct Summary {
     max_ticks: u32,
     pairs: BTreeSet<String>,
     kinds: BTreeSet<String>,
+    operators: std::collections::BTreeMap<String, u64>,
+    outage_faults: u64,
+    dead_letters: u64,
+    redriven: u64,
+    cancelled: u64,
 }
 
 impl Summary {
@@ -52,6 +55,13 @@ impl Summary {
         );
         self.kinds
             .extend(r.kinds_seen.iter().map(|c| format!("{c:?}")));
+        if let Some(op) = r.operator.filter(|o| *o != Operator::None) {
+            *self.operators.entry(format!("{op:?}")).or_default() += 1;
+        }
+        self.outage_faults += r.outage_faults;
+        self.dead_letters += r.dead_letters;
+        self.redriven += r.redriven;
+        self.cancelled += r.cancelled;
     }
 
     fn merge(&mut self, o: Summary) {
@@ -64,6 +74,13 @@ impl Summary {
         self.max_ticks = self.max_ticks.max(o.max_ticks);
         self.pairs.extend(o.pairs);
         self.kinds.extend(o.kinds);
+        for (k, n) in o.operators {
+            *self.operators.entry(k).or_default() += n;
+        }
+        self.outage_faults += o.outage_faults;
+        self.dead_letters += o.dead_letters;
+        self.redriven += o.redriven;
+        self.cancelled += o.cancelled;
     }
 }
 
@@ -96,7 +113,7 @@ fn every_single_crash_point_of_every_flow() {
         }
     }
     println!(
-        "exhaustive: {} flows x {} budgets, {points} crash points ({} port calls x {} fault kinds), {} faults injected, {} crashes; call/fault pairs covered: {}; max cron ticks to quiesce: {}",
+        "exhaustive: {} flows x {} budgets, {points} crash points ({} port calls x {} fault kinds), {} faults injected, {} invocations killed; call/fault pairs covered: {}; max cron ticks to quiesce: {}",
         FLOWS.len(),
         sim_configs().len(),
         points / 3,
@@ -122,14 +139,11 @@ fn random_seeds_hold_every_invariant() {
                 scope.spawn(move || {
                     let mut summary = Summary::default();
                     for seed in (start..start + seeds).filter(|s| s % threads == t) {
-                        let cfg = sim_config_for_seed(seed);
-                        let script = random_script(seed);
-                        let sched = Sched::new(seed, FaultPlan::Random { per_mille: RANDOM_FAULTS_PER_MILLE });
-                        match run(&script, &cfg, Bugs::default(), &sched, Mode::Random) {
-                            Ok(r) => summary.add(&r),
-                            Err(v) => panic!(
-                                "{} violated with seed {seed}: {}\nscript: {script:?}\nreplay: SIM_SEED={seed} cargo test --test sim replay -- --nocapture",
-                                v.invariant, v.detail
+                        match run_seed(seed, Bugs::default(), false) {
+                            (_, _, Ok(r)) => summary.add(&r),
+                            (case, _, Err(v)) => panic!(
+                                "{} violated with seed {seed}: {}\nscript: {:?}\nreplay: SIM_SEED={seed} cargo test --test sim replay -- --nocapture",
+                                v.invariant, v.detail, case.script
                             ),
                         }
                     }
@@ -147,7 +161,7 @@ fn random_seeds_hold_every_invariant() {
         summary.merge(p);
     }
     println!(
-        "random: {} seeds from {start}, {} port calls, {} faults injected, {} crashes, {} duplicate deliveries, max {} concurrent tasks, max {} cron ticks to quiesce; call kinds: {}; call/fault pairs covered: {} {:?}",
+        "random: {} seeds from {start}, {} port calls, {} faults injected, {} invocations killed (a crash fault or the wall-clock limit), {} duplicate deliveries, max {} concurrent tasks, max {} cron ticks to quiesce; call kinds: {}; call/fault pairs covered: {} {:?}",
         summary.runs,
         summary.calls,
         summary.faults,
@@ -158,6 +172,10 @@ fn random_seeds_hold_every_invariant() {
         summary.kinds.len(),
         summary.pairs.len(),
         summary.pairs
+    );
+    println!(
+        "operators: {:?} ({} backfills cancelled, {} letters redriven); {} calls failed by outages; {} messages reached the dead-letter queue",
+        summary.operators, summary.cancelled, summary.redriven, summary.outage_faults, summary.dead_letters
     );
     assert_eq!(summary.runs, seeds);
     assert!(summary.faults > seeds, "faults were injected");
@@ -174,17 +192,8 @@ fn replay() {
         cfg.consume_subrequests_max = budget;
     }
     if let Some(seed) = env_u64("SIM_SEED") {
-        let cfg = sim_config_for_seed(seed);
-        let script = random_script(seed);
-        println!("script: {script:?}");
-        let sched = Sched::new(
-            seed,
-            FaultPlan::Random {
-                per_mille: RANDOM_FAULTS_PER_MILLE,
-            },
-        );
-        sched.verbose.set(true);
-        let result = run(&script, &cfg, Bugs::default(), &sched, Mode::Random);
+        let (case, sched, result) = run_seed(seed, Bugs::default(), true);
+        println!("script: {:?}", case.script);
         for line in sched.trace.borrow().iter() {
             println!("{line}");
         }

@@ -214,9 +214,15 @@ fn every_statement_is_exercised_by_the_flows() {
         let msgs = w4.queue.take_all();
         let p = w4.p();
         let outcome = w4.consume(&msgs[0]);
-        assert_eq!(block_on(p.settle("m-1", &msgs[0], outcome)), ingest_pipeline::pipeline::Settle::Ack);
+        assert_eq!(
+            block_on(p.settle("m-1", &msgs[0], outcome)),
+            ingest_pipeline::pipeline::Settle::Ack
+        );
         let letter = w4.queue.dead.borrow_mut().pop_front().unwrap();
-        assert_eq!(block_on(p.consume_dead_letter("d-1", Some(&letter), 0)), ingest_pipeline::pipeline::Settle::Ack);
+        assert_eq!(
+            block_on(p.consume_dead_letter("d-1", Some(&letter), 0)),
+            ingest_pipeline::pipeline::Settle::Ack
+        );
         block_on(p.dead_letter_summary()).unwrap();
         let f = ingest_pipeline::pipeline::LetterFilter {
             limit: 10,
@@ -251,9 +257,14 @@ fn every_statement_is_exercised_by_the_flows() {
         // A failed latest version, re-run by a client's reindex.
         w4.deliver_all();
         w4.put("k", "sigma tau upsilon");
-        w4.index.upsert_faults.fail_next(1, FailureBucket::IndexRejected);
+        w4.index
+            .upsert_faults
+            .fail_next(1, FailureBucket::IndexRejected);
         w4.deliver_all();
-        assert_eq!(w4.state("k"), ingest_pipeline::pipeline::DocumentState::Failed);
+        assert_eq!(
+            w4.state("k"),
+            ingest_pipeline::pipeline::DocumentState::Failed
+        );
         assert!(block_on(p.reindex_document("k")).unwrap().is_ok());
         w.db.executed
             .borrow_mut()
@@ -298,29 +309,72 @@ fn every_statement_is_exercised_by_the_flows() {
                 w.cron();
             }
         };
-        let b = block_on(w6.p().start_backfill(&BackfillScope::Config, 1)).unwrap().unwrap();
+        let b = block_on(w6.p().start_backfill(&BackfillScope::Config, 1))
+            .unwrap()
+            .unwrap();
         let id = b["backfill_id"].as_str().unwrap().to_string();
-        block_on(w6.p().backfill_transition(&id, "pause")).unwrap().unwrap().unwrap();
-        block_on(w6.p().backfill_transition(&id, "resume")).unwrap().unwrap().unwrap();
-        w6.index.upsert_faults.fail_next(1, FailureBucket::IndexRejected);
+        block_on(w6.p().backfill_transition(&id, "pause"))
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        block_on(w6.p().backfill_transition(&id, "resume"))
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        w6.index
+            .upsert_faults
+            .fail_next(1, FailureBucket::IndexRejected);
         settle(&w6);
-        assert_eq!(block_on(w6.p().backfill_view(&id)).unwrap().unwrap()["state"], "completed");
+        assert_eq!(
+            block_on(w6.p().backfill_view(&id)).unwrap().unwrap()["state"],
+            "completed"
+        );
         block_on(w6.p().backfills(5)).unwrap();
         block_on(w6.p().activate_generation(1)).unwrap().unwrap();
         block_on(w6.p().activate_generation(2)).unwrap().unwrap();
         block_on(w6.p().retire_generation(1)).unwrap().unwrap();
         settle(&w6);
         w6.cfg.chunk_size_max_tokens = 112;
-        let b = block_on(w6.p().start_backfill(&BackfillScope::Config, 1)).unwrap().unwrap();
-        block_on(w6.p().backfill_transition(b["backfill_id"].as_str().unwrap(), "cancel")).unwrap().unwrap().unwrap();
+        let b = block_on(w6.p().start_backfill(&BackfillScope::Config, 1))
+            .unwrap()
+            .unwrap();
+        block_on(
+            w6.p()
+                .backfill_transition(b["backfill_id"].as_str().unwrap(), "cancel"),
+        )
+        .unwrap()
+        .unwrap()
+        .unwrap();
         // Two identical starts at once: one starts, the other gives up
         // without abandoning the generation the first builds.
         w6.cfg.chunk_size_max_tokens = 104;
-        let pa = ingest_pipeline::pipeline::Pipeline::new(w6.cfg.clone(), common::Interleaved(&w6.db), &w6.index, &w6.embedder, &w6.queue, &w6.clock);
-        let pb = ingest_pipeline::pipeline::Pipeline::new(w6.cfg.clone(), common::Interleaved(&w6.db), &w6.index, &w6.embedder, &w6.queue, &w6.clock);
-        let (ra, rb) = block_on(futures::future::join(pa.start_backfill(&BackfillScope::Config, 1), pb.start_backfill(&BackfillScope::Config, 1)));
-        assert_eq!(u8::from(ra.unwrap().is_ok()) + u8::from(rb.unwrap().is_ok()), 1);
-        w.db.executed.borrow_mut().extend(w6.db.executed.borrow().iter().copied());
+        let pa = ingest_pipeline::pipeline::Pipeline::new(
+            w6.cfg.clone(),
+            common::Interleaved(&w6.db),
+            &w6.index,
+            &w6.embedder,
+            &w6.queue,
+            &w6.clock,
+        );
+        let pb = ingest_pipeline::pipeline::Pipeline::new(
+            w6.cfg.clone(),
+            common::Interleaved(&w6.db),
+            &w6.index,
+            &w6.embedder,
+            &w6.queue,
+            &w6.clock,
+        );
+        let (ra, rb) = block_on(futures::future::join(
+            pa.start_backfill(&BackfillScope::Config, 1),
+            pb.start_backfill(&BackfillScope::Config, 1),
+        ));
+        assert_eq!(
+            u8::from(ra.unwrap().is_ok()) + u8::from(rb.unwrap().is_ok()),
+            1
+        );
+        w.db.executed
+            .borrow_mut()
+            .extend(w6.db.executed.borrow().iter().copied());
     }
 
     // The local index on its own database.

@@ -21,12 +21,18 @@ fn expected(family: TokenFamily, c: char) -> usize {
             // BERT's normalizer, in each of its settings: no change (cased);
             // strip accents (NFD, drop Mn) then lowercase (uncased); lowercase
             // only; strip only. Whitespace in the result splits, weighing 0.
-            let strip = |s: &str| -> String { s.nfd().filter(|x| !x.is_mark_nonspacing()).collect() };
+            let strip =
+                |s: &str| -> String { s.nfd().filter(|x| !x.is_mark_nonspacing()).collect() };
             let one = c.to_string();
-            [1, spacing(&strip(&one).to_lowercase()), spacing(&one.to_lowercase()), spacing(&strip(&one))]
-                .into_iter()
-                .max()
-                .unwrap_or(1)
+            [
+                1,
+                spacing(&strip(&one).to_lowercase()),
+                spacing(&one.to_lowercase()),
+                spacing(&strip(&one)),
+            ]
+            .into_iter()
+            .max()
+            .unwrap_or(1)
         }
         TokenFamily::SentencePiece => c.to_string().nfkc().count().max(1),
         TokenFamily::ByteLevel => {
@@ -110,10 +116,20 @@ fn every_character_weighs_at_least_its_bound_in_every_family() {
         let mut heaviest = 0;
         for c in all_chars().filter(|c| !c.is_whitespace()) {
             let (have, want) = (family.weight(c), expected(family, c));
-            assert!(have >= want, "{}: U+{:04X} weighs {have}, its bound is {want}", family.as_str(), u32::from(c));
+            assert!(
+                have >= want,
+                "{}: U+{:04X} weighs {have}, its bound is {want}",
+                family.as_str(),
+                u32::from(c)
+            );
             heaviest = heaviest.max(have);
         }
-        assert_eq!(heaviest, family.char_weight_max(), "{}: the heaviest character", family.as_str());
+        assert_eq!(
+            heaviest,
+            family.char_weight_max(),
+            "{}: the heaviest character",
+            family.as_str()
+        );
         assert!(family.count("x") <= family.chunk_tokens_min());
     }
 }
@@ -128,17 +144,27 @@ fn whitespace_runs_are_counted_per_family() {
         let text = format!("a{run}b");
         assert_eq!(TokenFamily::WordPiece.count(&text), 2);
         assert_eq!(TokenFamily::SentencePiece.count(&text), 1 + 1 + 1 + 1);
-        assert_eq!(TokenFamily::ByteLevel.count(&text), 1 + 2 + 5 * s.len_utf8());
+        assert_eq!(
+            TokenFamily::ByteLevel.count(&text),
+            1 + 2 + 5 * s.len_utf8()
+        );
     }
     let mut m = Meter::new(TokenFamily::SentencePiece);
-    assert_eq!([m.push(' '), m.push(' '), m.push('x'), m.push('\u{3000}')], [1, 0, 1, 1]);
+    assert_eq!(
+        [m.push(' '), m.push(' '), m.push('x'), m.push('\u{3000}')],
+        [1, 0, 1, 1]
+    );
 }
 
 /// The bert-base-uncased WordPiece tokenizer, if `scripts/fetch-test-data.sh` ran.
 fn wordpiece_tokenizer() -> tokenizers::Tokenizer {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/target/test-data/bert-base-uncased-tokenizer.json");
-    let mut t = tokenizers::Tokenizer::from_file(path)
-        .unwrap_or_else(|_| panic!("{path} is missing: run scripts/fetch-test-data.sh (make test runs it)"));
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/target/test-data/bert-base-uncased-tokenizer.json"
+    );
+    let mut t = tokenizers::Tokenizer::from_file(path).unwrap_or_else(|_| {
+        panic!("{path} is missing: run scripts/fetch-test-data.sh (make test runs it)")
+    });
     t.with_truncation(None).unwrap();
     t.with_padding(None);
     t
@@ -173,7 +199,11 @@ fn samples() -> Vec<String> {
         let path = format!("{}/tests/data/seeds/{seed}", env!("CARGO_MANIFEST_DIR"));
         let text = std::fs::read_to_string(&path).unwrap();
         // Paragraphs, and the whole document.
-        v.extend(text.split("\n\n").filter(|p| !p.trim().is_empty()).map(str::to_string));
+        v.extend(
+            text.split("\n\n")
+                .filter(|p| !p.trim().is_empty())
+                .map(str::to_string),
+        );
         v.push(text);
     }
     // Random mixtures of the above, character by character.
@@ -201,7 +231,11 @@ fn the_wordpiece_bound_holds_against_the_real_tokenizer() {
     for text in samples() {
         let real = t.encode(text.as_str(), false).unwrap().get_ids().len();
         let bound = TokenFamily::WordPiece.count(&text);
-        assert!(real <= bound, "{real} real tokens > bound {bound} for {:?}", text.chars().take(80).collect::<String>());
+        assert!(
+            real <= bound,
+            "{real} real tokens > bound {bound} for {:?}",
+            text.chars().take(80).collect::<String>()
+        );
         if real > 0 {
             tightest = tightest.min(bound as f64 / real as f64);
         }

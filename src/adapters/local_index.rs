@@ -7,8 +7,7 @@ use super::IndexLimits;
 use crate::core::failure::FailureBucket;
 use crate::core::local_embed::cosine;
 use crate::ports::{
-    Database, MetadataFilter, PortError, Stmt, VectorIndex, VectorMatch,
-    VectorRecord,
+    Database, MetadataFilter, PortError, Stmt, VectorIndex, VectorMatch, VectorRecord,
 };
 use crate::store::{json_array, json_pages, sql};
 use serde::{Deserialize, Serialize};
@@ -49,7 +48,6 @@ impl StoredRow {
         })
     }
 }
-
 
 impl<D: Database> VectorIndex for LocalIndex<D> {
     async fn upsert(&self, vectors: &[VectorRecord]) -> Result<(), PortError> {

@@ -19,10 +19,14 @@ pub fn filter_matches(metadata: &VectorMetadata, filter: &MetadataFilter) -> boo
         }
         s.get(..end).unwrap_or(s)
     }
-    filter.iter().all(|(k, want)| match (metadata.get(k), want) {
-        (Some(serde_json::Value::String(have)), serde_json::Value::String(want)) => indexed(have) == indexed(want),
-        (have, want) => have == Some(want),
-    })
+    filter
+        .iter()
+        .all(|(k, want)| match (metadata.get(k), want) {
+            (Some(serde_json::Value::String(have)), serde_json::Value::String(want)) => {
+                indexed(have) == indexed(want)
+            }
+            (have, want) => have == Some(want),
+        })
 }
 
 /// The limits every vector-index adapter enforces on each call (Vectorize's,

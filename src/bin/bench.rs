@@ -634,7 +634,8 @@ mod bench {
     }
 
     fn chunk_texts(text: &str, cfg: &Config) -> Vec<String> {
-        chunk_cfg(cfg).chunk(text, ContentType::Plain)
+        chunk_cfg(cfg)
+            .chunk(text, ContentType::Plain)
             .into_iter()
             .map(|c| c.text.to_string())
             .collect()

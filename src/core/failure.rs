@@ -126,11 +126,36 @@ pub enum RetryDecision {
     GiveUp,
 }
 
+/// When a job's current run of failures began, at a transient failure at
+/// `now_ms`: `since` (the run's start) unless the previous failure,
+/// `last_failed_ms`, is more than `gap_seconds` old, i.e. longer ago than
+/// any wait between two failures of one outage (the backoff cap plus a
+/// dead invocation's lease). Then the job was waiting, not failing, and
+/// the run starts now (`None`).
+pub fn failing_run_start(
+    since: Option<i64>,
+    last_failed_ms: Option<i64>,
+    now_ms: i64,
+    gap_seconds: u32,
+) -> Option<i64> {
+    let since = since?;
+    match last_failed_ms {
+        Some(last) if now_ms - last > i64::from(gap_seconds) * 1000 => None,
+        _ => Some(since),
+    }
+}
+
 impl RetryPolicy {
     /// `attempt` is the 1-based number of the attempt that just failed
     /// (since the last progress); `failing_for_seconds`, how long the job
     /// has been failing without progress.
-    pub fn decide(&self, bucket: FailureBucket, job_id: &str, attempt: u32, failing_for_seconds: i64) -> RetryDecision {
+    pub fn decide(
+        &self,
+        bucket: FailureBucket,
+        job_id: &str,
+        attempt: u32,
+        failing_for_seconds: i64,
+    ) -> RetryDecision {
         if !bucket.is_transient() {
             return RetryDecision::Fail;
         }
@@ -206,11 +231,47 @@ mod tests {
 
     #[test]
     fn decisions() {
-        assert_eq!(P.decide(FailureBucket::InputInvalid, "j", 1, 0), RetryDecision::Fail);
-        assert!(matches!(P.decide(FailureBucket::DbBusy, "j", 1, 0), RetryDecision::RetryAfter { .. }));
-        assert_eq!(P.decide(FailureBucket::DbBusy, "j", 5, 0), RetryDecision::GiveUp);
+        assert_eq!(
+            P.decide(FailureBucket::InputInvalid, "j", 1, 0),
+            RetryDecision::Fail
+        );
+        assert!(matches!(
+            P.decide(FailureBucket::DbBusy, "j", 1, 0),
+            RetryDecision::RetryAfter { .. }
+        ));
+        assert_eq!(
+            P.decide(FailureBucket::DbBusy, "j", 5, 0),
+            RetryDecision::GiveUp
+        );
         // The window: failing for an hour without progress is the end.
-        assert!(matches!(P.decide(FailureBucket::DbBusy, "j", 2, 3599), RetryDecision::RetryAfter { .. }));
-        assert_eq!(P.decide(FailureBucket::DbBusy, "j", 2, 3600), RetryDecision::GiveUp);
+        assert!(matches!(
+            P.decide(FailureBucket::DbBusy, "j", 2, 3599),
+            RetryDecision::RetryAfter { .. }
+        ));
+        assert_eq!(
+            P.decide(FailureBucket::DbBusy, "j", 2, 3600),
+            RetryDecision::GiveUp
+        );
+    }
+    #[test]
+    fn a_failing_run_restarts_after_a_gap_longer_than_any_wait_of_one_outage() {
+        // Not failing before: no run to continue.
+        assert_eq!(failing_run_start(None, None, 10_000, 60), None);
+        assert_eq!(failing_run_start(None, Some(9_000), 10_000, 60), None);
+        // A run from 1 s, last failure 60 s ago: the run goes on.
+        assert_eq!(
+            failing_run_start(Some(1_000), Some(10_000), 70_000, 60),
+            Some(1_000)
+        );
+        // Last failure more than the gap ago: the job was waiting, the run starts again.
+        assert_eq!(
+            failing_run_start(Some(1_000), Some(10_000), 70_001, 60),
+            None
+        );
+        // A job from before the column existed keeps its run.
+        assert_eq!(
+            failing_run_start(Some(1_000), None, 1_000_000, 60),
+            Some(1_000)
+        );
     }
 }

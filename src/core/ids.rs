@@ -108,7 +108,10 @@ mod tests {
     fn generation_ids_differ_and_generation_one_keeps_the_old_format() {
         let d = DocId::parse("doc").unwrap();
         assert_eq!(vector_id_in(&d, 3, 7, 1), vector_id(&d, 3, 7));
-        assert_eq!(vector_id_in(&d, 3, 7, 2), format!("{}:g2", vector_id(&d, 3, 7)));
+        assert_eq!(
+            vector_id_in(&d, 3, 7, 2),
+            format!("{}:g2", vector_id(&d, 3, 7))
+        );
         assert_ne!(vector_id_in(&d, 3, 7, 2), vector_id_in(&d, 3, 7, 3));
     }
 

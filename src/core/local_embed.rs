@@ -41,12 +41,15 @@ fn is_unspaced(c: char) -> bool {
 /// text with no alphanumeric character, or for `dims == 0`).
 pub fn embed(text: &str, dims: usize) -> Vec<f32> {
     // Feature hash → (weight, occurrences); ordered, so sums are deterministic.
-    let mut features: std::collections::BTreeMap<u64, (f32, u32)> = std::collections::BTreeMap::new();
+    let mut features: std::collections::BTreeMap<u64, (f32, u32)> =
+        std::collections::BTreeMap::new();
     let mut add = |feature: &[u8], weight: f32| {
         let e = features.entry(fnv1a64(feature)).or_insert((weight, 0));
         e.1 += 1;
     };
-    let runs = text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty());
+    let runs = text
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty());
     for run in runs.flat_map(script_runs) {
         let lower = run.to_lowercase();
         let chars: Vec<char> = lower.chars().collect();
@@ -62,7 +65,10 @@ pub fn embed(text: &str, dims: usize) -> Vec<f32> {
             continue;
         }
         add(format!("w:{lower}").as_bytes(), WORD_WEIGHT);
-        let marked: Vec<char> = std::iter::once('^').chain(chars).chain(std::iter::once('$')).collect();
+        let marked: Vec<char> = std::iter::once('^')
+            .chain(chars)
+            .chain(std::iter::once('$'))
+            .collect();
         for tri in marked.windows(3) {
             let s: String = tri.iter().collect();
             add(s.as_bytes(), TRIGRAM_WEIGHT);
@@ -90,7 +96,10 @@ fn script_runs(word: &str) -> impl Iterator<Item = &str> {
     std::iter::from_fn(move || {
         let first = rest.chars().next()?;
         let unspaced = is_unspaced(first);
-        let end = rest.char_indices().find(|&(_, c)| is_unspaced(c) != unspaced).map_or(rest.len(), |(i, _)| i);
+        let end = rest
+            .char_indices()
+            .find(|&(_, c)| is_unspaced(c) != unspaced)
+            .map_or(rest.len(), |(i, _)| i);
         let (run, tail) = rest.split_at(end);
         rest = tail;
         Some(run)
@@ -136,7 +145,10 @@ mod tests {
     fn a_repeated_word_does_not_drown_the_rest() {
         // Without sublinear term frequency this scored 0.006 (the repeated word
         // is 99% of the vector), below unrelated text sharing a trigram.
-        let chunk = format!("{} The harbour lanternbcde keeps its light burning.", "abcdefghi\u{a0}".repeat(300));
+        let chunk = format!(
+            "{} The harbour lanternbcde keeps its light burning.",
+            "abcdefghi\u{a0}".repeat(300)
+        );
         let query = embed("harbour lanternbcde light", 384);
         let score = cosine(&embed(&chunk, 384), &query);
         assert!(score > 0.2, "{score}");
@@ -147,8 +159,16 @@ mod tests {
         let doc = embed("キューは少なくとも一度メッセージを配信するので、コンシューマーは冪等でなければならない。", 384);
         let close = embed("冪等なコンシューマー", 384);
         let far = embed("バナナは黄色い果物です。", 384);
-        assert!(cosine(&doc, &close) > cosine(&doc, &far) + 0.1, "{} vs {}", cosine(&doc, &close), cosine(&doc, &far));
-        assert_eq!(script_runs("Vectorizeのインデックス").collect::<Vec<_>>(), ["Vectorize", "のインデックス"]);
+        assert!(
+            cosine(&doc, &close) > cosine(&doc, &far) + 0.1,
+            "{} vs {}",
+            cosine(&doc, &close),
+            cosine(&doc, &far)
+        );
+        assert_eq!(
+            script_runs("Vectorizeのインデックス").collect::<Vec<_>>(),
+            ["Vectorize", "のインデックス"]
+        );
     }
 
     #[test]

@@ -40,7 +40,14 @@ pub const LEDGER_MIGRATIONS: &[(&str, &str)] = &[
         "0006_generations_and_backfills.sql",
         include_str!("../../migrations/0006_generations_and_backfills.sql"),
     ),
-    ("0007_retry_window.sql", include_str!("../../migrations/0007_retry_window.sql")),
+    (
+        "0007_retry_window.sql",
+        include_str!("../../migrations/0007_retry_window.sql"),
+    ),
+    (
+        "0008_failure_runs.sql",
+        include_str!("../../migrations/0008_failure_runs.sql"),
+    ),
 ];
 
 /// The local index's migrations (`migrations-local-index/`).

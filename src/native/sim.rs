@@ -134,6 +134,58 @@ pub struct Sched {
     pub clients: RefCell<BTreeSet<usize>>,
     /// Records every call in the trace, not only faults (for replays).
     pub verbose: Cell<bool>,
+    /// A lasting outage of one port, over a span of simulated time.
+    pub outage: Cell<Option<Outage>>,
+    /// The simulated time, as of the scheduler's last step (for the outage).
+    pub now_ms: Cell<i64>,
+    /// Calls that failed because of the outage.
+    pub outage_faults: Cell<u64>,
+}
+
+/// The ports an outage can take down.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Port {
+    Db,
+    Index,
+    Embed,
+    Queue,
+}
+
+impl Port {
+    pub const ALL: [Port; 4] = [Port::Db, Port::Index, Port::Embed, Port::Queue];
+
+    fn serves(self, kind: CallKind) -> bool {
+        match self {
+            Port::Db => matches!(
+                kind,
+                CallKind::DbQuery | CallKind::DbExecute | CallKind::DbBatch
+            ),
+            Port::Index => matches!(
+                kind,
+                CallKind::IndexUpsert
+                    | CallKind::IndexDelete
+                    | CallKind::IndexQuery
+                    | CallKind::IndexGet
+            ),
+            Port::Embed => kind == CallKind::Embed,
+            Port::Queue => matches!(kind, CallKind::QueueSend | CallKind::Ack),
+        }
+    }
+}
+
+/// One port fails every call (before its effect) from `from_ms` until
+/// `until_ms`, in simulated time: an incident, not independent faults.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Outage {
+    pub port: Port,
+    pub from_ms: i64,
+    pub until_ms: i64,
+}
+
+impl Outage {
+    fn covers(&self, kind: CallKind, now_ms: i64) -> bool {
+        self.port.serves(kind) && (self.from_ms..self.until_ms).contains(&now_ms)
+    }
 }
 
 impl Sched {
@@ -150,13 +202,37 @@ impl Sched {
             trace: RefCell::new(Vec::new()),
             clients: RefCell::new(BTreeSet::new()),
             verbose: Cell::new(false),
+            outage: Cell::new(None),
+            now_ms: Cell::new(T0),
+            outage_faults: Cell::new(0),
         }
+    }
+
+    /// Whether the outage (if any) is still going on at the scheduler's time.
+    pub fn in_outage(&self) -> bool {
+        self.outage
+            .get()
+            .is_some_and(|o| (o.from_ms..o.until_ms).contains(&self.now_ms.get()))
     }
 
     fn decide(&self, kind: CallKind) -> Option<FaultKind> {
         let n = self.calls.get();
         self.calls.set(n + 1);
         self.kinds_seen.borrow_mut().insert(kind);
+        if self
+            .outage
+            .get()
+            .is_some_and(|o| o.covers(kind, self.now_ms.get()))
+        {
+            self.outage_faults.set(self.outage_faults.get() + 1);
+            if self.verbose.get() {
+                self.trace.borrow_mut().push(format!(
+                    "call {n} {kind:?} task {} -> outage",
+                    self.current_task.get()
+                ));
+            }
+            return Some(FaultKind::FailBefore);
+        }
         let fault = match &*self.plan.borrow() {
             FaultPlan::None => None,
             FaultPlan::At { at, kind } => (*at == n).then_some(*kind),
@@ -351,7 +427,7 @@ impl JobQueue for SimQueue<'_> {
     async fn send_dead_letter(&self, message: &JobMessage) -> Result<(), PortError> {
         self.2
             .call(CallKind::QueueSend, async {
-                self.0.dead.borrow_mut().push(message.clone());
+                self.0.push_dead(message.clone(), self.1 .0.get());
                 Ok(())
             })
             .await
@@ -360,32 +436,124 @@ impl JobQueue for SimQueue<'_> {
 
 /// The queue: messages become available at a time; delivery order is the
 /// scheduler's choice (so messages are reordered), and a delivered message
-/// may stay behind as a duplicate.
-#[derive(Default)]
+/// may stay behind as a duplicate. Like Queues, it counts each message's
+/// deliveries and moves one that used up `max_retries` to the dead-letter
+/// queue, whose own consumer retries a letter at most
+/// `dead_max_retries` times (100, as deployed); a letter past that is lost
+/// (an invariant forbids it).
 pub struct Broker {
-    pub pending: RefCell<Vec<(i64, JobMessage)>>,
-    /// The dead-letter queue: what was sent to it (or forwarded to it).
-    pub dead: RefCell<Vec<JobMessage>>,
+    pub pending: RefCell<Vec<Queued>>,
+    /// The dead-letter queue's messages not yet consumed.
+    pub dead: RefCell<Vec<Queued>>,
+    /// Every message that reached the dead-letter queue (sent or forwarded).
+    pub dead_log: RefCell<Vec<JobMessage>>,
+    /// Letters the dead-letter queue dropped after its own `max_retries`.
+    pub lost: RefCell<Vec<JobMessage>>,
+    pub max_retries: u32,
+    pub dead_max_retries: u32,
+}
+
+/// A message in a queue: when it is available, how often it was delivered,
+/// and when it was first enqueued there (a letter's age).
+#[derive(Clone, Debug)]
+pub struct Queued {
+    pub at: i64,
+    pub msg: JobMessage,
+    pub deliveries: u32,
+    pub sent_ms: i64,
+}
+
+/// Queues' `max_retries` in production (`wrangler.toml`, both queues).
+pub const QUEUE_MAX_RETRIES: u32 = 100;
+
+impl Default for Broker {
+    fn default() -> Broker {
+        Broker::new(QUEUE_MAX_RETRIES)
+    }
 }
 
 impl Broker {
-    pub fn push(&self, m: JobMessage, available_at: i64) {
-        self.pending.borrow_mut().push((available_at, m));
+    pub fn new(max_retries: u32) -> Broker {
+        Broker {
+            pending: RefCell::new(Vec::new()),
+            dead: RefCell::new(Vec::new()),
+            dead_log: RefCell::new(Vec::new()),
+            lost: RefCell::new(Vec::new()),
+            max_retries,
+            dead_max_retries: QUEUE_MAX_RETRIES,
+        }
     }
-    fn available(&self, now: i64) -> Vec<usize> {
-        self.pending
+    pub fn push(&self, m: JobMessage, available_at: i64) {
+        self.pending.borrow_mut().push(Queued {
+            at: available_at,
+            msg: m,
+            deliveries: 0,
+            sent_ms: available_at,
+        });
+    }
+    /// A sent letter (by the consumer's settlement).
+    pub fn push_dead(&self, m: JobMessage, now: i64) {
+        self.dead_log.borrow_mut().push(m.clone());
+        self.dead.borrow_mut().push(Queued {
+            at: now,
+            msg: m,
+            deliveries: 0,
+            sent_ms: now,
+        });
+    }
+    /// A delivered message comes back (retried, or its invocation died), or
+    /// moves to the dead-letter queue once it used up `max_retries`.
+    pub fn redeliver(&self, q: Queued, at: i64) {
+        if q.deliveries > self.max_retries {
+            self.push_dead(q.msg, at);
+        } else {
+            self.pending.borrow_mut().push(Queued { at, ..q });
+        }
+    }
+    /// A delivered letter comes back, or is lost past `max_retries`.
+    pub fn redeliver_dead(&self, q: Queued, at: i64) {
+        if q.deliveries > self.dead_max_retries {
+            self.lost.borrow_mut().push(q.msg);
+        } else {
+            self.dead.borrow_mut().push(Queued { at, ..q });
+        }
+    }
+    /// Takes (or, for a duplicate, copies) the `i`-th message of `queue`,
+    /// counting the delivery.
+    fn take(queue: &RefCell<Vec<Queued>>, i: usize, duplicate: bool) -> Queued {
+        let mut q = if duplicate {
+            queue.borrow()[i].clone()
+        } else {
+            queue.borrow_mut().remove(i)
+        };
+        q.deliveries += 1;
+        q
+    }
+    fn available_in(queue: &RefCell<Vec<Queued>>, now: i64) -> Vec<usize> {
+        queue
             .borrow()
             .iter()
             .enumerate()
-            .filter(|(_, (t, _))| *t <= now)
+            .filter(|(_, q)| q.at <= now)
             .map(|(i, _)| i)
             .collect()
     }
+    fn available(&self, now: i64) -> Vec<usize> {
+        Broker::available_in(&self.pending, now)
+    }
+    fn dead_available(&self, now: i64) -> Vec<usize> {
+        Broker::available_in(&self.dead, now)
+    }
     fn earliest(&self) -> Option<i64> {
-        self.pending.borrow().iter().map(|(t, _)| *t).min()
+        self.pending
+            .borrow()
+            .iter()
+            .chain(self.dead.borrow().iter())
+            .map(|q| q.at)
+            .min()
     }
     fn is_empty(&self) -> bool {
-        self.pending.borrow().is_empty()
+        self.pending.borrow().is_empty() && self.dead.borrow().is_empty()
     }
 }
 
@@ -402,20 +570,124 @@ pub enum Op {
 }
 
 /// What the clients do: per document, operations applied in order (a
-/// client sends the next one after the previous answered).
+/// client sends the next one after the previous answered); what an
+/// operator does meanwhile; and an outage, if any.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Script {
     pub docs: Vec<(String, Vec<Op>)>,
-    /// An operator changes the chunk size and starts a backfill to a new
-    /// generation, concurrently with the clients (the reference run starts
-    /// it after them); cron advances it to the switch.
-    pub reindex: bool,
+    pub operator: Operator,
+    pub outage: Option<Outage>,
+    /// The ingest queue's `max_retries` (the dead-letter queue's is 100).
+    pub queue_max_retries: u32,
+}
+
+impl Script {
+    /// Clients only: no operator, no outage, production queues.
+    pub fn clients(docs: Vec<(String, Vec<Op>)>) -> Script {
+        Script {
+            docs,
+            operator: Operator::None,
+            outage: None,
+            queue_max_retries: QUEUE_MAX_RETRIES,
+        }
+    }
+}
+
+/// What an operator does, concurrently with the clients.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Operator {
+    None,
+    /// Changes the chunk size and starts a backfill to a new generation
+    /// (the reference run starts it after the clients); cron advances it to
+    /// the switch.
+    Reindex,
+    /// The same, with two identical `POST /v1/admin/reindex` at once (a
+    /// client retrying after a timeout).
+    ReindexTwice,
+    /// Starts the backfill, then cancels it at a random moment, maybe while
+    /// cron switches. The run must end as the reference run of whichever
+    /// happened first: the switch (a completed reindex) or the cancel.
+    ReindexCancel,
+    /// The embedder is down longer than the retry window, so jobs fail and
+    /// are dead-lettered; once it is back the operator redrives every
+    /// letter and polls the redrive while cron advances it too. Every
+    /// document must end indexed, with every redrive item accounted for.
+    Redrive,
+}
+
+/// The reference run's operator for what a run's operator did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Reference {
+    Clients,
+    Reindexed,
+    Cancelled,
+}
+
+/// One seed's case: the script, the configuration and the faults.
+pub struct Case {
+    pub script: Script,
+    pub cfg: Config,
+    pub plan: FaultPlan,
+}
+
+/// Random faults per mille of port calls, in most cases.
+pub const RANDOM_FAULTS_PER_MILLE: u64 = 60;
+/// In the cases with the production retry policy or a redrive, where a
+/// job may really fail: rare enough that none fails but by the outage.
+const RARE_FAULTS_PER_MILLE: u64 = 10;
+
+/// The case a random seed runs.
+pub fn case_for_seed(seed: u64) -> Case {
+    let script = random_script(seed);
+    let mut cfg = sim_config_for_seed(seed);
+    let mut per_mille = RANDOM_FAULTS_PER_MILLE;
+    if script.outage.is_some() {
+        // Retries of a job a few minutes apart: an outage of under an hour
+        // fits in its attempts (the production policy, below, has a window).
+        cfg.retry_max_delay_seconds = 300;
+    }
+    if script.operator == Operator::Redrive {
+        // Jobs give up a minute into the outage.
+        cfg.job_retry_window_seconds = 60;
+        per_mille = RARE_FAULTS_PER_MILLE;
+    } else if script.outage.is_some() && seed % 3 == 0 {
+        // The production retry policy: a job outlives an outage shorter
+        // than its window (an hour), with capped exponential backoff.
+        let d = Config::default();
+        cfg.job_attempts_max = d.job_attempts_max;
+        cfg.job_retry_window_seconds = d.job_retry_window_seconds;
+        cfg.retry_base_delay_seconds = d.retry_base_delay_seconds;
+        cfg.retry_max_delay_seconds = d.retry_max_delay_seconds;
+        per_mille = RARE_FAULTS_PER_MILLE;
+    }
+    Case {
+        script,
+        cfg,
+        plan: FaultPlan::Random { per_mille },
+    }
+}
+
+/// Runs the case of `seed` (the scheduler's faults seeded by it too).
+pub fn run_seed(
+    seed: u64,
+    bugs: Bugs,
+    verbose: bool,
+) -> (Case, Sched, Result<RunReport, Violation>) {
+    let case = case_for_seed(seed);
+    let sched = Sched::new(seed, case.plan.clone());
+    sched.verbose.set(verbose);
+    let result = run(&case.script, &case.cfg, bugs, &sched, Mode::Random);
+    (case, sched, result)
 }
 
 /// The configuration the reindexing operator deploys: a smaller chunk size,
 /// so the new generation's chunks differ.
 pub fn reindex_config(cfg: &Config) -> Config {
-    Config { chunk_size_max_tokens: cfg.chunk_size_max_tokens * 2 / 3, chunk_overlap_tokens: cfg.chunk_overlap_tokens / 2, ..cfg.clone() }
+    Config {
+        chunk_size_max_tokens: cfg.chunk_size_max_tokens * 2 / 3,
+        chunk_overlap_tokens: cfg.chunk_overlap_tokens / 2,
+        ..cfg.clone()
+    }
 }
 
 /// What a run checks and found.
@@ -587,15 +859,21 @@ impl World {
 
     /// The active generation.
     pub fn active_generation(&self) -> u32 {
-        let rows: Vec<serde_json::Value> =
-            self.db.inspect("SELECT generation FROM generations WHERE state = 'active'", vec![]);
-        rows.first().and_then(|r| r["generation"].as_u64()).unwrap_or(0) as u32
+        let rows: Vec<serde_json::Value> = self.db.inspect(
+            "SELECT generation FROM generations WHERE state = 'active'",
+            vec![],
+        );
+        rows.first()
+            .and_then(|r| r["generation"].as_u64())
+            .unwrap_or(0) as u32
     }
 
     /// Backfills still running or paused.
     fn open_backfills(&self) -> i64 {
-        let rows: Vec<serde_json::Value> =
-            self.db.inspect("SELECT count(*) AS n FROM backfills WHERE state IN ('running', 'paused')", vec![]);
+        let rows: Vec<serde_json::Value> = self.db.inspect(
+            "SELECT count(*) AS n FROM backfills WHERE state IN ('running', 'paused')",
+            vec![],
+        );
         rows[0]["n"].as_i64().unwrap_or(0)
     }
 
@@ -641,6 +919,91 @@ impl World {
             out.push_str("--\n");
         }
         out
+    }
+
+    /// Jobs not yet ended.
+    fn open_jobs(&self) -> i64 {
+        let rows: Vec<serde_json::Value> = self.db.inspect(
+            "SELECT count(*) AS n FROM jobs WHERE state IN ('queued', 'running', 'up_for_retry')",
+            vec![],
+        );
+        rows[0]["n"].as_i64().unwrap_or(0)
+    }
+
+    /// Whether the run's backfill ended cancelled.
+    fn backfill_cancelled(&self) -> bool {
+        let rows: Vec<serde_json::Value> = self.db.inspect(
+            "SELECT count(*) AS n FROM backfills WHERE state = 'cancelled'",
+            vec![],
+        );
+        rows[0]["n"].as_i64().unwrap_or(0) > 0
+    }
+
+    /// Jobs that ended `failed` or `dead` whose letter is not archived with
+    /// that ending (the evidence an operator redrives from).
+    fn failed_jobs_without_evidence(&self) -> Vec<String> {
+        let rows: Vec<serde_json::Value> = self.db.inspect(
+            "SELECT j.job_id FROM jobs j WHERE j.state IN ('failed', 'dead')
+               AND NOT EXISTS (SELECT 1 FROM dead_letters l WHERE l.job_id = j.job_id AND l.job_state IN ('failed', 'dead'))",
+            vec![],
+        );
+        rows.iter()
+            .filter_map(|r| r["job_id"].as_str().map(str::to_string))
+            .collect()
+    }
+
+    /// After a redrive scenario: every redrive ended (completed, or stopped
+    /// with a reason), no item left pending or sent, no item skipped whose
+    /// version was re-run anyway (an untracked re-run: the scenario's
+    /// documents are written once, so a later version is a re-run), and
+    /// every document indexed with its text.
+    fn check_redrives(&self, script: &Script) -> Result<(), Violation> {
+        let v = |detail: String| Violation {
+            invariant: "R",
+            detail,
+        };
+        let open: Vec<serde_json::Value> = self.db.inspect(
+            "SELECT redrive_id, state FROM redrives WHERE state NOT IN ('completed', 'stopped')",
+            vec![],
+        );
+        if let Some(r) = open.first() {
+            return Err(v(format!(
+                "redrive {} left {}",
+                r["redrive_id"], r["state"]
+            )));
+        }
+        let items: Vec<serde_json::Value> = self.db.inspect(
+            "SELECT i.redrive_id, i.letter_job_id, i.state, i.version, d.latest_version FROM redrive_items i
+             JOIN redrives r ON r.redrive_id = i.redrive_id JOIN documents d ON d.doc_id = i.doc_id
+             WHERE i.state IN ('pending', 'sent') AND r.state = 'completed'
+                OR i.state = 'skipped' AND d.latest_version > i.version",
+            vec![],
+        );
+        if let Some(i) = items.first() {
+            return Err(v(format!(
+                "item {} of {} is {} (letter version {}, latest {})",
+                i["letter_job_id"], i["redrive_id"], i["state"], i["version"], i["latest_version"]
+            )));
+        }
+        for (doc, ops) in &script.docs {
+            let Some(Op::Put(text)) = ops.iter().rev().find(|o| !matches!(o, Op::Settle)) else {
+                continue;
+            };
+            let rows: Vec<serde_json::Value> = self.db.inspect(
+                "SELECT d.live_version, d.latest_version, (SELECT group_concat(p.text, '') FROM
+                   (SELECT text FROM version_parts WHERE doc_id = d.doc_id AND version = d.live_version ORDER BY part) p) AS text
+                 FROM documents d WHERE d.doc_id = ?1",
+                vec![doc.as_str().into()],
+            );
+            let ok = rows.first().is_some_and(|r| {
+                r["live_version"] == r["latest_version"]
+                    && r["text"].as_str() == Some(text.as_str())
+            });
+            if !ok {
+                return Err(v(format!("{doc} not indexed after the redrive: {rows:?}")));
+            }
+        }
+        Ok(())
     }
 
     fn unfinished_jobs(&self) -> i64 {
@@ -739,7 +1102,10 @@ impl Monitor {
         if active < self.max_generation.get() {
             return Err(Violation {
                 invariant: "I8",
-                detail: format!("active generation {} -> {active}", self.max_generation.get()),
+                detail: format!(
+                    "active generation {} -> {active}",
+                    self.max_generation.get()
+                ),
             });
         }
         self.max_generation.set(active);
@@ -761,7 +1127,10 @@ impl Monitor {
                 if h.generation != active {
                     return Err(Violation {
                         invariant: "I4",
-                        detail: format!("served generation {} while {active} is active", h.generation),
+                        detail: format!(
+                            "served generation {} while {active} is active",
+                            h.generation
+                        ),
                     });
                 }
                 if live.get(&h.doc_id).copied().flatten() != Some(h.version) {
@@ -788,21 +1157,34 @@ type TaskFuture<'a> = Pin<Box<dyn Future<Output = TaskEnd> + 'a>>;
 enum TaskEnd {
     /// A delivery finished and was settled (dead letters included):
     /// what to do with its message.
-    Delivered(JobMessage, Settle),
+    Delivered(Settle),
     /// A client finished all its operations, a cron run finished.
     Done,
+}
+
+/// The message a delivery task holds (redelivered if the task dies).
+enum Held {
+    Nothing,
+    Ingest(Queued),
+    DeadLetter(Queued),
 }
 
 struct Task<'a> {
     id: usize,
     fut: TaskFuture<'a>,
     started_ms: i64,
-    /// The message a delivery task holds (redelivered if the task dies).
-    message: Option<JobMessage>,
+    held: Held,
     is_cron: bool,
     is_client: bool,
-    /// For a client task, its index in the script.
+    /// For a client task, its waiting flag: its document's index in the
+    /// script, or one past the last for the operator.
     client: Option<usize>,
+}
+
+impl Task<'_> {
+    fn is_delivery(&self) -> bool {
+        !matches!(self.held, Held::Nothing)
+    }
 }
 
 fn noop_waker() -> Waker {
@@ -837,10 +1219,146 @@ pub struct RunReport {
     pub cron_ticks_to_quiesce: u32,
     pub injected: BTreeSet<(CallKind, FaultKind)>,
     pub kinds_seen: BTreeSet<CallKind>,
+    /// Calls failed by the outage.
+    pub outage_faults: u64,
+    /// Messages the queue moved (or the consumer sent) to the dead-letter queue.
+    pub dead_letters: u64,
+    /// Redrive items that ran, and backfills that ended cancelled.
+    pub redriven: u64,
+    pub cancelled: u64,
+    pub operator: Option<Operator>,
 }
 
 pub const QUIESCENCE_TICKS_MAX: u32 = 8;
-const STEPS_MAX: u64 = 20_000;
+const STEPS_MAX: u64 = 40_000;
+
+/// Yields until the simulated time reaches `at_ms` (a client waiting
+/// before it tries again; the scheduler moves the clock).
+async fn sleep_until(sched: &Sched, at_ms: i64) {
+    while sched.now_ms.get() < at_ms {
+        YieldOnce(false).await;
+    }
+}
+
+/// A client's pause before it repeats a failed request: none in the
+/// exhaustive runs (a single fault), growing to a minute in an outage.
+async fn back_off(sched: &Sched, attempt: u32) {
+    if sched.outage.get().is_some() {
+        let seconds = 1i64 << attempt.min(6);
+        sleep_until(sched, sched.now_ms.get() + seconds * 1000).await;
+    }
+}
+
+/// Starts the backfill to the reindex configuration, retried until the
+/// request is answered.
+async fn start_reindex(p: &Simulated<'_>, sched: &Sched) {
+    for attempt in 0.. {
+        assert!(attempt < 1000, "the backfill could never be started");
+        match p
+            .start_backfill(&crate::pipeline::BackfillScope::Config, 1)
+            .await
+        {
+            Ok(Ok(_)) => break,
+            // An earlier attempt (or the other request) started it, or even
+            // finished it (the switch), then failed to answer.
+            Ok(Err((_, "backfill_active" | "config_unchanged", _))) => break,
+            Ok(Err(refusal)) => panic!("backfill refused: {refusal:?}"),
+            Err(_) => back_off(sched, attempt).await,
+        }
+    }
+}
+
+/// Retries a read-only or idempotent admin call until it answers.
+async fn answered<T, F: Future<Output = Result<T, PortError>>>(
+    sched: &Sched,
+    mut call: impl FnMut() -> F,
+) -> T {
+    for attempt in 0.. {
+        assert!(attempt < 1000, "an admin request was never answered");
+        if let Ok(v) = call().await {
+            return v;
+        }
+        back_off(sched, attempt).await;
+    }
+    unreachable!()
+}
+
+/// The request a redriving operator sends: every letter, the API's
+/// smallest canary (3), batches of two, no failure tolerated.
+pub fn redrive_request() -> crate::pipeline::RedriveRequest {
+    crate::pipeline::RedriveRequest {
+        bucket: None,
+        since: None,
+        until: None,
+        doc_ids: None,
+        canary_size: 3,
+        max_failed_canaries: 0,
+        max_failure_ratio: 0.0,
+        batch_size: 2,
+    }
+}
+
+/// Redrive rounds an operator runs at most (a redriven job that failed
+/// again is redriven in the next one).
+const REDRIVE_ROUNDS_MAX: usize = 4;
+
+/// The redriving operator: once the outage is over and the clients'
+/// writes were answered, waits for every job and message to end, then plans and
+/// executes a redrive of every eligible letter and polls it (the console's
+/// `GET`) until it ends, while cron advances it too; again until nothing
+/// is eligible.
+async fn redrive(
+    p: &Simulated<'_>,
+    w: &World,
+    sched: &Sched,
+    writers: &Cell<usize>,
+    writers_total: usize,
+    in_flight: &Cell<usize>,
+) -> u64 {
+    let req = redrive_request();
+    let mut redriven = 0;
+    for _ in 0..REDRIVE_ROUNDS_MAX {
+        // Quiet: no job open, no message queued or being delivered (a
+        // failed job's letter may still be on its way to the archive).
+        while sched.in_outage()
+            || writers.get() < writers_total
+            || w.open_jobs() > 0
+            || !w.broker.is_empty()
+            || in_flight.get() > 0
+        {
+            YieldOnce(false).await;
+        }
+        let id = loop {
+            let plan = answered(sched, || p.redrive_plan(&req)).await;
+            if plan.eligible.is_empty() {
+                return redriven;
+            }
+            let n = plan.eligible.len() as u64;
+            match p.redrive_execute(&req, &plan.plan_id).await {
+                Ok(Some(view)) => {
+                    redriven += n;
+                    break view["redrive_id"].as_str().unwrap_or_default().to_string();
+                }
+                // The plan changed (an earlier attempt of this request
+                // executed it), or the answer was lost: plan again.
+                Ok(None) | Err(_) => back_off(sched, 0).await,
+            }
+        };
+        loop {
+            // Polling advances it, like cron.
+            let _ = p.redrive_advance(&id).await;
+            let state = match p.redrive_view(&id).await {
+                Ok(Some(v)) => v["state"].as_str().unwrap_or_default().to_string(),
+                _ => String::new(),
+            };
+            if state == "completed" || state == "stopped" {
+                break;
+            }
+            sleep_until(sched, sched.now_ms.get() + 1000).await;
+        }
+    }
+    redriven
+}
 
 /// Runs `script` under `sched` and checks every invariant. On a violation,
 /// returns it with the trace tail.
@@ -851,19 +1369,28 @@ pub fn run(
     sched: &Sched,
     mode: Mode,
 ) -> Result<RunReport, Violation> {
-    let w = World::new(cfg.clone(), bugs);
+    let mut w = World::new(cfg.clone(), bugs);
+    w.broker = Broker::new(script.queue_max_retries);
+    let w = w;
+    sched.outage.set(script.outage);
+    sched.now_ms.set(w.clock.0.get());
     let monitor = Monitor::new(script);
-    let mut report = RunReport::default();
+    let mut report = RunReport {
+        operator: Some(script.operator),
+        ..RunReport::default()
+    };
     let mut tasks: Vec<Task<'_>> = Vec::new();
     let mut next_id = 0usize;
     let finished_clients = Rc::new(Cell::new(0usize));
+    let finished_writers = Rc::new(Cell::new(0usize));
+    let redriven = Rc::new(Cell::new(0u64));
     // Deliveries in flight, and whether each client is waiting (Op::Settle).
     let in_flight = Rc::new(Cell::new(0usize));
-    let waiting: Vec<Rc<Cell<bool>>> = script
-        .docs
-        .iter()
+    // (One flag per document's client, then one for the operator.)
+    let waiting: Vec<Rc<Cell<bool>>> = (0..=script.docs.len())
         .map(|_| Rc::new(Cell::new(false)))
         .collect();
+    let operator_waits = waiting[script.docs.len()].clone();
 
     // Clients: one task per document, operations in order, each retried
     // until it is accepted (as an HTTP client would on a 5xx).
@@ -872,6 +1399,7 @@ pub fn run(
         let doc = DocId::parse(doc).expect("valid doc id");
         let ops = ops.clone();
         let done = finished_clients.clone();
+        let written = finished_writers.clone();
         let wait = waiting[k].clone();
         let in_flight = in_flight.clone();
         let broker = &w.broker;
@@ -902,8 +1430,10 @@ pub fn run(
                     if p.intake(std::slice::from_ref(&item)).await.is_ok() {
                         break;
                     }
+                    back_off(sched, attempt).await;
                 }
             }
+            written.set(written.get() + 1);
             done.set(done.get() + 1);
             TaskEnd::Done
         });
@@ -912,46 +1442,96 @@ pub fn run(
             id: next_id,
             fut,
             started_ms: T0,
-            message: None,
+            held: Held::Nothing,
             is_cron: false,
             is_client: true,
             client: Some(k),
         });
         next_id += 1;
     }
-    // The operator: deploys a smaller chunk size and starts a backfill to a
-    // new generation, retried until the request is answered.
-    if script.reindex {
-        let p = w.simulated_with(reindex_config(cfg), sched);
+    // The operator's requests, each its own client task.
+    let mut operator_tasks: Vec<TaskFuture<'_>> = Vec::new();
+    match script.operator {
+        Operator::None => {}
+        Operator::Reindex | Operator::ReindexTwice => {
+            let requests = if script.operator == Operator::ReindexTwice {
+                2
+            } else {
+                1
+            };
+            for _ in 0..requests {
+                let p = w.simulated_with(reindex_config(cfg), sched);
+                operator_tasks.push(Box::pin(async move {
+                    start_reindex(&p, sched).await;
+                    TaskEnd::Done
+                }));
+            }
+        }
+        Operator::ReindexCancel => {
+            let p = w.simulated_with(reindex_config(cfg), sched);
+            // At once in the exhaustive runs (their clock does not move while a task can run).
+            let wait_ms = match mode {
+                Mode::Sequential => 0,
+                Mode::Random => sched.rng.borrow_mut().below(40 * 60_000) as i64,
+            };
+            let w = &w;
+            operator_tasks.push(Box::pin(async move {
+                if mode == Mode::Sequential {
+                    // The exhaustive flow cancels a build, not a switch
+                    // that an empty index allows at once.
+                    while w.live_versions().values().all(Option::is_none) {
+                        operator_waits.set(true);
+                        YieldOnce(false).await;
+                    }
+                    operator_waits.set(false);
+                }
+                start_reindex(&p, sched).await;
+                let list = answered(sched, || p.backfills(1)).await;
+                let id = list
+                    .first()
+                    .and_then(|b| b["backfill_id"].as_str())
+                    .expect("the backfill started")
+                    .to_string();
+                sleep_until(sched, sched.now_ms.get() + wait_ms).await;
+                // Cancelled, or refused: it completed (or was cancelled by an
+                // earlier attempt whose answer was lost).
+                let _ = answered(sched, || p.backfill_transition(&id, "cancel")).await;
+                TaskEnd::Done
+            }));
+        }
+        Operator::Redrive => {
+            let p = w.simulated(sched);
+            let w = &w;
+            let writers = finished_writers.clone();
+            let total = script.docs.len();
+            let redriven = redriven.clone();
+            let in_flight = in_flight.clone();
+            operator_tasks.push(Box::pin(async move {
+                redriven.set(redrive(&p, w, sched, &writers, total, &in_flight).await);
+                TaskEnd::Done
+            }));
+        }
+    }
+    for fut in operator_tasks {
         let done = finished_clients.clone();
         let fut: TaskFuture<'_> = Box::pin(async move {
-            for attempt in 0.. {
-                assert!(attempt < 1000, "the backfill could never be started");
-                match p.start_backfill(&crate::pipeline::BackfillScope::Config, 1).await {
-                    Ok(Ok(_)) => break,
-                    // An earlier attempt started it (or even finished it:
-                    // the switch), then failed to answer.
-                    Ok(Err((_, "backfill_active" | "config_unchanged", _))) => break,
-                    Ok(Err(refusal)) => panic!("backfill refused: {refusal:?}"),
-                    Err(_) => continue,
-                }
-            }
+            let end = fut.await;
             done.set(done.get() + 1);
-            TaskEnd::Done
+            end
         });
         sched.clients.borrow_mut().insert(next_id);
         tasks.push(Task {
             id: next_id,
             fut,
             started_ms: T0,
-            message: None,
+            held: Held::Nothing,
             is_cron: false,
             is_client: true,
-            client: None,
+            client: Some(script.docs.len()),
         });
         next_id += 1;
     }
-    let clients = script.docs.len() + usize::from(script.reindex);
+    let clients = tasks.len();
     let waker = noop_waker();
     let mut cx = Context::from_waker(&waker);
 
@@ -959,22 +1539,31 @@ pub fn run(
     loop {
         report.steps += 1;
         if report.steps > STEPS_MAX {
-            return Err(Violation {
-                invariant: "I7",
-                detail: "the main phase did not finish".into(),
-            });
+            return Err(with_trace(
+                Violation {
+                    invariant: "I7",
+                    detail: format!(
+                        "the main phase did not finish ({} of {clients} clients done)",
+                        finished_clients.get()
+                    ),
+                },
+                sched,
+            ));
         }
         let now = w.clock.0.get();
+        sched.now_ms.set(now);
         let all_clients_done = finished_clients.get() == clients;
         let avail = w.broker.available(now);
-        let running_deliveries = tasks.iter().filter(|t| t.message.is_some()).count();
-        if all_clients_done && tasks.is_empty() && avail.is_empty() {
+        let dead_avail = w.broker.dead_available(now);
+        let running_deliveries = tasks.iter().filter(|t| t.is_delivery()).count();
+        if all_clients_done && tasks.is_empty() && avail.is_empty() && dead_avail.is_empty() {
             break;
         }
         // Pick the next step.
         enum Step {
             Poll(usize),
             Deliver(usize, bool),
+            DeliverDead(usize),
             Cron,
             Advance(i64),
         }
@@ -985,6 +1574,8 @@ pub fn run(
                     Step::Poll(i)
                 } else if let Some(&i) = avail.first() {
                     Step::Deliver(i, false)
+                } else if let Some(&i) = dead_avail.first() {
+                    Step::DeliverDead(i)
                 } else if let Some(at) = w.broker.earliest() {
                     Step::Advance(at - now)
                 } else if !tasks.is_empty() {
@@ -997,11 +1588,15 @@ pub fn run(
             Mode::Random => {
                 let mut rng = sched.rng.borrow_mut();
                 let r = rng.below(100);
+                let deliverable = avail.len() + dead_avail.len();
                 if !tasks.is_empty() && r < 60 {
                     Step::Poll(rng.below(tasks.len() as u64) as usize)
-                } else if !avail.is_empty() && running_deliveries < 3 && r < 85 {
-                    let i = avail[rng.below(avail.len() as u64) as usize];
-                    Step::Deliver(i, rng.chance(100))
+                } else if deliverable > 0 && running_deliveries < 3 && r < 85 {
+                    let k = rng.below(deliverable as u64) as usize;
+                    match avail.get(k) {
+                        Some(&i) => Step::Deliver(i, rng.chance(100)),
+                        None => Step::DeliverDead(dead_avail[k - avail.len()]),
+                    }
                 } else if r < 88 && !tasks.iter().any(|t| t.is_cron) {
                     Step::Cron
                 } else if rng.chance(50) {
@@ -1021,44 +1616,61 @@ pub fn run(
                 match polled {
                     Poll::Ready(end) => {
                         let t = tasks.remove(i);
-                        if t.message.is_some() {
+                        if t.is_delivery() {
                             in_flight.set(in_flight.get() - 1);
                         }
-                        if let TaskEnd::Delivered(m, outcome) = end {
-                            settle(&w, sched, m, outcome);
+                        if let TaskEnd::Delivered(outcome) = end {
+                            settle(&w, sched, t.held, outcome);
                         }
                     }
                     Poll::Pending if killed => {
                         report.crashes += 1;
                         let t = tasks.remove(i);
-                        if t.message.is_some() {
+                        if t.is_delivery() {
                             in_flight.set(in_flight.get() - 1);
                         }
-                        kill(&w, sched, t);
+                        kill(&w, sched, t.id, t.held);
                     }
                     Poll::Pending => {}
                 }
             }
             Step::Deliver(i, duplicate) => {
-                let (_, m) = if duplicate {
-                    report.duplicates += 1;
-                    w.broker.pending.borrow()[i].clone()
-                } else {
-                    w.broker.pending.borrow_mut().remove(i)
-                };
+                report.duplicates += u64::from(duplicate);
+                let q = Broker::take(&w.broker.pending, i, duplicate);
                 let p = w.simulated(sched);
-                let msg = m.clone();
+                let msg = q.msg.clone();
                 let fut: TaskFuture<'_> = Box::pin(async move {
                     let o = p.consume(&msg).await;
-                    let settled = p.settle(&msg.job_id, &msg, o).await;
-                    TaskEnd::Delivered(msg, settled)
+                    TaskEnd::Delivered(p.settle(&msg.job_id, &msg, o).await)
                 });
                 in_flight.set(in_flight.get() + 1);
                 tasks.push(Task {
                     id: next_id,
                     fut,
                     started_ms: now,
-                    message: Some(m),
+                    held: Held::Ingest(q),
+                    is_cron: false,
+                    is_client: false,
+                    client: None,
+                });
+                next_id += 1;
+            }
+            Step::DeliverDead(i) => {
+                let q = Broker::take(&w.broker.dead, i, false);
+                let p = w.simulated(sched);
+                let (msg, sent_ms) = (q.msg.clone(), q.sent_ms);
+                let fut: TaskFuture<'_> = Box::pin(async move {
+                    TaskEnd::Delivered(
+                        p.consume_dead_letter(&format!("dlq:{}", msg.job_id), Some(&msg), sent_ms)
+                            .await,
+                    )
+                });
+                in_flight.set(in_flight.get() + 1);
+                tasks.push(Task {
+                    id: next_id,
+                    fut,
+                    started_ms: now,
+                    held: Held::DeadLetter(q),
                     is_cron: false,
                     is_client: false,
                     client: None,
@@ -1075,7 +1687,7 @@ pub fn run(
                     id: next_id,
                     fut,
                     started_ms: now,
-                    message: None,
+                    held: Held::Nothing,
                     is_cron: true,
                     is_client: false,
                     client: None,
@@ -1092,10 +1704,10 @@ pub fn run(
                 tasks = alive;
                 for t in dead {
                     report.crashes += 1;
-                    if t.message.is_some() {
+                    if t.is_delivery() {
                         in_flight.set(in_flight.get() - 1);
                     }
-                    kill(&w, sched, t);
+                    kill(&w, sched, t.id, t.held);
                 }
             }
         }
@@ -1108,8 +1720,8 @@ pub fn run(
     }
 
     // ---- quiescence: random faults off (a single planned fault stays, so
-    // the exhaustive enumeration also covers the cron runs), deliver
-    // everything, run cron to a fixed point.
+    // the exhaustive enumeration also covers the cron runs; an outage lasts
+    // its span), deliver everything, run cron to a fixed point.
     if matches!(*sched.plan.borrow(), FaultPlan::Random { .. }) {
         *sched.plan.borrow_mut() = FaultPlan::None;
     }
@@ -1120,14 +1732,14 @@ pub fn run(
             sched.current_task.set(t.id);
             loop {
                 if let Poll::Ready(end) = t.fut.as_mut().poll(&mut cx) {
-                    if let TaskEnd::Delivered(m, outcome) = end {
-                        settle(&w, sched, m, outcome);
+                    if let TaskEnd::Delivered(outcome) = end {
+                        settle(&w, sched, t.held, outcome);
                     }
                     break;
                 }
                 if sched.killed.borrow_mut().remove(&t.id) {
                     report.crashes += 1;
-                    kill(&w, sched, t);
+                    kill(&w, sched, t.id, t.held);
                     break;
                 }
                 monitor.check_step(&w).map_err(|v| with_trace(v, sched))?;
@@ -1148,22 +1760,36 @@ pub fn run(
             if at > w.clock.0.get() {
                 w.clock.0.set(at);
             }
-            let i = w.broker.available(w.clock.0.get())[0];
-            let (_, m) = w.broker.pending.borrow_mut().remove(i);
+            let now = w.clock.0.get();
+            sched.now_ms.set(now);
             let p = w.simulated(sched);
             let id = next_id;
             next_id += 1;
-            let delivery = async {
-                let o = p.consume(&m).await;
-                p.settle(&m.job_id, &m, o).await
+            let (held, settled) = if let Some(&i) = w.broker.available(now).first() {
+                let q = Broker::take(&w.broker.pending, i, false);
+                let m = q.msg.clone();
+                let delivery = async {
+                    let o = p.consume(&m).await;
+                    p.settle(&m.job_id, &m, o).await
+                };
+                let settled = drive(sched, id, delivery, &mut |_| monitor.check_step(&w))
+                    .map_err(|v| with_trace(v, sched))?;
+                (Held::Ingest(q), settled)
+            } else {
+                let i = w.broker.dead_available(now)[0];
+                let q = Broker::take(&w.broker.dead, i, false);
+                let m = q.msg.clone();
+                let message_id = format!("dlq:{}", m.job_id);
+                let delivery = p.consume_dead_letter(&message_id, Some(&m), q.sent_ms);
+                let settled = drive(sched, id, delivery, &mut |_| monitor.check_step(&w))
+                    .map_err(|v| with_trace(v, sched))?;
+                (Held::DeadLetter(q), settled)
             };
-            match drive(sched, id, delivery, &mut |_| monitor.check_step(&w))
-                .map_err(|v| with_trace(v, sched))?
-            {
-                Some(settled) => settle(&w, sched, m, settled),
+            match settled {
+                Some(settled) => settle(&w, sched, held, settled),
                 None => {
                     report.crashes += 1;
-                    w.broker.push(m, w.clock.0.get() + CRASH_REDELIVERY_MS);
+                    kill(&w, sched, id, held);
                 }
             }
         }
@@ -1184,6 +1810,7 @@ pub fn run(
         // system is quiescent when a cron run finds nothing to do.
         w.clock
             .advance_ms(i64::from(cfg.job_lease_seconds.max(cfg.job_stall_seconds)) * 1000 + 1);
+        sched.now_ms.set(w.clock.0.get());
         let id = next_id;
         next_id += 1;
         let did = drive(sched, id, w.simulated(sched).repair(), &mut |_| {
@@ -1196,6 +1823,7 @@ pub fn run(
             && w.broker.is_empty()
             && w.unfinished_jobs() == 0
             && w.open_backfills() == 0
+            && !sched.in_outage()
         {
             break;
         }
@@ -1216,21 +1844,68 @@ pub fn run(
             sched,
         ));
     }
-    // I6: D1 equals the fault-free run of the same inputs.
-    let reference = reference_dump(script, cfg, bugs);
-    let dump = w.canonical_dump();
-    if dump != reference {
-        let diff = first_difference(&reference, &dump);
+    // I9: no dead letter is lost, and every job that ended failed or dead
+    // has its evidence archived as such.
+    if let Some(m) = w.broker.lost.borrow().first() {
         return Err(with_trace(
             Violation {
-                invariant: "I6",
-                detail: diff,
+                invariant: "I9",
+                detail: format!("the dead-letter queue dropped the letter of {}", m.job_id),
             },
             sched,
         ));
     }
+    if let Some(job) = w.failed_jobs_without_evidence().first() {
+        return Err(with_trace(
+            Violation {
+                invariant: "I9",
+                detail: format!("job {job} ended failed or dead with no archived evidence"),
+            },
+            sched,
+        ));
+    }
+    report.dead_letters = w.broker.dead_log.borrow().len() as u64;
+    match script.operator {
+        Operator::Redrive => {
+            // R: every document indexed, every redrive item accounted for.
+            report.redriven = redriven.get();
+            w.check_redrives(script).map_err(|v| with_trace(v, sched))?;
+        }
+        op => {
+            // I6: D1 equals the fault-free run of the same inputs (for a
+            // cancel, of whichever came first).
+            let reference = match op {
+                Operator::None => Reference::Clients,
+                Operator::ReindexCancel if w.backfill_cancelled() => {
+                    report.cancelled = 1;
+                    Reference::Cancelled
+                }
+                _ => Reference::Reindexed,
+            };
+            let expected = reference_dump(script, reference, cfg, bugs);
+            let dump = w.canonical_dump();
+            if dump != expected {
+                let mut diff = first_difference(&expected, &dump);
+                if op != Operator::None {
+                    let g: Vec<serde_json::Value> =
+                        w.db.inspect("SELECT generation, state FROM generations", vec![]);
+                    let b: Vec<serde_json::Value> =
+                        w.db.inspect("SELECT state, to_generation FROM backfills", vec![]);
+                    diff.push_str(&format!(" (against the {reference:?} reference; generations {g:?}, backfills {b:?})"));
+                }
+                return Err(with_trace(
+                    Violation {
+                        invariant: "I6",
+                        detail: diff,
+                    },
+                    sched,
+                ));
+            }
+        }
+    }
     report.calls = sched.calls.get();
     report.faults = sched.faults_injected.get();
+    report.outage_faults = sched.outage_faults.get();
     report.injected = sched.injected.borrow().clone();
     report.kinds_seen = sched.kinds_seen.borrow().clone();
     Ok(report)
@@ -1262,25 +1937,40 @@ fn drive<T>(
     }
 }
 
-/// Applies a settled delivery to the broker (the acknowledgement itself
+/// Applies a settled delivery to its queue (the acknowledgement itself
 /// can fail: then the message is redelivered, as Queues would).
-fn settle(w: &World, sched: &Sched, m: JobMessage, settled: Settle) {
+fn settle(w: &World, sched: &Sched, held: Held, settled: Settle) {
     let now = w.clock.0.get();
+    let again = |q: Queued, at: i64, dead: bool| {
+        if dead {
+            w.broker.redeliver_dead(q, at)
+        } else {
+            w.broker.redeliver(q, at)
+        }
+    };
+    let (q, dead) = match held {
+        Held::Nothing => return,
+        Held::Ingest(q) => (q, false),
+        Held::DeadLetter(q) => (q, true),
+    };
     match settled {
         Settle::Ack => {
             if sched.ack_fault().is_some() {
-                w.broker.push(m, now + CRASH_REDELIVERY_MS);
+                again(q, now + CRASH_REDELIVERY_MS, dead);
             }
         }
-        Settle::Retry { delay_seconds } => w.broker.push(m, now + i64::from(delay_seconds) * 1000),
+        Settle::Retry { delay_seconds } => again(q, now + i64::from(delay_seconds) * 1000, dead),
     }
 }
 
 /// A task died: its message (if any) comes back after the visibility timeout.
-fn kill(w: &World, sched: &Sched, t: Task<'_>) {
-    sched.trace.borrow_mut().push(format!("task {} died", t.id));
-    if let Some(m) = t.message {
-        w.broker.push(m, w.clock.0.get() + CRASH_REDELIVERY_MS);
+fn kill(w: &World, sched: &Sched, id: usize, held: Held) {
+    sched.trace.borrow_mut().push(format!("task {id} died"));
+    let at = w.clock.0.get() + CRASH_REDELIVERY_MS;
+    match held {
+        Held::Nothing => {}
+        Held::Ingest(q) => w.broker.redeliver(q, at),
+        Held::DeadLetter(q) => w.broker.redeliver_dead(q, at),
     }
 }
 
@@ -1312,11 +2002,11 @@ fn first_difference(a: &str, b: &str) -> String {
 }
 
 /// The canonical dump of a fault-free, sequential run of the same script.
-pub fn reference_dump(script: &Script, cfg: &Config, bugs: Bugs) -> String {
+fn reference_dump(script: &Script, reference: Reference, cfg: &Config, bugs: Bugs) -> String {
     thread_local! {
         static CACHE: RefCell<BTreeMap<String, String>> = RefCell::new(BTreeMap::new());
     }
-    let key = format!("{script:?}{cfg:?}{bugs:?}");
+    let key = format!("{:?}{reference:?}{cfg:?}{bugs:?}", script.docs);
     if let Some(d) = CACHE.with(|c| c.borrow().get(&key).cloned()) {
         return d;
     }
@@ -1329,10 +2019,10 @@ pub fn reference_dump(script: &Script, cfg: &Config, bugs: Bugs) -> String {
                 w.clock.0.set(at);
             }
             let i = w.broker.available(w.clock.0.get())[0];
-            let (_, m) = w.broker.pending.borrow_mut().remove(i);
-            let o = futures::executor::block_on(p.consume(&m));
-            let settled = futures::executor::block_on(p.settle(&m.job_id, &m, o));
-            settle(&w, &sched, m, settled);
+            let q = Broker::take(&w.broker.pending, i, false);
+            let o = futures::executor::block_on(p.consume(&q.msg));
+            let settled = futures::executor::block_on(p.settle(&q.msg.job_id, &q.msg, o));
+            settle(&w, &sched, Held::Ingest(q), settled);
         }
     };
     for (doc, ops) in &script.docs {
@@ -1354,7 +2044,7 @@ pub fn reference_dump(script: &Script, cfg: &Config, bugs: Bugs) -> String {
             futures::executor::block_on(p.intake(&[item])).unwrap();
         }
     }
-    if script.reindex {
+    if reference == Reference::Reindexed {
         let p2 = w.simulated_with(reindex_config(cfg), &sched);
         futures::executor::block_on(p2.start_backfill(&crate::pipeline::BackfillScope::Config, 1))
             .expect("no fault")
@@ -1364,9 +2054,22 @@ pub fn reference_dump(script: &Script, cfg: &Config, bugs: Bugs) -> String {
         deliver_all();
         w.clock
             .advance_ms(i64::from(cfg.job_lease_seconds.max(cfg.job_stall_seconds)) * 1000 + 1);
-        if !futures::executor::block_on(p.repair()).did_work() && w.broker.is_empty() && w.open_backfills() == 0 {
+        if !futures::executor::block_on(p.repair()).did_work()
+            && w.broker.is_empty()
+            && w.open_backfills() == 0
+        {
             break;
         }
+    }
+    if reference == Reference::Cancelled {
+        // A cancelled backfill leaves its generation retired, with no rows,
+        // and everything else as if it had never started.
+        let cfg2 = reindex_config(cfg).index_config();
+        futures::executor::block_on(w.db.execute(Stmt::new(
+            "INSERT INTO generations (generation, index_config, state, created_at, updated_at) VALUES (2, ?1, 'retired', 0, 0)",
+            vec![cfg2.into()],
+        )))
+        .expect("the generation row");
     }
     let d = w.canonical_dump();
     CACHE.with(|c| c.borrow_mut().insert(key, d.clone()));
@@ -1395,14 +2098,34 @@ fn text(rng: &mut Rng) -> String {
     s
 }
 
-/// A random script: 1–3 documents, each with 1–4 operations (puts and
-/// deletes), so versions of one document and a delete run interleaved.
+/// A random script: 1–3 documents (4–5 for a redrive), each with 1–4 operations (puts and
+/// deletes), so versions of one document and a delete run interleaved; an
+/// operator in some; an outage of one port in some; in some, queues that
+/// give up on a message after a few deliveries (so that live jobs' messages
+/// reach the dead-letter queue).
 pub fn random_script(seed: u64) -> Script {
     let mut rng = Rng::new(seed.wrapping_mul(31).wrapping_add(7));
-    let docs = 1 + rng.below(3);
+    let operator = match rng.below(100) {
+        0..=54 => Operator::None,
+        55..=69 => Operator::Reindex,
+        70..=79 => Operator::ReindexTwice,
+        80..=89 => Operator::ReindexCancel,
+        _ => Operator::Redrive,
+    };
+    // A redrive has letters beyond its canaries (3), to send in batches.
+    let docs = if operator == Operator::Redrive {
+        4 + rng.below(2)
+    } else {
+        1 + rng.below(3)
+    };
     let mut out = Vec::new();
     for d in 0..docs {
-        let n = 1 + rng.below(4);
+        // A redrive's documents are written once: any later version is a re-run.
+        let n = if operator == Operator::Redrive {
+            1
+        } else {
+            1 + rng.below(4)
+        };
         let mut ops = Vec::new();
         for i in 0..n {
             if i > 0 && rng.chance(300) {
@@ -1416,8 +2139,37 @@ pub fn random_script(seed: u64) -> Script {
         }
         out.push((format!("doc-{d}"), ops));
     }
-    let reindex = rng.chance(300);
-    Script { docs: out, reindex }
+    let minute = 60_000;
+    let outage = if operator == Operator::Redrive {
+        Some(Outage {
+            port: Port::Embed,
+            from_ms: T0,
+            until_ms: T0 + (30 + rng.below(30) as i64) * minute,
+        })
+    } else if rng.chance(250) {
+        let port = Port::ALL[rng.below(4) as usize];
+        let from_ms = T0 + rng.below(10 * minute as u64) as i64;
+        // Under an hour (the production retry window), with a margin.
+        let until_ms = from_ms + minute + rng.below(54 * minute as u64) as i64;
+        Some(Outage {
+            port,
+            from_ms,
+            until_ms,
+        })
+    } else {
+        None
+    };
+    let queue_max_retries = if rng.chance(300) {
+        3
+    } else {
+        QUEUE_MAX_RETRIES
+    };
+    Script {
+        docs: out,
+        operator,
+        outage,
+        queue_max_retries,
+    }
 }
 
 /// The three flows the exhaustive enumeration covers.
@@ -1431,18 +2183,26 @@ pub fn flow(name: &str) -> Script {
         "update" => vec![Op::Put(v1), Op::Settle, Op::Put(v2)],
         "delete" => vec![Op::Put(v1), Op::Settle, Op::Delete],
         "overtake" => vec![Op::Put(v1), Op::Put(v2)],
-        "reindex" => vec![Op::Put(v1), Op::Settle, Op::Put(v2)],
+        "reindex" | "cancel" => vec![Op::Put(v1), Op::Settle, Op::Put(v2)],
         other => panic!("unknown flow {other}"),
     };
     Script {
-        reindex: name == "reindex",
-        docs: vec![("doc".into(), ops)],
+        operator: match name {
+            "reindex" => Operator::Reindex,
+            "cancel" => Operator::ReindexCancel,
+            _ => Operator::None,
+        },
+        ..Script::clients(vec![("doc".into(), ops)])
     }
 }
 
 /// `single`: one version; `update`: v1 indexed, then v2 replaces it;
-/// `delete`: v1 indexed, then deleted; `overtake`: v2 arrives before v1 ran.
-pub const FLOWS: [&str; 5] = ["single", "update", "delete", "overtake", "reindex"];
+/// `delete`: v1 indexed, then deleted; `overtake`: v2 arrives before v1 ran;
+/// `reindex`: an update during a backfill to a new generation; `cancel`:
+/// the same backfill, cancelled by the operator.
+pub const FLOWS: [&str; 6] = [
+    "single", "update", "delete", "overtake", "reindex", "cancel",
+];
 
 /// Runs a flow sequentially (the exhaustive enumeration's schedule).
 pub fn run_flow(

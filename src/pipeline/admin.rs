@@ -9,6 +9,7 @@
 //! sweeps. A letter whose version is no longer the latest (superseded) or is
 //! already live is skipped.
 
+use super::bugs::Bug;
 use super::{log_event, Pipeline, RepairReport};
 use crate::core::ids::{job_id, sha256_hex, DocId};
 use crate::ports::{
@@ -174,16 +175,31 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
     }
 
     /// Archives a dead-lettered message with a snapshot of its job. Idempotent.
-    pub async fn archive_dead_letter(&self, message_id: &str, msg: &JobMessage) -> Result<(), PortError> {
-        self.record_dead_letter(sql::DEAD_LETTER_ARCHIVE, message_id, msg).await
+    pub async fn archive_dead_letter(
+        &self,
+        message_id: &str,
+        msg: &JobMessage,
+    ) -> Result<(), PortError> {
+        self.record_dead_letter(sql::DEAD_LETTER_ARCHIVE, message_id, msg)
+            .await
     }
 
     /// The dead-letter consumer's receipt of a letter already archived.
-    pub(super) async fn confirm_dead_letter(&self, message_id: &str, msg: &JobMessage) -> Result<(), PortError> {
-        self.record_dead_letter(sql::DEAD_LETTER_CONFIRM, message_id, msg).await
+    pub(super) async fn confirm_dead_letter(
+        &self,
+        message_id: &str,
+        msg: &JobMessage,
+    ) -> Result<(), PortError> {
+        self.record_dead_letter(sql::DEAD_LETTER_CONFIRM, message_id, msg)
+            .await
     }
 
-    async fn record_dead_letter(&self, statement: &'static str, message_id: &str, msg: &JobMessage) -> Result<(), PortError> {
+    async fn record_dead_letter(
+        &self,
+        statement: &'static str,
+        message_id: &str,
+        msg: &JobMessage,
+    ) -> Result<(), PortError> {
         let params = vec![
             msg.job_id.as_str().into(),
             message_id.into(),
@@ -245,7 +261,14 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         let rows: Vec<Candidate> = self
             .store
             .db
-            .query(Stmt::new(sql::REDRIVE_CANDIDATES, params))
+            .query(Stmt::new(
+                if self.bugs.has(Bug::RedriveOverlaps) {
+                    super::bugs::sql::REDRIVE_CANDIDATES_OVERLAPPING
+                } else {
+                    sql::REDRIVE_CANDIDATES
+                },
+                params,
+            ))
             .await?;
         let matched = rows.len();
         let mut eligible = Vec::new();
@@ -255,9 +278,17 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             // The plan id changes whenever what the redrive would do changes.
             fingerprint.push_str(&format!(
                 "|{}:{}:{:?}:{:?}:{}:{:?}",
-                c.job_id, c.last_seen, c.latest_version, c.live_version, c.redriven, c.job_state_now
+                c.job_id,
+                c.last_seen,
+                c.latest_version,
+                c.live_version,
+                c.redriven,
+                c.job_state_now
             ));
-            let in_flight = matches!(c.job_state_now.as_deref(), Some("queued" | "running" | "up_for_retry"));
+            let in_flight = matches!(
+                c.job_state_now.as_deref(),
+                Some("queued" | "running" | "up_for_retry")
+            );
             let why = match (c.latest_version, c.live_version) {
                 _ if c.redriven > 0 => Some("already_redriven"),
                 _ if in_flight => Some("in_flight"),
@@ -419,7 +450,12 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                 // Skipped canaries prove nothing: with no canary that ran
                 // and succeeded, the batches are not sent.
                 return self
-                    .stop(redrive_id, now, "no_canary_evidence", json!({ "canaries": canaries.len() }))
+                    .stop(
+                        redrive_id,
+                        now,
+                        "no_canary_evidence",
+                        json!({ "canaries": canaries.len() }),
+                    )
                     .await;
             } else {
                 self.set_state(redrive_id, "running", None, now).await?;
@@ -466,7 +502,13 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             return self.audit(redrive_id, now, "completed", json!({})).await;
         }
         let mut sent = 0;
-        let phase = to_send.first().map_or("batch", |i| if i.phase == "canary" { "canary" } else { "batch" });
+        let phase = to_send.first().map_or("batch", |i| {
+            if i.phase == "canary" {
+                "canary"
+            } else {
+                "batch"
+            }
+        });
         for it in to_send {
             if self.rerun_item(redrive_id, it).await?.is_some() {
                 sent += 1;
@@ -474,10 +516,24 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                 // Not re-run: the version is no longer the latest (or
                 // another advance sent the item: then it is not pending, and
                 // this changes nothing).
-                self.set_item(redrive_id, &it.letter_job_id, "pending", "skipped", None, None).await?;
+                self.set_item(
+                    redrive_id,
+                    &it.letter_job_id,
+                    "pending",
+                    "skipped",
+                    None,
+                    None,
+                )
+                .await?;
             }
         }
-        self.audit(redrive_id, now, "sent", json!({ "items": sent, "phase": phase })).await
+        self.audit(
+            redrive_id,
+            now,
+            "sent",
+            json!({ "items": sent, "phase": phase }),
+        )
+        .await
     }
 
     /// Re-runs `version` of `doc_id` as a new version with the same content,
@@ -497,14 +553,42 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         doc_id: &str,
         version: u32,
     ) -> Result<Option<(u32, String)>, PortError> {
-        self.rerun(doc_id, version, sql::REPAIR_RERUN_ADVANCE, None).await
+        self.rerun(doc_id, version, sql::REPAIR_RERUN_ADVANCE, None)
+            .await
     }
 
     /// Re-runs a redrive item's letter, and marks the item `sent` with its
     /// job, in one batch; `None` if the item was no longer pending (another
     /// advance took it) or the version is no longer the latest.
-    async fn rerun_item(&self, redrive_id: &str, it: &ItemRow) -> Result<Option<(u32, String)>, PortError> {
-        self.rerun(&it.doc_id, it.version, sql::REDRIVE_RERUN_ADVANCE, Some((redrive_id, &it.letter_job_id))).await
+    async fn rerun_item(
+        &self,
+        redrive_id: &str,
+        it: &ItemRow,
+    ) -> Result<Option<(u32, String)>, PortError> {
+        if self.bugs.has(Bug::RedriveSendInTwoSteps) {
+            let rerun = self
+                .rerun(&it.doc_id, it.version, sql::RERUN_ADVANCE, None)
+                .await?;
+            if let Some((version, job)) = &rerun {
+                self.set_item(
+                    redrive_id,
+                    &it.letter_job_id,
+                    "pending",
+                    "sent",
+                    Some(job),
+                    Some(*version),
+                )
+                .await?;
+            }
+            return Ok(rerun);
+        }
+        self.rerun(
+            &it.doc_id,
+            it.version,
+            sql::REDRIVE_RERUN_ADVANCE,
+            Some((redrive_id, &it.letter_job_id)),
+        )
+        .await
     }
 
     /// `item`: the redrive item this re-run is for (its advance is then

@@ -12,10 +12,13 @@
 //! retained (and still written) until it is retired, so the switch can be
 //! rolled back; retiring turns its chunk rows into cleanup intents.
 
+use super::bugs::Bug;
 use super::{log_event, Pipeline};
 use crate::core::failure::FailureBucket;
 use crate::core::ids::{job_id, DocId};
-use crate::ports::{Clock, Database, Embedder, JobMessage, JobQueue, PortError, SqlValue, Stmt, VectorIndex};
+use crate::ports::{
+    Clock, Database, Embedder, JobMessage, JobQueue, PortError, SqlValue, Stmt, VectorIndex,
+};
 use crate::store::{json_array, sql};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -86,7 +89,11 @@ struct DocRow {
 impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D, V, E, Q, C> {
     /// `GET /v1/admin/generations`.
     pub async fn generations_view(&self) -> Result<Value, PortError> {
-        let rows: Vec<Value> = self.store.db.query(Stmt::new(sql::GENERATIONS_LIST, vec![])).await?;
+        let rows: Vec<Value> = self
+            .store
+            .db
+            .query(Stmt::new(sql::GENERATIONS_LIST, vec![]))
+            .await?;
         let ours = self.cfg.index_config();
         let mut active = Value::Null;
         let gens: Vec<Value> = rows
@@ -111,34 +118,73 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
 
     /// Makes a retained generation active again (a rollback, or forward
     /// again after one). `Ok(Err(..))`: refused.
-    pub async fn activate_generation(&self, generation: u32) -> Result<Result<Value, Refusal>, PortError> {
+    pub async fn activate_generation(
+        &self,
+        generation: u32,
+    ) -> Result<Result<Value, Refusal>, PortError> {
         let Some(state) = self.generation_state(generation).await? else {
-            return Ok(Err((404, "generation_not_found", format!("no generation {generation}"))));
+            return Ok(Err((
+                404,
+                "generation_not_found",
+                format!("no generation {generation}"),
+            )));
         };
         if state != "retained" {
-            return Ok(Err((409, "generation_not_retained", format!("generation {generation} is {state}, not retained"))));
+            return Ok(Err((
+                409,
+                "generation_not_retained",
+                format!("generation {generation} is {state}, not retained"),
+            )));
         }
         if !self.switch_to(generation, None).await? {
-            return Ok(Err((409, "generation_incomplete", format!("generation {generation} lacks vectors of live documents"))));
+            return Ok(Err((
+                409,
+                "generation_incomplete",
+                format!("generation {generation} lacks vectors of live documents"),
+            )));
         }
         Ok(Ok(self.generations_view().await?))
     }
 
     /// Retires a retained or abandoned generation: cron deletes its vectors.
-    pub async fn retire_generation(&self, generation: u32) -> Result<Result<Value, Refusal>, PortError> {
+    pub async fn retire_generation(
+        &self,
+        generation: u32,
+    ) -> Result<Result<Value, Refusal>, PortError> {
         let Some(state) = self.generation_state(generation).await? else {
-            return Ok(Err((404, "generation_not_found", format!("no generation {generation}"))));
+            return Ok(Err((
+                404,
+                "generation_not_found",
+                format!("no generation {generation}"),
+            )));
         };
         let now = self.clock.now_ms();
-        let changed = self.store.db.execute(Stmt::new(sql::GENERATION_RETIRE, vec![generation.into(), SqlValue::Int(now)])).await?;
+        let changed = self
+            .store
+            .db
+            .execute(Stmt::new(
+                sql::GENERATION_RETIRE,
+                vec![generation.into(), SqlValue::Int(now)],
+            ))
+            .await?;
         if changed == 0 && !matches!(state.as_str(), "retiring" | "retired") {
-            return Ok(Err((409, "generation_in_use", format!("generation {generation} is {state}; only a retained or abandoned one retires"))));
+            return Ok(Err((
+                409,
+                "generation_in_use",
+                format!(
+                    "generation {generation} is {state}; only a retained or abandoned one retires"
+                ),
+            )));
         }
         Ok(Ok(self.generations_view().await?))
     }
 
     async fn generation_state(&self, generation: u32) -> Result<Option<String>, PortError> {
-        let rows: Vec<Value> = self.store.db.query(Stmt::new(sql::GENERATIONS_LIST, vec![])).await?;
+        let rows: Vec<Value> = self
+            .store
+            .db
+            .query(Stmt::new(sql::GENERATIONS_LIST, vec![]))
+            .await?;
         Ok(rows
             .iter()
             .find(|r| r["generation"].as_u64() == Some(u64::from(generation)))
@@ -159,7 +205,10 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             Stmt::new(sql::GENERATION_SWITCH_ACTIVATE, p()),
         ];
         if let Some(id) = backfill {
-            stmts.push(Stmt::new(sql::BACKFILL_COMPLETE, vec![id.into(), now.clone()]));
+            stmts.push(Stmt::new(
+                sql::BACKFILL_COMPLETE,
+                vec![id.into(), now.clone()],
+            ));
         }
         let changes = self.store.db.batch(stmts).await?;
         let switched = changes.get(2).copied().unwrap_or(0) > 0;
@@ -171,38 +220,84 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
 
     /// `POST /v1/documents/{doc_id}/reindex`: the live version re-run as a
     /// new version through the queue. Returns (new version, job id).
-    pub async fn reindex_document(&self, doc_id: &str) -> Result<Result<(u32, String), Refusal>, PortError> {
-        let rows: Vec<DocRow> = self.store.db.query(Stmt::new(sql::DOCUMENT_VIEWS, vec![json_array(&[doc_id]).into()])).await?;
+    pub async fn reindex_document(
+        &self,
+        doc_id: &str,
+    ) -> Result<Result<(u32, String), Refusal>, PortError> {
+        let rows: Vec<DocRow> = self
+            .store
+            .db
+            .query(Stmt::new(
+                sql::DOCUMENT_VIEWS,
+                vec![json_array(&[doc_id]).into()],
+            ))
+            .await?;
         let Some(d) = rows.into_iter().next() else {
             return Ok(Err((404, "document_not_found", "no such document".into())));
         };
         // A latest version that failed (not live) is re-run itself: the
         // client's way to resubmit it.
-        let latest_failed = matches!(d.job_state.as_deref(), Some("failed" | "dead")) && d.live_version.is_none_or(|l| l < d.latest_version);
+        let latest_failed = matches!(d.job_state.as_deref(), Some("failed" | "dead"))
+            && d.live_version.is_none_or(|l| l < d.latest_version);
         if latest_failed {
             return match self.rerun_version(doc_id, d.latest_version).await? {
                 Some(done) => Ok(Ok(done)),
-                None => Ok(Err((409, "document_indexing", "a newer version arrived meanwhile".into()))),
+                None => Ok(Err((
+                    409,
+                    "document_indexing",
+                    "a newer version arrived meanwhile".into(),
+                ))),
             };
         }
         let (Some(live), Some(0)) = (d.live_version, d.live_is_delete) else {
-            return Ok(Err((409, "document_not_indexed", "the document has no live version to reindex".into())));
+            return Ok(Err((
+                409,
+                "document_not_indexed",
+                "the document has no live version to reindex".into(),
+            )));
         };
         if d.latest_version != live {
-            return Ok(Err((409, "document_indexing", format!("version {} is being indexed; it will use the current configuration", d.latest_version))));
+            return Ok(Err((
+                409,
+                "document_indexing",
+                format!(
+                    "version {} is being indexed; it will use the current configuration",
+                    d.latest_version
+                ),
+            )));
         }
         match self.rerun_live_version(doc_id, live).await? {
             Some(done) => Ok(Ok(done)),
-            None => Ok(Err((409, "document_indexing", "a newer version arrived meanwhile".into()))),
+            None => Ok(Err((
+                409,
+                "document_indexing",
+                "a newer version arrived meanwhile".into(),
+            ))),
         }
     }
 
     /// `POST /v1/admin/reindex`: starts a backfill and enqueues its first page.
-    pub async fn start_backfill(&self, scope: &BackfillScope, page_size: u32) -> Result<Result<Value, Refusal>, PortError> {
-        let open: Vec<Value> = self.store.db.query(Stmt::new(sql::BACKFILL_RUNNING, vec![])).await?;
-        let paused: Vec<Value> = self.store.db.query(Stmt::new(sql::BACKFILLS_LIST, vec![SqlValue::Int(20)])).await?;
+    pub async fn start_backfill(
+        &self,
+        scope: &BackfillScope,
+        page_size: u32,
+    ) -> Result<Result<Value, Refusal>, PortError> {
+        let open: Vec<Value> = self
+            .store
+            .db
+            .query(Stmt::new(sql::BACKFILL_RUNNING, vec![]))
+            .await?;
+        let paused: Vec<Value> = self
+            .store
+            .db
+            .query(Stmt::new(sql::BACKFILLS_LIST, vec![SqlValue::Int(20)]))
+            .await?;
         if !open.is_empty() || paused.iter().any(|b| b["state"] == "paused") {
-            return Ok(Err((409, "backfill_active", "a backfill is running or paused: cancel or finish it first".into())));
+            return Ok(Err((
+                409,
+                "backfill_active",
+                "a backfill is running or paused: cancel or finish it first".into(),
+            )));
         }
         let now = self.clock.now_ms();
         let (scope_name, filter) = match scope {
@@ -210,88 +305,175 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             BackfillScope::Filter(f) => ("filter", Some(Value::Object(f.clone()).to_string())),
             BackfillScope::Config => ("config", None),
         };
-        let (mut from, mut to) = (None, None);
+        let (mut from, mut to, mut config) = (None, None, None);
+        let mut stmts = Vec::new();
         if *scope == BackfillScope::Config {
-            let active = self.store.active_generation().await?.ok_or(PortError::new(FailureBucket::Internal, "no_active_generation"))?;
+            let active = self.store.active_generation().await?.ok_or(PortError::new(
+                FailureBucket::Internal,
+                "no_active_generation",
+            ))?;
             let ours = self.cfg.index_config();
             if active.index_config.is_empty() || active.index_config == ours {
-                return Ok(Err((409, "config_unchanged", "the running configuration is the active generation's".into())));
+                return Ok(Err((
+                    409,
+                    "config_unchanged",
+                    "the running configuration is the active generation's".into(),
+                )));
             }
-            let created: Vec<Value> = self.store.db.query(Stmt::new(sql::GENERATION_CREATE, vec![ours.as_str().into(), SqlValue::Int(now)])).await?;
-            let generation = match created.first().and_then(|r| r["generation"].as_u64()) {
-                Some(g) => g as u32,
-                None => {
-                    // One is being built already, with no open backfill (a
-                    // start that failed after creating it): build it if it
-                    // is this configuration's. A cancelled backfill's is
-                    // abandoned, not building.
-                    let building = self.store.target_generations().await?.into_iter().find(|g| g.state == "building");
-                    match building {
-                        Some(g) if g.index_config == ours => g.generation,
-                        _ => return Ok(Err((409, "generation_building", "another generation is being built".into()))),
-                    }
+            // The generation and its backfill are written in one batch, so
+            // that no generation is ever building without a backfill (a
+            // start that failed between the two left one behind, which a
+            // retry then found with the configuration already active).
+            // One being built already, without a backfill (left by an older
+            // release), is built if it is this configuration's.
+            let targets = self.store.target_generations().await?;
+            let generation = match targets.iter().find(|g| g.state == "building") {
+                Some(g) if g.index_config == ours => g.generation,
+                Some(_) => {
+                    return Ok(Err((
+                        409,
+                        "generation_building",
+                        "another generation is being built".into(),
+                    )))
                 }
+                None => self.store.generation_max().await? + 1,
             };
+            stmts.push(Stmt::new(
+                sql::GENERATION_CREATE,
+                vec![
+                    ours.as_str().into(),
+                    SqlValue::Int(now),
+                    generation.into(),
+                    active.generation.into(),
+                ],
+            ));
             from = Some(active.generation);
             to = Some(generation);
+            config = Some(ours);
         }
         let id = backfill_id(now, scope_name, filter.as_deref(), to);
-        let inserted = self
-            .store
-            .db
-            .execute(Stmt::new(
-                sql::BACKFILL_INSERT,
-                vec![id.as_str().into(), scope_name.into(), filter.into(), from.into(), to.into(), page_size.into(), SqlValue::Int(now)],
-            ))
-            .await?;
-        if inserted == 0 {
-            // Another backfill started meanwhile (a concurrent or retried
-            // request). The generation is abandoned only if no open backfill
-            // builds it: it may be that one's.
-            if let Some(g) = to {
-                self.store.db.execute(Stmt::new(sql::GENERATION_ABANDON_UNCLAIMED, vec![g.into(), SqlValue::Int(now)])).await?;
+        stmts.push(Stmt::new(
+            sql::BACKFILL_INSERT,
+            vec![
+                id.as_str().into(),
+                scope_name.into(),
+                filter.into(),
+                from.into(),
+                to.into(),
+                page_size.into(),
+                SqlValue::Int(now),
+                config.into(),
+            ],
+        ));
+        let inserted = if self.bugs.has(Bug::GenerationBeforeBackfill) {
+            // The generation, then (in another call) the backfill.
+            let mut last = 0;
+            for stmt in stmts {
+                last = self.store.db.execute(stmt).await?;
             }
-            return Ok(Err((409, "backfill_active", "a backfill is running or paused".into())));
+            last
+        } else {
+            self.store
+                .db
+                .batch(stmts)
+                .await?
+                .last()
+                .copied()
+                .unwrap_or(0)
+        };
+        if inserted == 0 {
+            // Another start (a concurrent or retried request) won: it
+            // started a backfill, or even finished it.
+            return Ok(Err((
+                409,
+                "backfill_active",
+                "a backfill was started meanwhile".into(),
+            )));
         }
-        log_event("backfill_started", json!({ "backfill_id": id, "scope": scope_name, "generation": to }));
+        log_event(
+            "backfill_started",
+            json!({ "backfill_id": id, "scope": scope_name, "generation": to }),
+        );
         self.advance_backfill_page(&id, true).await?;
         Ok(Ok(self.backfill_view(&id).await?.unwrap_or(Value::Null)))
     }
 
     /// Pause, resume or cancel. `Ok(None)`: no such backfill.
-    pub async fn backfill_transition(&self, id: &str, action: &str) -> Result<Option<Result<Value, Refusal>>, PortError> {
-        let Some(b) = self.backfill_row(id).await? else { return Ok(None) };
+    pub async fn backfill_transition(
+        &self,
+        id: &str,
+        action: &str,
+    ) -> Result<Option<Result<Value, Refusal>>, PortError> {
+        let Some(b) = self.backfill_row(id).await? else {
+            return Ok(None);
+        };
         let (to, from): (&str, &[&str]) = match action {
             "pause" => ("paused", &["running"]),
             "resume" => ("running", &["paused"]),
             _ => ("cancelled", &["running", "paused"]),
         };
         let now = self.clock.now_ms();
-        let changed = self
-            .store
-            .db
-            .execute(Stmt::new(sql::BACKFILL_SET_STATE, vec![id.into(), to.into(), SqlValue::Int(now), json_array(from).into()]))
-            .await?;
-        if changed == 0 {
-            return Ok(Some(Err((409, "backfill_state", format!("a {} backfill cannot {action}", b.state)))));
+        let mut stmts = vec![Stmt::new(
+            sql::BACKFILL_SET_STATE,
+            vec![
+                id.into(),
+                to.into(),
+                SqlValue::Int(now),
+                json_array(from).into(),
+            ],
+        )];
+        // A cancel gives up the generation in the same batch: a crash
+        // between the two would leave it building for good, written by
+        // every index job and never switched to.
+        if let (true, Some(g)) = (to == "cancelled", b.to_generation) {
+            stmts.push(Stmt::new(
+                sql::GENERATION_ABANDON,
+                vec![g.into(), SqlValue::Int(now), id.into()],
+            ));
         }
-        if to == "cancelled" {
-            if let Some(g) = b.to_generation {
-                self.store.db.execute(Stmt::new(sql::GENERATION_ABANDON, vec![g.into(), SqlValue::Int(now)])).await?;
+        let changed = if self.bugs.has(Bug::CancelInTwoSteps) {
+            // The state change, then the rest only if it applied.
+            let mut changed = Vec::new();
+            for stmt in stmts {
+                changed.push(self.store.db.execute(stmt).await?);
+                if changed.first() == Some(&0) {
+                    break;
+                }
             }
+            changed
+        } else {
+            self.store.db.batch(stmts).await?
+        };
+        if changed.first().copied().unwrap_or(0) == 0 {
+            return Ok(Some(Err((
+                409,
+                "backfill_state",
+                format!("a {} backfill cannot {action}", b.state),
+            ))));
         }
         log_event("backfill_state", json!({ "backfill_id": id, "state": to }));
-        Ok(Some(Ok(self.backfill_view(id).await?.unwrap_or(Value::Null))))
+        Ok(Some(Ok(self
+            .backfill_view(id)
+            .await?
+            .unwrap_or(Value::Null))))
     }
 
     async fn backfill_row(&self, id: &str) -> Result<Option<BackfillRow>, PortError> {
-        Ok(self.store.db.query(Stmt::new(sql::BACKFILL_GET, vec![id.into()])).await?.into_iter().next())
+        Ok(self
+            .store
+            .db
+            .query(Stmt::new(sql::BACKFILL_GET, vec![id.into()]))
+            .await?
+            .into_iter()
+            .next())
     }
 
     /// The progress view. At every moment `enqueued = done + pending +
     /// failed` and `remaining = pending + not_enqueued`.
     pub async fn backfill_view(&self, id: &str) -> Result<Option<Value>, PortError> {
-        let Some(b) = self.backfill_row(id).await? else { return Ok(None) };
+        let Some(b) = self.backfill_row(id).await? else {
+            return Ok(None);
+        };
         Ok(Some(self.view_of(&b).await?))
     }
 
@@ -299,21 +481,35 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         let c: Counts = self
             .store
             .db
-            .query(Stmt::new(sql::BACKFILL_COUNTS, vec![b.backfill_id.as_str().into()]))
+            .query(Stmt::new(
+                sql::BACKFILL_COUNTS,
+                vec![b.backfill_id.as_str().into()],
+            ))
             .await?
             .into_iter()
             .next()
-            .unwrap_or(Counts { enqueued: 0, done: 0, failed: 0 });
+            .unwrap_or(Counts {
+                enqueued: 0,
+                done: 0,
+                failed: 0,
+            });
         let total: u64 = self
             .store
             .db
-            .query::<CountRow>(Stmt::new(sql::BACKFILL_TOTAL, vec![b.filter.clone().into()]))
+            .query::<CountRow>(Stmt::new(
+                sql::BACKFILL_TOTAL,
+                vec![b.filter.clone().into()],
+            ))
             .await?
             .first()
             .map_or(0, |r| r.n);
         let pending = c.enqueued.saturating_sub(c.done + c.failed);
         let open = matches!(b.state.as_str(), "running" | "paused");
-        let not_enqueued = if open { total.saturating_sub(c.enqueued) } else { 0 };
+        let not_enqueued = if open {
+            total.saturating_sub(c.enqueued)
+        } else {
+            0
+        };
         Ok(json!({
             "backfill_id": b.backfill_id,
             "scope": b.scope,
@@ -334,7 +530,14 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
 
     /// `GET /v1/admin/reindex`: the latest backfills, newest first.
     pub async fn backfills(&self, limit: usize) -> Result<Vec<Value>, PortError> {
-        let rows: Vec<BackfillRow> = self.store.db.query(Stmt::new(sql::BACKFILLS_LIST, vec![SqlValue::Int(limit as i64)])).await?;
+        let rows: Vec<BackfillRow> = self
+            .store
+            .db
+            .query(Stmt::new(
+                sql::BACKFILLS_LIST,
+                vec![SqlValue::Int(limit as i64)],
+            ))
+            .await?;
         let mut out = Vec::with_capacity(rows.len());
         for b in &rows {
             out.push(self.view_of(b).await?);
@@ -353,7 +556,14 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
     /// pages, as many as `subrequests` allow at its own page size. Returns
     /// (pages enqueued, subrequests they may have cost).
     pub async fn advance_backfills(&self, subrequests: u64) -> Result<(u64, u64), PortError> {
-        let Some(b) = self.store.db.query::<BackfillRow>(Stmt::new(sql::BACKFILL_RUNNING, vec![])).await?.into_iter().next() else {
+        let Some(b) = self
+            .store
+            .db
+            .query::<BackfillRow>(Stmt::new(sql::BACKFILL_RUNNING, vec![]))
+            .await?
+            .into_iter()
+            .next()
+        else {
             return Ok((0, 0));
         };
         let cost = Self::backfill_page_cost(b.page_size);
@@ -378,7 +588,9 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
     /// at the end of a pass, complete it (scope `config`: switch) or start
     /// another pass. Returns whether it enqueued a page.
     async fn advance_backfill_page(&self, id: &str, may_enqueue: bool) -> Result<bool, PortError> {
-        let Some(b) = self.backfill_row(id).await? else { return Ok(false) };
+        let Some(b) = self.backfill_row(id).await? else {
+            return Ok(false);
+        };
         if b.state != "running" {
             return Ok(false);
         }
@@ -388,14 +600,22 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             .db
             .query(Stmt::new(
                 sql::BACKFILL_PAGE,
-                vec![b.cursor.as_str().into(), b.filter.clone().into(), b.to_generation.into(), b.page_size.into()],
+                vec![
+                    b.cursor.as_str().into(),
+                    b.filter.clone().into(),
+                    b.to_generation.into(),
+                    b.page_size.into(),
+                ],
             ))
             .await?;
         if !page.is_empty() && !may_enqueue {
             return Ok(false);
         }
         if let Some(last) = page.last() {
-            let cursor = Stmt::new(sql::BACKFILL_CURSOR, vec![id.into(), last.doc_id.as_str().into(), SqlValue::Int(now)]);
+            let cursor = Stmt::new(
+                sql::BACKFILL_CURSOR,
+                vec![id.into(), last.doc_id.as_str().into(), SqlValue::Int(now)],
+            );
             match b.to_generation {
                 Some(g) => {
                     // Jobs, items and cursor in one batch, then the sends
@@ -403,7 +623,9 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                     let mut jobs = Vec::with_capacity(page.len());
                     let mut messages = Vec::with_capacity(page.len());
                     for d in &page {
-                        let Ok(doc) = DocId::parse(&d.doc_id) else { continue };
+                        let Ok(doc) = DocId::parse(&d.doc_id) else {
+                            continue;
+                        };
                         let job = job_id(&doc, d.version, &format!("build-g{g}"), b.passes);
                         jobs.push(json!({ "job": job, "doc": d.doc_id, "version": d.version }));
                         messages.push(JobMessage::new(job, d.doc_id.clone(), d.version));
@@ -412,14 +634,23 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                     self.store
                         .db
                         .batch(vec![
-                            Stmt::new(sql::BUILD_JOBS_INSERT, vec![SqlValue::Int(now), g.into(), jobs.as_str().into()]),
-                            Stmt::new(sql::BACKFILL_ITEMS_INSERT, vec![id.into(), b.passes.into(), jobs.into()]),
+                            Stmt::new(
+                                sql::BUILD_JOBS_INSERT,
+                                vec![SqlValue::Int(now), g.into(), jobs.as_str().into()],
+                            ),
+                            Stmt::new(
+                                sql::BACKFILL_ITEMS_INSERT,
+                                vec![id.into(), b.passes.into(), jobs.into()],
+                            ),
                             cursor,
                         ])
                         .await?;
                     for batch in messages.chunks(100) {
                         if let Err(e) = self.queue.send_batch(batch).await {
-                            log_event("enqueue_deferred", json!({ "bucket": e.bucket.as_str(), "code": e.code, "jobs": batch.len() }));
+                            log_event(
+                                "enqueue_deferred",
+                                json!({ "bucket": e.bucket.as_str(), "code": e.code, "jobs": batch.len() }),
+                            );
                         }
                     }
                 }
@@ -428,14 +659,22 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                     // the cursor moves re-runs those documents once more.
                     let mut items = Vec::new();
                     for d in &page {
-                        if let Some((_, job)) = self.rerun_live_version(&d.doc_id, d.version).await? {
+                        if let Some((_, job)) =
+                            self.rerun_live_version(&d.doc_id, d.version).await?
+                        {
                             items.push(json!({ "doc": d.doc_id, "job": job }));
                         }
                     }
                     let items = Value::Array(items).to_string();
                     self.store
                         .db
-                        .batch(vec![Stmt::new(sql::BACKFILL_ITEMS_INSERT, vec![id.into(), b.passes.into(), items.into()]), cursor])
+                        .batch(vec![
+                            Stmt::new(
+                                sql::BACKFILL_ITEMS_INSERT,
+                                vec![id.into(), b.passes.into(), items.into()],
+                            ),
+                            cursor,
+                        ])
                         .await?;
                 }
             }
@@ -448,12 +687,30 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         }
         match b.to_generation {
             None => {
-                self.store.db.execute(Stmt::new(sql::BACKFILL_COMPLETE, vec![id.into(), SqlValue::Int(now)])).await?;
+                self.store
+                    .db
+                    .execute(Stmt::new(
+                        sql::BACKFILL_COMPLETE,
+                        vec![id.into(), SqlValue::Int(now)],
+                    ))
+                    .await?;
             }
-            Some(g) if self.store.active_generation().await?.is_some_and(|a| a.generation == g) => {
+            Some(g)
+                if self
+                    .store
+                    .active_generation()
+                    .await?
+                    .is_some_and(|a| a.generation == g) =>
+            {
                 // Switched already (by a run that ended before completing
                 // it, or a rollback and forth): complete.
-                self.store.db.execute(Stmt::new(sql::BACKFILL_COMPLETE, vec![id.into(), SqlValue::Int(now)])).await?;
+                self.store
+                    .db
+                    .execute(Stmt::new(
+                        sql::BACKFILL_COMPLETE,
+                        vec![id.into(), SqlValue::Int(now)],
+                    ))
+                    .await?;
             }
             Some(g) => {
                 let gaps: Gaps = self
@@ -463,7 +720,11 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                     .await?
                     .into_iter()
                     .next()
-                    .unwrap_or(Gaps { missing: 1, unstaged: 0, building: 0 });
+                    .unwrap_or(Gaps {
+                        missing: 1,
+                        unstaged: 0,
+                        building: 0,
+                    });
                 if gaps.unstaged > 0 || gaps.building > 0 {
                     // Jobs still writing: look again on the next run.
                     return Ok(false);
@@ -474,13 +735,30 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                     let failed = json_array(&["running"]);
                     self.store
                         .db
-                        .execute(Stmt::new(sql::BACKFILL_SET_STATE, vec![id.into(), "failed".into(), SqlValue::Int(now), failed.into()]))
+                        .execute(Stmt::new(
+                            sql::BACKFILL_SET_STATE,
+                            vec![
+                                id.into(),
+                                "failed".into(),
+                                SqlValue::Int(now),
+                                failed.into(),
+                            ],
+                        ))
                         .await?;
-                    log_event("backfill_failed", json!({ "backfill_id": id, "missing": gaps.missing, "passes": b.passes }));
+                    log_event(
+                        "backfill_failed",
+                        json!({ "backfill_id": id, "missing": gaps.missing, "passes": b.passes }),
+                    );
                 } else {
                     // Documents still missing (a failed build, or indexed
                     // before the generation existed): another pass.
-                    self.store.db.execute(Stmt::new(sql::BACKFILL_NEXT_PASS, vec![id.into(), SqlValue::Int(now)])).await?;
+                    self.store
+                        .db
+                        .execute(Stmt::new(
+                            sql::BACKFILL_NEXT_PASS,
+                            vec![id.into(), SqlValue::Int(now)],
+                        ))
+                        .await?;
                 }
             }
         }
@@ -492,8 +770,18 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
     /// left is retired. Returns the rows turned into intents.
     pub async fn retire_generations(&self, limit: usize) -> Result<u64, PortError> {
         let now = SqlValue::Int(self.clock.now_ms());
-        let n = self.store.db.execute(Stmt::new(sql::RETIRE_INTENTS, vec![now.clone(), SqlValue::Int(limit as i64)])).await?;
-        self.store.db.execute(Stmt::new(sql::GENERATIONS_RETIRED, vec![now])).await?;
+        let n = self
+            .store
+            .db
+            .execute(Stmt::new(
+                sql::RETIRE_INTENTS,
+                vec![now.clone(), SqlValue::Int(limit as i64)],
+            ))
+            .await?;
+        self.store
+            .db
+            .execute(Stmt::new(sql::GENERATIONS_RETIRED, vec![now]))
+            .await?;
         Ok(n)
     }
 }
@@ -505,5 +793,9 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
 fn backfill_id(now: i64, scope: &str, filter: Option<&str>, generation: Option<u32>) -> String {
     const NAMESPACE: uuid::Uuid = uuid::Uuid::from_u128(0x2b5e_91c4_0d3a_4e6f_8a17_c3f0_5d92_1b84);
     let g = generation.map_or(String::new(), |g| g.to_string());
-    uuid::Uuid::new_v5(&NAMESPACE, format!("{now}\u{0}{scope}\u{0}{}\u{0}{g}", filter.unwrap_or("")).as_bytes()).to_string()
+    uuid::Uuid::new_v5(
+        &NAMESPACE,
+        format!("{now}\u{0}{scope}\u{0}{}\u{0}{g}", filter.unwrap_or("")).as_bytes(),
+    )
+    .to_string()
 }

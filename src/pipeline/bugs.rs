@@ -19,16 +19,37 @@ pub enum Bug {
     ServeUnfiltered,
     /// Removes cleanup intents before the index delete succeeded.
     IntentRemovedBeforeDelete,
+    /// A cancel marks the backfill cancelled, then abandons its generation
+    /// in a second call (a failure between leaves the generation building).
+    CancelInTwoSteps,
+    /// A config reindex creates its generation, then records its backfill
+    /// in a second call (a failure between leaves a generation building
+    /// with no backfill).
+    GenerationBeforeBackfill,
+    /// A redrive's plan counts a letter as redriven only once an item of it
+    /// was sent, not while one waits in an active redrive.
+    RedriveOverlaps,
+    /// A redrive item's re-run, then its move to `sent`, as two calls: a
+    /// concurrent advance marks it skipped in between.
+    RedriveSendInTwoSteps,
+    /// The dead-letter consumer acknowledges a letter Queues forwarded
+    /// without archiving it.
+    DeadLetterNotArchived,
 }
 
 impl Bug {
-    pub const ALL: [Bug; 6] = [
+    pub const ALL: [Bug; 11] = [
         Bug::DeleteBeforeReplace,
         Bug::FlipWithoutCas,
         Bug::SweepIgnoresLease,
         Bug::UpsertBeforeStage,
         Bug::ServeUnfiltered,
         Bug::IntentRemovedBeforeDelete,
+        Bug::CancelInTwoSteps,
+        Bug::GenerationBeforeBackfill,
+        Bug::RedriveOverlaps,
+        Bug::RedriveSendInTwoSteps,
+        Bug::DeadLetterNotArchived,
     ];
 }
 
@@ -73,4 +94,13 @@ LIMIT ?2";
     /// `ServeUnfiltered`: chunks by vector id, live or not.
     pub const CHUNKS_BY_VECTOR_ID: &str = "\
 SELECT vector_id, doc_id, version, chunk_index, text, generation FROM chunks WHERE vector_id IN (SELECT value FROM json_each(?1)) AND ?2 IS NOT NULL";
+    /// `RedriveOverlaps`: pending items of active redrives do not count.
+    pub const REDRIVE_CANDIDATES_OVERLAPPING: &str = "\
+SELECT l.job_id, l.doc_id, l.version, l.failure_bucket, l.last_seen, d.latest_version, d.live_version,
+       (SELECT count(*) FROM redrive_items i WHERE i.letter_job_id = l.job_id AND i.state IN ('sent', 'succeeded')) AS redriven,
+       (SELECT j.state FROM jobs j WHERE j.job_id = l.job_id) AS job_state_now
+FROM dead_letters l LEFT JOIN documents d ON d.doc_id = l.doc_id
+WHERE (?1 IS NULL OR l.failure_bucket = ?1) AND (?2 IS NULL OR l.last_seen >= ?2) AND (?3 IS NULL OR l.last_seen <= ?3)
+  AND (?4 IS NULL OR l.doc_id IN (SELECT value FROM json_each(?4)))
+ORDER BY l.job_id LIMIT ?5";
 }

@@ -61,7 +61,10 @@ use std::collections::BTreeMap;
 fn is_stale(job: &ConsumeRow) -> bool {
     if job.build_generation.is_some() {
         // A build writes the live version into a generation still written.
-        let written = matches!(job.build_generation_state.as_deref(), Some("building" | "active" | "retained"));
+        let written = matches!(
+            job.build_generation_state.as_deref(),
+            Some("building" | "active" | "retained")
+        );
         return job.live_version != Some(job.version) || !written;
     }
     job.version < job.latest_version || job.live_version.is_some_and(|l| l >= job.version)
@@ -189,10 +192,19 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         let outcome = match self.store.consume_load(&msg.job_id).await {
             Ok(Some(job)) if job.doc_id == msg.doc_id && job.version == msg.version => {
                 match job.state.as_str() {
-                    "succeeded" | "superseded" => ConsumeOutcome::Ack { reason: "already_final" },
-                    "failed" | "dead" => ConsumeOutcome::DeadLetter { reason: "already_failed" },
+                    "succeeded" | "superseded" => ConsumeOutcome::Ack {
+                        reason: "already_final",
+                    },
+                    "failed" | "dead" => ConsumeOutcome::DeadLetter {
+                        reason: "already_failed",
+                    },
                     "running" => {
-                        let usage = UsageSnapshot { d1: 2, queue: 1, peak: 3, ..UsageSnapshot::default() };
+                        let usage = UsageSnapshot {
+                            d1: 2,
+                            queue: 1,
+                            peak: 3,
+                            ..UsageSnapshot::default()
+                        };
                         match self
                             .store
                             .job_end_failed(
@@ -208,14 +220,22 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                             .await
                         {
                             Ok(()) => ConsumeOutcome::DeadLetter { reason: "crashed" },
-                            Err(_) => ConsumeOutcome::Retry { delay_seconds: self.cfg.retry_base_delay_seconds },
+                            Err(_) => ConsumeOutcome::Retry {
+                                delay_seconds: self.cfg.retry_base_delay_seconds,
+                            },
                         }
                     }
-                    _ => ConsumeOutcome::Retry { delay_seconds: self.cfg.claim_busy_retry_seconds },
+                    _ => ConsumeOutcome::Retry {
+                        delay_seconds: self.cfg.claim_busy_retry_seconds,
+                    },
                 }
             }
-            Ok(_) => ConsumeOutcome::Ack { reason: "unknown_job" },
-            Err(_) => ConsumeOutcome::Retry { delay_seconds: self.cfg.retry_base_delay_seconds },
+            Ok(_) => ConsumeOutcome::Ack {
+                reason: "unknown_job",
+            },
+            Err(_) => ConsumeOutcome::Retry {
+                delay_seconds: self.cfg.retry_base_delay_seconds,
+            },
         };
         log_event(
             "consume_crashed",
@@ -287,10 +307,26 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             Ok(Progress::Checkpoint) => self.checkpoint(msg, done.get(), usage).await,
             Err(e) => {
                 // An attempt that wrote pages made progress: its window starts now.
-                let before = if claim.step == "staged" { claim.chunks_done } else { 0 };
+                let before = if claim.step == "staged" {
+                    claim.chunks_done
+                } else {
+                    0
+                };
                 let progressed = done.get() > before;
-                let failing_since = if progressed { None } else { claim.failing_since };
-                self.fail_attempt(&job, claim.attempts, failing_since, done.get(), e, usage).await
+                let failing_since = if progressed {
+                    None
+                } else {
+                    crate::core::failure::failing_run_start(
+                        claim.failing_since,
+                        claim.last_failed_at,
+                        self.clock.now_ms(),
+                        self.cfg
+                            .retry_max_delay_seconds
+                            .saturating_add(self.cfg.job_lease_seconds),
+                    )
+                };
+                self.fail_attempt(&job, claim.attempts, failing_since, done.get(), e, usage)
+                    .await
             }
         }
     }
@@ -300,7 +336,9 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
     /// at most the queues' 24 h.
     fn busy_retry_delay(&self, lease_until: Option<i64>, now: i64) -> u32 {
         let left_seconds = lease_until.map_or(0, |l| ((l - now).max(0) + 999) / 1000 + 1);
-        u32::try_from(left_seconds).unwrap_or(u32::MAX).clamp(self.cfg.claim_busy_retry_seconds, 86_400)
+        u32::try_from(left_seconds)
+            .unwrap_or(u32::MAX)
+            .clamp(self.cfg.claim_busy_retry_seconds, 86_400)
     }
 
     async fn supersede(&self, job: &ConsumeRow, now: i64) -> Result<ConsumeOutcome, PortError> {
@@ -365,7 +403,10 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         }
         if job.kind == "index" {
             let chunk_count = if claim.step == "staged" {
-                claim.rows_total.ok_or(PortError::new(FailureBucket::Internal, "rows_total_missing"))?
+                claim.rows_total.ok_or(PortError::new(
+                    FailureBucket::Internal,
+                    "rows_total_missing",
+                ))?
             } else {
                 // 2. stage: the generations to write, the text, one staging batch.
                 if !budget.allows(usage, self.clock.now_ms(), 3, CONSUME_RESERVE) {
@@ -401,7 +442,15 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         let at_commit = usage.snapshot(1, 0);
         if job.build_generation.is_some() {
             // A build ends the job only: the version is live already.
-            self.store.build_finish(&job.job_id, &job.doc_id, job.version, self.clock.now_ms(), &at_commit).await?;
+            self.store
+                .build_finish(
+                    &job.job_id,
+                    &job.doc_id,
+                    job.version,
+                    self.clock.now_ms(),
+                    &at_commit,
+                )
+                .await?;
             return Ok(Progress::Committed);
         }
         let live = self
@@ -447,12 +496,23 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         // generations, or a new one): it adopts what its vectors were made
         // with, else this Worker's; this staging already chunks by it.
         let ours = self.cfg.index_config();
-        let adopt = match generations.iter().any(|g| g.generation == 1 && g.index_config.is_empty()) {
-            true => Some(self.store.adoptable_config().await?.unwrap_or_else(|| ours.clone())),
+        let adopt = match generations
+            .iter()
+            .any(|g| g.generation == 1 && g.index_config.is_empty())
+        {
+            true => Some(
+                self.store
+                    .adoptable_config()
+                    .await?
+                    .unwrap_or_else(|| ours.clone()),
+            ),
             false => None,
         };
         if let Some(config) = &adopt {
-            for g in generations.iter_mut().filter(|g| g.generation == 1 && g.index_config.is_empty()) {
+            for g in generations
+                .iter_mut()
+                .filter(|g| g.generation == 1 && g.index_config.is_empty())
+            {
                 g.index_config = config.clone();
             }
         }
@@ -464,9 +524,15 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         if targets.is_empty() {
             // The configured embedder made none of the generations in use:
             // a deploy (or a backfill to a new generation) fixes it.
-            return Err(PortError::new(FailureBucket::IndexMisconfigured, "generation_embedder_mismatch"));
+            return Err(PortError::new(
+                FailureBucket::IndexMisconfigured,
+                "generation_embedder_mismatch",
+            ));
         }
-        let text = self.store.load_text(&job.doc_id, job.version, job.part_count).await?;
+        let text = self
+            .store
+            .load_text(&job.doc_id, job.version, job.part_count)
+            .await?;
         #[cfg(feature = "panic-probe")]
         if let Some(at) = text.find("PANIC-PROBE") {
             // Test builds only: a panic whose message quotes the document,
@@ -474,33 +540,47 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             let quoted: String = text[at..].chars().take(200).collect();
             panic!("panic probe in {}: {quoted}", job.doc_id);
         }
-        let content_type =
-            ContentType::parse(&job.content_type).ok_or(PortError::new(FailureBucket::InputInvalid, "content_type"))?;
+        let content_type = ContentType::parse(&job.content_type)
+            .ok_or(PortError::new(FailureBucket::InputInvalid, "content_type"))?;
         // Per target: its generation, chunks, IDs and hashes.
         let mut per_target = Vec::with_capacity(targets.len());
         for g in &targets {
-            let chunker =
-                self.cfg.chunking_of(&g.index_config).ok_or(PortError::new(FailureBucket::Internal, "generation_config"))?;
+            let chunker = self
+                .cfg
+                .chunking_of(&g.index_config)
+                .ok_or(PortError::new(FailureBucket::Internal, "generation_config"))?;
             let chunks = chunker.chunk(&text, content_type);
-            let ids: Vec<String> = chunks.iter().map(|c| vector_id_in(doc_id, job.version, c.index, g.generation)).collect();
+            let ids: Vec<String> = chunks
+                .iter()
+                .map(|c| vector_id_in(doc_id, job.version, c.index, g.generation))
+                .collect();
             if ids.iter().any(|id| id.len() > self.cfg.vector_id_bytes_max) {
-                return Err(PortError::new(FailureBucket::InputInvalid, "vector_id_too_long"));
+                return Err(PortError::new(
+                    FailureBucket::InputInvalid,
+                    "vector_id_too_long",
+                ));
             }
-            let hashes: Vec<String> = chunks.iter().map(|c| sha256_hex(c.text.as_bytes())).collect();
+            let hashes: Vec<String> = chunks
+                .iter()
+                .map(|c| sha256_hex(c.text.as_bytes()))
+                .collect();
             per_target.push((g.generation, chunks, ids, hashes));
         }
         let staged: Vec<StagedChunk> = per_target
             .iter()
             .flat_map(|(g, chunks, ids, hashes)| {
-                chunks.iter().zip(ids.iter().zip(hashes)).map(move |(c, (id, h))| StagedChunk {
-                    g: *g,
-                    i: c.index,
-                    id,
-                    s: c.start,
-                    e: c.end,
-                    h,
-                    t: c.text,
-                })
+                chunks
+                    .iter()
+                    .zip(ids.iter().zip(hashes))
+                    .map(move |(c, (id, h))| StagedChunk {
+                        g: *g,
+                        i: c.index,
+                        id,
+                        s: c.start,
+                        e: c.end,
+                        h,
+                        t: c.text,
+                    })
             })
             .collect();
         if self.bugs.has(Bug::UpsertBeforeStage) {
@@ -515,25 +595,44 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                 .await?
                 .into_iter()
                 .zip(ids)
-                .map(|(values, id)| VectorRecord { id: id.clone(), values, metadata: metadata.clone() })
+                .map(|(values, id)| VectorRecord {
+                    id: id.clone(),
+                    values,
+                    metadata: metadata.clone(),
+                })
                 .collect();
             self.index.upsert(&records).await?;
         }
         // The version's own chunk count and configuration: those of the
         // generation search serves (the first target if this Worker does not
         // write the active one).
-        let recorded = targets.iter().position(|g| g.state == "active").unwrap_or(0);
-        let (recorded_chunks, recorded_config) = match (per_target.get(recorded), targets.get(recorded)) {
-            (Some((_, chunks, _, _)), Some(g)) => (chunks.len(), g.index_config.clone()),
-            _ => return Err(PortError::new(FailureBucket::Internal, "no_target")),
-        };
+        let recorded = targets
+            .iter()
+            .position(|g| g.state == "active")
+            .unwrap_or(0);
+        let (recorded_chunks, recorded_config) =
+            match (per_target.get(recorded), targets.get(recorded)) {
+                (Some((_, chunks, _, _)), Some(g)) => (chunks.len(), g.index_config.clone()),
+                _ => return Err(PortError::new(FailureBucket::Internal, "no_target")),
+            };
         let stage = Staging {
             rows: &staged,
-            version_chunks: job.build_generation.is_none().then_some((recorded_chunks, recorded_config.as_str())),
+            version_chunks: job
+                .build_generation
+                .is_none()
+                .then_some((recorded_chunks, recorded_config.as_str())),
             adopt_config: adopt.as_deref(),
             build_generation: job.build_generation,
         };
-        self.store.stage_chunks(&job.job_id, &job.doc_id, job.version, &stage, self.clock.now_ms()).await
+        self.store
+            .stage_chunks(
+                &job.job_id,
+                &job.doc_id,
+                job.version,
+                &stage,
+                self.clock.now_ms(),
+            )
+            .await
     }
 
     /// Steps 3 and 4 for the chunks from `from` on: reads a page of staged
@@ -550,7 +649,13 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
     ) -> Result<u32, PortError> {
         let mut rows = self
             .store
-            .consume_page(&job.doc_id, job.version, from, self.cfg.upsert_batch_size, job.build_generation)
+            .consume_page(
+                &job.doc_id,
+                job.version,
+                from,
+                self.cfg.upsert_batch_size,
+                job.build_generation,
+            )
             .await?;
         if rows.is_empty() {
             // The version's chunk count promises rows the ledger does not hold.
@@ -753,7 +858,9 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
     ) -> Result<ConsumeOutcome, PortError> {
         let now = self.clock.now_ms();
         let failing_for_seconds = failing_since.map_or(0, |since| (now - since).max(0) / 1000);
-        let decision = self.retry_policy().decide(e.bucket, &job.job_id, attempt, failing_for_seconds);
+        let decision =
+            self.retry_policy()
+                .decide(e.bucket, &job.job_id, attempt, failing_for_seconds);
         log_event(
             "job_attempt_failed",
             json!({ "job_id": job.job_id, "attempt": attempt, "bucket": e.bucket.as_str(), "code": e.code,
@@ -769,6 +876,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                         now,
                         next_at,
                         chunks_done,
+                        failing_since.unwrap_or(now),
                         &usage.snapshot(1, 0),
                     )
                     .await?;

@@ -171,7 +171,11 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock>
                 .await
                 .map_err(IntakeError::Port)?
             {
-                let hash = if r.latest_failed != 0 { String::new() } else { r.content_hash };
+                let hash = if r.latest_failed != 0 {
+                    String::new()
+                } else {
+                    r.content_hash
+                };
                 latest.insert(r.doc_id, (r.latest_version, hash, r.is_delete != 0));
             }
         }

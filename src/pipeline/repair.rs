@@ -226,7 +226,10 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         // 1b. retire: rows of retiring generations become intents (drained next).
         if allows(&mut report, 2) {
             meter.spend(2);
-            match self.retire_generations(self.cfg.cron_abandoned_chunks_max).await {
+            match self
+                .retire_generations(self.cfg.cron_abandoned_chunks_max)
+                .await
+            {
                 Ok(n) => {
                     report.generation_rows_retired = n;
                     report.budget_hit |= n as usize >= self.cfg.cron_abandoned_chunks_max;
@@ -281,15 +284,12 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                     }
                     if r.attempts >= self.cfg.job_attempts_max {
                         meter.spend(2);
-                        match self
-                            .store
-                            .job_stalled_dead(&r, now)
-                            .await
-                        {
+                        match self.store.job_stalled_dead(&r, now).await {
                             Ok(()) => {
                                 report.jobs_dead += 1;
                                 // Its evidence, like any dead-lettered job's.
-                                let msg = JobMessage::new(r.job_id.clone(), r.doc_id.clone(), r.version);
+                                let msg =
+                                    JobMessage::new(r.job_id.clone(), r.doc_id.clone(), r.version);
                                 if let Err(e) = self
                                     .archive_dead_letter(&format!("cron:{}", r.job_id), &msg)
                                     .await

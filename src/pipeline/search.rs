@@ -55,22 +55,27 @@ fn matches_exactly(req: &SearchRequest, row: &LiveChunkRow) -> bool {
     if req.metadata.is_empty() {
         return true;
     }
-    let metadata: serde_json::Map<String, serde_json::Value> =
-        row.metadata.as_deref().and_then(|m| serde_json::from_str(m).ok()).unwrap_or_default();
+    let metadata: serde_json::Map<String, serde_json::Value> = row
+        .metadata
+        .as_deref()
+        .and_then(|m| serde_json::from_str(m).ok())
+        .unwrap_or_default();
     req.metadata.iter().all(|(k, v)| metadata.get(k) == Some(v))
 }
 
 impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D, V, E, Q, C> {
     pub async fn search(&self, req: &SearchRequest) -> Result<Vec<SearchHit>, PortError> {
         // Search serves exactly one generation: the active one.
-        let active = self
-            .store
-            .active_generation()
-            .await?
-            .ok_or(PortError::new(FailureBucket::Internal, "no_active_generation"))?;
+        let active = self.store.active_generation().await?.ok_or(PortError::new(
+            FailureBucket::Internal,
+            "no_active_generation",
+        ))?;
         if !self.cfg.embeds_like(&active.index_config) {
             // The query would be embedded by another model than the vectors.
-            return Err(PortError::new(FailureBucket::IndexMisconfigured, "generation_embedder_mismatch"));
+            return Err(PortError::new(
+                FailureBucket::IndexMisconfigured,
+                "generation_embedder_mismatch",
+            ));
         }
         let query = std::slice::from_ref(&req.query);
         let retries = self.cfg.search_retries_max;
@@ -99,7 +104,12 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
 
     /// Of the index's candidates, in order, the live chunks of the active
     /// generation that match the request exactly, at most `top_k`.
-    async fn serve(&self, req: &SearchRequest, generation: u32, matches: Vec<crate::ports::VectorMatch>) -> Result<Vec<SearchHit>, PortError> {
+    async fn serve(
+        &self,
+        req: &SearchRequest,
+        generation: u32,
+        matches: Vec<crate::ports::VectorMatch>,
+    ) -> Result<Vec<SearchHit>, PortError> {
         if matches.is_empty() {
             return Ok(Vec::new());
         }
@@ -113,7 +123,9 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             .collect();
         let mut hits = Vec::new();
         for m in matches {
-            let Some(row) = live.remove(&m.id) else { continue };
+            let Some(row) = live.remove(&m.id) else {
+                continue;
+            };
             if !matches_exactly(req, &row) {
                 continue;
             }

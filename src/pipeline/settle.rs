@@ -25,26 +25,39 @@ pub enum Settle {
 }
 
 /// Delay before a dead letter that could not be archived is tried again:
-/// half its age, within [`DLQ_RETRY_DELAY_MIN_SECONDS`, `RETRY_MAX_DELAY_SECONDS`].
+/// half its age, within [`DLQ_RETRY_DELAY_MIN_SECONDS`, `DEAD_LETTER_RETRY_MAX_DELAY_SECONDS`].
 /// Queues counts at most 100 deliveries; growing by half the age each time,
 /// 100 of them span about 90 hours at a one-hour cap.
 pub const DLQ_RETRY_DELAY_MIN_SECONDS: u32 = 60;
 
 pub fn dead_letter_retry_delay(age_ms: i64, max_delay_seconds: u32) -> u32 {
     let half_age = u32::try_from((age_ms.max(0) / 1000) / 2).unwrap_or(u32::MAX);
-    half_age.clamp(DLQ_RETRY_DELAY_MIN_SECONDS, max_delay_seconds.max(DLQ_RETRY_DELAY_MIN_SECONDS))
+    half_age.clamp(
+        DLQ_RETRY_DELAY_MIN_SECONDS,
+        max_delay_seconds.max(DLQ_RETRY_DELAY_MIN_SECONDS),
+    )
 }
 
 impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D, V, E, Q, C> {
     /// Settles an ingest delivery (`message_id`) as `outcome` says.
-    pub async fn settle(&self, message_id: &str, msg: &JobMessage, outcome: ConsumeOutcome) -> Settle {
+    pub async fn settle(
+        &self,
+        message_id: &str,
+        msg: &JobMessage,
+        outcome: ConsumeOutcome,
+    ) -> Settle {
         match outcome {
             ConsumeOutcome::Ack { .. } => Settle::Ack,
             ConsumeOutcome::Retry { delay_seconds } => Settle::Retry { delay_seconds },
             ConsumeOutcome::DeadLetter { reason } => {
-                let retry = Settle::Retry { delay_seconds: self.cfg.retry_base_delay_seconds };
+                let retry = Settle::Retry {
+                    delay_seconds: self.cfg.retry_base_delay_seconds,
+                };
                 if let Err(e) = self.archive_dead_letter(message_id, msg).await {
-                    log_event("dead_letter_deferred", json!({ "job_id": msg.job_id, "bucket": e.bucket.as_str(), "code": e.code, "step": "archive" }));
+                    log_event(
+                        "dead_letter_deferred",
+                        json!({ "job_id": msg.job_id, "bucket": e.bucket.as_str(), "code": e.code, "step": "archive" }),
+                    );
                     return retry;
                 }
                 // A redelivery of a job that had already failed was sent by
@@ -53,11 +66,17 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                 if reason == "already_failed" {
                     return Settle::Ack;
                 }
-                let letter = JobMessage { archived: true, ..msg.clone() };
+                let letter = JobMessage {
+                    archived: true,
+                    ..msg.clone()
+                };
                 match self.queue.send_dead_letter(&letter).await {
                     Ok(()) => Settle::Ack,
                     Err(e) => {
-                        log_event("dead_letter_deferred", json!({ "job_id": msg.job_id, "bucket": e.bucket.as_str(), "code": e.code, "step": "send" }));
+                        log_event(
+                            "dead_letter_deferred",
+                            json!({ "job_id": msg.job_id, "bucket": e.bucket.as_str(), "code": e.code, "step": "send" }),
+                        );
                         retry
                     }
                 }
@@ -68,7 +87,12 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
     /// Settles a delivery of the dead-letter queue. `sent_ms` is when the
     /// letter was first enqueued (its age sets the retry delay); `msg` is
     /// `None` for a body that is not a pointer (kept as evidence anyway).
-    pub async fn consume_dead_letter(&self, message_id: &str, msg: Option<&JobMessage>, sent_ms: i64) -> Settle {
+    pub async fn consume_dead_letter(
+        &self,
+        message_id: &str,
+        msg: Option<&JobMessage>,
+        sent_ms: i64,
+    ) -> Settle {
         let malformed;
         let msg = match msg {
             Some(m) => m,
@@ -77,6 +101,9 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                 &malformed
             }
         };
+        if !msg.archived && self.bugs.has(super::bugs::Bug::DeadLetterNotArchived) {
+            return Settle::Ack;
+        }
         let archived = if msg.archived {
             self.confirm_dead_letter(message_id, msg).await
         } else {
@@ -84,11 +111,17 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         };
         match archived {
             Ok(()) => {
-                log_event("dead_letter_received", json!({ "job_id": msg.job_id, "message_id": message_id, "archived_before": msg.archived }));
+                log_event(
+                    "dead_letter_received",
+                    json!({ "job_id": msg.job_id, "message_id": message_id, "archived_before": msg.archived }),
+                );
                 Settle::Ack
             }
             Err(e) => {
-                let delay_seconds = dead_letter_retry_delay(self.clock.now_ms() - sent_ms, self.cfg.retry_max_delay_seconds);
+                let delay_seconds = dead_letter_retry_delay(
+                    self.clock.now_ms() - sent_ms,
+                    self.cfg.dead_letter_retry_max_delay_seconds,
+                );
                 log_event(
                     "dead_letter_deferred",
                     json!({ "job_id": msg.job_id, "bucket": e.bucket.as_str(), "code": e.code, "step": "dlq_archive", "delay_seconds": delay_seconds }),

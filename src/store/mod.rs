@@ -159,6 +159,8 @@ pub struct ClaimRow {
     pub rows_total: Option<u32>,
     /// When the job began failing without progress (none: it is not).
     pub failing_since: Option<i64>,
+    /// When its last attempt failed transiently.
+    pub last_failed_at: Option<i64>,
 }
 
 /// What one staging batch writes: chunk rows of every target generation,
@@ -380,24 +382,50 @@ impl<D: Database> Store<D> {
     /// Stages the chunk rows and the chunk count and moves the job to
     /// `staged`, in one atomic batch. Returns the rows staged (rows of a
     /// generation retired meanwhile are not).
-    pub async fn stage_chunks(&self, job_id: &str, doc_id: &str, version: u32, stage: &Staging<'_>, now: i64) -> Result<u32, PortError> {
+    pub async fn stage_chunks(
+        &self,
+        job_id: &str,
+        doc_id: &str,
+        version: u32,
+        stage: &Staging<'_>,
+        now: i64,
+    ) -> Result<u32, PortError> {
         let mut stmts: Vec<Stmt> = json_pages(stage.rows, self.json_param_bytes_max)
             .into_iter()
-            .map(|page| Stmt::new(sql::CONSUME_STAGE_CHUNKS, vec![doc_id.into(), version.into(), page.into()]))
+            .map(|page| {
+                Stmt::new(
+                    sql::CONSUME_STAGE_CHUNKS,
+                    vec![doc_id.into(), version.into(), page.into()],
+                )
+            })
             .collect();
         let pages = stmts.len();
         if let Some((count, index_config)) = stage.version_chunks {
             stmts.push(Stmt::new(
                 sql::CONSUME_SET_CHUNK_COUNT,
-                vec![doc_id.into(), version.into(), SqlValue::Int(count as i64), index_config.into()],
+                vec![
+                    doc_id.into(),
+                    version.into(),
+                    SqlValue::Int(count as i64),
+                    index_config.into(),
+                ],
             ));
         }
         if let Some(config) = stage.adopt_config {
-            stmts.push(Stmt::new(sql::GENERATION_ADOPT, vec![config.into(), int(now)]));
+            stmts.push(Stmt::new(
+                sql::GENERATION_ADOPT,
+                vec![config.into(), int(now)],
+            ));
         }
         stmts.push(Stmt::new(
             sql::CONSUME_STAGED,
-            vec![job_id.into(), int(now), doc_id.into(), version.into(), stage.build_generation.into()],
+            vec![
+                job_id.into(),
+                int(now),
+                doc_id.into(),
+                version.into(),
+                stage.build_generation.into(),
+            ],
         ));
         let changes = self.db.batch(stmts).await?;
         let staged: u64 = changes.iter().take(pages).sum();
@@ -407,24 +435,59 @@ impl<D: Database> Store<D> {
     /// The configuration generation 1 adopts when it has none (see
     /// `GENERATION_ADOPTABLE_CONFIG`); `None`: no live version records one.
     pub async fn adoptable_config(&self) -> Result<Option<String>, PortError> {
-        let rows: Vec<IndexConfigRow> = self.db.query(Stmt::new(sql::GENERATION_ADOPTABLE_CONFIG, vec![])).await?;
+        let rows: Vec<IndexConfigRow> = self
+            .db
+            .query(Stmt::new(sql::GENERATION_ADOPTABLE_CONFIG, vec![]))
+            .await?;
         Ok(rows.into_iter().next().map(|r| r.index_config))
     }
 
     /// The generations an index job writes (active, building, retained).
     pub async fn target_generations(&self) -> Result<Vec<GenerationRow>, PortError> {
-        self.db.query(Stmt::new(sql::GENERATIONS_TARGET, vec![])).await
+        self.db
+            .query(Stmt::new(sql::GENERATIONS_TARGET, vec![]))
+            .await
+    }
+
+    /// The highest generation number (0 if none).
+    pub async fn generation_max(&self) -> Result<u32, PortError> {
+        let rows: Vec<serde_json::Value> = self
+            .db
+            .query(Stmt::new(sql::GENERATION_MAX, vec![]))
+            .await?;
+        Ok(rows
+            .first()
+            .and_then(|r| r["generation"].as_u64())
+            .unwrap_or(0) as u32)
     }
 
     /// The generation search serves.
     pub async fn active_generation(&self) -> Result<Option<GenerationRow>, PortError> {
-        Ok(self.db.query(Stmt::new(sql::GENERATION_ACTIVE, vec![])).await?.into_iter().next())
+        Ok(self
+            .db
+            .query(Stmt::new(sql::GENERATION_ACTIVE, vec![]))
+            .await?
+            .into_iter()
+            .next())
     }
 
     /// A build job's end: the job only (the version is already live).
-    pub async fn build_finish(&self, job_id: &str, doc_id: &str, version: u32, now: i64, usage: &UsageSnapshot) -> Result<(), PortError> {
+    pub async fn build_finish(
+        &self,
+        job_id: &str,
+        doc_id: &str,
+        version: u32,
+        now: i64,
+        usage: &UsageSnapshot,
+    ) -> Result<(), PortError> {
         let finish = vec![doc_id.into(), version.into(), int(now), job_id.into()];
-        self.db.batch(vec![Stmt::new(sql::COMMIT_FINISH_JOB, finish), usage_stmt(job_id, usage)]).await.map(|_| ())
+        self.db
+            .batch(vec![
+                Stmt::new(sql::COMMIT_FINISH_JOB, finish),
+                usage_stmt(job_id, usage),
+            ])
+            .await
+            .map(|_| ())
     }
 
     /// The replace step: intents for the replaced version, the
@@ -467,6 +530,7 @@ impl<D: Database> Store<D> {
         now: i64,
         next_at: i64,
         chunks_done: u32,
+        failing_since: i64,
         usage: &UsageSnapshot,
     ) -> Result<(), PortError> {
         let params = vec![
@@ -475,6 +539,7 @@ impl<D: Database> Store<D> {
             int(now),
             int(next_at),
             chunks_done.into(),
+            int(failing_since),
         ];
         self.db
             .batch(vec![
@@ -500,24 +565,33 @@ impl<D: Database> Store<D> {
     ) -> Result<(), PortError> {
         let mut extra = vec![];
         if let Some(g) = build_generation {
-            extra.push(Stmt::new(sql::BUILD_INTENTS_FOR_FAILED, vec![doc_id.into(), version.into(), int(now), g.into(), job_id.into()]));
+            extra.push(Stmt::new(
+                sql::BUILD_INTENTS_FOR_FAILED,
+                vec![
+                    doc_id.into(),
+                    version.into(),
+                    int(now),
+                    g.into(),
+                    job_id.into(),
+                ],
+            ));
         }
         let mut stmts = vec![
-                Stmt::new(
-                    sql::JOB_END_FAILED,
-                    vec![
-                        job_id.into(),
-                        bucket.as_str().into(),
-                        int(now),
-                        state.into(),
-                    ],
-                ),
-                Stmt::new(
-                    sql::COMMIT_INTENTS_FOR_LOSER,
-                    vec![doc_id.into(), version.into(), int(now)],
-                ),
-                usage_stmt(job_id, usage),
-            ];
+            Stmt::new(
+                sql::JOB_END_FAILED,
+                vec![
+                    job_id.into(),
+                    bucket.as_str().into(),
+                    int(now),
+                    state.into(),
+                ],
+            ),
+            Stmt::new(
+                sql::COMMIT_INTENTS_FOR_LOSER,
+                vec![doc_id.into(), version.into(), int(now)],
+            ),
+            usage_stmt(job_id, usage),
+        ];
         stmts.extend(extra);
         self.db.batch(stmts).await.map(|_| ())
     }
@@ -630,13 +704,25 @@ impl<D: Database> Store<D> {
     pub async fn job_stalled_dead(&self, job: &StalledJobRow, now: i64) -> Result<(), PortError> {
         let (doc_id, version) = (job.doc_id.as_str(), job.version);
         let mut stmts = vec![
-            Stmt::new(sql::JOB_STALLED_DEAD, vec![job.job_id.as_str().into(), int(now)]),
-            Stmt::new(sql::COMMIT_INTENTS_FOR_LOSER, vec![doc_id.into(), version.into(), int(now)]),
+            Stmt::new(
+                sql::JOB_STALLED_DEAD,
+                vec![job.job_id.as_str().into(), int(now)],
+            ),
+            Stmt::new(
+                sql::COMMIT_INTENTS_FOR_LOSER,
+                vec![doc_id.into(), version.into(), int(now)],
+            ),
         ];
         if let Some(g) = job.build_generation {
             stmts.push(Stmt::new(
                 sql::BUILD_INTENTS_FOR_FAILED,
-                vec![doc_id.into(), version.into(), int(now), g.into(), job.job_id.as_str().into()],
+                vec![
+                    doc_id.into(),
+                    version.into(),
+                    int(now),
+                    g.into(),
+                    job.job_id.as_str().into(),
+                ],
             ));
         }
         self.db.batch(stmts).await.map(|_| ())
@@ -654,7 +740,10 @@ impl<D: Database> Store<D> {
             sql::LIVE_CHUNKS_BY_VECTOR_ID
         };
         self.db
-            .query(Stmt::new(q, vec![json_array(vector_ids).into(), generation.into()]))
+            .query(Stmt::new(
+                q,
+                vec![json_array(vector_ids).into(), generation.into()],
+            ))
             .await
     }
 }

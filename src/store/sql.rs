@@ -126,7 +126,7 @@ WHERE job_id = ?1 AND (state IN ('queued', 'up_for_retry') OR (state = 'running'
         AND EXISTS (SELECT 1 FROM generations g WHERE g.generation = jobs.build_generation
                     AND g.state IN ('building', 'active', 'retained'))
       END
-RETURNING attempts, step, chunks_done, rows_total, failing_since";
+RETURNING attempts, step, chunks_done, rows_total, failing_since, last_failed_at";
 
 /// The text of a version, in order.
 pub const CONSUME_LOAD_PARTS: &str =
@@ -232,13 +232,15 @@ WHERE job_id = ?4 AND state = 'running'";
 
 /// A transient failure: the job waits for its retry, keeping the progress
 /// the attempt made (the retry continues from chunk `?5`). `?1` job, `?2`
-/// bucket, `?3` now, `?4` next attempt at.
+/// bucket, `?3` now, `?4` next attempt at, `?6` when its failing run began
+/// (`core::failure::failing_run_start`).
 pub const JOB_UP_FOR_RETRY: &str = "\
 UPDATE jobs SET state = 'up_for_retry', last_failure_bucket = ?2, lease_until = NULL, next_attempt_at = ?4, updated_at = ?3,
   -- An attempt that wrote pages before it failed made progress: its count
   -- and the failing window start again.
   attempts = CASE WHEN ?5 > chunks_done THEN 0 ELSE attempts END,
-  failing_since = CASE WHEN ?5 > chunks_done OR failing_since IS NULL THEN ?3 ELSE failing_since END,
+  failing_since = CASE WHEN ?5 > chunks_done THEN ?3 ELSE ?6 END,
+  last_failed_at = ?3,
   chunks_done = ?5
 WHERE job_id = ?1 AND state = 'running'";
 
@@ -417,12 +419,16 @@ WHERE (?1 IS NULL OR l.failure_bucket = ?1) AND (?2 IS NULL OR l.doc_id = ?2)
        OR (l.last_seen = CAST(substr(?5, 1, instr(?5, '|') - 1) AS INTEGER) AND l.job_id > substr(?5, instr(?5, '|') + 1)))
 ORDER BY l.last_seen DESC, l.job_id LIMIT ?6";
 
-/// Letters a redrive may touch, with what the ledger says of them now.
+/// Letters a redrive may touch, with what the ledger says of them now. A
+/// letter counts as redriven once an item of it was sent, or while one is
+/// waiting in an active redrive (an operator who retried an execute that
+/// timed out must not start a second redrive over the same letters).
 /// `?1` bucket or NULL, `?2` since or NULL, `?3` until or NULL, `?4` JSON
 /// array of doc ids or NULL, `?5` limit.
 pub const REDRIVE_CANDIDATES: &str = "\
 SELECT l.job_id, l.doc_id, l.version, l.failure_bucket, l.last_seen, d.latest_version, d.live_version,
-       (SELECT count(*) FROM redrive_items i WHERE i.letter_job_id = l.job_id AND i.state IN ('sent', 'succeeded')) AS redriven,
+       (SELECT count(*) FROM redrive_items i WHERE i.letter_job_id = l.job_id AND (i.state IN ('sent', 'succeeded')
+          OR i.state = 'pending' AND EXISTS (SELECT 1 FROM redrives r WHERE r.redrive_id = i.redrive_id AND r.state IN ('canary', 'running')))) AS redriven,
        (SELECT j.state FROM jobs j WHERE j.job_id = l.job_id) AS job_state_now
 FROM dead_letters l LEFT JOIN documents d ON d.doc_id = l.doc_id
 WHERE (?1 IS NULL OR l.failure_bucket = ?1) AND (?2 IS NULL OR l.last_seen >= ?2) AND (?3 IS NULL OR l.last_seen <= ?3)
@@ -577,15 +583,24 @@ SELECT g.generation AS generation, g.index_config AS index_config, g.state AS st
 FROM generations g ORDER BY g.generation";
 
 /// The generation search serves.
-pub const GENERATION_ACTIVE: &str = "SELECT generation, index_config, state FROM generations WHERE state = 'active'";
+pub const GENERATION_ACTIVE: &str =
+    "SELECT generation, index_config, state FROM generations WHERE state = 'active'";
 
-/// A new generation to build, unless one is being built. `?1` index config,
-/// `?2` now. Returns its number.
+/// Generation `?3` to build with index config `?1` (`?2` now), in the
+/// batch that records its backfill: only if it is the next number, none is
+/// being built, no backfill is open and `?4` is still the active generation,
+/// with another configuration.
 pub const GENERATION_CREATE: &str = "\
 INSERT INTO generations (generation, index_config, state, created_at, updated_at)
-SELECT (SELECT MAX(generation) FROM generations) + 1, ?1, 'building', ?2, ?2
-WHERE NOT EXISTS (SELECT 1 FROM generations WHERE state = 'building')
-RETURNING generation";
+SELECT ?3, ?1, 'building', ?2, ?2
+WHERE (SELECT MAX(generation) FROM generations) = ?3 - 1
+  AND NOT EXISTS (SELECT 1 FROM generations WHERE state = 'building')
+  AND NOT EXISTS (SELECT 1 FROM backfills WHERE state IN ('running', 'paused'))
+  AND EXISTS (SELECT 1 FROM generations WHERE generation = ?4 AND state = 'active' AND index_config <> ?1)";
+
+/// The highest generation number.
+pub const GENERATION_MAX: &str =
+    "SELECT COALESCE(MAX(generation), 0) AS generation FROM generations";
 
 /// What keeps generation `?1` from being switched to: live documents whose
 /// live version has no rows there, or rows waiting on cleanup intents (a
@@ -660,16 +675,11 @@ WHERE generation = ?1 AND state IN ('building', 'retained')
 pub const GENERATION_RETIRE: &str = "\
 UPDATE generations SET state = 'retiring', updated_at = ?2 WHERE generation = ?1 AND state IN ('retained', 'abandoned')";
 
-/// Abandons the generation being built (its backfill was cancelled). `?1` generation, `?2` now.
+/// Abandons the generation being built, in the batch that cancels its
+/// backfill (`?3`), if the cancel applied. `?1` generation, `?2` now.
 pub const GENERATION_ABANDON: &str = "\
-UPDATE generations SET state = 'abandoned', updated_at = ?2 WHERE generation = ?1 AND state = 'building'";
-
-/// A start that could not record its backfill gives up the generation it
-/// created or found, unless an open backfill builds it (two requests at
-/// once: the other one's). `?1` generation, `?2` now.
-pub const GENERATION_ABANDON_UNCLAIMED: &str = "\
 UPDATE generations SET state = 'abandoned', updated_at = ?2 WHERE generation = ?1 AND state = 'building'
-  AND NOT EXISTS (SELECT 1 FROM backfills b WHERE b.to_generation = ?1 AND b.state IN ('running', 'paused'))";
+  AND EXISTS (SELECT 1 FROM backfills b WHERE b.backfill_id = ?3 AND b.state = 'cancelled' AND b.to_generation = ?1)";
 
 /// Chunk rows of retiring or abandoned generations become cleanup intents,
 /// except rows of a version a job may still write. `?1` now, `?2` limit.
@@ -703,11 +713,15 @@ FROM chunks c WHERE c.doc_id = ?1 AND c.version = ?2 AND c.generation = ?4
 
 /// A new backfill, unless one is running or paused. `?1` id, `?2` scope,
 /// `?3` filter JSON, `?4` from generation, `?5` to generation, `?6` page
-/// size, `?7` now.
+/// size, `?7` now, `?8` for scope `config` the index config: then only if
+/// `?5` is being built with it and `?4` is active (the batch's
+/// `GENERATION_CREATE` applied, or found it).
 pub const BACKFILL_INSERT: &str = "\
 INSERT INTO backfills (backfill_id, scope, filter, from_generation, to_generation, state, cursor, passes, page_size, created_at, updated_at)
 SELECT ?1, ?2, ?3, ?4, ?5, 'running', '', 1, ?6, ?7, ?7
-WHERE NOT EXISTS (SELECT 1 FROM backfills WHERE state IN ('running', 'paused'))";
+WHERE NOT EXISTS (SELECT 1 FROM backfills WHERE state IN ('running', 'paused'))
+  AND (?8 IS NULL OR (EXISTS (SELECT 1 FROM generations WHERE generation = ?5 AND state = 'building' AND index_config = ?8)
+                      AND EXISTS (SELECT 1 FROM generations WHERE generation = ?4 AND state = 'active')))";
 
 pub const BACKFILL_GET: &str = "\
 SELECT backfill_id, scope, filter, from_generation, to_generation, state, cursor, passes, page_size, created_at, updated_at
@@ -857,13 +871,16 @@ pub const ALL: &[(&str, &str)] = &[
     ("GENERATIONS_LIST", GENERATIONS_LIST),
     ("GENERATION_ACTIVE", GENERATION_ACTIVE),
     ("GENERATION_CREATE", GENERATION_CREATE),
+    ("GENERATION_MAX", GENERATION_MAX),
     ("GENERATION_GAPS", GENERATION_GAPS),
-    ("GENERATION_SWITCH_RETIRE_OLDER", GENERATION_SWITCH_RETIRE_OLDER),
+    (
+        "GENERATION_SWITCH_RETIRE_OLDER",
+        GENERATION_SWITCH_RETIRE_OLDER,
+    ),
     ("GENERATION_SWITCH_RETAIN", GENERATION_SWITCH_RETAIN),
     ("GENERATION_SWITCH_ACTIVATE", GENERATION_SWITCH_ACTIVATE),
     ("GENERATION_RETIRE", GENERATION_RETIRE),
     ("GENERATION_ABANDON", GENERATION_ABANDON),
-    ("GENERATION_ABANDON_UNCLAIMED", GENERATION_ABANDON_UNCLAIMED),
     ("RETIRE_INTENTS", RETIRE_INTENTS),
     ("GENERATIONS_RETIRED", GENERATIONS_RETIRED),
     ("BUILD_INTENTS_FOR_FAILED", BUILD_INTENTS_FOR_FAILED),

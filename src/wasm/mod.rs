@@ -188,7 +188,10 @@ fn setting(env: &Env, name: &str) -> Option<String> {
 /// a bucket and a static code, never with raw text.
 fn app(env: &Env) -> Result<App, PortError> {
     let cfg = Config::from_lookup(|name| setting(env, name)).map_err(|e| {
-        log_event("config_invalid", json!({ "bucket": "config_invalid", "setting": e.setting() }));
+        log_event(
+            "config_invalid",
+            json!({ "bucket": "config_invalid", "setting": e.setting() }),
+        );
         PortError::new(FailureBucket::ConfigInvalid, "config_invalid")
     })?;
     let db = env
@@ -237,7 +240,10 @@ fn app(env: &Env) -> Result<App, PortError> {
             )),
         },
     };
-    let queue = QueueProducer { ingest: env.queue("INGEST_QUEUE").ok(), dlq: env.queue("DLQ").ok() };
+    let queue = QueueProducer {
+        ingest: env.queue("INGEST_QUEUE").ok(),
+        dlq: env.queue("DLQ").ok(),
+    };
     Ok(Pipeline::new(
         cfg,
         D1Db(db),
@@ -641,7 +647,11 @@ async fn queue(
         for raw in batch.raw_iter() {
             let msg: Option<JobMessage> = serde_wasm_bindgen::from_value(raw.body()).ok();
             let sent_ms = raw.timestamp().as_millis() as i64;
-            apply(&raw, app.consume_dead_letter(&raw.id(), msg.as_ref(), sent_ms).await);
+            apply(
+                &raw,
+                app.consume_dead_letter(&raw.id(), msg.as_ref(), sent_ms)
+                    .await,
+            );
         }
         return Ok(());
     }
@@ -668,7 +678,9 @@ async fn queue(
             let outcome = if *crashed_id == raw.id() {
                 app.end_crashed(&msg).await
             } else {
-                ConsumeOutcome::Retry { delay_seconds: app.cfg.retry_base_delay_seconds }
+                ConsumeOutcome::Retry {
+                    delay_seconds: app.cfg.retry_base_delay_seconds,
+                }
             };
             apply(&raw, app.settle(&raw.id(), &msg, outcome).await);
             continue;

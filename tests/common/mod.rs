@@ -294,17 +294,26 @@ pub struct Interleaved<'a>(pub &'a ingest_pipeline::native::SqliteDb);
 pub struct Uneven<'a>(pub &'a ingest_pipeline::native::SqliteDb, pub usize);
 
 impl ingest_pipeline::ports::Database for Uneven<'_> {
-    async fn query<T: serde::de::DeserializeOwned>(&self, stmt: ingest_pipeline::ports::Stmt) -> Result<Vec<T>, ingest_pipeline::ports::PortError> {
+    async fn query<T: serde::de::DeserializeOwned>(
+        &self,
+        stmt: ingest_pipeline::ports::Stmt,
+    ) -> Result<Vec<T>, ingest_pipeline::ports::PortError> {
         yield_now().await;
         self.0.query(stmt).await
     }
-    async fn execute(&self, stmt: ingest_pipeline::ports::Stmt) -> Result<u64, ingest_pipeline::ports::PortError> {
+    async fn execute(
+        &self,
+        stmt: ingest_pipeline::ports::Stmt,
+    ) -> Result<u64, ingest_pipeline::ports::PortError> {
         for _ in 0..self.1 {
             yield_now().await;
         }
         self.0.execute(stmt).await
     }
-    async fn batch(&self, stmts: Vec<ingest_pipeline::ports::Stmt>) -> Result<Vec<u64>, ingest_pipeline::ports::PortError> {
+    async fn batch(
+        &self,
+        stmts: Vec<ingest_pipeline::ports::Stmt>,
+    ) -> Result<Vec<u64>, ingest_pipeline::ports::PortError> {
         yield_now().await;
         self.0.batch(stmts).await
     }
@@ -325,20 +334,28 @@ pub async fn yield_now() {
 }
 
 impl ingest_pipeline::ports::Database for Interleaved<'_> {
-    async fn query<T: serde::de::DeserializeOwned>(&self, stmt: ingest_pipeline::ports::Stmt) -> Result<Vec<T>, ingest_pipeline::ports::PortError> {
+    async fn query<T: serde::de::DeserializeOwned>(
+        &self,
+        stmt: ingest_pipeline::ports::Stmt,
+    ) -> Result<Vec<T>, ingest_pipeline::ports::PortError> {
         yield_now().await;
         self.0.query(stmt).await
     }
-    async fn execute(&self, stmt: ingest_pipeline::ports::Stmt) -> Result<u64, ingest_pipeline::ports::PortError> {
+    async fn execute(
+        &self,
+        stmt: ingest_pipeline::ports::Stmt,
+    ) -> Result<u64, ingest_pipeline::ports::PortError> {
         yield_now().await;
         self.0.execute(stmt).await
     }
-    async fn batch(&self, stmts: Vec<ingest_pipeline::ports::Stmt>) -> Result<Vec<u64>, ingest_pipeline::ports::PortError> {
+    async fn batch(
+        &self,
+        stmts: Vec<ingest_pipeline::ports::Stmt>,
+    ) -> Result<Vec<u64>, ingest_pipeline::ports::PortError> {
         yield_now().await;
         self.0.batch(stmts).await
     }
 }
-
 
 /// A database that runs `hook` (raw SQL through `SqliteDb::inspect`) just
 /// before the first batch that holds statement `before`: what another
@@ -350,18 +367,73 @@ pub struct Hooked<'a> {
 }
 
 impl ingest_pipeline::ports::Database for Hooked<'_> {
-    async fn query<T: serde::de::DeserializeOwned>(&self, stmt: ingest_pipeline::ports::Stmt) -> Result<Vec<T>, ingest_pipeline::ports::PortError> {
+    async fn query<T: serde::de::DeserializeOwned>(
+        &self,
+        stmt: ingest_pipeline::ports::Stmt,
+    ) -> Result<Vec<T>, ingest_pipeline::ports::PortError> {
         self.db.query(stmt).await
     }
-    async fn execute(&self, stmt: ingest_pipeline::ports::Stmt) -> Result<u64, ingest_pipeline::ports::PortError> {
+    async fn execute(
+        &self,
+        stmt: ingest_pipeline::ports::Stmt,
+    ) -> Result<u64, ingest_pipeline::ports::PortError> {
         self.db.execute(stmt).await
     }
-    async fn batch(&self, stmts: Vec<ingest_pipeline::ports::Stmt>) -> Result<Vec<u64>, ingest_pipeline::ports::PortError> {
+    async fn batch(
+        &self,
+        stmts: Vec<ingest_pipeline::ports::Stmt>,
+    ) -> Result<Vec<u64>, ingest_pipeline::ports::PortError> {
         if stmts.iter().any(|s| s.sql == self.before) {
             if let Some(hook) = self.hook.borrow_mut().take() {
                 hook(self.db);
             }
         }
+        self.db.batch(stmts).await
+    }
+}
+
+/// A database on which every call carrying the statement `sql` fails
+/// (transiently, before its effect).
+pub struct FailOn<'a> {
+    pub db: &'a ingest_pipeline::native::SqliteDb,
+    pub sql: &'static str,
+}
+
+impl FailOn<'_> {
+    fn check(
+        &self,
+        stmts: &[&ingest_pipeline::ports::Stmt],
+    ) -> Result<(), ingest_pipeline::ports::PortError> {
+        if stmts.iter().any(|s| s.sql == self.sql) {
+            return Err(ingest_pipeline::ports::PortError::new(
+                ingest_pipeline::core::failure::FailureBucket::DbBusy,
+                "injected",
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl ingest_pipeline::ports::Database for FailOn<'_> {
+    async fn query<T: serde::de::DeserializeOwned>(
+        &self,
+        stmt: ingest_pipeline::ports::Stmt,
+    ) -> Result<Vec<T>, ingest_pipeline::ports::PortError> {
+        self.check(&[&stmt])?;
+        self.db.query(stmt).await
+    }
+    async fn execute(
+        &self,
+        stmt: ingest_pipeline::ports::Stmt,
+    ) -> Result<u64, ingest_pipeline::ports::PortError> {
+        self.check(&[&stmt])?;
+        self.db.execute(stmt).await
+    }
+    async fn batch(
+        &self,
+        stmts: Vec<ingest_pipeline::ports::Stmt>,
+    ) -> Result<Vec<u64>, ingest_pipeline::ports::PortError> {
+        self.check(&stmts.iter().collect::<Vec<_>>())?;
         self.db.batch(stmts).await
     }
 }

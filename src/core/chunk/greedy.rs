@@ -16,7 +16,12 @@ use super::{push_trimmed, skip_whitespace, Chunk, ContentType};
 
 /// `size_max_chars >= 2` and `overlap_chars * 2 <= size_max_chars`
 /// ([`super::Chunker::chunk`] clamps them so).
-pub(super) fn chunk_text(text: &str, kind: ContentType, size_max_chars: usize, overlap_chars: usize) -> Vec<Chunk<'_>> {
+pub(super) fn chunk_text(
+    text: &str,
+    kind: ContentType,
+    size_max_chars: usize,
+    overlap_chars: usize,
+) -> Vec<Chunk<'_>> {
     let len = text.len();
     let mut chunks = Vec::new();
     let mut start = skip_whitespace(text, 0);
@@ -61,7 +66,10 @@ fn retreat_chars(text: &str, to: usize, n: usize) -> usize {
     if n == 0 {
         return to;
     }
-    match text.get(..to).and_then(|t| t.char_indices().rev().nth(n - 1)) {
+    match text
+        .get(..to)
+        .and_then(|t| t.char_indices().rev().nth(n - 1))
+    {
         Some((i, _)) => i,
         None => 0,
     }
@@ -70,10 +78,17 @@ fn retreat_chars(text: &str, to: usize, n: usize) -> usize {
 /// The end of a chunk that starts at `start` and may not pass `hard_end`:
 /// the strongest boundary in the second half of the window, and whether it
 /// is a Markdown heading.
-fn best_break(text: &str, start: usize, hard_end: usize, kind: ContentType, size_max_chars: usize) -> (usize, bool) {
+fn best_break(
+    text: &str,
+    start: usize,
+    hard_end: usize,
+    kind: ContentType,
+    size_max_chars: usize,
+) -> (usize, bool) {
     let floor = advance_chars(text, start, size_max_chars / 2);
     let window = text.get(floor..hard_end).unwrap_or_default();
-    let after = |found: Option<usize>, skip: usize| found.map(|i| floor + i + skip).filter(|&p| p > start);
+    let after =
+        |found: Option<usize>, skip: usize| found.map(|i| floor + i + skip).filter(|&p| p > start);
 
     if kind == ContentType::Markdown {
         // A heading starts a new chunk: break just after the newline.
@@ -89,7 +104,13 @@ fn best_break(text: &str, start: usize, hard_end: usize, kind: ContentType, size
     }
     let sentence = window
         .char_indices()
-        .zip(window.chars().skip(1).map(Some).chain(std::iter::once(None)))
+        .zip(
+            window
+                .chars()
+                .skip(1)
+                .map(Some)
+                .chain(std::iter::once(None)),
+        )
         .filter(|((_, c), next)| match c {
             '.' | '!' | '?' => next.is_some_and(char::is_whitespace),
             '。' | '！' | '？' => true,
@@ -101,7 +122,10 @@ fn best_break(text: &str, start: usize, hard_end: usize, kind: ContentType, size
         return (p, false);
     }
     // After the last whitespace character: its whole length, not one byte.
-    let space = window.char_indices().filter(|(_, c)| c.is_whitespace()).last();
+    let space = window
+        .char_indices()
+        .filter(|(_, c)| c.is_whitespace())
+        .last();
     if let Some(p) = after(space.map(|(i, c)| i + c.len_utf8()), 0) {
         return (p, false);
     }
@@ -114,14 +138,20 @@ mod tests {
     use super::*;
 
     fn greedy(size_max_chars: usize, overlap_chars: usize) -> Chunker {
-        Chunker::Greedy { size_max_chars, overlap_chars }
+        Chunker::Greedy {
+            size_max_chars,
+            overlap_chars,
+        }
     }
 
     #[test]
     fn short_text_is_one_chunk() {
         let c = greedy(100, 20).chunk("  hello world \n", ContentType::Plain);
         assert_eq!(c.len(), 1);
-        assert_eq!(c.first().map(|c| (c.text, c.start, c.end)), Some(("hello world", 2, 13)));
+        assert_eq!(
+            c.first().map(|c| (c.text, c.start, c.end)),
+            Some(("hello world", 2, 13))
+        );
     }
 
     #[test]
@@ -141,8 +171,14 @@ mod tests {
     fn multi_byte_whitespace_no_longer_panics() {
         // The report: a run of more than half a chunk joined by no-break
         // spaces made the whitespace fallback cut inside U+00A0.
-        for space in ['\u{a0}', '\u{202f}', '\u{3000}', '\u{2028}', '\u{85}', '\u{1680}'] {
-            let text = format!("{}{}", "x".repeat(10), format!("abcdefghi{space}").repeat(300));
+        for space in [
+            '\u{a0}', '\u{202f}', '\u{3000}', '\u{2028}', '\u{85}', '\u{1680}',
+        ] {
+            let text = format!(
+                "{}{}",
+                "x".repeat(10),
+                format!("abcdefghi{space}").repeat(300)
+            );
             let chunks = greedy(1000, 100).chunk(&text, ContentType::Plain);
             assert!(chunks.len() > 1, "{space:?}");
             for c in &chunks {

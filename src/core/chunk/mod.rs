@@ -65,7 +65,13 @@ pub struct Chunk<'a> {
 
 /// `unicode-v2` itself, whatever the build (the bench compares it with
 /// `text_splitter` in one binary).
-pub fn unicode_v2<'a>(text: &'a str, kind: ContentType, size_max_tokens: usize, overlap_tokens: usize, tokens: TokenFamily) -> Vec<Chunk<'a>> {
+pub fn unicode_v2<'a>(
+    text: &'a str,
+    kind: ContentType,
+    size_max_tokens: usize,
+    overlap_tokens: usize,
+    tokens: TokenFamily,
+) -> Vec<Chunk<'a>> {
     segment::chunk_text(text, kind, size_max_tokens, overlap_tokens, tokens)
 }
 
@@ -74,10 +80,17 @@ pub fn unicode_v2<'a>(text: &'a str, kind: ContentType, size_max_tokens: usize, 
 pub enum Chunker {
     /// `greedy-v1`: at most `size_max_chars` characters, about
     /// `overlap_chars` shared.
-    Greedy { size_max_chars: usize, overlap_chars: usize },
+    Greedy {
+        size_max_chars: usize,
+        overlap_chars: usize,
+    },
     /// `unicode-v2`: at most `size_max_tokens` tokens by the bound of
     /// `tokens`, about `overlap_tokens` shared.
-    Unicode { size_max_tokens: usize, overlap_tokens: usize, tokens: TokenFamily },
+    Unicode {
+        size_max_tokens: usize,
+        overlap_tokens: usize,
+        tokens: TokenFamily,
+    },
 }
 
 impl Chunker {
@@ -96,9 +109,17 @@ impl Chunker {
     /// read back from D1 is checked with this before use).
     pub fn is_valid(self) -> bool {
         match self {
-            Chunker::Greedy { size_max_chars, overlap_chars } => size_max_chars >= 2 && overlap_chars * 2 <= size_max_chars,
-            Chunker::Unicode { size_max_tokens, overlap_tokens, tokens } => {
-                size_max_tokens >= tokens.chunk_tokens_min() && overlap_tokens * 2 <= size_max_tokens
+            Chunker::Greedy {
+                size_max_chars,
+                overlap_chars,
+            } => size_max_chars >= 2 && overlap_chars * 2 <= size_max_chars,
+            Chunker::Unicode {
+                size_max_tokens,
+                overlap_tokens,
+                tokens,
+            } => {
+                size_max_tokens >= tokens.chunk_tokens_min()
+                    && overlap_tokens * 2 <= size_max_tokens
             }
         }
     }
@@ -107,19 +128,26 @@ impl Chunker {
     /// chunk. Settings out of range are clamped into range, never a panic.
     pub fn chunk<'a>(self, text: &'a str, kind: ContentType) -> Vec<Chunk<'a>> {
         match self {
-            Chunker::Greedy { size_max_chars, overlap_chars } => {
+            Chunker::Greedy {
+                size_max_chars,
+                overlap_chars,
+            } => {
                 let size = size_max_chars.max(2);
                 greedy::chunk_text(text, kind, size, overlap_chars.min(size / 2))
             }
             #[cfg(not(feature = "text-splitter"))]
-            Chunker::Unicode { size_max_tokens, overlap_tokens, tokens } => {
-                segment::chunk_text(text, kind, size_max_tokens, overlap_tokens, tokens)
-            }
+            Chunker::Unicode {
+                size_max_tokens,
+                overlap_tokens,
+                tokens,
+            } => segment::chunk_text(text, kind, size_max_tokens, overlap_tokens, tokens),
             // A measurement build only (`make bench`): see `text_splitter`.
             #[cfg(feature = "text-splitter")]
-            Chunker::Unicode { size_max_tokens, overlap_tokens, tokens } => {
-                text_splitter::chunk_text(text, kind, size_max_tokens, overlap_tokens, tokens)
-            }
+            Chunker::Unicode {
+                size_max_tokens,
+                overlap_tokens,
+                tokens,
+            } => text_splitter::chunk_text(text, kind, size_max_tokens, overlap_tokens, tokens),
         }
     }
 }
@@ -143,7 +171,10 @@ fn push_trimmed<'a>(text: &'a str, start: usize, end: usize, out: &mut Vec<Chunk
 
 /// The first position at or after `from` that is not whitespace (or the end).
 fn skip_whitespace(text: &str, from: usize) -> usize {
-    match text.get(from..).and_then(|t| t.char_indices().find(|(_, c)| !c.is_whitespace())) {
+    match text
+        .get(from..)
+        .and_then(|t| t.char_indices().find(|(_, c)| !c.is_whitespace()))
+    {
         Some((i, _)) => from + i,
         None => text.len(),
     }

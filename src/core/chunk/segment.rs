@@ -96,7 +96,10 @@ fn fit(text: &str, start: usize, size_max: usize, family: TokenFamily) -> (usize
 
 /// Is `c` a line terminator (Unicode's mandatory breaks)?
 fn is_line_break(c: char) -> bool {
-    matches!(c, '\n' | '\r' | '\u{0B}' | '\u{0C}' | '\u{85}' | '\u{2028}' | '\u{2029}')
+    matches!(
+        c,
+        '\n' | '\r' | '\u{0B}' | '\u{0C}' | '\u{85}' | '\u{2028}' | '\u{2029}'
+    )
 }
 
 /// The end of a chunk that starts at `start` and may not pass `hard_end`:
@@ -152,7 +155,13 @@ fn best_break(
     // 5. sentences, segmented from the chunk's start (with what follows as
     // context) up to `hard_end`.
     let from_start = text.get(start..).unwrap_or_default();
-    let sentence = last_bound(from_start.split_sentence_bound_indices().map(|(i, _)| start + i), hard_end, in_window);
+    let sentence = last_bound(
+        from_start
+            .split_sentence_bound_indices()
+            .map(|(i, _)| start + i),
+        hard_end,
+        in_window,
+    );
     if let Some(p) = sentence {
         return (p, false);
     }
@@ -161,7 +170,8 @@ fn best_break(
     let mut chars = window.char_indices().peekable();
     while let Some((i, c)) = chars.next() {
         let next_is_space = chars.peek().is_some_and(|&(_, n)| n.is_whitespace());
-        if matches!(c, '、' | '，' | '；' | '：') || (matches!(c, ',' | ';' | ':') && next_is_space) {
+        if matches!(c, '、' | '，' | '；' | '：') || (matches!(c, ',' | ';' | ':') && next_is_space)
+        {
             clause = Some(floor + i + c.len_utf8());
         }
     }
@@ -182,11 +192,21 @@ fn best_break(
         return (p, false);
     }
     // 8 and 9: word boundaries, then grapheme clusters.
-    let word = last_bound(from_start.split_word_bound_indices().map(|(i, _)| start + i), hard_end, in_window);
+    let word = last_bound(
+        from_start
+            .split_word_bound_indices()
+            .map(|(i, _)| start + i),
+        hard_end,
+        in_window,
+    );
     if let Some(p) = word {
         return (p, false);
     }
-    let grapheme = last_bound(from_start.grapheme_indices(true).map(|(i, _)| start + i), hard_end, in_window);
+    let grapheme = last_bound(
+        from_start.grapheme_indices(true).map(|(i, _)| start + i),
+        hard_end,
+        in_window,
+    );
     if let Some(p) = grapheme {
         return (p, false);
     }
@@ -195,13 +215,25 @@ fn best_break(
 
 /// The last of the increasing `bounds` that is in the window, reading no
 /// further than `hard_end`.
-fn last_bound(bounds: impl Iterator<Item = usize>, hard_end: usize, in_window: impl Fn(usize) -> bool) -> Option<usize> {
-    bounds.take_while(|&p| p <= hard_end).filter(|&p| in_window(p)).last()
+fn last_bound(
+    bounds: impl Iterator<Item = usize>,
+    hard_end: usize,
+    in_window: impl Fn(usize) -> bool,
+) -> Option<usize> {
+    bounds
+        .take_while(|&p| p <= hard_end)
+        .filter(|&p| in_window(p))
+        .last()
 }
 
 /// The last Markdown heading line that starts in `(floor, hard_end]`,
 /// outside a code fence.
-fn heading_start(text: &str, floor: usize, hard_end: usize, fences: &[(usize, usize)]) -> Option<usize> {
+fn heading_start(
+    text: &str,
+    floor: usize,
+    hard_end: usize,
+    fences: &[(usize, usize)],
+) -> Option<usize> {
     let window = text.get(floor..hard_end)?;
     window
         .match_indices('\n')
@@ -214,7 +246,11 @@ fn heading_start(text: &str, floor: usize, hard_end: usize, fences: &[(usize, us
 /// Does `line` (text from a line start on) open with an ATX heading?
 fn is_heading_line(line: &str) -> bool {
     let hashes = line.bytes().take_while(|&b| b == b'#').count();
-    (1..=6).contains(&hashes) && line.as_bytes().get(hashes).is_none_or(|&b| matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
+    (1..=6).contains(&hashes)
+        && line
+            .as_bytes()
+            .get(hashes)
+            .is_none_or(|&b| matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
 }
 
 /// Fenced code blocks (``` or ~~~, up to three spaces of indentation):
@@ -233,7 +269,10 @@ fn fence_spans(text: &str) -> Vec<(usize, usize)> {
         match (open, fence_char) {
             (None, Some(f)) if indent <= 3 && run >= 3 => open = Some((line_start, f, run)),
             (Some((start, f, n)), Some(g))
-                if g == f && indent <= 3 && run >= n && body.get(run..).is_some_and(|rest| rest.trim().is_empty()) =>
+                if g == f
+                    && indent <= 3
+                    && run >= n
+                    && body.get(run..).is_some_and(|rest| rest.trim().is_empty()) =>
             {
                 spans.push((start, line_end));
                 open = None;
@@ -253,12 +292,22 @@ fn fence_spans(text: &str) -> Vec<(usize, usize)> {
 /// `start`) from there that starts a word after whitespace, else at the
 /// first word boundary from there (unspaced text); `end` itself (no overlap)
 /// when there is none after `start`.
-fn overlap_start(text: &str, start: usize, end: usize, overlap: usize, family: TokenFamily) -> usize {
+fn overlap_start(
+    text: &str,
+    start: usize,
+    end: usize,
+    overlap: usize,
+    family: TokenFamily,
+) -> usize {
     let chunk = text.get(start..end).unwrap_or_default();
     let mut weight = 0;
     let mut from = end;
     for (i, c) in chunk.char_indices().rev() {
-        weight += if c.is_whitespace() { usize::from(family != TokenFamily::WordPiece) } else { family.weight(c) };
+        weight += if c.is_whitespace() {
+            usize::from(family != TokenFamily::WordPiece)
+        } else {
+            family.weight(c)
+        };
         if weight > overlap {
             break;
         }
@@ -284,7 +333,11 @@ fn overlap_start(text: &str, start: usize, end: usize, overlap: usize, family: T
         let at = text.get(p..).and_then(|t| t.chars().next());
         before.is_some_and(char::is_whitespace) && at.is_some_and(|c| !c.is_whitespace())
     };
-    let next = bounds.iter().copied().find(|&p| starts_word(p)).or(bounds.first().copied());
+    let next = bounds
+        .iter()
+        .copied()
+        .find(|&p| starts_word(p))
+        .or(bounds.first().copied());
     match next {
         Some(p) if p > start && p < end => p,
         _ => end,
@@ -298,7 +351,10 @@ mod tests {
     const WP: TokenFamily = TokenFamily::WordPiece;
 
     fn chunks(text: &str, kind: ContentType, size: usize, overlap: usize) -> Vec<String> {
-        chunk_text(text, kind, size, overlap, WP).into_iter().map(|c| c.text.to_string()).collect()
+        chunk_text(text, kind, size, overlap, WP)
+            .into_iter()
+            .map(|c| c.text.to_string())
+            .collect()
     }
 
     #[test]
@@ -337,7 +393,10 @@ mod tests {
         let family = "👩\u{200d}👩\u{200d}👧\u{200d}👦";
         let text = family.repeat(200);
         for t in chunks(&text, ContentType::Plain, 40, 8) {
-            assert!(t.starts_with('👩') && t.ends_with('👦'), "cut inside a ZWJ sequence: {t:?}");
+            assert!(
+                t.starts_with('👩') && t.ends_with('👦'),
+                "cut inside a ZWJ sequence: {t:?}"
+            );
         }
     }
 
@@ -352,7 +411,10 @@ mod tests {
 
     #[test]
     fn overlap_starts_at_a_word() {
-        let text = (0..300).map(|i| format!("w{i}")).collect::<Vec<_>>().join(" ");
+        let text = (0..300)
+            .map(|i| format!("w{i}"))
+            .collect::<Vec<_>>()
+            .join(" ");
         let c = chunk_text(&text, ContentType::Plain, 100, 20, WP);
         for w in c.windows(2) {
             assert!(w[1].start < w[0].end, "consecutive chunks overlap");
@@ -362,14 +424,27 @@ mod tests {
 
     #[test]
     fn an_edit_moves_few_chunk_boundaries() {
-        let para = |i: usize| format!("Paragraph {i} tells how leases and queues interact; rule {i} is learnt by heart.");
+        let para = |i: usize| {
+            format!(
+                "Paragraph {i} tells how leases and queues interact; rule {i} is learnt by heart."
+            )
+        };
         let doc = |edit: Option<usize>| {
             (0..60)
-                .map(|i| if Some(i) == edit { "A much shorter paragraph.".to_string() } else { para(i) })
+                .map(|i| {
+                    if Some(i) == edit {
+                        "A much shorter paragraph.".to_string()
+                    } else {
+                        para(i)
+                    }
+                })
                 .collect::<Vec<_>>()
                 .join("\n\n")
         };
-        let before: std::collections::BTreeSet<String> = chunks(&doc(None), ContentType::Plain, 160, 16).into_iter().collect();
+        let before: std::collections::BTreeSet<String> =
+            chunks(&doc(None), ContentType::Plain, 160, 16)
+                .into_iter()
+                .collect();
         let after = chunks(&doc(Some(30)), ContentType::Plain, 160, 16);
         let changed = after.iter().filter(|t| !before.contains(*t)).count();
         assert!(changed <= 3, "{changed} chunks changed");

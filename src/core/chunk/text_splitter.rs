@@ -18,7 +18,13 @@ impl ChunkSizer for Bound {
     }
 }
 
-pub fn chunk_text<'a>(text: &'a str, kind: ContentType, size_max_tokens: usize, overlap_tokens: usize, family: TokenFamily) -> Vec<Chunk<'a>> {
+pub fn chunk_text<'a>(
+    text: &'a str,
+    kind: ContentType,
+    size_max_tokens: usize,
+    overlap_tokens: usize,
+    family: TokenFamily,
+) -> Vec<Chunk<'a>> {
     let size = size_max_tokens.max(family.chunk_tokens_min());
     let config = ChunkConfig::new(size).with_sizer(Bound(family));
     // Its overlap must be under the capacity; ours is at most half of it.
@@ -34,6 +40,11 @@ pub fn chunk_text<'a>(text: &'a str, kind: ContentType, size_max_tokens: usize, 
         .into_iter()
         .filter(|(_, t)| !t.trim().is_empty())
         .enumerate()
-        .map(|(i, (start, t))| Chunk { index: u32::try_from(i).unwrap_or(u32::MAX), start, end: start + t.len(), text: t })
+        .map(|(i, (start, t))| Chunk {
+            index: u32::try_from(i).unwrap_or(u32::MAX),
+            start,
+            end: start + t.len(),
+            text: t,
+        })
         .collect()
 }

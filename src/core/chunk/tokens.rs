@@ -48,7 +48,11 @@ pub enum TokenFamily {
 }
 
 impl TokenFamily {
-    pub const ALL: [TokenFamily; 3] = [TokenFamily::WordPiece, TokenFamily::SentencePiece, TokenFamily::ByteLevel];
+    pub const ALL: [TokenFamily; 3] = [
+        TokenFamily::WordPiece,
+        TokenFamily::SentencePiece,
+        TokenFamily::ByteLevel,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -141,7 +145,11 @@ pub struct Meter {
 
 impl Meter {
     pub fn new(family: TokenFamily) -> Meter {
-        Meter { family, total: family.prefix(), in_space: false }
+        Meter {
+            family,
+            total: family.prefix(),
+            in_space: false,
+        }
     }
 
     /// Adds one character; returns what it added.
