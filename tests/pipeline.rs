@@ -769,3 +769,58 @@ fn with_the_default_policy_a_job_that_outlived_an_outage_survives_a_blip_just_af
         );
     }
 }
+
+#[test]
+fn time_a_job_spent_waiting_does_not_count_against_its_retry_window() {
+    // Issue (found by the simulation with the production policy): the
+    // window counted from the first failure of a job however long ago, so
+    // a job that failed once, then waited (on a dead invocation's lease, a
+    // queue backlog) past JOB_RETRY_WINDOW_SECONDS, ended `dead` at its
+    // next transient failure, its second.
+    let w = World::new();
+    w.put("a", TEXT_A);
+    let m = w.queue.take_all().remove(0);
+    w.index
+        .upsert_faults
+        .fail_next(1, FailureBucket::IndexUnavailable);
+    assert!(matches!(w.consume(&m), ConsumeOutcome::Retry { .. }));
+    // Longer than any wait between two failures of one outage.
+    let gap = w.cfg.retry_max_delay_seconds + w.cfg.job_lease_seconds;
+    w.clock
+        .advance_ms(i64::from(w.cfg.job_retry_window_seconds.max(gap) + 1) * 1000);
+    w.index
+        .upsert_faults
+        .fail_next(1, FailureBucket::IndexUnavailable);
+    let o = w.consume(&m);
+    assert!(
+        matches!(o, ConsumeOutcome::Retry { .. }),
+        "the second failure ended the job: {o:?}"
+    );
+    w.clock
+        .advance_ms(i64::from(w.cfg.retry_max_delay_seconds) * 1000);
+    assert!(matches!(w.consume(&m), ConsumeOutcome::Ack { .. }));
+    assert_eq!(w.state("a"), DocumentState::Indexed);
+
+    // Failures within the gap of each other are one run: the window still ends it.
+    w.put("b", TEXT_B);
+    let m = w.queue.take_all().remove(0);
+    w.index
+        .upsert_faults
+        .fail_next(1000, FailureBucket::IndexUnavailable);
+    let started = w.clock.0.get();
+    let mut last = None;
+    for _ in 0..w.cfg.job_attempts_max {
+        let o = w.consume(&m);
+        match o {
+            ConsumeOutcome::Retry { delay_seconds } => {
+                w.clock.advance_ms(i64::from(delay_seconds) * 1000)
+            }
+            _ => {
+                last = Some(o);
+                break;
+            }
+        }
+    }
+    assert_eq!(last, Some(ConsumeOutcome::DeadLetter { reason: "dead" }));
+    assert!((w.clock.0.get() - started) / 1000 >= i64::from(w.cfg.job_retry_window_seconds));
+}
