@@ -878,3 +878,51 @@ fn generation_one_adopts_the_configuration_its_versions_were_indexed_with() {
         "the new version is chunked as generation 1's vectors were"
     );
 }
+
+#[test]
+fn the_switch_waits_for_an_index_job_in_flight_that_has_not_staged_yet() {
+    // Issue (found by the simulation): the switch waited only for index
+    // jobs that had staged. A delivery that read its target generations
+    // before the new one existed, and staged after the switch, wrote its
+    // version in the old generations only: once live, that document had no
+    // rows in the generation search serves.
+    let mut w = world();
+    let (_, job_id) = common::queued(&w.put("doc-00", &document(4, None)));
+    let msg = w.queue.sent.borrow_mut().pop_front().unwrap();
+    // That delivery has claimed its job (and read its targets: generation 1).
+    let now = w.clock.0.get();
+    let lease_until = now + i64::from(w.cfg.job_lease_seconds) * 1000;
+    block_on(w.p().store.claim(&job_id, now, lease_until))
+        .unwrap()
+        .expect("claimed");
+    w.cfg.chunk_size_max_tokens = 96;
+    let id = start(&w, BackfillScope::Config, 20)["backfill_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // Every build job runs, and cron looks again and again.
+    for _ in 0..5 {
+        w.deliver_all();
+        w.clock.advance_ms(60_000);
+        w.cron();
+        assert_eq!(
+            generation(&w, 2)["state"],
+            "building",
+            "switched while an index job was in flight: {}",
+            view(&w, &id)
+        );
+    }
+    // The delivery dies; its redelivery, after the lease, stages in both
+    // generations, and then the switch goes ahead.
+    w.clock
+        .advance_ms(i64::from(w.cfg.job_lease_seconds) * 1000);
+    w.queue.sent.borrow_mut().push_back(msg);
+    run_to_end(&w, &id);
+    assert_eq!(view(&w, &id)["state"], "completed", "{}", view(&w, &id));
+    assert_eq!(generation(&w, 2)["state"], "active");
+    assert!(
+        !chunk_rows(&w, "doc-00", 2).is_empty(),
+        "doc-00 has rows in generation 2"
+    );
+    served_chunks_have_vectors(&w).unwrap();
+}

@@ -271,7 +271,7 @@ fn side_effect_order_is_upsert_then_replace_then_cleanup() {
         .upsert_faults
         .fail_next(1, FailureBucket::IndexUnavailable);
     let msgs = w.queue.take_all();
-    assert!(matches!(w.consume(&msgs[0]), ConsumeOutcome::Retry { .. }));
+    w.consume_retried(&msgs[0]);
     assert_eq!(w.index.ids(), v1_ids);
     assert_eq!(w.live_vector_ids(), v1_ids);
     assert_eq!(w.state("a"), DocumentState::Queued);
@@ -281,7 +281,7 @@ fn side_effect_order_is_upsert_then_replace_then_cleanup() {
     // and none of its vectors was deleted.
     w.db.fail_sql
         .replace(Some((sql::COMMIT_SET_LIVE, FailureBucket::DbBusy)));
-    assert!(matches!(w.consume(&msgs[0]), ConsumeOutcome::Retry { .. }));
+    w.consume_retried(&msgs[0]);
     assert!(v1_ids.iter().all(|id| w.index.ids().contains(id)));
     assert_eq!(w.live_vector_ids(), v1_ids);
     assert!(w
@@ -515,17 +515,18 @@ fn a_job_survives_a_transient_outage_within_the_retry_window_and_dies_after_it()
     // every job in flight.
     let w = World::new();
     w.put("a", TEXT_A);
-    // The index is down for the first nine attempts (about 40 minutes).
+    // The index is down for the first fifteen attempts (over half an hour
+    // with the backoff capped at five minutes).
     w.index
         .upsert_faults
-        .fail_next(9, FailureBucket::IndexUnavailable);
+        .fail_next(15, FailureBucket::IndexUnavailable);
     let started = w.clock.0.get();
     let outcomes = w.deliver_all();
     assert_eq!(w.state("a"), DocumentState::Indexed, "{outcomes:?}");
     let outage_ms = w.clock.0.get() - started;
     assert!(
         outage_ms > 30 * 60 * 1000,
-        "the outage lasted {} s",
+        "the outage lasted {} s: {outcomes:?}",
         outage_ms / 1000
     );
     // An outage longer than JOB_RETRY_WINDOW_SECONDS ends the job dead.
@@ -823,4 +824,45 @@ fn time_a_job_spent_waiting_does_not_count_against_its_retry_window() {
     }
     assert_eq!(last, Some(ConsumeOutcome::DeadLetter { reason: "dead" }));
     assert!((w.clock.0.get() - started) / 1000 >= i64::from(w.cfg.job_retry_window_seconds));
+}
+
+#[test]
+fn a_duplicate_delivery_before_the_retry_time_is_not_an_attempt() {
+    // Issue (found by the simulation with the production policy): a
+    // duplicated message (Queues delivers at least once) was claimed at
+    // once, each copy on its own backoff, so an outage used the job's
+    // attempts twice as fast and a 40-minute outage ended it `dead`.
+    let w = World::new();
+    w.put("a", TEXT_A);
+    let m = w.queue.take_all().remove(0);
+    // The first two attempts fail.
+    w.index
+        .upsert_faults
+        .fail_next(2, FailureBucket::IndexUnavailable);
+    let ConsumeOutcome::Retry { delay_seconds } = w.consume(&m) else {
+        panic!("not retried")
+    };
+    let attempts = || w.count("SELECT attempts AS n FROM jobs");
+    assert_eq!(attempts(), 1);
+    // The duplicate, a second later: it waits for the retry time.
+    w.clock.advance_ms(1000);
+    assert_eq!(
+        w.consume(&m),
+        ConsumeOutcome::Retry {
+            delay_seconds: delay_seconds - 1
+        },
+        "the duplicate waits until the job's retry time"
+    );
+    assert_eq!(attempts(), 1, "the duplicate was counted as an attempt");
+    // At the retry time, the attempt runs (and fails again).
+    w.clock.advance_ms(i64::from(delay_seconds - 1) * 1000);
+    assert!(matches!(w.consume(&m), ConsumeOutcome::Retry { .. }));
+    assert_eq!(attempts(), 2);
+    // Once the index is back, one of the copies indexes the document, and
+    // the other one finds it done.
+    w.clock
+        .advance_ms(i64::from(w.cfg.retry_max_delay_seconds) * 1000);
+    assert!(matches!(w.consume(&m), ConsumeOutcome::Ack { .. }));
+    assert!(matches!(w.consume(&m), ConsumeOutcome::Ack { .. }));
+    assert_eq!(w.state("a"), DocumentState::Indexed);
 }

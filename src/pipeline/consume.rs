@@ -70,6 +70,14 @@ fn is_stale(job: &ConsumeRow) -> bool {
     job.version < job.latest_version || job.live_version.is_some_and(|l| l >= job.version)
 }
 
+/// Whole seconds from `now_ms` until `at_ms` (rounded up), within the
+/// queues' delays: 1 s to 24 h.
+fn seconds_until(at_ms: i64, now_ms: i64) -> u32 {
+    u32::try_from(((at_ms - now_ms).max(0) + 999) / 1000)
+        .unwrap_or(u32::MAX)
+        .clamp(1, 86_400)
+}
+
 /// What the entry point must do with the message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ConsumeOutcome {
@@ -289,6 +297,16 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                 // again when the lease ends. A holder that died (a crash)
                 // keeps it that long anyway; retrying sooner would only use
                 // up the queue's max_retries and send a live job to the DLQ.
+                // A duplicate of a job waiting for its retry waits for the
+                // retry time.
+                Some(again)
+                    if again.state == "up_for_retry"
+                        && again.next_attempt_at.is_some_and(|at| at > now) =>
+                {
+                    Ok(ConsumeOutcome::Retry {
+                        delay_seconds: seconds_until(again.next_attempt_at.unwrap_or(now), now),
+                    })
+                }
                 again => Ok(ConsumeOutcome::Retry {
                     delay_seconds: self.busy_retry_delay(again.and_then(|j| j.lease_until), now),
                 }),

@@ -101,6 +101,8 @@ pub struct ConsumeRow {
     pub state: String,
     pub attempts: u32,
     pub lease_until: Option<i64>,
+    /// When a job `up_for_retry` is due.
+    pub next_attempt_at: Option<i64>,
     /// Set for a build job (a backfill writing a live version into this generation).
     pub build_generation: Option<u32>,
     /// That generation's state: a build for one no longer written is stale.

@@ -85,7 +85,8 @@ FROM jobs j JOIN versions v ON v.doc_id = j.doc_id AND v.version = j.version WHE
 /// the document's current versions (the stale-version check).
 pub const CONSUME_LOAD: &str = "\
 SELECT j.job_id AS job_id, j.doc_id AS doc_id, j.version AS version, j.kind AS kind, j.state AS state,
-       j.attempts AS attempts, j.lease_until AS lease_until, j.build_generation AS build_generation,
+       j.attempts AS attempts, j.lease_until AS lease_until, j.next_attempt_at AS next_attempt_at,
+       j.build_generation AS build_generation,
        (SELECT g.state FROM generations g WHERE g.generation = j.build_generation) AS build_generation_state,
        v.content_type AS content_type, v.metadata AS metadata, v.part_count AS part_count,
        d.latest_version AS latest_version, d.live_version AS live_version
@@ -117,7 +118,11 @@ WHERE job_id = ?1 AND (state IN ('queued', 'up_for_retry') OR (state = 'running'
 pub const CONSUME_CLAIM: &str = "\
 UPDATE jobs SET state = 'running', step = CASE WHEN step = 'staged' THEN 'staged' ELSE 'claimed' END,
   attempts = attempts + 1, invocations = invocations + 1, lease_until = ?3, updated_at = ?2
-WHERE job_id = ?1 AND (state IN ('queued', 'up_for_retry') OR (state = 'running' AND lease_until < ?2))
+WHERE job_id = ?1
+  -- A job waiting for its retry is claimed at its retry time, not by an
+  -- earlier duplicate of its message (each copy would use its attempts).
+  AND (state = 'queued' OR (state = 'up_for_retry' AND (next_attempt_at IS NULL OR next_attempt_at <= ?2))
+       OR (state = 'running' AND lease_until < ?2))
   AND CASE WHEN jobs.build_generation IS NULL THEN
         EXISTS (SELECT 1 FROM documents d WHERE d.doc_id = jobs.doc_id AND d.latest_version = jobs.version
                 AND (d.live_version IS NULL OR d.live_version < jobs.version))
@@ -604,8 +609,10 @@ pub const GENERATION_MAX: &str =
 
 /// What keeps generation `?1` from being switched to: live documents whose
 /// live version has no rows there, or rows waiting on cleanup intents (a
-/// failed build); staged jobs that did not stage it (they began before it
-/// existed); and build jobs of it not ended (their rows may lack vectors).
+/// failed build); index jobs not ended without rows there (whatever their
+/// step: a delivery that read its target generations before this one
+/// existed stages without it, maybe after a switch); and build jobs of it
+/// not ended (their rows may lack vectors).
 pub const GENERATION_GAPS: &str = "\
 SELECT
   (SELECT count(*) FROM documents d JOIN versions v ON v.doc_id = d.doc_id AND v.version = d.live_version
@@ -614,20 +621,20 @@ SELECT
      OR EXISTS (SELECT 1 FROM chunks c JOIN cleanup_intents i ON i.vector_id = c.vector_id
                 WHERE c.doc_id = d.doc_id AND c.version = d.live_version AND c.generation = ?1))) AS missing,
   (SELECT count(*) FROM jobs j WHERE j.state IN ('queued', 'running', 'up_for_retry') AND j.kind = 'index'
-     AND j.step = 'staged' AND j.build_generation IS NULL
+     AND j.build_generation IS NULL
      AND NOT EXISTS (SELECT 1 FROM chunks c WHERE c.doc_id = j.doc_id AND c.version = j.version AND c.generation = ?1)) AS unstaged,
   (SELECT count(*) FROM jobs j WHERE j.build_generation = ?1 AND j.state IN ('queued', 'running', 'up_for_retry')) AS building";
 
 /// Nothing keeps generation `?1` from being switched to (`GENERATION_GAPS`
-/// as one condition): no build of it and no staged index job without it
-/// still writing, and every live document has its vectors there (rows, and
+/// as one condition): no build of it and no index job without rows there
+/// still in flight, and every live document has its vectors there (rows, and
 /// no intent on them). Shared by the switch's statements, so that each
 /// applies only if the switch does.
 macro_rules! switch_allowed {
     () => {
         "NOT EXISTS (SELECT 1 FROM jobs j WHERE j.build_generation = ?1 AND j.state IN ('queued', 'running', 'up_for_retry'))
   AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.state IN ('queued', 'running', 'up_for_retry') AND j.kind = 'index'
-                  AND j.step = 'staged' AND j.build_generation IS NULL
+                  AND j.build_generation IS NULL
                   AND NOT EXISTS (SELECT 1 FROM chunks c WHERE c.doc_id = j.doc_id AND c.version = j.version AND c.generation = ?1))
   AND NOT EXISTS (
     SELECT 1 FROM documents d JOIN versions v ON v.doc_id = d.doc_id AND v.version = d.live_version

@@ -118,6 +118,17 @@ impl World {
         block_on(self.p().consume(m))
     }
 
+    /// Consumes `m`, which must be retried, and waits out its delay (as the
+    /// queue would before the redelivery).
+    pub fn consume_retried(&self, m: &JobMessage) {
+        match self.consume(m) {
+            ConsumeOutcome::Retry { delay_seconds } => {
+                self.clock.advance_ms(i64::from(delay_seconds) * 1000)
+            }
+            other => panic!("expected a retry, got {other:?}"),
+        }
+    }
+
     /// Delivers every queued message (and what they cause) until the queue
     /// is empty; a retried message is delivered again after its delay.
     /// Returns the outcomes in order.
