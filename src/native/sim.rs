@@ -174,7 +174,9 @@ impl Port {
 }
 
 /// One port fails every call (before its effect) from `from_ms` until
-/// `until_ms`, in simulated time: an incident, not independent faults.
+/// `until_ms`, in simulated time: an incident, not independent faults. An
+/// outage of the queue service also stops its deliveries (the broker
+/// delivers again when it ends); an acknowledgement under way fails.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Outage {
     pub port: Port,
@@ -451,6 +453,9 @@ pub struct Broker {
     pub lost: RefCell<Vec<JobMessage>>,
     pub max_retries: u32,
     pub dead_max_retries: u32,
+    /// An outage of the queue service, `[from, until)`: it delivers nothing
+    /// then (a delivery under way may still fail to be acknowledged).
+    pub paused: Cell<Option<(i64, i64)>>,
 }
 
 /// A message in a queue: when it is available, how often it was delivered,
@@ -481,6 +486,15 @@ impl Broker {
             lost: RefCell::new(Vec::new()),
             max_retries,
             dead_max_retries: QUEUE_MAX_RETRIES,
+            paused: Cell::new(None),
+        }
+    }
+    /// When a message due at `at` can be delivered, at `now` or later.
+    fn deliverable_at(&self, at: i64, now: i64) -> i64 {
+        let t = at.max(now);
+        match self.paused.get() {
+            Some((from, until)) if (from..until).contains(&t) => until,
+            _ => t,
         }
     }
     pub fn push(&self, m: JobMessage, available_at: i64) {
@@ -529,27 +543,28 @@ impl Broker {
         q.deliveries += 1;
         q
     }
-    fn available_in(queue: &RefCell<Vec<Queued>>, now: i64) -> Vec<usize> {
+    fn available_in(&self, queue: &RefCell<Vec<Queued>>, now: i64) -> Vec<usize> {
         queue
             .borrow()
             .iter()
             .enumerate()
-            .filter(|(_, q)| q.at <= now)
+            .filter(|(_, q)| self.deliverable_at(q.at, now) <= now)
             .map(|(i, _)| i)
             .collect()
     }
     fn available(&self, now: i64) -> Vec<usize> {
-        Broker::available_in(&self.pending, now)
+        self.available_in(&self.pending, now)
     }
     fn dead_available(&self, now: i64) -> Vec<usize> {
-        Broker::available_in(&self.dead, now)
+        self.available_in(&self.dead, now)
     }
-    fn earliest(&self) -> Option<i64> {
+    /// When the next message can be delivered (`now` or later).
+    fn earliest(&self, now: i64) -> Option<i64> {
         self.pending
             .borrow()
             .iter()
             .chain(self.dead.borrow().iter())
-            .map(|q| q.at)
+            .map(|q| self.deliverable_at(q.at, now))
             .min()
     }
     fn is_empty(&self) -> bool {
@@ -1371,6 +1386,9 @@ pub fn run(
 ) -> Result<RunReport, Violation> {
     let mut w = World::new(cfg.clone(), bugs);
     w.broker = Broker::new(script.queue_max_retries);
+    if let Some(o) = script.outage.filter(|o| o.port == Port::Queue) {
+        w.broker.paused.set(Some((o.from_ms, o.until_ms)));
+    }
     let w = w;
     sched.outage.set(script.outage);
     sched.now_ms.set(w.clock.0.get());
@@ -1576,7 +1594,7 @@ pub fn run(
                     Step::Deliver(i, false)
                 } else if let Some(&i) = dead_avail.first() {
                     Step::DeliverDead(i)
-                } else if let Some(at) = w.broker.earliest() {
+                } else if let Some(at) = w.broker.earliest(now) {
                     Step::Advance(at - now)
                 } else if !tasks.is_empty() {
                     // Only waiting clients, and nothing left to deliver: they may go on.
@@ -1746,7 +1764,7 @@ pub fn run(
             }
         }
         let mut deliveries = 0;
-        while let Some(at) = w.broker.earliest() {
+        while let Some(at) = w.broker.earliest(w.clock.0.get()) {
             deliveries += 1;
             if deliveries > 10_000 {
                 return Err(with_trace(
@@ -2014,7 +2032,7 @@ fn reference_dump(script: &Script, reference: Reference, cfg: &Config, bugs: Bug
     let sched = Sched::new(0, FaultPlan::None);
     let p = w.simulated(&sched);
     let deliver_all = || {
-        while let Some(at) = w.broker.earliest() {
+        while let Some(at) = w.broker.earliest(w.clock.0.get()) {
             if at > w.clock.0.get() {
                 w.clock.0.set(at);
             }
