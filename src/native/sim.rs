@@ -12,7 +12,8 @@
 //! The queue broker redelivers, duplicates and reorders messages; the cron
 //! handler runs at arbitrary points; the clock is injected and a task that
 //! outlives the platform's wall-clock limit is killed. After every step the
-//! invariants I1–I4 are checked; after quiescence I5–I7 (see
+//! invariants I1–I4, I8 and I10 are checked; after quiescence I5–I7, I9
+//! and, for a redrive, R (see
 //! `docs/ARCHITECTURE.md`).
 
 use super::{ManualClock, MemIndex, SqliteDb};
@@ -883,6 +884,21 @@ impl World {
             .unwrap_or(0) as u32
     }
 
+    /// Generations being built that no backfill builds: nothing would ever
+    /// drive them to a switch or an end, and a reindex to another
+    /// configuration is refused while one exists.
+    pub fn generations_without_backfill(&self) -> Vec<u32> {
+        let rows: Vec<serde_json::Value> = self.db.inspect(
+            "SELECT g.generation AS generation FROM generations g WHERE g.state = 'building'
+             AND NOT EXISTS (SELECT 1 FROM backfills b WHERE b.to_generation = g.generation)",
+            vec![],
+        );
+        rows.iter()
+            .filter_map(|r| r["generation"].as_u64())
+            .map(|g| g as u32)
+            .collect()
+    }
+
     /// Backfills still running or paused.
     fn open_backfills(&self) -> i64 {
         let rows: Vec<serde_json::Value> = self.db.inspect(
@@ -956,6 +972,15 @@ impl World {
 
     /// Jobs that ended `failed` or `dead` whose letter is not archived with
     /// that ending (the evidence an operator redrives from).
+    /// Job ids of the archived dead letters.
+    fn archived_letters(&self) -> Vec<String> {
+        let rows: Vec<serde_json::Value> =
+            self.db.inspect("SELECT job_id FROM dead_letters", vec![]);
+        rows.iter()
+            .filter_map(|r| r["job_id"].as_str().map(str::to_string))
+            .collect()
+    }
+
     fn failed_jobs_without_evidence(&self) -> Vec<String> {
         let rows: Vec<serde_json::Value> = self.db.inspect(
             "SELECT j.job_id FROM jobs j WHERE j.state IN ('failed', 'dead')
@@ -1124,6 +1149,14 @@ impl Monitor {
             });
         }
         self.max_generation.set(active);
+        // I10: a generation is built only by a backfill (created with it, in
+        // one batch).
+        if let Some(g) = w.generations_without_backfill().first() {
+            return Err(Violation {
+                invariant: "I10",
+                detail: format!("generation {g} is building without a backfill"),
+            });
+        }
         // I4: search serves only chunks D1 holds as live, of one generation: the active one.
         let live = w.live_versions();
         let p = w.direct();
@@ -1869,6 +1902,27 @@ pub fn run(
             Violation {
                 invariant: "I9",
                 detail: format!("the dead-letter queue dropped the letter of {}", m.job_id),
+            },
+            sched,
+        ));
+    }
+    // Every message that reached the dead-letter queue (sent by the
+    // consumer, or forwarded by the queue after its max_retries) is archived.
+    let archived: BTreeSet<String> = w.archived_letters().into_iter().collect();
+    if let Some(m) = w
+        .broker
+        .dead_log
+        .borrow()
+        .iter()
+        .find(|m| !archived.contains(&m.job_id))
+    {
+        return Err(with_trace(
+            Violation {
+                invariant: "I9",
+                detail: format!(
+                    "the letter of {} reached the dead-letter queue but is not archived",
+                    m.job_id
+                ),
             },
             sched,
         ));
