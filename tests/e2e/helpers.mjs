@@ -328,12 +328,25 @@ export async function api(base, method, urlPath, body, { token = INGEST_TOKEN, h
     payload = typeof body === 'string' ? body : JSON.stringify(body);
     if (!Object.keys(h).some((k) => k.toLowerCase() === 'content-type')) h['Content-Type'] = 'application/json';
   }
-  const res = await fetch(`${base}${urlPath}`, {
-    method,
-    headers: h,
-    body: payload,
-    signal: AbortSignal.timeout(60_000),
-  });
+  const send = (timeoutMs) =>
+    fetch(`${base}${urlPath}`, { method, headers: h, body: payload, signal: AbortSignal.timeout(timeoutMs) });
+  let res;
+  if (method === 'GET' || method === 'HEAD') {
+    // A GET that gets no answer at all is asked once more, on a fresh
+    // connection, and says so: under load in CI a request on a reused
+    // keep-alive connection has been seen to stall with nothing in the
+    // Worker's log. A Worker that really hangs fails the second time too.
+    try {
+      res = await send(20_000);
+    } catch (err) {
+      if (err?.name !== 'TimeoutError') throw err;
+      process.stderr.write(`# ${method} ${urlPath}: no answer in 20 s, asking once more\n`);
+      h.Connection = 'close';
+      res = await send(60_000);
+    }
+  } else {
+    res = await send(60_000);
+  }
   const text = await res.text();
   let parsed = null;
   try {
