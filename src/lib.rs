@@ -6,6 +6,8 @@
 //! Crate map (see `docs/ARCHITECTURE.md` for the whole picture):
 //!
 //! - [`config`]: every tunable and platform limit, in one place, with defaults.
+//! - [`bugs`]: deliberate protocol bugs for testing the simulation (inert
+//!   unless built with the `protocol-bugs` feature).
 //! - [`core`]: pure code, no I/O, no async: identifiers, chunking, the local
 //!   embedder, failure buckets and the retry policy.
 //! - [`ports`]: the small traits the pipeline is generic over (database,
@@ -21,6 +23,7 @@
 
 pub mod adapters;
 pub mod api;
+pub mod bugs;
 pub mod config;
 pub mod core;
 pub mod pipeline;

@@ -1,5 +1,5 @@
 //! Testing the tester: with each deliberate protocol bug of
-//! `src/pipeline/bugs.rs` switched on, the simulation must report a
+//! `src/bugs.rs` switched on, the simulation must report a
 //! violated invariant. Built only with `--features protocol-bugs`
 //! (`make test` runs it).
 #![cfg(feature = "protocol-bugs")]

@@ -9,8 +9,8 @@
 //! sweeps. A letter whose version is no longer the latest (superseded) or is
 //! already live is skipped.
 
-use super::bugs::Bug;
 use super::{log_event, Pipeline, RepairReport};
+use crate::bugs::Bug;
 use crate::core::ids::{job_id, sha256_hex, DocId};
 use crate::ports::{
     Clock, Database, Embedder, JobMessage, JobQueue, PortError, SqlValue, Stmt, VectorIndex,
@@ -263,7 +263,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             .db
             .query(Stmt::new(
                 if self.bugs.has(Bug::RedriveOverlaps) {
-                    super::bugs::sql::REDRIVE_CANDIDATES_OVERLAPPING
+                    crate::bugs::sql::REDRIVE_CANDIDATES_OVERLAPPING
                 } else {
                     sql::REDRIVE_CANDIDATES
                 },

@@ -12,8 +12,8 @@
 //! retained (and still written) until it is retired, so the switch can be
 //! rolled back; retiring turns its chunk rows into cleanup intents.
 
-use super::bugs::Bug;
 use super::{log_event, Pipeline};
+use crate::bugs::Bug;
 use crate::core::failure::FailureBucket;
 use crate::core::ids::{job_id, DocId};
 use crate::ports::{

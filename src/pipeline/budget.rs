@@ -51,33 +51,7 @@ impl Usage {
     }
 }
 
-/// A copy of [`Usage`], to record in D1.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct UsageSnapshot {
-    pub d1: u64,
-    pub embed: u64,
-    pub index: u64,
-    pub queue: u64,
-    pub embedded: u64,
-    pub reused: u64,
-    /// The invocation's total subrequests at this point (not a difference).
-    pub peak: u64,
-}
-
-impl UsageSnapshot {
-    /// What was used since `earlier`; `peak` stays this snapshot's.
-    pub fn minus(&self, earlier: &UsageSnapshot) -> UsageSnapshot {
-        UsageSnapshot {
-            d1: self.d1 - earlier.d1,
-            embed: self.embed - earlier.embed,
-            index: self.index - earlier.index,
-            queue: self.queue - earlier.queue,
-            embedded: self.embedded - earlier.embedded,
-            reused: self.reused - earlier.reused,
-            peak: self.peak,
-        }
-    }
-}
+pub use crate::store::UsageSnapshot;
 
 /// The budget of one invocation against which [`Usage`] is checked.
 #[derive(Clone, Copy, Debug)]

@@ -42,8 +42,8 @@
 //! never break the derived index before the source of truth.
 
 use super::budget::{Budget, Metered, Usage, UsageSnapshot};
-use super::bugs::Bug;
 use super::{log_event, Pipeline};
+use crate::bugs::Bug;
 use crate::core::chunk::ContentType;
 use crate::core::failure::{FailureBucket, RetryDecision};
 use crate::core::ids::{sha256_hex, vector_id_in, DocId};

@@ -5,7 +5,6 @@
 mod admin;
 mod backfill;
 mod budget;
-pub mod bugs;
 mod consume;
 mod intake;
 mod repair;
@@ -13,6 +12,8 @@ mod search;
 mod settle;
 mod views;
 
+/// The seeded bugs, at their old path (`crate::bugs`).
+pub use crate::bugs;
 pub use admin::{LetterFilter, Plan, RedriveRequest, REDRIVE_LETTERS_MAX};
 pub use backfill::{BackfillScope, Refusal};
 pub use budget::{Budget, Metered, Usage, UsageSnapshot};

@@ -101,7 +101,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                 &malformed
             }
         };
-        if !msg.archived && self.bugs.has(super::bugs::Bug::DeadLetterNotArchived) {
+        if !msg.archived && self.bugs.has(crate::bugs::Bug::DeadLetterNotArchived) {
             return Settle::Ack;
         }
         let archived = if msg.archived {

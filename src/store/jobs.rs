@@ -1,0 +1,277 @@
+//! Jobs: the consumer's claim, checkpoints, retries and ends, and cron's
+//! stalled-job handling.
+//!
+//! May import: `ports`, `core`, `store::sql`.
+
+use super::usage::usage_stmt;
+use super::{int, json_array, sql, Store, UsageSnapshot};
+use crate::core::failure::FailureBucket;
+use crate::ports::{Database, PortError, Stmt};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+pub struct JobViewRow {
+    pub job_id: String,
+    pub doc_id: String,
+    pub version: u32,
+    pub kind: String,
+    pub state: String,
+    pub step: String,
+    pub attempts: u32,
+    pub last_failure_bucket: Option<String>,
+    pub lease_until: Option<i64>,
+    pub next_attempt_at: Option<i64>,
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub build_generation: Option<u32>,
+    pub chunk_count: Option<u32>,
+    pub chunks_done: u32,
+    pub chunks_embedded: u64,
+    pub chunks_reused: u64,
+    pub invocations: u32,
+    pub subrequests_d1: u64,
+    pub subrequests_embed: u64,
+    pub subrequests_index: u64,
+    pub subrequests_queue: u64,
+    pub subrequests_peak: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct ConsumeRow {
+    pub job_id: String,
+    pub doc_id: String,
+    pub version: u32,
+    pub kind: String,
+    pub state: String,
+    pub attempts: u32,
+    pub lease_until: Option<i64>,
+    /// When a job `up_for_retry` is due.
+    pub next_attempt_at: Option<i64>,
+    /// Set for a build job (a backfill writing a live version into this generation).
+    pub build_generation: Option<u32>,
+    /// That generation's state: a build for one no longer written is stale.
+    pub build_generation_state: Option<String>,
+    pub content_type: String,
+    pub metadata: String,
+    pub part_count: u32,
+    pub latest_version: u32,
+    pub live_version: Option<u32>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct StalledJobRow {
+    pub job_id: String,
+    pub doc_id: String,
+    pub version: u32,
+    pub attempts: u32,
+    pub build_generation: Option<u32>,
+}
+
+/// What a claim returns: the attempt number and where the job stands.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ClaimRow {
+    pub attempts: u32,
+    pub step: String,
+    pub chunks_done: u32,
+    /// Chunk rows to write (over every generation staged), set by the staging batch.
+    pub rows_total: Option<u32>,
+    /// When the job began failing without progress (none: it is not).
+    pub failing_since: Option<i64>,
+    /// When its last attempt failed transiently.
+    pub last_failed_at: Option<i64>,
+}
+
+impl<D: Database> Store<D> {
+    pub async fn job_view(&self, job_id: &str) -> Result<Option<JobViewRow>, PortError> {
+        Ok(self
+            .db
+            .query(Stmt::new(sql::JOB_VIEW, vec![job_id.into()]))
+            .await?
+            .into_iter()
+            .next())
+    }
+
+    pub async fn consume_load(&self, job_id: &str) -> Result<Option<ConsumeRow>, PortError> {
+        Ok(self
+            .db
+            .query(Stmt::new(sql::CONSUME_LOAD, vec![job_id.into()]))
+            .await?
+            .into_iter()
+            .next())
+    }
+
+    /// Returns whether the job was moved to `superseded`.
+    pub async fn supersede(&self, job_id: &str, now: i64) -> Result<bool, PortError> {
+        Ok(self
+            .db
+            .execute(Stmt::new(
+                sql::CONSUME_SUPERSEDE,
+                vec![job_id.into(), int(now)],
+            ))
+            .await?
+            > 0)
+    }
+
+    /// Returns the attempt number and checkpoint if this delivery now holds the job.
+    pub async fn claim(
+        &self,
+        job_id: &str,
+        now: i64,
+        lease_until: i64,
+    ) -> Result<Option<ClaimRow>, PortError> {
+        let rows: Vec<ClaimRow> = self
+            .db
+            .query(Stmt::new(
+                sql::CONSUME_CLAIM,
+                vec![job_id.into(), int(now), int(lease_until)],
+            ))
+            .await?;
+        Ok(rows.into_iter().next())
+    }
+
+    /// The checkpoint and this invocation's usage, atomically.
+    pub async fn checkpoint(
+        &self,
+        job_id: &str,
+        now: i64,
+        chunks_done: u32,
+        usage: &UsageSnapshot,
+    ) -> Result<(), PortError> {
+        self.db
+            .batch(vec![
+                Stmt::new(
+                    sql::CONSUME_CHECKPOINT,
+                    vec![job_id.into(), int(now), chunks_done.into()],
+                ),
+                usage_stmt(job_id, usage),
+            ])
+            .await
+            .map(|_| ())
+    }
+
+    pub async fn job_up_for_retry(
+        &self,
+        job_id: &str,
+        bucket: FailureBucket,
+        now: i64,
+        next_at: i64,
+        chunks_done: u32,
+        failing_since: i64,
+        usage: &UsageSnapshot,
+    ) -> Result<(), PortError> {
+        let params = vec![
+            job_id.into(),
+            bucket.as_str().into(),
+            int(now),
+            int(next_at),
+            chunks_done.into(),
+            int(failing_since),
+        ];
+        self.db
+            .batch(vec![
+                Stmt::new(sql::JOB_UP_FOR_RETRY, params),
+                usage_stmt(job_id, usage),
+            ])
+            .await
+            .map(|_| ())
+    }
+
+    /// Ends a job `failed` or `dead`, and turns its version's vectors (if it
+    /// is not live) into intents, atomically.
+    pub async fn job_end_failed(
+        &self,
+        job_id: &str,
+        doc_id: &str,
+        version: u32,
+        bucket: FailureBucket,
+        state: &'static str,
+        now: i64,
+        usage: &UsageSnapshot,
+        build_generation: Option<u32>,
+    ) -> Result<(), PortError> {
+        let mut extra = vec![];
+        if let Some(g) = build_generation {
+            extra.push(Stmt::new(
+                sql::BUILD_INTENTS_FOR_FAILED,
+                vec![
+                    doc_id.into(),
+                    version.into(),
+                    int(now),
+                    g.into(),
+                    job_id.into(),
+                ],
+            ));
+        }
+        let mut stmts = vec![
+            Stmt::new(
+                sql::JOB_END_FAILED,
+                vec![
+                    job_id.into(),
+                    bucket.as_str().into(),
+                    int(now),
+                    state.into(),
+                ],
+            ),
+            Stmt::new(
+                sql::COMMIT_INTENTS_FOR_LOSER,
+                vec![doc_id.into(), version.into(), int(now)],
+            ),
+            usage_stmt(job_id, usage),
+        ];
+        stmts.extend(extra);
+        self.db.batch(stmts).await.map(|_| ())
+    }
+
+    pub async fn stalled_jobs(
+        &self,
+        now: i64,
+        stalled_before: i64,
+        limit: usize,
+    ) -> Result<Vec<StalledJobRow>, PortError> {
+        self.db
+            .query(Stmt::new(
+                sql::STALLED_JOBS,
+                vec![int(now), int(stalled_before), int(limit as i64)],
+            ))
+            .await
+    }
+
+    pub async fn touch_jobs(&self, job_ids: &[&str], now: i64) -> Result<(), PortError> {
+        self.db
+            .execute(Stmt::new(
+                sql::TOUCH_JOBS,
+                vec![json_array(job_ids).into(), int(now)],
+            ))
+            .await
+            .map(|_| ())
+    }
+
+    /// Ends a stalled job `dead`; its version's vectors (if not live)
+    /// become intents, and a build job's rows in its generation too.
+    pub async fn job_stalled_dead(&self, job: &StalledJobRow, now: i64) -> Result<(), PortError> {
+        let (doc_id, version) = (job.doc_id.as_str(), job.version);
+        let mut stmts = vec![
+            Stmt::new(
+                sql::JOB_STALLED_DEAD,
+                vec![job.job_id.as_str().into(), int(now)],
+            ),
+            Stmt::new(
+                sql::COMMIT_INTENTS_FOR_LOSER,
+                vec![doc_id.into(), version.into(), int(now)],
+            ),
+        ];
+        if let Some(g) = job.build_generation {
+            stmts.push(Stmt::new(
+                sql::BUILD_INTENTS_FOR_FAILED,
+                vec![
+                    doc_id.into(),
+                    version.into(),
+                    int(now),
+                    g.into(),
+                    job.job_id.as_str().into(),
+                ],
+            ));
+        }
+        self.db.batch(stmts).await.map(|_| ())
+    }
+}

@@ -1,0 +1,58 @@
+//! Per-job usage counters (subrequests, embeddings made and reused), recorded in D1
+//! with the job's own statements.
+//!
+//! May import: `ports`, `core`, `store::sql`.
+
+use super::{sql, Store};
+use crate::ports::{Database, PortError, SqlValue, Stmt};
+
+/// What one invocation used (a copy of `pipeline::Usage`), to record in D1.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UsageSnapshot {
+    pub d1: u64,
+    pub embed: u64,
+    pub index: u64,
+    pub queue: u64,
+    pub embedded: u64,
+    pub reused: u64,
+    /// The invocation's total subrequests at this point (not a difference).
+    pub peak: u64,
+}
+
+impl UsageSnapshot {
+    /// What was used since `earlier`; `peak` stays this snapshot's.
+    pub fn minus(&self, earlier: &UsageSnapshot) -> UsageSnapshot {
+        UsageSnapshot {
+            d1: self.d1 - earlier.d1,
+            embed: self.embed - earlier.embed,
+            index: self.index - earlier.index,
+            queue: self.queue - earlier.queue,
+            embedded: self.embedded - earlier.embedded,
+            reused: self.reused - earlier.reused,
+            peak: self.peak,
+        }
+    }
+}
+
+pub(super) fn usage_stmt(job_id: &str, u: &UsageSnapshot) -> Stmt {
+    let n = |v: u64| SqlValue::Int(v as i64);
+    Stmt::new(
+        sql::JOB_ADD_USAGE,
+        vec![
+            job_id.into(),
+            n(u.d1),
+            n(u.embed),
+            n(u.index),
+            n(u.queue),
+            n(u.embedded),
+            n(u.reused),
+            n(u.peak),
+        ],
+    )
+}
+
+impl<D: Database> Store<D> {
+    pub async fn add_usage(&self, job_id: &str, usage: &UsageSnapshot) -> Result<(), PortError> {
+        self.db.execute(usage_stmt(job_id, usage)).await.map(|_| ())
+    }
+}
