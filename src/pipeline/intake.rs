@@ -5,11 +5,8 @@ use super::log_event;
 use crate::core::chunk::ContentType;
 use crate::core::failure::FailureBucket;
 use crate::core::ids::{job_id, sha256_hex, DocId};
-use crate::ports::{
-    Clock, Database, Embedder, JobMessage, JobQueue, PortError, SqlValue, Stmt, VectorIndex,
-};
-use crate::store::{json_pages, sql};
-use serde::Serialize;
+use crate::ports::{Clock, Database, Embedder, JobMessage, JobQueue, PortError, VectorIndex};
+use crate::store::{DocRow, JobRow, NewVersions, PartRow, VersionRow};
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 
@@ -62,40 +59,6 @@ pub enum IntakeError {
 /// Attempts of the read-then-write intake when a concurrent writer took the
 /// same version number first.
 const INTAKE_ATTEMPTS_MAX: usize = 3;
-
-#[derive(Serialize)]
-struct DocRow<'a> {
-    doc_id: &'a str,
-    version: u32,
-}
-
-#[derive(Serialize)]
-struct VersionRow<'a> {
-    doc_id: &'a str,
-    version: u32,
-    is_delete: u8,
-    content_hash: String,
-    content_type: &'static str,
-    metadata: String,
-    text_bytes: usize,
-    part_count: usize,
-}
-
-#[derive(Serialize)]
-struct PartRow<'a> {
-    doc_id: &'a str,
-    version: u32,
-    part: usize,
-    text: &'a str,
-}
-
-#[derive(Serialize)]
-struct JobRow<'a> {
-    job_id: String,
-    doc_id: &'a str,
-    version: u32,
-    kind: &'static str,
-}
 
 /// The identity of a version's content: equal hashes mean "unchanged".
 pub fn content_hash(input: &DocumentInput) -> String {
@@ -260,42 +223,16 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock>
 
         // One atomic batch: documents, versions, text parts, jobs. A version
         // number taken concurrently violates the primary key and aborts it all.
-        let max = self.cfg.d1_json_param_bytes_max;
-        let t = || SqlValue::Int(now);
-        let mut stmts = Vec::new();
-        for page in json_pages(&docs, max) {
-            stmts.push(Stmt::new(
-                sql::INTAKE_UPSERT_DOCUMENTS,
-                vec![page.into(), t()],
-            ));
-        }
-        for page in json_pages(&versions, max) {
-            stmts.push(Stmt::new(
-                sql::INTAKE_INSERT_VERSIONS,
-                vec![page.into(), t()],
-            ));
-        }
-        let (small, large): (Vec<&PartRow>, Vec<&PartRow>) = parts
-            .iter()
-            .partition(|p| serde_json::to_string(p).map_or(usize::MAX, |s| s.len()) + 2 <= max);
-        for page in json_pages(&small, max) {
-            stmts.push(Stmt::new(sql::INTAKE_INSERT_PARTS_BULK, vec![page.into()]));
-        }
-        for p in large {
-            let params = vec![
-                p.doc_id.into(),
-                p.version.into(),
-                SqlValue::Int(p.part as i64),
-                p.text.into(),
-            ];
-            stmts.push(Stmt::new(sql::INTAKE_INSERT_PART, params));
-        }
-        for page in json_pages(&jobs, max) {
-            stmts.push(Stmt::new(sql::INTAKE_INSERT_JOBS, vec![page.into(), t()]));
-        }
         self.store
-            .db
-            .batch(stmts)
+            .record_versions(
+                &NewVersions {
+                    docs: &docs,
+                    versions: &versions,
+                    parts: &parts,
+                    jobs: &jobs,
+                },
+                now,
+            )
             .await
             .map_err(IntakeError::Port)?;
 

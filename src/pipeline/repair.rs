@@ -7,23 +7,8 @@
 
 use super::{log_event, Pipeline};
 use crate::core::failure::FailureBucket;
-use crate::ports::{
-    Clock, Database, Embedder, JobMessage, JobQueue, PortError, SqlValue, Stmt, VectorIndex,
-};
-use crate::store::sql;
-use serde::Deserialize;
+use crate::ports::{Clock, Database, Embedder, JobMessage, JobQueue, PortError, VectorIndex};
 
-#[derive(Deserialize)]
-struct CursorRow {
-    value: String,
-}
-
-#[derive(Deserialize)]
-struct VerifyRow {
-    vector_id: String,
-    doc_id: String,
-    version: u32,
-}
 use serde::Serialize;
 use serde_json::json;
 
@@ -111,27 +96,10 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         }
         let now = self.clock.now_ms();
         let live_before = now - i64::from(self.cfg.index_visibility_window_seconds) * 1000;
-        let cursor: Vec<CursorRow> = self
+        let after = self.store.cursor("verify").await?;
+        let rows = self
             .store
-            .db
-            .query(Stmt::new(sql::CURSOR_GET, vec!["verify".into()]))
-            .await?;
-        let after = cursor
-            .into_iter()
-            .next()
-            .map(|c| c.value)
-            .unwrap_or_default();
-        let rows: Vec<VerifyRow> = self
-            .store
-            .db
-            .query(Stmt::new(
-                sql::VERIFY_LIVE_CHUNKS,
-                vec![
-                    SqlValue::Int(live_before),
-                    after.into(),
-                    SqlValue::Int(self.cfg.cron_verify_chunks_max as i64),
-                ],
-            ))
+            .live_chunks_to_verify(live_before, &after, self.cfg.cron_verify_chunks_max)
             .await?;
         // The next run starts after the last chunk checked, or from the top.
         let next = if rows.len() < self.cfg.cron_verify_chunks_max {
@@ -163,22 +131,10 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                 "repair_missing_vectors",
                 json!({ "doc_id": doc_id, "version": version }),
             );
-            self.store
-                .db
-                .execute(Stmt::new(
-                    sql::MARK_REPAIR_NEEDED,
-                    vec![doc_id.as_str().into(), (*version).into()],
-                ))
-                .await?;
+            self.store.mark_repair_needed(doc_id, *version).await?;
             self.rerun_live_version(doc_id, *version).await?;
         }
-        self.store
-            .db
-            .execute(Stmt::new(
-                sql::CURSOR_SET,
-                vec!["verify".into(), next.into()],
-            ))
-            .await?;
+        self.store.set_cursor("verify", &next).await?;
         Ok((rows.len() as u64, missing.len() as u64))
     }
 

@@ -1,12 +1,13 @@
 //! Documents and their versions as intake and the API read them: latest
-//! versions, document views, a version's text.
+//! versions, document views, a version's text, and the batch that records
+//! new versions.
 //!
 //! May import: `ports`, `core`, `store::sql`.
 
-use super::{json_array, sql, Store};
+use super::{json_array, json_pages, sql, Store};
 use crate::core::failure::FailureBucket;
-use crate::ports::{Database, PortError, Stmt};
-use serde::Deserialize;
+use crate::ports::{Database, PortError, SqlValue, Stmt};
+use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Deserialize)]
 pub struct LatestVersionRow {
@@ -41,7 +42,92 @@ struct TextRow {
     text: String,
 }
 
+/// Rows of new versions, as intake writes them (one `json_each` page each).
+#[derive(Serialize)]
+pub struct DocRow<'a> {
+    pub doc_id: &'a str,
+    pub version: u32,
+}
+
+#[derive(Serialize)]
+pub struct VersionRow<'a> {
+    pub doc_id: &'a str,
+    pub version: u32,
+    pub is_delete: u8,
+    pub content_hash: String,
+    pub content_type: &'static str,
+    pub metadata: String,
+    pub text_bytes: usize,
+    pub part_count: usize,
+}
+
+#[derive(Serialize)]
+pub struct PartRow<'a> {
+    pub doc_id: &'a str,
+    pub version: u32,
+    pub part: usize,
+    pub text: &'a str,
+}
+
+#[derive(Serialize)]
+pub struct JobRow<'a> {
+    pub job_id: String,
+    pub doc_id: &'a str,
+    pub version: u32,
+    pub kind: &'static str,
+}
+
+/// Everything intake writes for a set of new versions, in one batch.
+pub struct NewVersions<'a> {
+    pub docs: &'a [DocRow<'a>],
+    pub versions: &'a [VersionRow<'a>],
+    pub parts: &'a [PartRow<'a>],
+    pub jobs: &'a [JobRow<'a>],
+}
+
 impl<D: Database> Store<D> {
+    /// Records new versions (documents, versions, text parts, jobs) in one
+    /// atomic batch, each kind in `json_each` pages under the parameter
+    /// limit; a part too large for a page travels alone. A version number
+    /// taken concurrently violates the primary key and aborts it all.
+    pub async fn record_versions(&self, new: &NewVersions<'_>, now: i64) -> Result<(), PortError> {
+        let max = self.json_param_bytes_max;
+        let t = || SqlValue::Int(now);
+        let mut stmts = Vec::new();
+        for page in json_pages(new.docs, max) {
+            stmts.push(Stmt::new(
+                sql::INTAKE_UPSERT_DOCUMENTS,
+                vec![page.into(), t()],
+            ));
+        }
+        for page in json_pages(new.versions, max) {
+            stmts.push(Stmt::new(
+                sql::INTAKE_INSERT_VERSIONS,
+                vec![page.into(), t()],
+            ));
+        }
+        let (small, large): (Vec<&PartRow>, Vec<&PartRow>) = new
+            .parts
+            .iter()
+            .partition(|p| serde_json::to_string(p).map_or(usize::MAX, |s| s.len()) + 2 <= max);
+        for page in json_pages(&small, max) {
+            stmts.push(Stmt::new(sql::INTAKE_INSERT_PARTS_BULK, vec![page.into()]));
+        }
+        for p in large {
+            let params = vec![
+                p.doc_id.into(),
+                p.version.into(),
+                SqlValue::Int(p.part as i64),
+                p.text.into(),
+            ];
+            stmts.push(Stmt::new(sql::INTAKE_INSERT_PART, params));
+        }
+        for page in json_pages(new.jobs, max) {
+            stmts.push(Stmt::new(sql::INTAKE_INSERT_JOBS, vec![page.into(), t()]));
+        }
+        self.db.batch(stmts).await.map(|_| ())
+    }
+
     pub async fn latest_versions(
         &self,
         doc_ids: &[&str],

@@ -8,12 +8,16 @@ mod documents;
 mod generations;
 mod intents;
 mod jobs;
+mod repair;
 mod usage;
 
 pub use chunks::{LiveChunkRow, PageRow, StagedChunk, Staging};
-pub use documents::{DocumentViewRow, LatestVersionRow};
+pub use documents::{
+    DocRow, DocumentViewRow, JobRow, LatestVersionRow, NewVersions, PartRow, VersionRow,
+};
 pub use generations::GenerationRow;
 pub use jobs::{ClaimRow, ConsumeRow, JobViewRow, StalledJobRow};
+pub use repair::VerifyRow;
 pub use usage::UsageSnapshot;
 
 use crate::ports::{Database, SqlValue};
