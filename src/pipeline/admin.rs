@@ -15,28 +15,10 @@ use crate::core::ids::{job_id, sha256_hex, DocId};
 use crate::ports::{
     Clock, Database, Embedder, JobMessage, JobQueue, PortError, SqlValue, Stmt, VectorIndex,
 };
+pub use crate::store::LetterFilter;
 use crate::store::{json_array, sql};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
-
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
-pub struct RepairRunRow {
-    pub run_id: i64,
-    pub started_at: i64,
-    pub finished_at: i64,
-    pub report: String,
-    pub budget_hit: i64,
-}
-
-#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
-pub struct LetterFilter {
-    pub bucket: Option<String>,
-    pub doc_id: Option<String>,
-    pub since: Option<i64>,
-    pub until: Option<i64>,
-    pub cursor: Option<String>,
-    pub limit: usize,
-}
 
 /// What a redrive asks for. Defaults: canary 3, no failed canary allowed,
 /// at most 20 % failures in later batches, batches of 10.
@@ -140,30 +122,19 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         started_at: i64,
         report: &RepairReport,
     ) -> Result<(), PortError> {
-        let budget_hit = report.budget_hit;
-        let stmt = Stmt::new(
-            sql::REPAIR_RUN_INSERT,
-            vec![
-                SqlValue::Int(started_at),
-                SqlValue::Int(self.clock.now_ms()),
-                serde_json::to_string(report)
-                    .expect("report serializes")
-                    .into(),
-                SqlValue::Int(i64::from(budget_hit)),
-            ],
-        );
-        self.store.db.execute(stmt).await.map(|_| ())
+        let report_json = serde_json::to_string(report).expect("report serializes");
+        self.store
+            .record_repair_run(
+                started_at,
+                self.clock.now_ms(),
+                &report_json,
+                report.budget_hit,
+            )
+            .await
     }
 
     pub async fn repair_runs(&self, limit: usize) -> Result<Vec<Value>, PortError> {
-        let rows: Vec<RepairRunRow> = self
-            .store
-            .db
-            .query(Stmt::new(
-                sql::REPAIR_RUNS_LIST,
-                vec![SqlValue::Int(limit as i64)],
-            ))
-            .await?;
+        let rows = self.store.repair_runs(limit).await?;
         Ok(rows
             .into_iter()
             .map(|r| {
@@ -200,14 +171,12 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         message_id: &str,
         msg: &JobMessage,
     ) -> Result<(), PortError> {
-        let params = vec![
-            msg.job_id.as_str().into(),
-            message_id.into(),
-            msg.doc_id.as_str().into(),
-            msg.version.into(),
-            SqlValue::Int(self.clock.now_ms()),
-        ];
-        self.store.db.execute(Stmt::new(statement, params)).await?;
+        let now = self.clock.now_ms();
+        if statement == sql::DEAD_LETTER_ARCHIVE {
+            self.store.archive_dead_letter(message_id, msg, now).await?;
+        } else {
+            self.store.confirm_dead_letter(message_id, msg, now).await?;
+        }
         log_event(
             "dead_letter_archived",
             json!({ "job_id": msg.job_id, "message_id": message_id }),
@@ -216,29 +185,14 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
     }
 
     pub async fn dead_letter_summary(&self) -> Result<Vec<Value>, PortError> {
-        self.store
-            .db
-            .query(Stmt::new(sql::DEAD_LETTERS_SUMMARY, vec![]))
-            .await
+        self.store.dead_letter_summary().await
     }
 
     pub async fn dead_letters(
         &self,
         f: &LetterFilter,
     ) -> Result<(Vec<Value>, Option<String>), PortError> {
-        let params = vec![
-            opt_text(&f.bucket),
-            opt_text(&f.doc_id),
-            opt_int(f.since),
-            opt_int(f.until),
-            opt_text(&f.cursor),
-            SqlValue::Int(f.limit as i64),
-        ];
-        let rows: Vec<Value> = self
-            .store
-            .db
-            .query(Stmt::new(sql::DEAD_LETTERS_PAGE, params))
-            .await?;
+        let rows = self.store.dead_letters(f).await?;
         let next = if rows.len() == f.limit {
             rows.last()
                 .map(|r| format!("{}|{}", r["last_seen"], r["job_id"].as_str().unwrap_or("")))

@@ -4,6 +4,7 @@
 pub mod sql;
 
 mod chunks;
+mod dead_letters;
 mod documents;
 mod generations;
 mod intents;
@@ -12,12 +13,13 @@ mod repair;
 mod usage;
 
 pub use chunks::{LiveChunkRow, PageRow, StagedChunk, Staging};
+pub use dead_letters::LetterFilter;
 pub use documents::{
     DocRow, DocumentViewRow, JobRow, LatestVersionRow, NewVersions, PartRow, VersionRow,
 };
 pub use generations::GenerationRow;
 pub use jobs::{ClaimRow, ConsumeRow, JobViewRow, StalledJobRow};
-pub use repair::VerifyRow;
+pub use repair::{RepairRunRow, VerifyRow};
 pub use usage::UsageSnapshot;
 
 use crate::ports::{Database, SqlValue};

@@ -1,11 +1,12 @@
 //! What cron's repair reads and marks: its cursors, the live chunks to
-//! verify against the index, and documents that need a repair.
+//! verify against the index, documents that need a repair, and the
+//! reports of its runs.
 //!
 //! May import: `ports`, `store::sql`.
 
 use super::{sql, Store};
 use crate::ports::{Database, PortError, SqlValue, Stmt};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 #[derive(Deserialize)]
 struct CursorRow {
@@ -20,7 +21,47 @@ pub struct VerifyRow {
     pub version: u32,
 }
 
+/// One recorded cron run (`repair_runs`).
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+pub struct RepairRunRow {
+    pub run_id: i64,
+    pub started_at: i64,
+    pub finished_at: i64,
+    pub report: String,
+    pub budget_hit: i64,
+}
+
 impl<D: Database> Store<D> {
+    /// Stores the report (JSON) of one scheduled run.
+    pub async fn record_repair_run(
+        &self,
+        started_at: i64,
+        finished_at: i64,
+        report: &str,
+        budget_hit: bool,
+    ) -> Result<(), PortError> {
+        let params = vec![
+            SqlValue::Int(started_at),
+            SqlValue::Int(finished_at),
+            report.into(),
+            SqlValue::Int(i64::from(budget_hit)),
+        ];
+        self.db
+            .execute(Stmt::new(sql::REPAIR_RUN_INSERT, params))
+            .await
+            .map(|_| ())
+    }
+
+    /// The newest `limit` run reports.
+    pub async fn repair_runs(&self, limit: usize) -> Result<Vec<RepairRunRow>, PortError> {
+        self.db
+            .query(Stmt::new(
+                sql::REPAIR_RUNS_LIST,
+                vec![SqlValue::Int(limit as i64)],
+            ))
+            .await
+    }
+
     /// The value of cron cursor `name` (empty: from the top).
     pub async fn cursor(&self, name: &str) -> Result<String, PortError> {
         let rows: Vec<CursorRow> = self

@@ -1,0 +1,91 @@
+//! The dead-letter archive: letters archived by the consumer and the
+//! dead-letter queue's consumer, and the read-only diagnosis over them.
+//!
+//! May import: `ports`, `store::sql`.
+
+use super::{sql, Store};
+use crate::ports::{Database, JobMessage, PortError, SqlValue, Stmt};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+pub struct LetterFilter {
+    pub bucket: Option<String>,
+    pub doc_id: Option<String>,
+    pub since: Option<i64>,
+    pub until: Option<i64>,
+    pub cursor: Option<String>,
+    pub limit: usize,
+}
+
+fn opt_text(v: &Option<String>) -> SqlValue {
+    v.clone().map_or(SqlValue::Null, SqlValue::Text)
+}
+
+fn opt_int(v: Option<i64>) -> SqlValue {
+    v.map_or(SqlValue::Null, SqlValue::Int)
+}
+
+fn letter_params(message_id: &str, msg: &JobMessage, now: i64) -> Vec<SqlValue> {
+    vec![
+        msg.job_id.as_str().into(),
+        message_id.into(),
+        msg.doc_id.as_str().into(),
+        msg.version.into(),
+        SqlValue::Int(now),
+    ]
+}
+
+impl<D: Database> Store<D> {
+    /// Archives a letter with a snapshot of its job (`DEAD_LETTER_ARCHIVE`:
+    /// idempotent per job; a repeat keeps the first final evidence).
+    pub async fn archive_dead_letter(
+        &self,
+        message_id: &str,
+        msg: &JobMessage,
+        now: i64,
+    ) -> Result<(), PortError> {
+        let stmt = Stmt::new(
+            sql::DEAD_LETTER_ARCHIVE,
+            letter_params(message_id, msg, now),
+        );
+        self.db.execute(stmt).await.map(|_| ())
+    }
+
+    /// The dead-letter queue's receipt of a letter the consumer archived
+    /// (`DEAD_LETTER_CONFIRM`: written only if it is missing).
+    pub async fn confirm_dead_letter(
+        &self,
+        message_id: &str,
+        msg: &JobMessage,
+        now: i64,
+    ) -> Result<(), PortError> {
+        let stmt = Stmt::new(
+            sql::DEAD_LETTER_CONFIRM,
+            letter_params(message_id, msg, now),
+        );
+        self.db.execute(stmt).await.map(|_| ())
+    }
+
+    /// Letters by bucket × latest × chunk-count bucket.
+    pub async fn dead_letter_summary(&self) -> Result<Vec<Value>, PortError> {
+        self.db
+            .query(Stmt::new(sql::DEAD_LETTERS_SUMMARY, vec![]))
+            .await
+    }
+
+    /// One page of letters, newest first, as `f` selects.
+    pub async fn dead_letters(&self, f: &LetterFilter) -> Result<Vec<Value>, PortError> {
+        let params = vec![
+            opt_text(&f.bucket),
+            opt_text(&f.doc_id),
+            opt_int(f.since),
+            opt_int(f.until),
+            opt_text(&f.cursor),
+            SqlValue::Int(f.limit as i64),
+        ];
+        self.db
+            .query(Stmt::new(sql::DEAD_LETTERS_PAGE, params))
+            .await
+    }
+}
