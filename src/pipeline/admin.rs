@@ -12,11 +12,9 @@
 use super::{log_event, Pipeline, RepairReport};
 use crate::bugs::Bug;
 use crate::core::ids::{job_id, sha256_hex, DocId};
-use crate::ports::{
-    Clock, Database, Embedder, JobMessage, JobQueue, PortError, SqlValue, Stmt, VectorIndex,
-};
+use crate::ports::{Clock, Database, Embedder, JobMessage, JobQueue, PortError, VectorIndex};
 pub use crate::store::LetterFilter;
-use crate::store::{json_array, sql};
+use crate::store::{ItemRow, NewItem, RedriveRow, RerunOf};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
@@ -37,21 +35,6 @@ pub struct RedriveRequest {
 /// Letters a redrive considers at most.
 pub const REDRIVE_LETTERS_MAX: usize = 1000;
 
-#[derive(Debug, Deserialize)]
-struct Candidate {
-    job_id: String,
-    doc_id: String,
-    version: u32,
-    failure_bucket: Option<String>,
-    last_seen: i64,
-    latest_version: Option<u32>,
-    live_version: Option<u32>,
-    redriven: i64,
-    /// The letter's job as it is now: a letter Queues forwarded for a job
-    /// still queued or running is evidence, not a failure to redrive.
-    job_state_now: Option<String>,
-}
-
 #[derive(Debug, Serialize, Clone, PartialEq)]
 pub struct PlanItem {
     pub job_id: String,
@@ -71,48 +54,6 @@ pub struct Plan {
     pub skipped: Vec<Value>,
     pub documents: Vec<String>,
     pub canaries: Vec<String>,
-}
-
-#[derive(Debug, Deserialize, Serialize, Clone)]
-struct RedriveRow {
-    redrive_id: String,
-    plan_id: String,
-    state: String,
-    params: String,
-    stop_reason: Option<String>,
-    created_at: i64,
-    updated_at: i64,
-}
-
-#[derive(Debug, Deserialize, Serialize, Clone)]
-struct ItemRow {
-    letter_job_id: String,
-    doc_id: String,
-    version: u32,
-    phase: String,
-    seq: u32,
-    state: String,
-    new_job_id: Option<String>,
-    new_version: Option<u32>,
-    job_state: Option<String>,
-}
-
-#[derive(Serialize)]
-struct NewItem<'a> {
-    job_id: &'a str,
-    doc_id: &'a str,
-    version: u32,
-    phase: &'static str,
-    seq: usize,
-    state: &'static str,
-}
-
-fn opt_text(v: &Option<String>) -> SqlValue {
-    v.clone().map_or(SqlValue::Null, SqlValue::Text)
-}
-
-fn opt_int(v: Option<i64>) -> SqlValue {
-    v.map_or(SqlValue::Null, SqlValue::Int)
 }
 
 impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D, V, E, Q, C> {
@@ -151,8 +92,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         message_id: &str,
         msg: &JobMessage,
     ) -> Result<(), PortError> {
-        self.record_dead_letter(sql::DEAD_LETTER_ARCHIVE, message_id, msg)
-            .await
+        self.record_dead_letter(false, message_id, msg).await
     }
 
     /// The dead-letter consumer's receipt of a letter already archived.
@@ -161,18 +101,17 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         message_id: &str,
         msg: &JobMessage,
     ) -> Result<(), PortError> {
-        self.record_dead_letter(sql::DEAD_LETTER_CONFIRM, message_id, msg)
-            .await
+        self.record_dead_letter(true, message_id, msg).await
     }
 
     async fn record_dead_letter(
         &self,
-        statement: &'static str,
+        confirm: bool,
         message_id: &str,
         msg: &JobMessage,
     ) -> Result<(), PortError> {
         let now = self.clock.now_ms();
-        if statement == sql::DEAD_LETTER_ARCHIVE {
+        if !confirm {
             self.store.archive_dead_letter(message_id, msg, now).await?;
         } else {
             self.store.confirm_dead_letter(message_id, msg, now).await?;
@@ -204,25 +143,16 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
 
     /// The preflight: what a redrive would do. Changes nothing.
     pub async fn redrive_plan(&self, req: &RedriveRequest) -> Result<Plan, PortError> {
-        let doc_ids = req.doc_ids.as_ref().map(|d| json_array(d));
-        let params = vec![
-            opt_text(&req.bucket),
-            opt_int(req.since),
-            opt_int(req.until),
-            opt_text(&doc_ids),
-            SqlValue::Int(REDRIVE_LETTERS_MAX as i64),
-        ];
-        let rows: Vec<Candidate> = self
+        let rows = self
             .store
-            .db
-            .query(Stmt::new(
-                if self.bugs.has(Bug::RedriveOverlaps) {
-                    crate::bugs::sql::REDRIVE_CANDIDATES_OVERLAPPING
-                } else {
-                    sql::REDRIVE_CANDIDATES
-                },
-                params,
-            ))
+            .redrive_candidates(
+                req.bucket.as_deref(),
+                req.since,
+                req.until,
+                req.doc_ids.as_deref(),
+                REDRIVE_LETTERS_MAX,
+                self.bugs.has(Bug::RedriveOverlaps),
+            )
             .await?;
         let matched = rows.len();
         let mut eligible = Vec::new();
@@ -311,35 +241,15 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                 state: "pending",
             })
             .collect();
-        let mut stmts = vec![
-            Stmt::new(
-                sql::REDRIVE_INSERT,
-                vec![
-                    redrive_id.as_str().into(),
-                    plan_id.into(),
-                    serde_json::to_string(req)
-                        .expect("request serializes")
-                        .into(),
-                    SqlValue::Int(now),
-                ],
-            ),
-            audit(
-                &redrive_id,
-                now,
-                "created",
-                json!({ "plan_id": plan_id, "eligible": plan.eligible.len(), "skipped": plan.skipped.len() }),
-            ),
-        ];
-        if !items.is_empty() {
-            stmts.push(Stmt::new(
-                sql::REDRIVE_ITEMS_INSERT,
-                vec![redrive_id.as_str().into(), json_array(&items).into()],
-            ));
+        let params = serde_json::to_string(req).expect("request serializes");
+        let created = json!({ "plan_id": plan_id, "eligible": plan.eligible.len(), "skipped": plan.skipped.len() });
+        if !self
+            .store
+            .redrive_create(&redrive_id, plan_id, &params, now, &created, &items)
+            .await?
+        {
+            return Ok(None);
         }
-        match self.store.db.batch(stmts).await {
-            Err(e) if e.code == "db_constraint" => return Ok(None),
-            other => other?,
-        };
         self.redrive_advance(&redrive_id).await?;
         self.redrive_view(&redrive_id).await
     }
@@ -497,7 +407,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         doc_id: &str,
         version: u32,
     ) -> Result<Option<(u32, String)>, PortError> {
-        self.rerun(doc_id, version, sql::RERUN_ADVANCE, None).await
+        self.rerun(doc_id, version, RerunOf::Latest).await
     }
 
     /// Re-runs the live `version` (its vectors are missing from the index)
@@ -507,8 +417,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         doc_id: &str,
         version: u32,
     ) -> Result<Option<(u32, String)>, PortError> {
-        self.rerun(doc_id, version, sql::REPAIR_RERUN_ADVANCE, None)
-            .await
+        self.rerun(doc_id, version, RerunOf::Live).await
     }
 
     /// Re-runs a redrive item's letter, and marks the item `sent` with its
@@ -520,9 +429,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         it: &ItemRow,
     ) -> Result<Option<(u32, String)>, PortError> {
         if self.bugs.has(Bug::RedriveSendInTwoSteps) {
-            let rerun = self
-                .rerun(&it.doc_id, it.version, sql::RERUN_ADVANCE, None)
-                .await?;
+            let rerun = self.rerun(&it.doc_id, it.version, RerunOf::Latest).await?;
             if let Some((version, job)) = &rerun {
                 self.set_item(
                     redrive_id,
@@ -539,21 +446,21 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         self.rerun(
             &it.doc_id,
             it.version,
-            sql::REDRIVE_RERUN_ADVANCE,
-            Some((redrive_id, &it.letter_job_id)),
+            RerunOf::RedriveItem {
+                redrive_id,
+                letter_job_id: &it.letter_job_id,
+            },
         )
         .await
     }
 
-    /// `item`: the redrive item this re-run is for (its advance is then
-    /// conditional on the item being pending, and the item is marked sent
-    /// in the same batch).
+    /// Re-runs `version` as a new version with the same content (see
+    /// [`RerunOf`] for when it applies), then sends its job.
     async fn rerun(
         &self,
         doc_id: &str,
         version: u32,
-        advance: &'static str,
-        item: Option<(&str, &str)>,
+        of: RerunOf<'_>,
     ) -> Result<Option<(u32, String)>, PortError> {
         let Ok(doc) = DocId::parse(doc_id) else {
             return Ok(None);
@@ -561,39 +468,13 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         let now = self.clock.now_ms();
         let new_version = version + 1;
         // The kind follows the copied version; the job id is derived like intake's.
-        let kinds: Vec<Value> = self
-            .store
-            .db
-            .query(Stmt::new(
-                sql::VERSION_IS_DELETE,
-                vec![doc_id.into(), version.into()],
-            ))
-            .await?;
-        let kind = if kinds.first().and_then(|k| k["is_delete"].as_i64()) == Some(1) {
+        let kind = if self.store.version_is_delete(doc_id, version).await? {
             "delete"
         } else {
             "index"
         };
         let new_job = job_id(&doc, new_version, kind, 0);
-        let p = || vec![doc_id.into(), version.into(), SqlValue::Int(now)];
-        let mut job_params = p();
-        job_params.push(new_job.as_str().into());
-        let mut item_params = job_params.clone();
-        let mut stmts = vec![
-            Stmt::new(advance, p()),
-            Stmt::new(sql::RERUN_COPY_VERSION, p()),
-            Stmt::new(sql::RERUN_COPY_PARTS, p()),
-            Stmt::new(sql::RERUN_INSERT_JOB, job_params),
-        ];
-        if let Some((redrive_id, letter)) = item {
-            item_params.extend([redrive_id.into(), letter.into()]);
-            if let Some(first) = stmts.first_mut() {
-                *first = Stmt::new(advance, item_params.clone());
-            }
-            stmts.push(Stmt::new(sql::REDRIVE_ITEM_SENT, item_params));
-        }
-        let changes = self.store.db.batch(stmts).await?;
-        if changes.first().copied().unwrap_or(0) == 0 {
+        if !self.store.rerun(doc_id, version, now, &new_job, of).await? {
             return Ok(None);
         }
         let msg = JobMessage::new(new_job.clone(), doc_id.to_string(), new_version);
@@ -613,11 +494,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         };
         let items = self.redrive_items(redrive_id).await?;
         let count = |s: &str| items.iter().filter(|i| i.state == s).count();
-        let audit: Vec<Value> = self
-            .store
-            .db
-            .query(Stmt::new(sql::REDRIVE_AUDIT_LIST, vec![redrive_id.into()]))
-            .await?;
+        let audit = self.store.redrive_audit_list(redrive_id).await?;
         Ok(Some(json!({
             "redrive_id": r.redrive_id, "plan_id": r.plan_id, "state": r.state, "stop_reason": r.stop_reason,
             "params": serde_json::from_str::<Value>(&r.params).unwrap_or(Value::Null),
@@ -629,14 +506,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
 
     /// Advances every active redrive (cron). Returns how many it looked at.
     pub async fn advance_redrives(&self, limit: usize) -> Result<usize, PortError> {
-        let rows: Vec<Value> = self
-            .store
-            .db
-            .query(Stmt::new(
-                sql::REDRIVES_ACTIVE,
-                vec![SqlValue::Int(limit as i64)],
-            ))
-            .await?;
+        let rows = self.store.redrives_active(limit).await?;
         for r in &rows {
             if let Some(id) = r["redrive_id"].as_str() {
                 self.redrive_advance(id).await?;
@@ -646,20 +516,11 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
     }
 
     async fn redrive_row(&self, redrive_id: &str) -> Result<Option<RedriveRow>, PortError> {
-        Ok(self
-            .store
-            .db
-            .query(Stmt::new(sql::REDRIVE_GET, vec![redrive_id.into()]))
-            .await?
-            .into_iter()
-            .next())
+        self.store.redrive_row(redrive_id).await
     }
 
     async fn redrive_items(&self, redrive_id: &str) -> Result<Vec<ItemRow>, PortError> {
-        self.store
-            .db
-            .query(Stmt::new(sql::REDRIVE_ITEMS, vec![redrive_id.into()]))
-            .await
+        self.store.redrive_items(redrive_id).await
     }
 
     async fn set_item(
@@ -671,19 +532,9 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         job: Option<&str>,
         version: Option<u32>,
     ) -> Result<(), PortError> {
-        let params = vec![
-            redrive_id.into(),
-            letter.into(),
-            state.into(),
-            job.map_or(SqlValue::Null, Into::into),
-            version.map_or(SqlValue::Null, Into::into),
-            from.into(),
-        ];
         self.store
-            .db
-            .execute(Stmt::new(sql::REDRIVE_ITEM_SET, params))
+            .redrive_item_set(redrive_id, letter, from, state, job, version)
             .await
-            .map(|_| ())
     }
 
     async fn set_state(
@@ -693,17 +544,9 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         reason: Option<&str>,
         now: i64,
     ) -> Result<(), PortError> {
-        let params = vec![
-            redrive_id.into(),
-            state.into(),
-            reason.map_or(SqlValue::Null, Into::into),
-            SqlValue::Int(now),
-        ];
         self.store
-            .db
-            .execute(Stmt::new(sql::REDRIVE_SET_STATE, params))
+            .redrive_set_state(redrive_id, state, reason, now)
             .await
-            .map(|_| ())
     }
 
     async fn stop(
@@ -732,21 +575,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         detail: Value,
     ) -> Result<(), PortError> {
         self.store
-            .db
-            .execute(audit(redrive_id, now, event, detail))
+            .redrive_audit(redrive_id, now, event, &detail)
             .await
-            .map(|_| ())
     }
-}
-
-fn audit(redrive_id: &str, now: i64, event: &str, detail: Value) -> Stmt {
-    Stmt::new(
-        sql::REDRIVE_AUDIT,
-        vec![
-            redrive_id.into(),
-            SqlValue::Int(now),
-            event.into(),
-            detail.to_string().into(),
-        ],
-    )
 }

@@ -9,6 +9,7 @@ mod documents;
 mod generations;
 mod intents;
 mod jobs;
+mod redrives;
 mod repair;
 mod usage;
 
@@ -19,6 +20,7 @@ pub use documents::{
 };
 pub use generations::GenerationRow;
 pub use jobs::{ClaimRow, ConsumeRow, JobViewRow, StalledJobRow};
+pub use redrives::{Candidate, ItemRow, NewItem, RedriveRow, RerunOf};
 pub use repair::{RepairRunRow, VerifyRow};
 pub use usage::UsageSnapshot;
 
