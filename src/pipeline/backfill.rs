@@ -89,11 +89,7 @@ struct DocRow {
 impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D, V, E, Q, C> {
     /// `GET /v1/admin/generations`.
     pub async fn generations_view(&self) -> Result<Value, PortError> {
-        let rows: Vec<Value> = self
-            .store
-            .db
-            .query(Stmt::new(sql::GENERATIONS_LIST, vec![]))
-            .await?;
+        let rows = self.store.generations_list().await?;
         let ours = self.cfg.index_config();
         let mut active = Value::Null;
         let gens: Vec<Value> = rows
@@ -159,15 +155,8 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             )));
         };
         let now = self.clock.now_ms();
-        let changed = self
-            .store
-            .db
-            .execute(Stmt::new(
-                sql::GENERATION_RETIRE,
-                vec![generation.into(), SqlValue::Int(now)],
-            ))
-            .await?;
-        if changed == 0 && !matches!(state.as_str(), "retiring" | "retired") {
+        let changed = self.store.generation_retire(generation, now).await?;
+        if !changed && !matches!(state.as_str(), "retiring" | "retired") {
             return Ok(Err((
                 409,
                 "generation_in_use",
@@ -180,11 +169,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
     }
 
     async fn generation_state(&self, generation: u32) -> Result<Option<String>, PortError> {
-        let rows: Vec<Value> = self
-            .store
-            .db
-            .query(Stmt::new(sql::GENERATIONS_LIST, vec![]))
-            .await?;
+        let rows = self.store.generations_list().await?;
         Ok(rows
             .iter()
             .find(|r| r["generation"].as_u64() == Some(u64::from(generation)))
@@ -197,21 +182,10 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
     /// backfill that built it completes in the same batch. Returns whether
     /// it switched.
     async fn switch_to(&self, generation: u32, backfill: Option<&str>) -> Result<bool, PortError> {
-        let now = SqlValue::Int(self.clock.now_ms());
-        let p = || vec![SqlValue::from(generation), now.clone()];
-        let mut stmts = vec![
-            Stmt::new(sql::GENERATION_SWITCH_RETIRE_OLDER, p()),
-            Stmt::new(sql::GENERATION_SWITCH_RETAIN, p()),
-            Stmt::new(sql::GENERATION_SWITCH_ACTIVATE, p()),
-        ];
-        if let Some(id) = backfill {
-            stmts.push(Stmt::new(
-                sql::BACKFILL_COMPLETE,
-                vec![id.into(), now.clone()],
-            ));
-        }
-        let changes = self.store.db.batch(stmts).await?;
-        let switched = changes.get(2).copied().unwrap_or(0) > 0;
+        let switched = self
+            .store
+            .generation_switch(generation, backfill, self.clock.now_ms())
+            .await?;
         if switched {
             log_event("generation_switched", json!({ "active": generation }));
         }

@@ -1,4 +1,5 @@
-//! Index generations as the consumer and search read them.
+//! Index generations: what the consumer and search read, the operators'
+//! list, retiring one, and the switch.
 //!
 //! May import: `ports`, `core`, `store::sql`.
 
@@ -57,5 +58,51 @@ impl<D: Database> Store<D> {
             .await?
             .into_iter()
             .next())
+    }
+
+    /// Every generation with its counts, as `GET /v1/admin/generations` lists them.
+    pub async fn generations_list(&self) -> Result<Vec<serde_json::Value>, PortError> {
+        self.db
+            .query(Stmt::new(sql::GENERATIONS_LIST, vec![]))
+            .await
+    }
+
+    /// Retires a retained or abandoned generation; whether it changed.
+    pub async fn generation_retire(&self, generation: u32, now: i64) -> Result<bool, PortError> {
+        let changed = self
+            .db
+            .execute(Stmt::new(
+                sql::GENERATION_RETIRE,
+                vec![generation.into(), crate::ports::SqlValue::Int(now)],
+            ))
+            .await?;
+        Ok(changed > 0)
+    }
+
+    /// The switch: `generation` active, the active one retained (and an
+    /// older retained one retiring), in one batch whose statements each
+    /// re-check `switch_allowed`; with `backfill`, that backfill completes
+    /// in the same batch. Returns whether it switched.
+    pub async fn generation_switch(
+        &self,
+        generation: u32,
+        backfill: Option<&str>,
+        now: i64,
+    ) -> Result<bool, PortError> {
+        let now = crate::ports::SqlValue::Int(now);
+        let p = || vec![crate::ports::SqlValue::from(generation), now.clone()];
+        let mut stmts = vec![
+            Stmt::new(sql::GENERATION_SWITCH_RETIRE_OLDER, p()),
+            Stmt::new(sql::GENERATION_SWITCH_RETAIN, p()),
+            Stmt::new(sql::GENERATION_SWITCH_ACTIVATE, p()),
+        ];
+        if let Some(id) = backfill {
+            stmts.push(Stmt::new(
+                sql::BACKFILL_COMPLETE,
+                vec![id.into(), now.clone()],
+            ));
+        }
+        let changes = self.db.batch(stmts).await?;
+        Ok(changes.get(2).copied().unwrap_or(0) > 0)
     }
 }
