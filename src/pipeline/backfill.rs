@@ -16,11 +16,8 @@ use super::{log_event, Pipeline};
 use crate::bugs::Bug;
 use crate::core::failure::FailureBucket;
 use crate::core::ids::{job_id, DocId};
-use crate::ports::{
-    Clock, Database, Embedder, JobMessage, JobQueue, PortError, SqlValue, Stmt, VectorIndex,
-};
-use crate::store::{json_array, sql};
-use serde::Deserialize;
+use crate::ports::{Clock, Database, Embedder, JobMessage, JobQueue, PortError, VectorIndex};
+use crate::store::{BackfillRow, NewBackfill};
 use serde_json::{json, Value};
 
 /// What a backfill covers.
@@ -37,54 +34,6 @@ pub enum BackfillScope {
 
 /// Why a request about reindexing was refused: HTTP status, stable code, message.
 pub type Refusal = (u16, &'static str, String);
-
-#[derive(Debug, Clone, Deserialize)]
-struct BackfillRow {
-    backfill_id: String,
-    scope: String,
-    filter: Option<String>,
-    from_generation: Option<u32>,
-    to_generation: Option<u32>,
-    state: String,
-    cursor: String,
-    passes: u32,
-    page_size: u32,
-    created_at: i64,
-    updated_at: i64,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-struct PageDoc {
-    doc_id: String,
-    version: u32,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-struct Counts {
-    enqueued: u64,
-    done: u64,
-    failed: u64,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-struct Gaps {
-    missing: u64,
-    unstaged: u64,
-    building: u64,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-struct CountRow {
-    n: u64,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-struct DocRow {
-    latest_version: u32,
-    live_version: Option<u32>,
-    live_is_delete: Option<u32>,
-    job_state: Option<String>,
-}
 
 impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D, V, E, Q, C> {
     /// `GET /v1/admin/generations`.
@@ -198,14 +147,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         &self,
         doc_id: &str,
     ) -> Result<Result<(u32, String), Refusal>, PortError> {
-        let rows: Vec<DocRow> = self
-            .store
-            .db
-            .query(Stmt::new(
-                sql::DOCUMENT_VIEWS,
-                vec![json_array(&[doc_id]).into()],
-            ))
-            .await?;
+        let rows = self.store.document_views(&[doc_id]).await?;
         let Some(d) = rows.into_iter().next() else {
             return Ok(Err((404, "document_not_found", "no such document".into())));
         };
@@ -256,17 +198,9 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         scope: &BackfillScope,
         page_size: u32,
     ) -> Result<Result<Value, Refusal>, PortError> {
-        let open: Vec<Value> = self
-            .store
-            .db
-            .query(Stmt::new(sql::BACKFILL_RUNNING, vec![]))
-            .await?;
-        let paused: Vec<Value> = self
-            .store
-            .db
-            .query(Stmt::new(sql::BACKFILLS_LIST, vec![SqlValue::Int(20)]))
-            .await?;
-        if !open.is_empty() || paused.iter().any(|b| b["state"] == "paused") {
+        let open = self.store.backfill_running().await?;
+        let paused = self.store.backfills(20).await?;
+        if open.is_some() || paused.iter().any(|b| b.state == "paused") {
             return Ok(Err((
                 409,
                 "backfill_active",
@@ -279,8 +213,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             BackfillScope::Filter(f) => ("filter", Some(Value::Object(f.clone()).to_string())),
             BackfillScope::Config => ("config", None),
         };
-        let (mut from, mut to, mut config) = (None, None, None);
-        let mut stmts = Vec::new();
+        let mut generation_built = None;
         if *scope == BackfillScope::Config {
             let active = self.store.active_generation().await?.ok_or(PortError::new(
                 FailureBucket::Internal,
@@ -312,50 +245,24 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                 }
                 None => self.store.generation_max().await? + 1,
             };
-            stmts.push(Stmt::new(
-                sql::GENERATION_CREATE,
-                vec![
-                    ours.as_str().into(),
-                    SqlValue::Int(now),
-                    generation.into(),
-                    active.generation.into(),
-                ],
-            ));
-            from = Some(active.generation);
-            to = Some(generation);
-            config = Some(ours);
+            generation_built = Some((ours, generation, active.generation));
         }
+        let to = generation_built.as_ref().map(|g| g.1);
         let id = backfill_id(now, scope_name, filter.as_deref(), to);
-        stmts.push(Stmt::new(
-            sql::BACKFILL_INSERT,
-            vec![
-                id.as_str().into(),
-                scope_name.into(),
-                filter.into(),
-                from.into(),
-                to.into(),
-                page_size.into(),
-                SqlValue::Int(now),
-                config.into(),
-            ],
-        ));
-        let inserted = if self.bugs.has(Bug::GenerationBeforeBackfill) {
-            // The generation, then (in another call) the backfill.
-            let mut last = 0;
-            for stmt in stmts {
-                last = self.store.db.execute(stmt).await?;
-            }
-            last
-        } else {
-            self.store
-                .db
-                .batch(stmts)
-                .await?
-                .last()
-                .copied()
-                .unwrap_or(0)
+        let new = NewBackfill {
+            backfill_id: &id,
+            scope: scope_name,
+            filter: filter.as_deref(),
+            page_size,
+            generation: generation_built
+                .as_ref()
+                .map(|(c, g, a)| (c.as_str(), *g, *a)),
         };
-        if inserted == 0 {
+        let inserted = self
+            .store
+            .backfill_start(&new, now, self.bugs.has(Bug::GenerationBeforeBackfill))
+            .await?;
+        if !inserted {
             // Another start (a concurrent or retried request) won: it
             // started a backfill, or even finished it.
             return Ok(Err((
@@ -387,38 +294,26 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             _ => ("cancelled", &["running", "paused"]),
         };
         let now = self.clock.now_ms();
-        let mut stmts = vec![Stmt::new(
-            sql::BACKFILL_SET_STATE,
-            vec![
-                id.into(),
-                to.into(),
-                SqlValue::Int(now),
-                json_array(from).into(),
-            ],
-        )];
         // A cancel gives up the generation in the same batch: a crash
         // between the two would leave it building for good, written by
         // every index job and never switched to.
-        if let (true, Some(g)) = (to == "cancelled", b.to_generation) {
-            stmts.push(Stmt::new(
-                sql::GENERATION_ABANDON,
-                vec![g.into(), SqlValue::Int(now), id.into()],
-            ));
-        }
-        let changed = if self.bugs.has(Bug::CancelInTwoSteps) {
-            // The state change, then the rest only if it applied.
-            let mut changed = Vec::new();
-            for stmt in stmts {
-                changed.push(self.store.db.execute(stmt).await?);
-                if changed.first() == Some(&0) {
-                    break;
-                }
-            }
-            changed
+        let abandon = if to == "cancelled" {
+            b.to_generation
         } else {
-            self.store.db.batch(stmts).await?
+            None
         };
-        if changed.first().copied().unwrap_or(0) == 0 {
+        let changed = self
+            .store
+            .backfill_set_state(
+                id,
+                from,
+                to,
+                abandon,
+                now,
+                self.bugs.has(Bug::CancelInTwoSteps),
+            )
+            .await?;
+        if !changed {
             return Ok(Some(Err((
                 409,
                 "backfill_state",
@@ -433,13 +328,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
     }
 
     async fn backfill_row(&self, id: &str) -> Result<Option<BackfillRow>, PortError> {
-        Ok(self
-            .store
-            .db
-            .query(Stmt::new(sql::BACKFILL_GET, vec![id.into()]))
-            .await?
-            .into_iter()
-            .next())
+        self.store.backfill(id).await
     }
 
     /// The progress view. At every moment `enqueued = done + pending +
@@ -452,31 +341,8 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
     }
 
     async fn view_of(&self, b: &BackfillRow) -> Result<Value, PortError> {
-        let c: Counts = self
-            .store
-            .db
-            .query(Stmt::new(
-                sql::BACKFILL_COUNTS,
-                vec![b.backfill_id.as_str().into()],
-            ))
-            .await?
-            .into_iter()
-            .next()
-            .unwrap_or(Counts {
-                enqueued: 0,
-                done: 0,
-                failed: 0,
-            });
-        let total: u64 = self
-            .store
-            .db
-            .query::<CountRow>(Stmt::new(
-                sql::BACKFILL_TOTAL,
-                vec![b.filter.clone().into()],
-            ))
-            .await?
-            .first()
-            .map_or(0, |r| r.n);
+        let c = self.store.backfill_counts(&b.backfill_id).await?;
+        let total = self.store.backfill_total(b.filter.as_deref()).await?;
         let pending = c.enqueued.saturating_sub(c.done + c.failed);
         let open = matches!(b.state.as_str(), "running" | "paused");
         let not_enqueued = if open {
@@ -504,14 +370,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
 
     /// `GET /v1/admin/reindex`: the latest backfills, newest first.
     pub async fn backfills(&self, limit: usize) -> Result<Vec<Value>, PortError> {
-        let rows: Vec<BackfillRow> = self
-            .store
-            .db
-            .query(Stmt::new(
-                sql::BACKFILLS_LIST,
-                vec![SqlValue::Int(limit as i64)],
-            ))
-            .await?;
+        let rows = self.store.backfills(limit).await?;
         let mut out = Vec::with_capacity(rows.len());
         for b in &rows {
             out.push(self.view_of(b).await?);
@@ -530,14 +389,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
     /// pages, as many as `subrequests` allow at its own page size. Returns
     /// (pages enqueued, subrequests they may have cost).
     pub async fn advance_backfills(&self, subrequests: u64) -> Result<(u64, u64), PortError> {
-        let Some(b) = self
-            .store
-            .db
-            .query::<BackfillRow>(Stmt::new(sql::BACKFILL_RUNNING, vec![]))
-            .await?
-            .into_iter()
-            .next()
-        else {
+        let Some(b) = self.store.backfill_running().await? else {
             return Ok((0, 0));
         };
         let cost = Self::backfill_page_cost(b.page_size);
@@ -569,27 +421,12 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             return Ok(false);
         }
         let now = self.clock.now_ms();
-        let page: Vec<PageDoc> = self
-            .store
-            .db
-            .query(Stmt::new(
-                sql::BACKFILL_PAGE,
-                vec![
-                    b.cursor.as_str().into(),
-                    b.filter.clone().into(),
-                    b.to_generation.into(),
-                    b.page_size.into(),
-                ],
-            ))
-            .await?;
+        let page = self.store.backfill_page(&b).await?;
         if !page.is_empty() && !may_enqueue {
             return Ok(false);
         }
         if let Some(last) = page.last() {
-            let cursor = Stmt::new(
-                sql::BACKFILL_CURSOR,
-                vec![id.into(), last.doc_id.as_str().into(), SqlValue::Int(now)],
-            );
+            let cursor = last.doc_id.as_str();
             match b.to_generation {
                 Some(g) => {
                     // Jobs, items and cursor in one batch, then the sends
@@ -606,18 +443,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                     }
                     let jobs = Value::Array(jobs).to_string();
                     self.store
-                        .db
-                        .batch(vec![
-                            Stmt::new(
-                                sql::BUILD_JOBS_INSERT,
-                                vec![SqlValue::Int(now), g.into(), jobs.as_str().into()],
-                            ),
-                            Stmt::new(
-                                sql::BACKFILL_ITEMS_INSERT,
-                                vec![id.into(), b.passes.into(), jobs.into()],
-                            ),
-                            cursor,
-                        ])
+                        .backfill_build_page(id, b.passes, g, &jobs, cursor, now)
                         .await?;
                     for batch in messages.chunks(100) {
                         if let Err(e) = self.queue.send_batch(batch).await {
@@ -641,14 +467,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                     }
                     let items = Value::Array(items).to_string();
                     self.store
-                        .db
-                        .batch(vec![
-                            Stmt::new(
-                                sql::BACKFILL_ITEMS_INSERT,
-                                vec![id.into(), b.passes.into(), items.into()],
-                            ),
-                            cursor,
-                        ])
+                        .backfill_rerun_page(id, b.passes, &items, cursor, now)
                         .await?;
                 }
             }
@@ -661,13 +480,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         }
         match b.to_generation {
             None => {
-                self.store
-                    .db
-                    .execute(Stmt::new(
-                        sql::BACKFILL_COMPLETE,
-                        vec![id.into(), SqlValue::Int(now)],
-                    ))
-                    .await?;
+                self.store.backfill_complete(id, now).await?;
             }
             Some(g)
                 if self
@@ -678,27 +491,10 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             {
                 // Switched already (by a run that ended before completing
                 // it, or a rollback and forth): complete.
-                self.store
-                    .db
-                    .execute(Stmt::new(
-                        sql::BACKFILL_COMPLETE,
-                        vec![id.into(), SqlValue::Int(now)],
-                    ))
-                    .await?;
+                self.store.backfill_complete(id, now).await?;
             }
             Some(g) => {
-                let gaps: Gaps = self
-                    .store
-                    .db
-                    .query(Stmt::new(sql::GENERATION_GAPS, vec![g.into()]))
-                    .await?
-                    .into_iter()
-                    .next()
-                    .unwrap_or(Gaps {
-                        missing: 1,
-                        unstaged: 0,
-                        building: 0,
-                    });
+                let gaps = self.store.generation_gaps(g).await?;
                 if gaps.unstaged > 0 || gaps.building > 0 {
                     // Jobs still writing: look again on the next run.
                     return Ok(false);
@@ -706,18 +502,8 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                 if gaps.missing == 0 && self.switch_to(g, Some(id)).await? {
                     // Switched and completed in one batch.
                 } else if b.passes >= self.cfg.backfill_passes_max {
-                    let failed = json_array(&["running"]);
                     self.store
-                        .db
-                        .execute(Stmt::new(
-                            sql::BACKFILL_SET_STATE,
-                            vec![
-                                id.into(),
-                                "failed".into(),
-                                SqlValue::Int(now),
-                                failed.into(),
-                            ],
-                        ))
+                        .backfill_set_state(id, &["running"], "failed", None, now, false)
                         .await?;
                     log_event(
                         "backfill_failed",
@@ -726,13 +512,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                 } else {
                     // Documents still missing (a failed build, or indexed
                     // before the generation existed): another pass.
-                    self.store
-                        .db
-                        .execute(Stmt::new(
-                            sql::BACKFILL_NEXT_PASS,
-                            vec![id.into(), SqlValue::Int(now)],
-                        ))
-                        .await?;
+                    self.store.backfill_next_pass(id, now).await?;
                 }
             }
         }
@@ -743,20 +523,9 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
     /// cleanup intents (drained like any other); a generation with none
     /// left is retired. Returns the rows turned into intents.
     pub async fn retire_generations(&self, limit: usize) -> Result<u64, PortError> {
-        let now = SqlValue::Int(self.clock.now_ms());
-        let n = self
-            .store
-            .db
-            .execute(Stmt::new(
-                sql::RETIRE_INTENTS,
-                vec![now.clone(), SqlValue::Int(limit as i64)],
-            ))
-            .await?;
         self.store
-            .db
-            .execute(Stmt::new(sql::GENERATIONS_RETIRED, vec![now]))
-            .await?;
-        Ok(n)
+            .retire_generation_rows(self.clock.now_ms(), limit)
+            .await
     }
 }
 

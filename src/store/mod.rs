@@ -3,6 +3,7 @@
 
 pub mod sql;
 
+mod backfills;
 mod chunks;
 mod dead_letters;
 mod documents;
@@ -13,6 +14,7 @@ mod redrives;
 mod repair;
 mod usage;
 
+pub use backfills::{BackfillCounts, BackfillRow, Gaps, NewBackfill, PageDoc};
 pub use chunks::{LiveChunkRow, PageRow, StagedChunk, Staging};
 pub use dead_letters::LetterFilter;
 pub use documents::{

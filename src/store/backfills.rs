@@ -1,0 +1,331 @@
+//! Backfills: their records, pages, items and progress counts, the batch
+//! that starts one (with the generation a `config` backfill builds) and the
+//! one that cancels it (with that generation), and the end-of-pass checks.
+//!
+//! May import: `ports`, `bugs`, `store::sql`.
+
+use super::{json_array, sql, Store};
+use crate::ports::{Database, PortError, SqlValue, Stmt};
+use serde::Deserialize;
+
+/// A backfill (`backfills`).
+#[derive(Debug, Clone, Deserialize)]
+pub struct BackfillRow {
+    pub backfill_id: String,
+    pub scope: String,
+    pub filter: Option<String>,
+    pub from_generation: Option<u32>,
+    pub to_generation: Option<u32>,
+    pub state: String,
+    pub cursor: String,
+    pub passes: u32,
+    pub page_size: u32,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+/// A live document of a backfill's next page.
+#[derive(Debug, Clone, Deserialize)]
+pub struct PageDoc {
+    pub doc_id: String,
+    pub version: u32,
+}
+
+/// A backfill's items by outcome.
+#[derive(Debug, Clone, Deserialize)]
+pub struct BackfillCounts {
+    pub enqueued: u64,
+    pub done: u64,
+    pub failed: u64,
+}
+
+/// What keeps a generation from being switched to (`GENERATION_GAPS`).
+#[derive(Debug, Clone, Deserialize)]
+pub struct Gaps {
+    pub missing: u64,
+    pub unstaged: u64,
+    pub building: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct CountRow {
+    n: u64,
+}
+
+/// A new backfill, and for scope `config` the generation it builds.
+pub struct NewBackfill<'a> {
+    pub backfill_id: &'a str,
+    pub scope: &'a str,
+    pub filter: Option<&'a str>,
+    pub page_size: u32,
+    /// `(index config, generation number, active generation)`.
+    pub generation: Option<(&'a str, u32, u32)>,
+}
+
+impl<D: Database> Store<D> {
+    pub async fn backfill(&self, id: &str) -> Result<Option<BackfillRow>, PortError> {
+        Ok(self
+            .db
+            .query(Stmt::new(sql::BACKFILL_GET, vec![id.into()]))
+            .await?
+            .into_iter()
+            .next())
+    }
+
+    /// The running backfill, if any.
+    pub async fn backfill_running(&self) -> Result<Option<BackfillRow>, PortError> {
+        Ok(self
+            .db
+            .query(Stmt::new(sql::BACKFILL_RUNNING, vec![]))
+            .await?
+            .into_iter()
+            .next())
+    }
+
+    /// The newest `limit` backfills.
+    pub async fn backfills(&self, limit: usize) -> Result<Vec<BackfillRow>, PortError> {
+        self.db
+            .query(Stmt::new(
+                sql::BACKFILLS_LIST,
+                vec![SqlValue::Int(limit as i64)],
+            ))
+            .await
+    }
+
+    /// Records a backfill (and its generation, `building`) in one batch; the
+    /// statements refuse when a backfill is open or the generation number is
+    /// taken. `split`: the seeded bug `GenerationBeforeBackfill` (two calls).
+    /// Returns whether the backfill was recorded.
+    pub async fn backfill_start(
+        &self,
+        new: &NewBackfill<'_>,
+        now: i64,
+        split: bool,
+    ) -> Result<bool, PortError> {
+        let mut stmts = Vec::new();
+        let (mut from, mut to, mut config) = (None, None, None);
+        if let Some((index_config, generation, active)) = new.generation {
+            stmts.push(Stmt::new(
+                sql::GENERATION_CREATE,
+                vec![
+                    index_config.into(),
+                    SqlValue::Int(now),
+                    generation.into(),
+                    active.into(),
+                ],
+            ));
+            (from, to, config) = (Some(active), Some(generation), Some(index_config));
+        }
+        stmts.push(Stmt::new(
+            sql::BACKFILL_INSERT,
+            vec![
+                new.backfill_id.into(),
+                new.scope.into(),
+                new.filter.into(),
+                from.into(),
+                to.into(),
+                new.page_size.into(),
+                SqlValue::Int(now),
+                config.into(),
+            ],
+        ));
+        let inserted = if split {
+            let mut last = 0;
+            for stmt in stmts {
+                last = self.db.execute(stmt).await?;
+            }
+            last
+        } else {
+            self.db.batch(stmts).await?.last().copied().unwrap_or(0)
+        };
+        Ok(inserted > 0)
+    }
+
+    /// Moves backfill `id` from one of `from` to `to`; a cancel abandons the
+    /// generation it builds in the same batch. `split`: the seeded bug
+    /// `CancelInTwoSteps`. Returns whether the state changed.
+    pub async fn backfill_set_state(
+        &self,
+        id: &str,
+        from: &[&str],
+        to: &str,
+        abandon_generation: Option<u32>,
+        now: i64,
+        split: bool,
+    ) -> Result<bool, PortError> {
+        let mut stmts = vec![Stmt::new(
+            sql::BACKFILL_SET_STATE,
+            vec![
+                id.into(),
+                to.into(),
+                SqlValue::Int(now),
+                json_array(from).into(),
+            ],
+        )];
+        if let Some(g) = abandon_generation {
+            stmts.push(Stmt::new(
+                sql::GENERATION_ABANDON,
+                vec![g.into(), SqlValue::Int(now), id.into()],
+            ));
+        }
+        let changed = if split {
+            let mut changed = Vec::new();
+            for stmt in stmts {
+                changed.push(self.db.execute(stmt).await?);
+                if changed.first() == Some(&0) {
+                    break;
+                }
+            }
+            changed
+        } else {
+            self.db.batch(stmts).await?
+        };
+        Ok(changed.first().copied().unwrap_or(0) > 0)
+    }
+
+    pub async fn backfill_counts(&self, id: &str) -> Result<BackfillCounts, PortError> {
+        Ok(self
+            .db
+            .query(Stmt::new(sql::BACKFILL_COUNTS, vec![id.into()]))
+            .await?
+            .into_iter()
+            .next()
+            .unwrap_or(BackfillCounts {
+                enqueued: 0,
+                done: 0,
+                failed: 0,
+            }))
+    }
+
+    /// Live documents a backfill with `filter` covers.
+    pub async fn backfill_total(&self, filter: Option<&str>) -> Result<u64, PortError> {
+        let rows: Vec<CountRow> = self
+            .db
+            .query(Stmt::new(sql::BACKFILL_TOTAL, vec![filter.into()]))
+            .await?;
+        Ok(rows.first().map_or(0, |r| r.n))
+    }
+
+    /// The next page of live documents after the backfill's cursor.
+    pub async fn backfill_page(&self, b: &BackfillRow) -> Result<Vec<PageDoc>, PortError> {
+        self.db
+            .query(Stmt::new(
+                sql::BACKFILL_PAGE,
+                vec![
+                    b.cursor.as_str().into(),
+                    b.filter.clone().into(),
+                    b.to_generation.into(),
+                    b.page_size.into(),
+                ],
+            ))
+            .await
+    }
+
+    /// A page of build jobs for generation `g` (`jobs`: JSON `[{job, doc,
+    /// version}]`), their items and the cursor, in one batch.
+    pub async fn backfill_build_page(
+        &self,
+        id: &str,
+        passes: u32,
+        g: u32,
+        jobs: &str,
+        cursor: &str,
+        now: i64,
+    ) -> Result<(), PortError> {
+        self.db
+            .batch(vec![
+                Stmt::new(
+                    sql::BUILD_JOBS_INSERT,
+                    vec![SqlValue::Int(now), g.into(), jobs.into()],
+                ),
+                Stmt::new(
+                    sql::BACKFILL_ITEMS_INSERT,
+                    vec![id.into(), passes.into(), jobs.into()],
+                ),
+                Stmt::new(
+                    sql::BACKFILL_CURSOR,
+                    vec![id.into(), cursor.into(), SqlValue::Int(now)],
+                ),
+            ])
+            .await
+            .map(|_| ())
+    }
+
+    /// A page of re-runs' items (JSON `[{doc, job}]`) and the cursor, in one batch.
+    pub async fn backfill_rerun_page(
+        &self,
+        id: &str,
+        passes: u32,
+        items: &str,
+        cursor: &str,
+        now: i64,
+    ) -> Result<(), PortError> {
+        self.db
+            .batch(vec![
+                Stmt::new(
+                    sql::BACKFILL_ITEMS_INSERT,
+                    vec![id.into(), passes.into(), items.into()],
+                ),
+                Stmt::new(
+                    sql::BACKFILL_CURSOR,
+                    vec![id.into(), cursor.into(), SqlValue::Int(now)],
+                ),
+            ])
+            .await
+            .map(|_| ())
+    }
+
+    pub async fn backfill_complete(&self, id: &str, now: i64) -> Result<(), PortError> {
+        self.db
+            .execute(Stmt::new(
+                sql::BACKFILL_COMPLETE,
+                vec![id.into(), SqlValue::Int(now)],
+            ))
+            .await
+            .map(|_| ())
+    }
+
+    pub async fn backfill_next_pass(&self, id: &str, now: i64) -> Result<(), PortError> {
+        self.db
+            .execute(Stmt::new(
+                sql::BACKFILL_NEXT_PASS,
+                vec![id.into(), SqlValue::Int(now)],
+            ))
+            .await
+            .map(|_| ())
+    }
+
+    /// What keeps generation `g` from being switched to.
+    pub async fn generation_gaps(&self, g: u32) -> Result<Gaps, PortError> {
+        Ok(self
+            .db
+            .query(Stmt::new(sql::GENERATION_GAPS, vec![g.into()]))
+            .await?
+            .into_iter()
+            .next()
+            .unwrap_or(Gaps {
+                missing: 1,
+                unstaged: 0,
+                building: 0,
+            }))
+    }
+
+    /// Up to `limit` rows of retiring and abandoned generations become
+    /// intents; generations with none left are retired. Returns the rows.
+    pub async fn retire_generation_rows(&self, now: i64, limit: usize) -> Result<u64, PortError> {
+        let n = self
+            .db
+            .execute(Stmt::new(
+                sql::RETIRE_INTENTS,
+                vec![SqlValue::Int(now), SqlValue::Int(limit as i64)],
+            ))
+            .await?;
+        self.db
+            .execute(Stmt::new(
+                sql::GENERATIONS_RETIRED,
+                vec![SqlValue::Int(now)],
+            ))
+            .await?;
+        Ok(n)
+    }
+}
