@@ -6,11 +6,8 @@
 use super::IndexLimits;
 use crate::core::failure::FailureBucket;
 use crate::core::local_embed::cosine;
-use crate::ports::{
-    Database, MetadataFilter, PortError, Stmt, VectorIndex, VectorMatch, VectorRecord,
-};
-use crate::store::{json_array, json_pages, sql};
-use serde::{Deserialize, Serialize};
+use crate::ports::{Database, MetadataFilter, PortError, VectorIndex, VectorMatch, VectorRecord};
+use crate::store::vector_rows::{self, VectorRowIn, VectorRowOut};
 
 pub struct LocalIndex<D> {
     pub db: D,
@@ -23,30 +20,18 @@ pub struct LocalIndex<D> {
     pub reject_doc_prefix: Option<String>,
 }
 
-#[derive(Serialize)]
-struct Row<'a> {
-    id: &'a str,
-    doc_id: &'a str,
-    vec: String,
-    metadata: String,
+fn decode(row: VectorRowOut) -> Result<VectorRecord, PortError> {
+    let bad = |_| PortError::new(FailureBucket::IndexUnavailable, "local_index_row");
+    Ok(VectorRecord {
+        id: row.id,
+        values: serde_json::from_str(&row.vec).map_err(bad)?,
+        metadata: serde_json::from_str(&row.metadata).map_err(bad)?,
+    })
 }
 
-#[derive(Deserialize)]
-struct StoredRow {
-    id: String,
-    vec: String,
-    metadata: String,
-}
-
-impl StoredRow {
-    fn decode(self) -> Result<VectorRecord, PortError> {
-        let bad = |_| PortError::new(FailureBucket::IndexUnavailable, "local_index_row");
-        Ok(VectorRecord {
-            id: self.id,
-            values: serde_json::from_str(&self.vec).map_err(bad)?,
-            metadata: serde_json::from_str(&self.metadata).map_err(bad)?,
-        })
-    }
+/// A failure of the table is the index's: unavailable, with the database's code.
+fn unavailable(e: PortError) -> PortError {
+    PortError::new(FailureBucket::IndexUnavailable, e.code)
 }
 
 impl<D: Database> VectorIndex for LocalIndex<D> {
@@ -77,25 +62,16 @@ impl<D: Database> VectorIndex for LocalIndex<D> {
             if metadata.len() > 10 * 1024 {
                 return reject("metadata_too_large");
             }
-            rows.push(Row {
+            rows.push(VectorRowIn {
                 id: &v.id,
                 doc_id,
                 vec: serde_json::to_string(&v.values).expect("floats serialize"),
                 metadata,
             });
         }
-        let stmts = json_pages(&rows, self.json_param_bytes_max)
-            .into_iter()
-            .map(|page| Stmt::new(sql::LOCAL_INDEX_UPSERT, vec![page.into()]))
-            .collect::<Vec<_>>();
-        if stmts.is_empty() {
-            return Ok(());
-        }
-        self.db
-            .batch(stmts)
+        vector_rows::upsert(&self.db, &rows, self.json_param_bytes_max)
             .await
-            .map(|_| ())
-            .map_err(|e| PortError::new(FailureBucket::IndexUnavailable, e.code))
+            .map_err(unavailable)
     }
 
     async fn delete_by_ids(&self, ids: &[String]) -> Result<(), PortError> {
@@ -105,14 +81,9 @@ impl<D: Database> VectorIndex for LocalIndex<D> {
                 "delete_batch_too_large",
             ));
         }
-        self.db
-            .execute(Stmt::new(
-                sql::LOCAL_INDEX_DELETE,
-                vec![json_array(ids).into()],
-            ))
+        vector_rows::delete(&self.db, ids)
             .await
-            .map(|_| ())
-            .map_err(|e| PortError::new(FailureBucket::IndexUnavailable, e.code))
+            .map_err(unavailable)
     }
 
     async fn query(
@@ -131,14 +102,12 @@ impl<D: Database> VectorIndex for LocalIndex<D> {
             .get("doc_id")
             .and_then(|d| d.as_str())
             .map(str::to_string);
-        let rows: Vec<StoredRow> = self
-            .db
-            .query(Stmt::new(sql::LOCAL_INDEX_SCAN, vec![doc_id.into()]))
+        let rows = vector_rows::scan(&self.db, doc_id)
             .await
-            .map_err(|e| PortError::new(FailureBucket::IndexUnavailable, e.code))?;
+            .map_err(unavailable)?;
         let mut scored = Vec::new();
         for row in rows {
-            let rec = row.decode()?;
+            let rec = decode(row)?;
             if super::filter_matches(&rec.metadata, filter) {
                 scored.push(VectorMatch {
                     score: cosine(vector, &rec.values),
@@ -159,14 +128,7 @@ impl<D: Database> VectorIndex for LocalIndex<D> {
                 "get_batch_too_large",
             ));
         }
-        let rows: Vec<StoredRow> = self
-            .db
-            .query(Stmt::new(
-                sql::LOCAL_INDEX_GET,
-                vec![json_array(ids).into()],
-            ))
-            .await
-            .map_err(|e| PortError::new(FailureBucket::IndexUnavailable, e.code))?;
-        rows.into_iter().map(StoredRow::decode).collect()
+        let rows = vector_rows::get(&self.db, ids).await.map_err(unavailable)?;
+        rows.into_iter().map(decode).collect()
     }
 }

@@ -13,6 +13,7 @@ mod jobs;
 mod redrives;
 mod repair;
 mod usage;
+pub mod vector_rows;
 
 pub use backfills::{BackfillCounts, BackfillRow, Gaps, NewBackfill, PageDoc};
 pub use chunks::{LiveChunkRow, PageRow, StagedChunk, Staging};
