@@ -1,13 +1,21 @@
-//! Every tunable and platform limit, in one named place.
+//! Every tunable and platform limit, in one named place. A leaf: this
+//! module imports nothing from the crate, and any module may import it.
 //!
 //! Each field has a default taken from the platform figures
 //! (`shared/reference/platform-limits.md`) and can be overridden by a Worker
 //! variable of the same name in SCREAMING_SNAKE_CASE (see [`SETTINGS`]). The
 //! table in `docs/configuration.md` lists the same names and defaults; a test
 //! keeps the two in step.
+//!
+//! Beside the settings: what this project knows of the models and tokenizer
+//! families they name ([`known_model`], [`TokenFamily`] and its limits,
+//! [`SPECIAL_TOKENS`]) and the consumer's fixed budget figures
+//! ([`CONSUME_RESERVE`], [`CONSUME_SUBREQUESTS_MIN`]), since checking a
+//! configuration needs them. What needs the core's types is written beside
+//! them: the token bound in `core::chunk::tokens`, and `Config`'s index
+//! configuration (its chunker and the JSON recorded with each generation) in
+//! `core::index_config`.
 
-use crate::core::chunk::tokens::{TokenFamily, SPECIAL_TOKENS};
-use crate::core::chunk::Chunker;
 use thiserror::Error;
 
 /// Which vector index implementation the Worker uses.
@@ -73,6 +81,69 @@ impl VectorMetric {
     }
 }
 
+/// The kind of tokenizer an embedding model uses, which fixes the token
+/// bound (`core::chunk::tokens`, which also counts with it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TokenFamily {
+    WordPiece,
+    SentencePiece,
+    ByteLevel,
+}
+
+/// Special tokens a model adds to every input, beyond the text's own.
+pub const SPECIAL_TOKENS: usize = 2;
+
+/// The smallest chunk limit any family allows.
+pub const CHUNK_TOKENS_FLOOR: usize = 16;
+
+/// The words of a tokenizer family and the figures settings are checked
+/// against. The bound itself (`weight`, `count`, over a per-character table)
+/// is in `core::chunk::tokens`.
+impl TokenFamily {
+    pub const ALL: [TokenFamily; 3] = [
+        TokenFamily::WordPiece,
+        TokenFamily::SentencePiece,
+        TokenFamily::ByteLevel,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TokenFamily::WordPiece => "wordpiece",
+            TokenFamily::SentencePiece => "sentencepiece",
+            TokenFamily::ByteLevel => "byte-level",
+        }
+    }
+
+    pub fn parse(raw: &str) -> Option<TokenFamily> {
+        TokenFamily::ALL.into_iter().find(|f| f.as_str() == raw)
+    }
+
+    /// Tokens the tokenizer may add before the first character (a `▁` or
+    /// a byte-level prefix space), not counting [`SPECIAL_TOKENS`].
+    pub(crate) fn prefix(self) -> usize {
+        match self {
+            TokenFamily::WordPiece => 0,
+            TokenFamily::SentencePiece | TokenFamily::ByteLevel => 1,
+        }
+    }
+
+    /// The most any one character weighs (`tests/token_bound.rs` checks it
+    /// against every scalar value): 3 for a Hangul syllable, 18 for `ﷺ`
+    /// (NFKC: 18 characters), 33 for its UTF-8.
+    pub fn char_weight_max(self) -> usize {
+        match self {
+            TokenFamily::WordPiece => 3,
+            TokenFamily::SentencePiece => 18,
+            TokenFamily::ByteLevel => 33,
+        }
+    }
+
+    /// The smallest chunk limit: one that holds any single character.
+    pub fn chunk_tokens_min(self) -> usize {
+        CHUNK_TOKENS_FLOOR.max(self.prefix() + self.char_weight_max())
+    }
+}
+
 /// What this project knows of a Workers AI embedding model: a configuration
 /// naming it must agree (`shared/reference/platform-limits.md`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -106,6 +177,18 @@ pub fn known_model(model: &str) -> Option<KnownModel> {
         takes_pooling,
     })
 }
+
+/// Subrequests every step of the consumer (`pipeline::consume`) keeps free,
+/// so an invocation can always end cleanly: a checkpoint (D1) and its
+/// continuation message (queue), or a failure: the job's update (D1), the
+/// dead-letter archive (D1) and the dead-letter queue send (queue).
+pub const CONSUME_RESERVE: u64 = 3;
+
+/// The smallest `CONSUME_SUBREQUESTS_MAX` that always makes progress: load
+/// and claim (2), a page query, one embed or get, one upsert (3), and the
+/// reserve, with room to spare for the staging invocation's text read and
+/// staging batch.
+pub const CONSUME_SUBREQUESTS_MIN: u64 = 10;
 
 /// The settings that were replaced, and by what: refused, never ignored.
 const REMOVED_SETTINGS: &[(&str, &str)] = &[
@@ -398,89 +481,11 @@ pub const SETTINGS: &[&str] = &[
 ];
 
 impl Config {
-    /// Whether an index configuration (as [`Self::index_config`] renders it;
-    /// `""` is generation 1's before its first staging, taken as ours) was
-    /// made by this Worker's embedder: same embedder, pooling and
-    /// dimensions. Vectors of different embedders are not comparable.
-    pub fn embeds_like(&self, index_config: &str) -> bool {
-        if index_config.is_empty() {
-            return true;
-        }
-        let (Ok(theirs), Ok(ours)) = (
-            serde_json::from_str::<serde_json::Value>(index_config),
-            serde_json::from_str::<serde_json::Value>(&self.index_config()),
-        ) else {
-            return false;
-        };
-        ["embedder", "pooling", "dimensions"]
-            .iter()
-            .all(|k| theirs.get(k) == ours.get(k))
-    }
-
-    /// The chunker an index configuration names, with its settings (`""`:
-    /// ours); `None` for one this Worker does not know or that is invalid.
-    pub fn chunking_of(&self, index_config: &str) -> Option<Chunker> {
-        if index_config.is_empty() {
-            return Some(self.chunker());
-        }
-        let v: serde_json::Value = serde_json::from_str(index_config).ok()?;
-        let num = |key: &str| {
-            v.get(key)
-                .and_then(serde_json::Value::as_u64)
-                .and_then(|n| usize::try_from(n).ok())
-        };
-        let chunker = match v.get("chunker")?.as_str()? {
-            Chunker::GREEDY_V1 => Chunker::Greedy {
-                size_max_chars: num("chunk_size_max_chars")?,
-                overlap_chars: num("chunk_overlap_chars")?,
-            },
-            Chunker::UNICODE_V2 => Chunker::Unicode {
-                size_max_tokens: num("chunk_size_max_tokens")?,
-                overlap_tokens: num("chunk_overlap_tokens")?,
-                tokens: TokenFamily::parse(v.get("tokenizer")?.as_str()?)?,
-            },
-            _ => return None,
-        };
-        chunker.is_valid().then_some(chunker)
-    }
-
-    /// The chunker new generations are built with.
-    pub fn chunker(&self) -> Chunker {
-        Chunker::Unicode {
-            size_max_tokens: self.chunk_size_max_tokens,
-            overlap_tokens: self.chunk_overlap_tokens,
-            tokens: self.embedding_tokenizer,
-        }
-    }
-
     /// The longest search query, in tokens by the bound of
     /// `EMBEDDING_TOKENIZER`: what the model takes beside its special tokens.
     pub fn query_tokens_max(&self) -> usize {
         self.embedding_max_input_tokens
             .saturating_sub(SPECIAL_TOKENS)
-    }
-
-    /// The configuration that determines chunks and vectors, as a canonical
-    /// JSON object: recorded with every staged version and generation, so
-    /// D1 knows which chunker, model, pooling and dimensions made each vector.
-    pub fn index_config(&self) -> String {
-        let (embedder, pooling) = match self.embedder_backend {
-            EmbedderBackend::LocalHash => (crate::core::local_embed::EMBEDDER_ID, "none"),
-            EmbedderBackend::WorkersAi => (
-                self.embedding_model.as_str(),
-                self.embedding_pooling.as_str(),
-            ),
-        };
-        serde_json::json!({
-            "chunker": Chunker::UNICODE_V2,
-            "chunk_size_max_tokens": self.chunk_size_max_tokens,
-            "chunk_overlap_tokens": self.chunk_overlap_tokens,
-            "tokenizer": self.embedding_tokenizer.as_str(),
-            "embedder": embedder,
-            "pooling": pooling,
-            "dimensions": self.embedding_dimensions,
-        })
-        .to_string()
     }
 
     /// Builds the configuration from named variables; `lookup` returns the
@@ -825,7 +830,7 @@ impl Config {
             "must be at least 10",
         )?;
         check(
-            self.consume_subrequests_max >= crate::pipeline::CONSUME_SUBREQUESTS_MIN,
+            self.consume_subrequests_max >= CONSUME_SUBREQUESTS_MIN,
             "CONSUME_SUBREQUESTS_MAX",
             "must be at least 10 (one page of one chunk, plus the checkpoint reserve)",
         )?;
