@@ -21,4 +21,5 @@
 pub mod chunk;
 pub mod failure;
 pub mod ids;
+mod index_config;
 pub mod local_embed;

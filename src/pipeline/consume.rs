@@ -44,6 +44,7 @@
 use super::budget::{Budget, Metered, Usage, UsageSnapshot};
 use super::{log_event, Pipeline};
 use crate::bugs::Bug;
+use crate::config::CONSUME_RESERVE;
 use crate::core::chunk::ContentType;
 use crate::core::failure::{FailureBucket, RetryDecision};
 use crate::core::ids::{sha256_hex, vector_id_in, DocId};
@@ -90,18 +91,6 @@ pub enum ConsumeOutcome {
     /// queue (the evidence), then acknowledge it. Redelivery repeats this.
     DeadLetter { reason: &'static str },
 }
-
-/// Subrequests every step keeps free, so an invocation can always end
-/// cleanly: a checkpoint (D1) and its continuation message (queue), or a
-/// failure: the job's update (D1), the dead-letter archive (D1) and the
-/// dead-letter queue send (queue).
-pub const CONSUME_RESERVE: u64 = 3;
-
-/// The smallest `CONSUME_SUBREQUESTS_MAX` that always makes progress: load
-/// and claim (2), a page query, one embed or get, one upsert (3), and the
-/// reserve, with room to spare for the staging invocation's text read and
-/// staging batch.
-pub const CONSUME_SUBREQUESTS_MIN: u64 = 10;
 
 /// How far one invocation got with its job.
 enum Progress {

@@ -17,7 +17,9 @@ pub use crate::bugs;
 pub use admin::{LetterFilter, Plan, RedriveRequest, REDRIVE_LETTERS_MAX};
 pub use backfill::{BackfillScope, Refusal};
 pub use budget::{Budget, Metered, Usage, UsageSnapshot};
-pub use consume::{ConsumeOutcome, CONSUME_RESERVE, CONSUME_SUBREQUESTS_MIN};
+pub use consume::ConsumeOutcome;
+// The consumer's fixed budget figures; `config` checks CONSUME_SUBREQUESTS_MAX against them.
+pub use crate::config::{CONSUME_RESERVE, CONSUME_SUBREQUESTS_MIN};
 pub use intake::{DocumentInput, IntakeError, IntakeItem, IntakeOutcome};
 pub use repair::RepairReport;
 pub use search::{SearchHit, SearchRequest};

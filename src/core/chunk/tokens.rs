@@ -33,64 +33,14 @@
 
 use super::token_table::{BYTE_LEVEL, SENTENCE_PIECE, WORD_PIECE};
 
-/// Special tokens a model adds to every input, beyond the text's own.
-pub const SPECIAL_TOKENS: usize = 2;
+// The family, its words and its figures (the heaviest character, the
+// smallest chunk limit, the special tokens) are what settings are checked
+// against, so they are declared in `config`, a leaf; the bound itself, over
+// the per-character table, is here.
+pub use crate::config::{TokenFamily, CHUNK_TOKENS_FLOOR, SPECIAL_TOKENS};
 
-/// The smallest chunk limit any family allows.
-pub const CHUNK_TOKENS_FLOOR: usize = 16;
-
-/// The kind of tokenizer an embedding model uses, which fixes the bound.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum TokenFamily {
-    WordPiece,
-    SentencePiece,
-    ByteLevel,
-}
-
+/// The bound.
 impl TokenFamily {
-    pub const ALL: [TokenFamily; 3] = [
-        TokenFamily::WordPiece,
-        TokenFamily::SentencePiece,
-        TokenFamily::ByteLevel,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TokenFamily::WordPiece => "wordpiece",
-            TokenFamily::SentencePiece => "sentencepiece",
-            TokenFamily::ByteLevel => "byte-level",
-        }
-    }
-
-    pub fn parse(raw: &str) -> Option<TokenFamily> {
-        TokenFamily::ALL.into_iter().find(|f| f.as_str() == raw)
-    }
-
-    /// Tokens the tokenizer may add before the first character (a `▁` or
-    /// a byte-level prefix space), not counting [`SPECIAL_TOKENS`].
-    fn prefix(self) -> usize {
-        match self {
-            TokenFamily::WordPiece => 0,
-            TokenFamily::SentencePiece | TokenFamily::ByteLevel => 1,
-        }
-    }
-
-    /// The most any one character weighs (`tests/token_bound.rs` checks it
-    /// against every scalar value): 3 for a Hangul syllable, 18 for `ﷺ`
-    /// (NFKC: 18 characters), 33 for its UTF-8.
-    pub fn char_weight_max(self) -> usize {
-        match self {
-            TokenFamily::WordPiece => 3,
-            TokenFamily::SentencePiece => 18,
-            TokenFamily::ByteLevel => 33,
-        }
-    }
-
-    /// The smallest chunk limit: one that holds any single character.
-    pub fn chunk_tokens_min(self) -> usize {
-        CHUNK_TOKENS_FLOOR.max(self.prefix() + self.char_weight_max())
-    }
-
     /// The most tokens one non-whitespace character can become.
     pub fn weight(self, c: char) -> usize {
         if c.is_ascii() {
