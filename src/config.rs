@@ -577,12 +577,13 @@ impl Config {
             "must hold the heaviest character of EMBEDDING_TOKENIZER (at least 16; sentencepiece 19, byte-level 34)",
         )?;
         check(
-            self.chunk_size_max_tokens + SPECIAL_TOKENS <= self.embedding_max_input_tokens,
+            self.chunk_size_max_tokens.saturating_add(SPECIAL_TOKENS)
+                <= self.embedding_max_input_tokens,
             "CHUNK_SIZE_MAX_TOKENS",
             "must leave the model's 2 special tokens within EMBEDDING_MAX_INPUT_TOKENS",
         )?;
         check(
-            self.chunk_overlap_tokens * 2 <= self.chunk_size_max_tokens,
+            self.chunk_overlap_tokens.saturating_mul(2) <= self.chunk_size_max_tokens,
             "CHUNK_OVERLAP_TOKENS",
             "must be at most half of CHUNK_SIZE_MAX_TOKENS",
         )?;
@@ -835,6 +836,22 @@ mod tests {
             ),
             "{err:?}"
         );
+    }
+
+    #[test]
+    fn chunk_sizes_near_the_integer_limit_are_refused_not_wrapped() {
+        // Issue: `size + SPECIAL_TOKENS` and `overlap * 2` overflowed; a
+        // release build (the Worker) wrapped and accepted the setting.
+        for (name, value) in [
+            ("CHUNK_SIZE_MAX_TOKENS", usize::MAX.to_string()),
+            ("CHUNK_OVERLAP_TOKENS", (usize::MAX / 2 + 1).to_string()),
+        ] {
+            let got = Config::from_lookup(|n| (n == name).then(|| value.clone()));
+            assert!(
+                matches!(got, Err(ConfigError::OutOfRange { .. })),
+                "{name}={value}: {got:?}"
+            );
+        }
     }
 
     #[test]
