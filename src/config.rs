@@ -477,7 +477,8 @@ settings! {
     consume_subrequests_max: u64 = 50, "CONSUME_SUBREQUESTS_MAX",
         in CONSUME_SUBREQUESTS_MIN.., "must be at least 10 (one page of one chunk, plus the checkpoint reserve)";
     /// Wall time one queue invocation may spend on its job before it
-    /// checkpoints (must stay under `JOB_LEASE_SECONDS`).
+    /// checkpoints (under `INVOCATION_WALL_SECONDS_MAX`, itself under
+    /// `JOB_LEASE_SECONDS`).
     consume_wall_seconds_max: u32 = 300, "CONSUME_WALL_SECONDS_MAX";
 
     // Backfills.
