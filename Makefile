@@ -37,9 +37,11 @@ test-native: lint test-data
 	cargo test --locked --test sim -- --nocapture
 	cargo test --locked --features protocol-bugs --test sim_bugs -- --nocapture
 
-## `core/` and `api.rs` deny indexing, slicing, unwrap, expect and panic
-## (their module attributes); clippy enforces it.
+## Formatting is checked (`cargo fmt`); `core/` and `api.rs` deny indexing,
+## slicing, unwrap, expect and panic (their module attributes), which
+## clippy enforces.
 lint:
+	cargo fmt --check
 	cargo clippy --locked --lib
 
 ## Test data from package registries (a real WordPiece vocabulary).

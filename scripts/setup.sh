@@ -17,10 +17,14 @@ if ! rustup target list --installed | grep -qx wasm32-unknown-unknown; then
   rustup target add wasm32-unknown-unknown
 fi
 
-# 1b. clippy (make lint).
+# 1b. clippy and rustfmt (make lint).
 if ! cargo clippy --version >/dev/null 2>&1; then
   say "adding the clippy component"
   rustup component add clippy
+fi
+if ! cargo fmt --version >/dev/null 2>&1; then
+  say "adding the rustfmt component"
+  rustup component add rustfmt
 fi
 
 # 2. wasm-bindgen-cli at exactly the wasm-bindgen version in Cargo.lock.
