@@ -8,7 +8,7 @@
 
 use super::faults::{CallKind, FaultKind};
 use super::faults::{FaultPlan, Port, Sched, YieldOnce};
-use super::invariants::Monitor;
+use super::invariants::{check_redrives, Monitor};
 use super::world::{
     reindex_config, Op, Operator, Reference, Script, Simulated, Violation, World,
     CRASH_REDELIVERY_MS, INVOCATION_WALL_MS,
@@ -18,6 +18,7 @@ use super::T0;
 use crate::config::Config;
 use crate::core::chunk::ContentType;
 use crate::core::ids::DocId;
+use crate::native::oracle;
 use crate::pipeline::bugs::Bugs;
 use crate::pipeline::{DocumentInput, IntakeItem, Settle};
 use crate::ports::{Database, PortError, Stmt};
@@ -198,7 +199,7 @@ async fn redrive(
         // failed job's letter may still be on its way to the archive).
         while sched.in_outage()
             || writers.get() < writers_total
-            || w.open_jobs() > 0
+            || oracle::open_jobs(&w.db) > 0
             || !w.broker.is_empty()
             || in_flight.get() > 0
         {
@@ -358,7 +359,7 @@ pub fn run(
                 if mode == Mode::Sequential {
                     // The exhaustive flow cancels a build, not a switch
                     // that an empty index allows at once.
-                    while w.live_versions().values().all(Option::is_none) {
+                    while oracle::live_versions(&w.db).values().all(Option::is_none) {
                         operator_waits.set(true);
                         YieldOnce(false).await;
                     }
@@ -679,7 +680,7 @@ pub fn run(
                     invariant: "I7",
                     detail: format!(
                         "not quiescent after {QUIESCENCE_TICKS_MAX} cron ticks ({} open)",
-                        w.unfinished_jobs()
+                        oracle::open_jobs_and_intents(&w.db)
                     ),
                 },
                 sched,
@@ -700,8 +701,8 @@ pub fn run(
         // A cron run that died did something unknown: run another.
         if did.is_some_and(|r| !r.did_work())
             && w.broker.is_empty()
-            && w.unfinished_jobs() == 0
-            && w.open_backfills() == 0
+            && oracle::open_jobs_and_intents(&w.db) == 0
+            && oracle::open_backfills(&w.db) == 0
             && !sched.in_outage()
         {
             break;
@@ -711,7 +712,7 @@ pub fn run(
 
     // I5: the index holds exactly the vectors of live chunks.
     let index: BTreeSet<String> = w.index.ids().into_iter().collect();
-    let live = w.live_vector_ids();
+    let live = oracle::written_live_vector_ids(&w.db);
     if index != live {
         let orphans: Vec<_> = index.difference(&live).take(3).collect();
         let holes: Vec<_> = live.difference(&index).take(3).collect();
@@ -736,7 +737,7 @@ pub fn run(
     }
     // Every message that reached the dead-letter queue (sent by the
     // consumer, or forwarded by the queue after its max_retries) is archived.
-    let archived: BTreeSet<String> = w.archived_letters().into_iter().collect();
+    let archived: BTreeSet<String> = oracle::archived_letters(&w.db).into_iter().collect();
     if let Some(m) = w
         .broker
         .dead_log
@@ -755,7 +756,7 @@ pub fn run(
             sched,
         ));
     }
-    if let Some(job) = w.failed_jobs_without_evidence().first() {
+    if let Some(job) = oracle::failed_jobs_without_evidence(&w.db).first() {
         return Err(with_trace(
             Violation {
                 invariant: "I9",
@@ -769,28 +770,26 @@ pub fn run(
         Operator::Redrive => {
             // R: every document indexed, every redrive item accounted for.
             report.redriven = redriven.get();
-            w.check_redrives(script).map_err(|v| with_trace(v, sched))?;
+            check_redrives(&w, script).map_err(|v| with_trace(v, sched))?;
         }
         op => {
             // I6: D1 equals the fault-free run of the same inputs (for a
             // cancel, of whichever came first).
             let reference = match op {
                 Operator::None => Reference::Clients,
-                Operator::ReindexCancel if w.backfill_cancelled() => {
+                Operator::ReindexCancel if oracle::any_backfill_cancelled(&w.db) => {
                     report.cancelled = 1;
                     Reference::Cancelled
                 }
                 _ => Reference::Reindexed,
             };
             let expected = reference_dump(script, reference, cfg, bugs);
-            let dump = w.canonical_dump();
+            let dump = oracle::canonical_dump(&w.db);
             if dump != expected {
                 let mut diff = first_difference(&expected, &dump);
                 if op != Operator::None {
-                    let g: Vec<serde_json::Value> =
-                        w.db.inspect("SELECT generation, state FROM generations", vec![]);
-                    let b: Vec<serde_json::Value> =
-                        w.db.inspect("SELECT state, to_generation FROM backfills", vec![]);
+                    let g: Vec<serde_json::Value> = oracle::generation_states(&w.db);
+                    let b: Vec<serde_json::Value> = oracle::backfill_states(&w.db);
                     diff.push_str(&format!(" (against the {reference:?} reference; generations {g:?}, backfills {b:?})"));
                 }
                 return Err(with_trace(
@@ -956,7 +955,7 @@ fn reference_dump(script: &Script, reference: Reference, cfg: &Config, bugs: Bug
             .advance_ms(i64::from(cfg.job_lease_seconds.max(cfg.job_stall_seconds)) * 1000 + 1);
         if !futures::executor::block_on(p.repair()).did_work()
             && w.broker.is_empty()
-            && w.open_backfills() == 0
+            && oracle::open_backfills(&w.db) == 0
         {
             break;
         }
@@ -971,7 +970,7 @@ fn reference_dump(script: &Script, reference: Reference, cfg: &Config, bugs: Bug
         )))
         .expect("the generation row");
     }
-    let d = w.canonical_dump();
+    let d = oracle::canonical_dump(&w.db);
     CACHE.with(|c| c.borrow_mut().insert(key, d.clone()));
     d
 }
