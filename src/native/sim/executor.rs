@@ -1,79 +1,28 @@
-//! The executor: runs a script's tasks (clients, the operator, deliveries,
-//! cron) under the scheduler, moves the clock, kills what outlives the
-//! platform's wall-clock limit, drives the run to quiescence and checks
-//! the invariants of a quiescent run (I5–I7, I9, R) against the fault-free
-//! reference run.
+//! The executor: [`run`] starts a script's actors, then steps the world
+//! under the scheduler (polls a task, starts a delivery or a cron run,
+//! moves the clock and kills what outlives the platform's wall-clock
+//! limit), checking the step invariants after every poll; then drives the
+//! run to quiescence (I7) and checks the quiescent ledger (I5, I9, and I6
+//! against the reference run or R after a redrive).
 //!
 //! May import every other room of `sim/` but `scripts`.
 
-use super::faults::{CallKind, FaultKind};
-use super::faults::{FaultPlan, Port, Sched, YieldOnce};
-use super::invariants::{check_redrives, Monitor};
-use super::world::{
-    reindex_config, Op, Operator, Reference, Script, Simulated, Violation, World,
-    CRASH_REDELIVERY_MS, INVOCATION_WALL_MS,
-};
-use super::wrappers::{Broker, Queued};
+use super::actors::{self, Progress};
+use super::faults::{CallKind, FaultKind, FaultPlan, Port, Sched};
+use super::invariants::{self, Monitor, QUIESCENCE_TICKS_MAX};
+use super::reference::reference_dump;
+use super::world::{reindex_config, Operator, Reference, Script, Violation, World};
+use super::wrappers::{Broker, Held};
 use super::T0;
 use crate::config::Config;
-use crate::core::chunk::ContentType;
 use crate::core::ids::DocId;
 use crate::native::oracle;
 use crate::pipeline::bugs::Bugs;
-use crate::pipeline::{DocumentInput, IntakeItem, Settle};
-use crate::ports::{Database, PortError, Stmt};
-use std::cell::{Cell, RefCell};
-use std::collections::{BTreeMap, BTreeSet};
+use crate::pipeline::{RepairReport, Settle};
+use std::collections::BTreeSet;
 use std::future::Future;
 use std::pin::Pin;
-use std::rc::Rc;
 use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
-
-type TaskFuture<'a> = Pin<Box<dyn Future<Output = TaskEnd> + 'a>>;
-
-enum TaskEnd {
-    /// A delivery finished and was settled (dead letters included):
-    /// what to do with its message.
-    Delivered(Settle),
-    /// A client finished all its operations, a cron run finished.
-    Done,
-}
-
-/// The message a delivery task holds (redelivered if the task dies).
-enum Held {
-    Nothing,
-    Ingest(Queued),
-    DeadLetter(Queued),
-}
-
-struct Task<'a> {
-    id: usize,
-    fut: TaskFuture<'a>,
-    started_ms: i64,
-    held: Held,
-    is_cron: bool,
-    is_client: bool,
-    /// For a client task, its waiting flag: its document's index in the
-    /// script, or one past the last for the operator.
-    client: Option<usize>,
-}
-
-impl Task<'_> {
-    fn is_delivery(&self) -> bool {
-        !matches!(self.held, Held::Nothing)
-    }
-}
-
-fn noop_waker() -> Waker {
-    const VTABLE: RawWakerVTable = RawWakerVTable::new(
-        |_| RawWaker::new(std::ptr::null(), &VTABLE),
-        |_| {},
-        |_| {},
-        |_| {},
-    );
-    // SAFETY: every function of the vtable ignores its data pointer.
-    unsafe { Waker::from_raw(RawWaker::new(std::ptr::null(), &VTABLE)) }
-}
 
 /// How the scheduler picks the next step.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -106,136 +55,12 @@ pub struct RunReport {
     pub operator: Option<Operator>,
 }
 
-pub const QUIESCENCE_TICKS_MAX: u32 = 8;
+/// Steps of the main phase at most (then I7 fails).
 const STEPS_MAX: u64 = 40_000;
-
-/// Yields until the simulated time reaches `at_ms` (a client waiting
-/// before it tries again; the scheduler moves the clock).
-async fn sleep_until(sched: &Sched, at_ms: i64) {
-    while sched.now_ms.get() < at_ms {
-        YieldOnce(false).await;
-    }
-}
-
-/// A client's pause before it repeats a failed request: none in the
-/// exhaustive runs (a single fault), growing to a minute in an outage.
-async fn back_off(sched: &Sched, attempt: u32) {
-    if sched.outage.get().is_some() {
-        let seconds = 1i64 << attempt.min(6);
-        sleep_until(sched, sched.now_ms.get() + seconds * 1000).await;
-    }
-}
-
-/// Starts the backfill to the reindex configuration, retried until the
-/// request is answered.
-async fn start_reindex(p: &Simulated<'_>, sched: &Sched) {
-    for attempt in 0.. {
-        assert!(attempt < 1000, "the backfill could never be started");
-        match p
-            .start_backfill(&crate::pipeline::BackfillScope::Config, 1)
-            .await
-        {
-            Ok(Ok(_)) => break,
-            // An earlier attempt (or the other request) started it, or even
-            // finished it (the switch), then failed to answer.
-            Ok(Err((_, "backfill_active" | "config_unchanged", _))) => break,
-            Ok(Err(refusal)) => panic!("backfill refused: {refusal:?}"),
-            Err(_) => back_off(sched, attempt).await,
-        }
-    }
-}
-
-/// Retries a read-only or idempotent admin call until it answers.
-async fn answered<T, F: Future<Output = Result<T, PortError>>>(
-    sched: &Sched,
-    mut call: impl FnMut() -> F,
-) -> T {
-    for attempt in 0.. {
-        assert!(attempt < 1000, "an admin request was never answered");
-        if let Ok(v) = call().await {
-            return v;
-        }
-        back_off(sched, attempt).await;
-    }
-    unreachable!()
-}
-
-/// The request a redriving operator sends: every letter, the API's
-/// smallest canary (3), batches of two, no failure tolerated.
-pub fn redrive_request() -> crate::pipeline::RedriveRequest {
-    crate::pipeline::RedriveRequest {
-        bucket: None,
-        since: None,
-        until: None,
-        doc_ids: None,
-        canary_size: 3,
-        max_failed_canaries: 0,
-        max_failure_ratio: 0.0,
-        batch_size: 2,
-    }
-}
-
-/// Redrive rounds an operator runs at most (a redriven job that failed
-/// again is redriven in the next one).
-const REDRIVE_ROUNDS_MAX: usize = 4;
-
-/// The redriving operator: once the outage is over and the clients'
-/// writes were answered, waits for every job and message to end, then plans and
-/// executes a redrive of every eligible letter and polls it (the console's
-/// `GET`) until it ends, while cron advances it too; again until nothing
-/// is eligible.
-async fn redrive(
-    p: &Simulated<'_>,
-    w: &World,
-    sched: &Sched,
-    writers: &Cell<usize>,
-    writers_total: usize,
-    in_flight: &Cell<usize>,
-) -> u64 {
-    let req = redrive_request();
-    let mut redriven = 0;
-    for _ in 0..REDRIVE_ROUNDS_MAX {
-        // Quiet: no job open, no message queued or being delivered (a
-        // failed job's letter may still be on its way to the archive).
-        while sched.in_outage()
-            || writers.get() < writers_total
-            || oracle::open_jobs(&w.db) > 0
-            || !w.broker.is_empty()
-            || in_flight.get() > 0
-        {
-            YieldOnce(false).await;
-        }
-        let id = loop {
-            let plan = answered(sched, || p.redrive_plan(&req)).await;
-            if plan.eligible.is_empty() {
-                return redriven;
-            }
-            let n = plan.eligible.len() as u64;
-            match p.redrive_execute(&req, &plan.plan_id).await {
-                Ok(Some(view)) => {
-                    redriven += n;
-                    break view["redrive_id"].as_str().unwrap_or_default().to_string();
-                }
-                // The plan changed (an earlier attempt of this request
-                // executed it), or the answer was lost: plan again.
-                Ok(None) | Err(_) => back_off(sched, 0).await,
-            }
-        };
-        loop {
-            // Polling advances it, like cron.
-            let _ = p.redrive_advance(&id).await;
-            let state = match p.redrive_view(&id).await {
-                Ok(Some(v)) => v["state"].as_str().unwrap_or_default().to_string(),
-                _ => String::new(),
-            };
-            if state == "completed" || state == "stopped" {
-                break;
-            }
-            sleep_until(sched, sched.now_ms.get() + 1000).await;
-        }
-    }
-    redriven
-}
+/// Deliveries of one quiescence round at most (then I7 fails).
+const QUIESCENCE_DELIVERIES_MAX: u32 = 10_000;
+/// The platform's wall-clock limit for a queue or cron invocation.
+const INVOCATION_WALL_MS: i64 = 15 * 60 * 1000;
 
 /// Runs `script` under `sched` and checks every invariant. On a violation,
 /// returns it with the trace tail.
@@ -246,535 +71,59 @@ pub fn run(
     sched: &Sched,
     mode: Mode,
 ) -> Result<RunReport, Violation> {
+    let w = world_for(script, cfg, bugs, sched);
+    let progress = Progress::new(script.docs.len());
+    let mut ex = Executor::new(&w, sched, cfg, mode, script, &progress);
+    ex.start_clients(script);
+    ex.start_operator(script);
+    ex.main_phase()?;
+    ex.quiesce()?;
+    let mut report = ex.report;
+    check_quiescent(&w, script, cfg, bugs, &progress, &mut report)
+        .map_err(|v| with_trace(v, sched))?;
+    report.calls = sched.calls.get();
+    report.faults = sched.faults_injected.get();
+    report.outage_faults = sched.outage_faults.get();
+    report.injected = sched.injected.borrow().clone();
+    report.kinds_seen = sched.kinds_seen.borrow().clone();
+    Ok(report)
+}
+
+/// The world of a run of `script` (its queues' `max_retries`, an outage of
+/// the queue service pausing the broker), and the scheduler set to its
+/// outage and clock.
+fn world_for(script: &Script, cfg: &Config, bugs: Bugs, sched: &Sched) -> World {
     let mut w = World::new(cfg.clone(), bugs);
     w.broker = Broker::new(script.queue_max_retries);
     if let Some(o) = script.outage.filter(|o| o.port == Port::Queue) {
         w.broker.paused.set(Some((o.from_ms, o.until_ms)));
     }
-    let w = w;
     sched.outage.set(script.outage);
     sched.now_ms.set(w.clock.0.get());
-    let monitor = Monitor::new(script);
-    let mut report = RunReport {
-        operator: Some(script.operator),
-        ..RunReport::default()
-    };
-    let mut tasks: Vec<Task<'_>> = Vec::new();
-    let mut next_id = 0usize;
-    let finished_clients = Rc::new(Cell::new(0usize));
-    let finished_writers = Rc::new(Cell::new(0usize));
-    let redriven = Rc::new(Cell::new(0u64));
-    // Deliveries in flight, and whether each client is waiting (Op::Settle).
-    let in_flight = Rc::new(Cell::new(0usize));
-    // (One flag per document's client, then one for the operator.)
-    let waiting: Vec<Rc<Cell<bool>>> = (0..=script.docs.len())
-        .map(|_| Rc::new(Cell::new(false)))
-        .collect();
-    let operator_waits = waiting[script.docs.len()].clone();
+    w
+}
 
-    // Clients: one task per document, operations in order, each retried
-    // until it is accepted (as an HTTP client would on a 5xx).
-    for (k, (doc, ops)) in script.docs.iter().enumerate() {
-        let p = w.simulated(sched);
-        let doc = DocId::parse(doc).expect("valid doc id");
-        let ops = ops.clone();
-        let done = finished_clients.clone();
-        let written = finished_writers.clone();
-        let wait = waiting[k].clone();
-        let in_flight = in_flight.clone();
-        let broker = &w.broker;
-        let fut: TaskFuture<'_> = Box::pin(async move {
-            for op in ops {
-                let item = match op {
-                    Op::Settle => {
-                        while !(broker.is_empty() && in_flight.get() == 0) {
-                            wait.set(true);
-                            YieldOnce(false).await;
-                        }
-                        wait.set(false);
-                        continue;
-                    }
-                    Op::Put(text) => IntakeItem::Put(DocumentInput {
-                        doc_id: doc.clone(),
-                        text,
-                        metadata: Default::default(),
-                        content_type: ContentType::Plain,
-                    }),
-                    Op::Delete => IntakeItem::Delete(doc.clone()),
-                };
-                for attempt in 0.. {
-                    assert!(
-                        attempt < 1000,
-                        "a client could never get its write accepted"
-                    );
-                    if p.intake(std::slice::from_ref(&item)).await.is_ok() {
-                        break;
-                    }
-                    back_off(sched, attempt).await;
-                }
-            }
-            written.set(written.get() + 1);
-            done.set(done.get() + 1);
-            TaskEnd::Done
-        });
-        sched.clients.borrow_mut().insert(next_id);
-        tasks.push(Task {
-            id: next_id,
-            fut,
-            started_ms: T0,
-            held: Held::Nothing,
-            is_cron: false,
-            is_client: true,
-            client: Some(k),
-        });
-        next_id += 1;
-    }
-    // The operator's requests, each its own client task.
-    let mut operator_tasks: Vec<TaskFuture<'_>> = Vec::new();
-    match script.operator {
-        Operator::None => {}
-        Operator::Reindex | Operator::ReindexTwice => {
-            let requests = if script.operator == Operator::ReindexTwice {
-                2
-            } else {
-                1
-            };
-            for _ in 0..requests {
-                let p = w.simulated_with(reindex_config(cfg), sched);
-                operator_tasks.push(Box::pin(async move {
-                    start_reindex(&p, sched).await;
-                    TaskEnd::Done
-                }));
-            }
-        }
-        Operator::ReindexCancel => {
-            let p = w.simulated_with(reindex_config(cfg), sched);
-            // At once in the exhaustive runs (their clock does not move while a task can run).
-            let wait_ms = match mode {
-                Mode::Sequential => 0,
-                Mode::Random => sched.rng.borrow_mut().below(40 * 60_000) as i64,
-            };
-            let w = &w;
-            operator_tasks.push(Box::pin(async move {
-                if mode == Mode::Sequential {
-                    // The exhaustive flow cancels a build, not a switch
-                    // that an empty index allows at once.
-                    while oracle::live_versions(&w.db).values().all(Option::is_none) {
-                        operator_waits.set(true);
-                        YieldOnce(false).await;
-                    }
-                    operator_waits.set(false);
-                }
-                start_reindex(&p, sched).await;
-                let list = answered(sched, || p.backfills(1)).await;
-                let id = list
-                    .first()
-                    .and_then(|b| b["backfill_id"].as_str())
-                    .expect("the backfill started")
-                    .to_string();
-                sleep_until(sched, sched.now_ms.get() + wait_ms).await;
-                // Cancelled, or refused: it completed (or was cancelled by an
-                // earlier attempt whose answer was lost).
-                let _ = answered(sched, || p.backfill_transition(&id, "cancel")).await;
-                TaskEnd::Done
-            }));
-        }
-        Operator::Redrive => {
-            let p = w.simulated(sched);
-            let w = &w;
-            let writers = finished_writers.clone();
-            let total = script.docs.len();
-            let redriven = redriven.clone();
-            let in_flight = in_flight.clone();
-            operator_tasks.push(Box::pin(async move {
-                redriven.set(redrive(&p, w, sched, &writers, total, &in_flight).await);
-                TaskEnd::Done
-            }));
-        }
-    }
-    for fut in operator_tasks {
-        let done = finished_clients.clone();
-        let fut: TaskFuture<'_> = Box::pin(async move {
-            let end = fut.await;
-            done.set(done.get() + 1);
-            end
-        });
-        sched.clients.borrow_mut().insert(next_id);
-        tasks.push(Task {
-            id: next_id,
-            fut,
-            started_ms: T0,
-            held: Held::Nothing,
-            is_cron: false,
-            is_client: true,
-            client: Some(script.docs.len()),
-        });
-        next_id += 1;
-    }
-    let clients = tasks.len();
-    let waker = noop_waker();
-    let mut cx = Context::from_waker(&waker);
-
-    // ---- main phase: faults on
-    loop {
-        report.steps += 1;
-        if report.steps > STEPS_MAX {
-            return Err(with_trace(
-                Violation {
-                    invariant: "I7",
-                    detail: format!(
-                        "the main phase did not finish ({} of {clients} clients done)",
-                        finished_clients.get()
-                    ),
-                },
-                sched,
-            ));
-        }
-        let now = w.clock.0.get();
-        sched.now_ms.set(now);
-        let all_clients_done = finished_clients.get() == clients;
-        let avail = w.broker.available(now);
-        let dead_avail = w.broker.dead_available(now);
-        let running_deliveries = tasks.iter().filter(|t| t.is_delivery()).count();
-        if all_clients_done && tasks.is_empty() && avail.is_empty() && dead_avail.is_empty() {
-            break;
-        }
-        // Pick the next step.
-        enum Step {
-            Poll(usize),
-            Deliver(usize, bool),
-            DeliverDead(usize),
-            Cron,
-            Advance(i64),
-        }
-        let step = match mode {
-            Mode::Sequential => {
-                let is_waiting = |t: &Task<'_>| t.client.is_some_and(|k| waiting[k].get());
-                if let Some(i) = tasks.iter().position(|t| !is_waiting(t)) {
-                    Step::Poll(i)
-                } else if let Some(&i) = avail.first() {
-                    Step::Deliver(i, false)
-                } else if let Some(&i) = dead_avail.first() {
-                    Step::DeliverDead(i)
-                } else if let Some(at) = w.broker.earliest(now) {
-                    Step::Advance(at - now)
-                } else if !tasks.is_empty() {
-                    // Only waiting clients, and nothing left to deliver: they may go on.
-                    Step::Poll(0)
-                } else {
-                    break;
-                }
-            }
-            Mode::Random => {
-                let mut rng = sched.rng.borrow_mut();
-                let r = rng.below(100);
-                let deliverable = avail.len() + dead_avail.len();
-                if !tasks.is_empty() && r < 60 {
-                    Step::Poll(rng.below(tasks.len() as u64) as usize)
-                } else if deliverable > 0 && running_deliveries < 3 && r < 85 {
-                    let k = rng.below(deliverable as u64) as usize;
-                    match avail.get(k) {
-                        Some(&i) => Step::Deliver(i, rng.chance(100)),
-                        None => Step::DeliverDead(dead_avail[k - avail.len()]),
-                    }
-                } else if r < 88 && !tasks.iter().any(|t| t.is_cron) {
-                    Step::Cron
-                } else if rng.chance(50) {
-                    Step::Advance(i64::from(cfg.job_lease_seconds) * 1000 + 1)
-                } else {
-                    Step::Advance(1 + rng.below(5_000) as i64)
-                }
-            }
-        };
-        let stepped = matches!(step, Step::Poll(_));
-        match step {
-            Step::Poll(i) => {
-                let id = tasks[i].id;
-                sched.current_task.set(id);
-                let polled = tasks[i].fut.as_mut().poll(&mut cx);
-                let killed = sched.killed.borrow_mut().remove(&id);
-                match polled {
-                    Poll::Ready(end) => {
-                        let t = tasks.remove(i);
-                        if t.is_delivery() {
-                            in_flight.set(in_flight.get() - 1);
-                        }
-                        if let TaskEnd::Delivered(outcome) = end {
-                            settle(&w, sched, t.held, outcome);
-                        }
-                    }
-                    Poll::Pending if killed => {
-                        report.crashes += 1;
-                        let t = tasks.remove(i);
-                        if t.is_delivery() {
-                            in_flight.set(in_flight.get() - 1);
-                        }
-                        kill(&w, sched, t.id, t.held);
-                    }
-                    Poll::Pending => {}
-                }
-            }
-            Step::Deliver(i, duplicate) => {
-                report.duplicates += u64::from(duplicate);
-                let q = Broker::take(&w.broker.pending, i, duplicate);
-                let p = w.simulated(sched);
-                let msg = q.msg.clone();
-                let fut: TaskFuture<'_> = Box::pin(async move {
-                    let o = p.consume(&msg).await;
-                    TaskEnd::Delivered(p.settle(&msg.job_id, &msg, o).await)
-                });
-                in_flight.set(in_flight.get() + 1);
-                tasks.push(Task {
-                    id: next_id,
-                    fut,
-                    started_ms: now,
-                    held: Held::Ingest(q),
-                    is_cron: false,
-                    is_client: false,
-                    client: None,
-                });
-                next_id += 1;
-            }
-            Step::DeliverDead(i) => {
-                let q = Broker::take(&w.broker.dead, i, false);
-                let p = w.simulated(sched);
-                let (msg, sent_ms) = (q.msg.clone(), q.sent_ms);
-                let fut: TaskFuture<'_> = Box::pin(async move {
-                    TaskEnd::Delivered(
-                        p.consume_dead_letter(&format!("dlq:{}", msg.job_id), Some(&msg), sent_ms)
-                            .await,
-                    )
-                });
-                in_flight.set(in_flight.get() + 1);
-                tasks.push(Task {
-                    id: next_id,
-                    fut,
-                    started_ms: now,
-                    held: Held::DeadLetter(q),
-                    is_cron: false,
-                    is_client: false,
-                    client: None,
-                });
-                next_id += 1;
-            }
-            Step::Cron => {
-                let p = w.simulated(sched);
-                let fut: TaskFuture<'_> = Box::pin(async move {
-                    p.repair().await;
-                    TaskEnd::Done
-                });
-                tasks.push(Task {
-                    id: next_id,
-                    fut,
-                    started_ms: now,
-                    held: Held::Nothing,
-                    is_cron: true,
-                    is_client: false,
-                    client: None,
-                });
-                next_id += 1;
-            }
-            Step::Advance(ms) => {
-                w.clock.advance_ms(ms);
-                // The platform kills an invocation past its wall-clock limit.
-                let now = w.clock.0.get();
-                let (dead, alive): (Vec<Task<'_>>, Vec<Task<'_>>) = tasks
-                    .drain(..)
-                    .partition(|t| !t.is_client && now - t.started_ms > INVOCATION_WALL_MS);
-                tasks = alive;
-                for t in dead {
-                    report.crashes += 1;
-                    if t.is_delivery() {
-                        in_flight.set(in_flight.get() - 1);
-                    }
-                    kill(&w, sched, t.id, t.held);
-                }
-            }
-        }
-        report.max_concurrency = report.max_concurrency.max(tasks.len());
-        // Only a poll runs port calls (the effects); starting a task or
-        // moving the clock changes nothing the invariants look at.
-        if stepped {
-            monitor.check_step(&w).map_err(|v| with_trace(v, sched))?;
-        }
-    }
-
-    // ---- quiescence: random faults off (a single planned fault stays, so
-    // the exhaustive enumeration also covers the cron runs; an outage lasts
-    // its span), deliver everything, run cron to a fixed point.
-    if matches!(*sched.plan.borrow(), FaultPlan::Random { .. }) {
-        *sched.plan.borrow_mut() = FaultPlan::None;
-    }
-    let mut ticks = 0;
-    loop {
-        // Tasks still parked (sequential mode stops early) run to the end.
-        while let Some(mut t) = tasks.pop() {
-            sched.current_task.set(t.id);
-            loop {
-                if let Poll::Ready(end) = t.fut.as_mut().poll(&mut cx) {
-                    if let TaskEnd::Delivered(outcome) = end {
-                        settle(&w, sched, t.held, outcome);
-                    }
-                    break;
-                }
-                if sched.killed.borrow_mut().remove(&t.id) {
-                    report.crashes += 1;
-                    kill(&w, sched, t.id, t.held);
-                    break;
-                }
-                monitor.check_step(&w).map_err(|v| with_trace(v, sched))?;
-            }
-        }
-        let mut deliveries = 0;
-        while let Some(at) = w.broker.earliest(w.clock.0.get()) {
-            deliveries += 1;
-            if deliveries > 10_000 {
-                return Err(with_trace(
-                    Violation {
-                        invariant: "I7",
-                        detail: "messages never stop".into(),
-                    },
-                    sched,
-                ));
-            }
-            if at > w.clock.0.get() {
-                w.clock.0.set(at);
-            }
-            let now = w.clock.0.get();
-            sched.now_ms.set(now);
-            let p = w.simulated(sched);
-            let id = next_id;
-            next_id += 1;
-            let (held, settled) = if let Some(&i) = w.broker.available(now).first() {
-                let q = Broker::take(&w.broker.pending, i, false);
-                let m = q.msg.clone();
-                let delivery = async {
-                    let o = p.consume(&m).await;
-                    p.settle(&m.job_id, &m, o).await
-                };
-                let settled = drive(sched, id, delivery, &mut |_| monitor.check_step(&w))
-                    .map_err(|v| with_trace(v, sched))?;
-                (Held::Ingest(q), settled)
-            } else {
-                let i = w.broker.dead_available(now)[0];
-                let q = Broker::take(&w.broker.dead, i, false);
-                let m = q.msg.clone();
-                let message_id = format!("dlq:{}", m.job_id);
-                let delivery = p.consume_dead_letter(&message_id, Some(&m), q.sent_ms);
-                let settled = drive(sched, id, delivery, &mut |_| monitor.check_step(&w))
-                    .map_err(|v| with_trace(v, sched))?;
-                (Held::DeadLetter(q), settled)
-            };
-            match settled {
-                Some(settled) => settle(&w, sched, held, settled),
-                None => {
-                    report.crashes += 1;
-                    kill(&w, sched, id, held);
-                }
-            }
-        }
-        ticks += 1;
-        if ticks > QUIESCENCE_TICKS_MAX {
-            return Err(with_trace(
-                Violation {
-                    invariant: "I7",
-                    detail: format!(
-                        "not quiescent after {QUIESCENCE_TICKS_MAX} cron ticks ({} open)",
-                        oracle::open_jobs_and_intents(&w.db)
-                    ),
-                },
-                sched,
-            ));
-        }
-        // Let every lease and stall deadline pass, then one cron run; the
-        // system is quiescent when a cron run finds nothing to do.
-        w.clock
-            .advance_ms(i64::from(cfg.job_lease_seconds.max(cfg.job_stall_seconds)) * 1000 + 1);
-        sched.now_ms.set(w.clock.0.get());
-        let id = next_id;
-        next_id += 1;
-        let did = drive(sched, id, w.simulated(sched).repair(), &mut |_| {
-            monitor.check_step(&w)
-        })
-        .map_err(|v| with_trace(v, sched))?;
-        monitor.check_step(&w).map_err(|v| with_trace(v, sched))?;
-        // A cron run that died did something unknown: run another.
-        if did.is_some_and(|r| !r.did_work())
-            && w.broker.is_empty()
-            && oracle::open_jobs_and_intents(&w.db) == 0
-            && oracle::open_backfills(&w.db) == 0
-            && !sched.in_outage()
-        {
-            break;
-        }
-    }
-    report.cron_ticks_to_quiesce = ticks;
-
-    // I5: the index holds exactly the vectors of live chunks.
-    let index: BTreeSet<String> = w.index.ids().into_iter().collect();
-    let live = oracle::written_live_vector_ids(&w.db);
-    if index != live {
-        let orphans: Vec<_> = index.difference(&live).take(3).collect();
-        let holes: Vec<_> = live.difference(&index).take(3).collect();
-        return Err(with_trace(
-            Violation {
-                invariant: "I5",
-                detail: format!("orphans {orphans:?}, holes {holes:?}"),
-            },
-            sched,
-        ));
-    }
-    // I9: no dead letter is lost, and every job that ended failed or dead
-    // has its evidence archived as such.
-    if let Some(m) = w.broker.lost.borrow().first() {
-        return Err(with_trace(
-            Violation {
-                invariant: "I9",
-                detail: format!("the dead-letter queue dropped the letter of {}", m.job_id),
-            },
-            sched,
-        ));
-    }
-    // Every message that reached the dead-letter queue (sent by the
-    // consumer, or forwarded by the queue after its max_retries) is archived.
-    let archived: BTreeSet<String> = oracle::archived_letters(&w.db).into_iter().collect();
-    if let Some(m) = w
-        .broker
-        .dead_log
-        .borrow()
-        .iter()
-        .find(|m| !archived.contains(&m.job_id))
-    {
-        return Err(with_trace(
-            Violation {
-                invariant: "I9",
-                detail: format!(
-                    "the letter of {} reached the dead-letter queue but is not archived",
-                    m.job_id
-                ),
-            },
-            sched,
-        ));
-    }
-    if let Some(job) = oracle::failed_jobs_without_evidence(&w.db).first() {
-        return Err(with_trace(
-            Violation {
-                invariant: "I9",
-                detail: format!("job {job} ended failed or dead with no archived evidence"),
-            },
-            sched,
-        ));
-    }
+/// The checks of a quiescent run: I5, I9, then R after a redrive or I6
+/// against the reference run of whatever the operator did (for a cancel,
+/// whichever came first: the switch or the cancel). Records the dead
+/// letters, and the letters redriven or the backfill cancelled, in `report`.
+fn check_quiescent(
+    w: &World,
+    script: &Script,
+    cfg: &Config,
+    bugs: Bugs,
+    progress: &Progress,
+    report: &mut RunReport,
+) -> Result<(), Violation> {
+    invariants::index_holds_written_live_chunks(w)?;
+    invariants::no_dead_letter_is_lost(w)?;
     report.dead_letters = w.broker.dead_log.borrow().len() as u64;
     match script.operator {
         Operator::Redrive => {
-            // R: every document indexed, every redrive item accounted for.
-            report.redriven = redriven.get();
-            check_redrives(&w, script).map_err(|v| with_trace(v, sched))?;
+            report.redriven = progress.redriven.get();
+            invariants::check_redrives(w, script)
         }
         op => {
-            // I6: D1 equals the fault-free run of the same inputs (for a
-            // cancel, of whichever came first).
             let reference = match op {
                 Operator::None => Reference::Clients,
                 Operator::ReindexCancel if oracle::any_backfill_cancelled(&w.db) => {
@@ -784,30 +133,595 @@ pub fn run(
                 _ => Reference::Reindexed,
             };
             let expected = reference_dump(script, reference, cfg, bugs);
-            let dump = oracle::canonical_dump(&w.db);
-            if dump != expected {
-                let mut diff = first_difference(&expected, &dump);
-                if op != Operator::None {
-                    let g: Vec<serde_json::Value> = oracle::generation_states(&w.db);
-                    let b: Vec<serde_json::Value> = oracle::backfill_states(&w.db);
-                    diff.push_str(&format!(" (against the {reference:?} reference; generations {g:?}, backfills {b:?})"));
-                }
+            invariants::ledger_equals_reference(w, &expected, reference, op)
+        }
+    }
+}
+
+// ------------------------------------------------------------------ tasks
+
+type TaskFuture<'a> = Pin<Box<dyn Future<Output = TaskEnd> + 'a>>;
+
+enum TaskEnd {
+    /// A delivery finished and was settled (dead letters included):
+    /// what to do with its message.
+    Delivered(Settle),
+    /// A client finished all its operations, a cron run finished.
+    Done,
+}
+
+struct Task<'a> {
+    id: usize,
+    fut: TaskFuture<'a>,
+    started_ms: i64,
+    held: Held,
+    is_cron: bool,
+    is_client: bool,
+    /// For a client task, its waiting flag: its document's index in the
+    /// script, or one past the last for the operator.
+    client: Option<usize>,
+}
+
+impl Task<'_> {
+    fn is_delivery(&self) -> bool {
+        !matches!(self.held, Held::Nothing)
+    }
+}
+
+fn noop_waker() -> Waker {
+    const VTABLE: RawWakerVTable = RawWakerVTable::new(
+        |_| RawWaker::new(std::ptr::null(), &VTABLE),
+        |_| {},
+        |_| {},
+        |_| {},
+    );
+    // SAFETY: every function of the vtable ignores its data pointer.
+    unsafe { Waker::from_raw(RawWaker::new(std::ptr::null(), &VTABLE)) }
+}
+
+/// One step of the main phase.
+enum Step {
+    /// Poll the `i`-th task.
+    Poll(usize),
+    /// Deliver the `i`-th available message (a duplicate: leave a copy).
+    Deliver(usize, bool),
+    /// Deliver the `i`-th available dead letter to the DLQ's consumer.
+    DeliverDead(usize),
+    /// Start a cron run.
+    Cron,
+    /// Move the clock by this many milliseconds.
+    Advance(i64),
+}
+
+/// The running tasks of one run and what it measures.
+struct Executor<'a> {
+    w: &'a World,
+    sched: &'a Sched,
+    cfg: &'a Config,
+    mode: Mode,
+    monitor: Monitor,
+    progress: &'a Progress,
+    tasks: Vec<Task<'a>>,
+    next_id: usize,
+    /// Client tasks started: documents' clients and operator requests.
+    clients: usize,
+    report: RunReport,
+    waker: Waker,
+}
+
+impl<'a> Executor<'a> {
+    fn new(
+        w: &'a World,
+        sched: &'a Sched,
+        cfg: &'a Config,
+        mode: Mode,
+        script: &Script,
+        progress: &'a Progress,
+    ) -> Executor<'a> {
+        Executor {
+            w,
+            sched,
+            cfg,
+            mode,
+            monitor: Monitor::new(script),
+            progress,
+            tasks: Vec::new(),
+            next_id: 0,
+            clients: 0,
+            report: RunReport {
+                operator: Some(script.operator),
+                ..RunReport::default()
+            },
+            waker: noop_waker(),
+        }
+    }
+
+    fn take_id(&mut self) -> usize {
+        let id = self.next_id;
+        self.next_id += 1;
+        id
+    }
+
+    fn trace<T>(&self, r: Result<T, Violation>) -> Result<T, Violation> {
+        r.map_err(|v| with_trace(v, self.sched))
+    }
+
+    // ---------------------------------------------------------------- setup
+
+    /// A client task (its crashes are failed requests, which it retries);
+    /// `flag` is its waiting flag in [`Progress::waiting`].
+    fn start_client(&mut self, flag: usize, fut: TaskFuture<'a>) {
+        let id = self.take_id();
+        self.sched.clients.borrow_mut().insert(id);
+        self.tasks.push(Task {
+            id,
+            fut,
+            started_ms: T0,
+            held: Held::Nothing,
+            is_cron: false,
+            is_client: true,
+            client: Some(flag),
+        });
+        self.clients += 1;
+    }
+
+    /// Clients: one task per document, operations in order, each retried
+    /// until it is accepted (as an HTTP client would on a 5xx).
+    fn start_clients(&mut self, script: &Script) {
+        let (w, sched, progress) = (self.w, self.sched, self.progress);
+        for (k, (doc, ops)) in script.docs.iter().enumerate() {
+            let p = w.simulated(sched);
+            let doc = DocId::parse(doc).expect("valid doc id");
+            let ops = ops.clone();
+            self.start_client(
+                k,
+                Box::pin(async move {
+                    actors::client(p, sched, &w.broker, progress, k, doc, ops).await;
+                    TaskEnd::Done
+                }),
+            );
+        }
+    }
+
+    /// The operator's requests, each its own client task, counted done
+    /// when it ends. The cancelling operator's delay is drawn here (a
+    /// random run's only draw before its first step).
+    fn start_operator(&mut self, script: &Script) {
+        let (w, sched, progress, cfg) = (self.w, self.sched, self.progress, self.cfg);
+        let requests: Vec<Pin<Box<dyn Future<Output = ()> + 'a>>> = match script.operator {
+            Operator::None => Vec::new(),
+            Operator::Reindex | Operator::ReindexTwice => {
+                let n = if script.operator == Operator::ReindexTwice {
+                    2
+                } else {
+                    1
+                };
+                (0..n)
+                    .map(|_| {
+                        let p = w.simulated_with(reindex_config(cfg), sched);
+                        Box::pin(async move { actors::start_reindex(&p, sched).await }) as _
+                    })
+                    .collect()
+            }
+            Operator::ReindexCancel => {
+                let p = w.simulated_with(reindex_config(cfg), sched);
+                // At once in the exhaustive runs (their clock does not move
+                // while a task can run), which cancel a build, not a switch.
+                let (after_a_live_version, cancel_after_ms) = match self.mode {
+                    Mode::Sequential => (true, 0),
+                    Mode::Random => (false, sched.rng.borrow_mut().below(40 * 60_000) as i64),
+                };
+                vec![Box::pin(actors::reindex_then_cancel(
+                    p,
+                    w,
+                    sched,
+                    progress,
+                    after_a_live_version,
+                    cancel_after_ms,
+                ))]
+            }
+            Operator::Redrive => {
+                let p = w.simulated(sched);
+                let writers = script.docs.len();
+                vec![Box::pin(actors::redrive(p, w, sched, progress, writers))]
+            }
+        };
+        for request in requests {
+            self.start_client(
+                script.docs.len(),
+                Box::pin(async move {
+                    request.await;
+                    progress.clients_done.set(progress.clients_done.get() + 1);
+                    TaskEnd::Done
+                }),
+            );
+        }
+    }
+
+    // ---------------------------------------------------------------- the main phase
+
+    /// The main phase, faults on: one step at a time until every client is
+    /// done, every task ended and no message is available; the step
+    /// invariants after every poll.
+    fn main_phase(&mut self) -> Result<(), Violation> {
+        loop {
+            self.report.steps += 1;
+            if self.report.steps > STEPS_MAX {
                 return Err(with_trace(
                     Violation {
-                        invariant: "I6",
-                        detail: diff,
+                        invariant: "I7",
+                        detail: format!(
+                            "the main phase did not finish ({} of {} clients done)",
+                            self.progress.clients_done.get(),
+                            self.clients
+                        ),
                     },
-                    sched,
+                    self.sched,
                 ));
+            }
+            let now = self.w.clock.0.get();
+            self.sched.now_ms.set(now);
+            let all_clients_done = self.progress.clients_done.get() == self.clients;
+            let avail = self.w.broker.available(now);
+            let dead_avail = self.w.broker.dead_available(now);
+            if all_clients_done
+                && self.tasks.is_empty()
+                && avail.is_empty()
+                && dead_avail.is_empty()
+            {
+                return Ok(());
+            }
+            let step = match self.mode {
+                Mode::Sequential => match self.next_in_order(now, &avail, &dead_avail) {
+                    Some(step) => step,
+                    None => return Ok(()),
+                },
+                Mode::Random => self.next_at_random(&avail, &dead_avail),
+            };
+            let stepped = matches!(step, Step::Poll(_));
+            match step {
+                Step::Poll(i) => self.poll(i),
+                Step::Deliver(i, duplicate) => self.deliver(i, duplicate, now),
+                Step::DeliverDead(i) => self.deliver_dead(i, now),
+                Step::Cron => self.start_cron(now),
+                Step::Advance(ms) => self.advance(ms),
+            }
+            self.report.max_concurrency = self.report.max_concurrency.max(self.tasks.len());
+            // Only a poll runs port calls (the effects); starting a task or
+            // moving the clock changes nothing the invariants look at.
+            if stepped {
+                let checked = self.monitor.check_step(self.w);
+                self.trace(checked)?;
             }
         }
     }
-    report.calls = sched.calls.get();
-    report.faults = sched.faults_injected.get();
-    report.outage_faults = sched.outage_faults.get();
-    report.injected = sched.injected.borrow().clone();
-    report.kinds_seen = sched.kinds_seen.borrow().clone();
-    Ok(report)
+
+    /// The sequential schedule: the first task not waiting, else the first
+    /// message, else the first dead letter, else the clock to the next
+    /// message, else a waiting task; `None` when nothing is left.
+    fn next_in_order(&self, now: i64, avail: &[usize], dead_avail: &[usize]) -> Option<Step> {
+        let waiting = &self.progress.waiting;
+        let is_waiting = |t: &Task<'_>| t.client.is_some_and(|k| waiting[k].get());
+        if let Some(i) = self.tasks.iter().position(|t| !is_waiting(t)) {
+            Some(Step::Poll(i))
+        } else if let Some(&i) = avail.first() {
+            Some(Step::Deliver(i, false))
+        } else if let Some(&i) = dead_avail.first() {
+            Some(Step::DeliverDead(i))
+        } else if let Some(at) = self.w.broker.earliest(now) {
+            Some(Step::Advance(at - now))
+        } else if !self.tasks.is_empty() {
+            // Only waiting clients, and nothing left to deliver: they may go on.
+            Some(Step::Poll(0))
+        } else {
+            None
+        }
+    }
+
+    /// The random schedule: 60% a poll of a random task; else (up to three
+    /// deliveries running) 25% a delivery of a random message, 10% of them
+    /// duplicated; else 3% a cron run (one at a time); else the clock moves,
+    /// past a lease 5% of the time, by up to 5 s otherwise.
+    fn next_at_random(&self, avail: &[usize], dead_avail: &[usize]) -> Step {
+        let running_deliveries = self.tasks.iter().filter(|t| t.is_delivery()).count();
+        let mut rng = self.sched.rng.borrow_mut();
+        let r = rng.below(100);
+        let deliverable = avail.len() + dead_avail.len();
+        if !self.tasks.is_empty() && r < 60 {
+            Step::Poll(rng.below(self.tasks.len() as u64) as usize)
+        } else if deliverable > 0 && running_deliveries < 3 && r < 85 {
+            let k = rng.below(deliverable as u64) as usize;
+            match avail.get(k) {
+                Some(&i) => Step::Deliver(i, rng.chance(100)),
+                None => Step::DeliverDead(dead_avail[k - avail.len()]),
+            }
+        } else if r < 88 && !self.tasks.iter().any(|t| t.is_cron) {
+            Step::Cron
+        } else if rng.chance(50) {
+            Step::Advance(i64::from(self.cfg.job_lease_seconds) * 1000 + 1)
+        } else {
+            Step::Advance(1 + rng.below(5_000) as i64)
+        }
+    }
+
+    /// Polls task `i` once; a task that ended settles its message, one that
+    /// died (a crash fault) has it redelivered.
+    fn poll(&mut self, i: usize) {
+        let id = self.tasks[i].id;
+        self.sched.current_task.set(id);
+        let mut cx = Context::from_waker(&self.waker);
+        let polled = self.tasks[i].fut.as_mut().poll(&mut cx);
+        let killed = self.sched.killed.borrow_mut().remove(&id);
+        match polled {
+            Poll::Ready(end) => {
+                let t = self.remove_task(i);
+                if let TaskEnd::Delivered(outcome) = end {
+                    self.settle(t.held, outcome);
+                }
+            }
+            Poll::Pending if killed => {
+                self.report.crashes += 1;
+                let t = self.remove_task(i);
+                self.kill(t.id, t.held);
+            }
+            Poll::Pending => {}
+        }
+    }
+
+    /// Removes task `i`, ending its delivery if it is one.
+    fn remove_task(&mut self, i: usize) -> Task<'a> {
+        let t = self.tasks.remove(i);
+        self.end_delivery(&t);
+        t
+    }
+
+    fn end_delivery(&self, t: &Task<'_>) {
+        if t.is_delivery() {
+            let in_flight = &self.progress.in_flight;
+            in_flight.set(in_flight.get() - 1);
+        }
+    }
+
+    fn start_delivery(&mut self, fut: TaskFuture<'a>, held: Held, now: i64) {
+        self.progress
+            .in_flight
+            .set(self.progress.in_flight.get() + 1);
+        let id = self.take_id();
+        self.tasks.push(Task {
+            id,
+            fut,
+            started_ms: now,
+            held,
+            is_cron: false,
+            is_client: false,
+            client: None,
+        });
+    }
+
+    /// Starts the consumer on the `i`-th available message (a duplicate
+    /// leaves the message queued).
+    fn deliver(&mut self, i: usize, duplicate: bool, now: i64) {
+        self.report.duplicates += u64::from(duplicate);
+        let q = Broker::take(&self.w.broker.pending, i, duplicate);
+        let p = self.w.simulated(self.sched);
+        let msg = q.msg.clone();
+        let fut: TaskFuture<'a> = Box::pin(async move {
+            let o = p.consume(&msg).await;
+            TaskEnd::Delivered(p.settle(&msg.job_id, &msg, o).await)
+        });
+        self.start_delivery(fut, Held::Ingest(q), now);
+    }
+
+    /// Starts the dead-letter queue's consumer on its `i`-th available letter.
+    fn deliver_dead(&mut self, i: usize, now: i64) {
+        let q = Broker::take(&self.w.broker.dead, i, false);
+        let p = self.w.simulated(self.sched);
+        let (msg, sent_ms) = (q.msg.clone(), q.sent_ms);
+        let fut: TaskFuture<'a> = Box::pin(async move {
+            TaskEnd::Delivered(
+                p.consume_dead_letter(&format!("dlq:{}", msg.job_id), Some(&msg), sent_ms)
+                    .await,
+            )
+        });
+        self.start_delivery(fut, Held::DeadLetter(q), now);
+    }
+
+    fn start_cron(&mut self, now: i64) {
+        let p = self.w.simulated(self.sched);
+        let fut: TaskFuture<'a> = Box::pin(async move {
+            p.repair().await;
+            TaskEnd::Done
+        });
+        let id = self.take_id();
+        self.tasks.push(Task {
+            id,
+            fut,
+            started_ms: now,
+            held: Held::Nothing,
+            is_cron: true,
+            is_client: false,
+            client: None,
+        });
+    }
+
+    /// Moves the clock; the platform kills an invocation past its
+    /// wall-clock limit.
+    fn advance(&mut self, ms: i64) {
+        self.w.clock.advance_ms(ms);
+        let now = self.w.clock.0.get();
+        let (dead, alive): (Vec<Task<'a>>, Vec<Task<'a>>) = self
+            .tasks
+            .drain(..)
+            .partition(|t| !t.is_client && now - t.started_ms > INVOCATION_WALL_MS);
+        self.tasks = alive;
+        for t in dead {
+            self.report.crashes += 1;
+            self.end_delivery(&t);
+            self.kill(t.id, t.held);
+        }
+    }
+
+    /// Applies a settled delivery to its queue.
+    fn settle(&self, held: Held, settled: Settle) {
+        self.w
+            .broker
+            .settle(self.sched, held, settled, self.w.clock.0.get());
+    }
+
+    /// Task `id` died: its message (if any) comes back after the visibility
+    /// timeout.
+    fn kill(&self, id: usize, held: Held) {
+        self.sched
+            .trace
+            .borrow_mut()
+            .push(format!("task {id} died"));
+        self.w.broker.return_held(held, self.w.clock.0.get());
+    }
+
+    // ---------------------------------------------------------------- quiescence
+
+    /// Quiescence: random faults off (a single planned fault stays, so the
+    /// exhaustive enumeration also covers the cron runs; an outage lasts
+    /// its span); tasks still parked run to their end, then rounds of:
+    /// deliver everything, let every deadline pass, one cron run, until a
+    /// cron run finds nothing to do and nothing is left (I7: within
+    /// `QUIESCENCE_TICKS_MAX` rounds).
+    fn quiesce(&mut self) -> Result<(), Violation> {
+        if matches!(*self.sched.plan.borrow(), FaultPlan::Random { .. }) {
+            *self.sched.plan.borrow_mut() = FaultPlan::None;
+        }
+        let mut ticks = 0;
+        loop {
+            self.finish_parked_tasks()?;
+            self.deliver_everything()?;
+            ticks += 1;
+            if ticks > QUIESCENCE_TICKS_MAX {
+                return Err(with_trace(
+                    Violation {
+                        invariant: "I7",
+                        detail: format!(
+                            "not quiescent after {QUIESCENCE_TICKS_MAX} cron ticks ({} open)",
+                            oracle::open_jobs_and_intents(&self.w.db)
+                        ),
+                    },
+                    self.sched,
+                ));
+            }
+            let did = self.cron_after_deadlines()?;
+            // A cron run that died did something unknown: run another.
+            if did.is_some_and(|r| !r.did_work())
+                && self.w.broker.is_empty()
+                && oracle::open_jobs_and_intents(&self.w.db) == 0
+                && oracle::open_backfills(&self.w.db) == 0
+                && !self.sched.in_outage()
+            {
+                break;
+            }
+        }
+        self.report.cron_ticks_to_quiesce = ticks;
+        Ok(())
+    }
+
+    /// Tasks still parked (sequential mode stops early) run to their end,
+    /// last started first, checked after every poll.
+    fn finish_parked_tasks(&mut self) -> Result<(), Violation> {
+        while let Some(mut t) = self.tasks.pop() {
+            self.sched.current_task.set(t.id);
+            loop {
+                let mut cx = Context::from_waker(&self.waker);
+                if let Poll::Ready(end) = t.fut.as_mut().poll(&mut cx) {
+                    if let TaskEnd::Delivered(outcome) = end {
+                        self.settle(t.held, outcome);
+                    }
+                    break;
+                }
+                if self.sched.killed.borrow_mut().remove(&t.id) {
+                    self.report.crashes += 1;
+                    self.kill(t.id, t.held);
+                    break;
+                }
+                let checked = self.monitor.check_step(self.w);
+                self.trace(checked)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Delivers every message and dead letter, each when due (the clock
+    /// jumps to it), one at a time to its end, checked after every poll.
+    fn deliver_everything(&mut self) -> Result<(), Violation> {
+        let mut deliveries = 0;
+        while let Some(at) = self.w.broker.earliest(self.w.clock.0.get()) {
+            deliveries += 1;
+            if deliveries > QUIESCENCE_DELIVERIES_MAX {
+                return Err(with_trace(
+                    Violation {
+                        invariant: "I7",
+                        detail: "messages never stop".into(),
+                    },
+                    self.sched,
+                ));
+            }
+            if at > self.w.clock.0.get() {
+                self.w.clock.0.set(at);
+            }
+            let now = self.w.clock.0.get();
+            self.sched.now_ms.set(now);
+            let id = self.take_id();
+            let (held, settled) = self.deliver_to_end(id, now)?;
+            match settled {
+                Some(settled) => self.settle(held, settled),
+                None => {
+                    self.report.crashes += 1;
+                    self.kill(id, held);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Delivers the first available message (else dead letter) as task
+    /// `id`, to its end; its settlement, or `None` if it died.
+    fn deliver_to_end(&self, id: usize, now: i64) -> Result<(Held, Option<Settle>), Violation> {
+        let (w, sched, monitor) = (self.w, self.sched, &self.monitor);
+        let p = w.simulated(sched);
+        if let Some(&i) = w.broker.available(now).first() {
+            let q = Broker::take(&w.broker.pending, i, false);
+            let m = q.msg.clone();
+            let delivery = async {
+                let o = p.consume(&m).await;
+                p.settle(&m.job_id, &m, o).await
+            };
+            let settled = self.trace(drive(sched, id, delivery, &mut |_| monitor.check_step(w)))?;
+            Ok((Held::Ingest(q), settled))
+        } else {
+            let i = w.broker.dead_available(now)[0];
+            let q = Broker::take(&w.broker.dead, i, false);
+            let m = q.msg.clone();
+            let message_id = format!("dlq:{}", m.job_id);
+            let delivery = p.consume_dead_letter(&message_id, Some(&m), q.sent_ms);
+            let settled = self.trace(drive(sched, id, delivery, &mut |_| monitor.check_step(w)))?;
+            Ok((Held::DeadLetter(q), settled))
+        }
+    }
+
+    /// Lets every lease and stall deadline pass, then runs cron to its end,
+    /// checked after every poll and once more after; its report, or `None`
+    /// if it died.
+    fn cron_after_deadlines(&mut self) -> Result<Option<RepairReport>, Violation> {
+        let cfg = self.cfg;
+        self.w
+            .clock
+            .advance_ms(i64::from(cfg.job_lease_seconds.max(cfg.job_stall_seconds)) * 1000 + 1);
+        self.sched.now_ms.set(self.w.clock.0.get());
+        let id = self.take_id();
+        let (w, sched, monitor) = (self.w, self.sched, &self.monitor);
+        let did = self.trace(drive(sched, id, w.simulated(sched).repair(), &mut |_| {
+            monitor.check_step(w)
+        }))?;
+        self.trace(monitor.check_step(w))?;
+        Ok(did)
+    }
 }
 
 /// Runs one task to its end on its own, checking after every step; `None`
@@ -836,43 +750,7 @@ fn drive<T>(
     }
 }
 
-/// Applies a settled delivery to its queue (the acknowledgement itself
-/// can fail: then the message is redelivered, as Queues would).
-fn settle(w: &World, sched: &Sched, held: Held, settled: Settle) {
-    let now = w.clock.0.get();
-    let again = |q: Queued, at: i64, dead: bool| {
-        if dead {
-            w.broker.redeliver_dead(q, at)
-        } else {
-            w.broker.redeliver(q, at)
-        }
-    };
-    let (q, dead) = match held {
-        Held::Nothing => return,
-        Held::Ingest(q) => (q, false),
-        Held::DeadLetter(q) => (q, true),
-    };
-    match settled {
-        Settle::Ack => {
-            if sched.ack_fault().is_some() {
-                again(q, now + CRASH_REDELIVERY_MS, dead);
-            }
-        }
-        Settle::Retry { delay_seconds } => again(q, now + i64::from(delay_seconds) * 1000, dead),
-    }
-}
-
-/// A task died: its message (if any) comes back after the visibility timeout.
-fn kill(w: &World, sched: &Sched, id: usize, held: Held) {
-    sched.trace.borrow_mut().push(format!("task {id} died"));
-    let at = w.clock.0.get() + CRASH_REDELIVERY_MS;
-    match held {
-        Held::Nothing => {}
-        Held::Ingest(q) => w.broker.redeliver(q, at),
-        Held::DeadLetter(q) => w.broker.redeliver_dead(q, at),
-    }
-}
-
+/// `v` with the last dozen lines of the trace appended.
 fn with_trace(mut v: Violation, sched: &Sched) -> Violation {
     let trace = sched.trace.borrow();
     let tail: Vec<&String> = trace
@@ -885,92 +763,4 @@ fn with_trace(mut v: Violation, sched: &Sched) -> Violation {
         .collect();
     v.detail = format!("{}\n  trace tail: {tail:?}", v.detail);
     v
-}
-
-fn first_difference(a: &str, b: &str) -> String {
-    for (i, (x, y)) in a.lines().zip(b.lines()).enumerate() {
-        if x != y {
-            return format!("line {i}: expected {x} got {y}");
-        }
-    }
-    format!(
-        "dumps differ in length: {} vs {} lines",
-        a.lines().count(),
-        b.lines().count()
-    )
-}
-
-/// The canonical dump of a fault-free, sequential run of the same script.
-fn reference_dump(script: &Script, reference: Reference, cfg: &Config, bugs: Bugs) -> String {
-    thread_local! {
-        static CACHE: RefCell<BTreeMap<String, String>> = RefCell::new(BTreeMap::new());
-    }
-    let key = format!("{:?}{reference:?}{cfg:?}{bugs:?}", script.docs);
-    if let Some(d) = CACHE.with(|c| c.borrow().get(&key).cloned()) {
-        return d;
-    }
-    let w = World::new(cfg.clone(), bugs);
-    let sched = Sched::new(0, FaultPlan::None);
-    let p = w.simulated(&sched);
-    let deliver_all = || {
-        while let Some(at) = w.broker.earliest(w.clock.0.get()) {
-            if at > w.clock.0.get() {
-                w.clock.0.set(at);
-            }
-            let i = w.broker.available(w.clock.0.get())[0];
-            let q = Broker::take(&w.broker.pending, i, false);
-            let o = futures::executor::block_on(p.consume(&q.msg));
-            let settled = futures::executor::block_on(p.settle(&q.msg.job_id, &q.msg, o));
-            settle(&w, &sched, Held::Ingest(q), settled);
-        }
-    };
-    for (doc, ops) in &script.docs {
-        let doc = DocId::parse(doc).unwrap();
-        for op in ops {
-            let item = match op {
-                Op::Settle => {
-                    deliver_all();
-                    continue;
-                }
-                Op::Put(t) => IntakeItem::Put(DocumentInput {
-                    doc_id: doc.clone(),
-                    text: t.clone(),
-                    metadata: Default::default(),
-                    content_type: ContentType::Plain,
-                }),
-                Op::Delete => IntakeItem::Delete(doc.clone()),
-            };
-            futures::executor::block_on(p.intake(&[item])).unwrap();
-        }
-    }
-    if reference == Reference::Reindexed {
-        let p2 = w.simulated_with(reindex_config(cfg), &sched);
-        futures::executor::block_on(p2.start_backfill(&crate::pipeline::BackfillScope::Config, 1))
-            .expect("no fault")
-            .expect("the backfill starts");
-    }
-    for _ in 0..=QUIESCENCE_TICKS_MAX {
-        deliver_all();
-        w.clock
-            .advance_ms(i64::from(cfg.job_lease_seconds.max(cfg.job_stall_seconds)) * 1000 + 1);
-        if !futures::executor::block_on(p.repair()).did_work()
-            && w.broker.is_empty()
-            && oracle::open_backfills(&w.db) == 0
-        {
-            break;
-        }
-    }
-    if reference == Reference::Cancelled {
-        // A cancelled backfill leaves its generation retired, with no rows,
-        // and everything else as if it had never started.
-        let cfg2 = reindex_config(cfg).index_config();
-        futures::executor::block_on(w.db.execute(Stmt::new(
-            "INSERT INTO generations (generation, index_config, state, created_at, updated_at) VALUES (2, ?1, 'retired', 0, 0)",
-            vec![cfg2.into()],
-        )))
-        .expect("the generation row");
-    }
-    let d = oracle::canonical_dump(&w.db);
-    CACHE.with(|c| c.borrow_mut().insert(key, d.clone()));
-    d
 }

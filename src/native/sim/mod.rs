@@ -16,27 +16,34 @@
 //! and, for a redrive, R (see
 //! `docs/ARCHITECTURE.md`).
 //!
-//! The rooms, each importing only those before it (but the executor, which
-//! uses the world's, and the scripts, which use every room):
+//! The rooms, in layers: each may import the ones above it (and the
+//! native fakes, the oracle and the pipeline), never one below:
 //!
 //! - `rng`: the seeded generator;
 //! - `faults`: fault kinds and plans, outages, and the scheduler [`Sched`];
 //! - `wrappers`: the port wrappers and the queue [`Broker`];
-//! - `world`: scripts' types, configurations and the [`World`] of a run;
-//! - `invariants`: the checks after every step;
-//! - `executor`: [`run`], the scheduler's loop, quiescence, the final checks;
+//! - `world`: the script's types, the configurations and the [`World`] of
+//!   a run;
+//! - `invariants`: the checks after every step and after quiescence;
+//! - `actors`: the clients' and the operator's tasks;
+//! - `reference`: the fault-free reference run of I6;
+//! - `executor`: [`run`]: setup, the step loop, quiescence, final checks;
 //! - `scripts`: random scripts and cases per seed, the exhaustive flows.
 
+mod actors;
 mod executor;
 mod faults;
 mod invariants;
+mod reference;
 mod rng;
 mod scripts;
 mod world;
 mod wrappers;
 
-pub use executor::{redrive_request, run, Mode, RunReport, QUIESCENCE_TICKS_MAX};
+pub use actors::redrive_request;
+pub use executor::{run, Mode, RunReport};
 pub use faults::{CallKind, FaultKind, FaultPlan, Outage, Port, Sched};
+pub use invariants::QUIESCENCE_TICKS_MAX;
 pub use rng::Rng;
 pub use scripts::{
     case_for_seed, count_calls, flow, random_script, run_flow, run_seed, Case, FLOWS,

@@ -113,27 +113,51 @@ pub fn random_script(seed: u64) -> Script {
     };
     let mut out = Vec::new();
     for d in 0..docs {
-        // A redrive's documents are written once: any later version is a re-run.
-        let n = if operator == Operator::Redrive {
-            1
-        } else {
-            1 + rng.below(4)
-        };
-        let mut ops = Vec::new();
-        for i in 0..n {
-            if i > 0 && rng.chance(300) {
-                ops.push(Op::Settle);
-            }
-            if i > 0 && rng.chance(250) {
-                ops.push(Op::Delete);
-            } else {
-                ops.push(Op::Put(text(&mut rng)));
-            }
-        }
-        out.push((format!("doc-{d}"), ops));
+        out.push((format!("doc-{d}"), random_ops(&mut rng, operator)));
     }
+    let outage = random_outage(&mut rng, operator);
+    let queue_max_retries = if rng.chance(300) {
+        3
+    } else {
+        QUEUE_MAX_RETRIES
+    };
+    Script {
+        docs: out,
+        operator,
+        outage,
+        queue_max_retries,
+    }
+}
+
+/// One document's operations: 1–4 (1 for a redrive, whose documents are
+/// written once: any later version is a re-run), a put first, then puts
+/// and deletes, some after a `Settle`.
+fn random_ops(rng: &mut Rng, operator: Operator) -> Vec<Op> {
+    let n = if operator == Operator::Redrive {
+        1
+    } else {
+        1 + rng.below(4)
+    };
+    let mut ops = Vec::new();
+    for i in 0..n {
+        if i > 0 && rng.chance(300) {
+            ops.push(Op::Settle);
+        }
+        if i > 0 && rng.chance(250) {
+            ops.push(Op::Delete);
+        } else {
+            ops.push(Op::Put(text(rng)));
+        }
+    }
+    ops
+}
+
+/// The outage of a script: the embedder's, 30–60 minutes from the start,
+/// for a redrive; else, in a quarter of the other scripts, one port's, starting
+/// in the first 10 minutes and lasting 1–55 minutes.
+fn random_outage(rng: &mut Rng, operator: Operator) -> Option<Outage> {
     let minute = 60_000;
-    let outage = if operator == Operator::Redrive {
+    if operator == Operator::Redrive {
         Some(Outage {
             port: Port::Embed,
             from_ms: T0,
@@ -151,21 +175,11 @@ pub fn random_script(seed: u64) -> Script {
         })
     } else {
         None
-    };
-    let queue_max_retries = if rng.chance(300) {
-        3
-    } else {
-        QUEUE_MAX_RETRIES
-    };
-    Script {
-        docs: out,
-        operator,
-        outage,
-        queue_max_retries,
     }
 }
 
-/// The three flows the exhaustive enumeration covers.
+/// The script of flow `name`, one of [`FLOWS`]: the flows the exhaustive
+/// enumeration covers.
 pub fn flow(name: &str) -> Script {
     let v1 =
         "alpha bravo charlie delta. echo foxtrot golf hotel. india juliet kilo lima alpha bravo"

@@ -108,11 +108,6 @@ pub struct World {
     pub bugs: Bugs,
 }
 
-/// The platform's wall-clock limit for a queue or cron invocation.
-pub(super) const INVOCATION_WALL_MS: i64 = 15 * 60 * 1000;
-/// Redelivery delay of a message whose invocation died.
-pub(super) const CRASH_REDELIVERY_MS: i64 = 30_000;
-
 pub fn sim_config() -> Config {
     Config {
         chunk_size_max_tokens: 40,

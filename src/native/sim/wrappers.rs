@@ -11,6 +11,7 @@
 use super::faults::{CallKind, Sched};
 use crate::adapters::local_embedder::LocalEmbedder;
 use crate::native::{ManualClock, MemIndex, SqliteDb};
+use crate::pipeline::Settle;
 use crate::ports::{
     Database, Embedder, JobMessage, JobQueue, MetadataFilter, PortError, Stmt, VectorIndex,
     VectorMatch, VectorRecord,
@@ -261,5 +262,56 @@ impl Broker {
     }
     pub(super) fn is_empty(&self) -> bool {
         self.pending.borrow().is_empty() && self.dead.borrow().is_empty()
+    }
+}
+
+/// Redelivery delay of a message whose invocation died.
+pub(super) const CRASH_REDELIVERY_MS: i64 = 30_000;
+
+/// The message a delivery task holds (redelivered if the task dies).
+pub(super) enum Held {
+    Nothing,
+    Ingest(Queued),
+    DeadLetter(Queued),
+}
+
+impl Broker {
+    /// Applies a delivery's settlement at `now` to the queue it came from
+    /// (the acknowledgement itself can fail: then the message is
+    /// redelivered, as Queues would).
+    pub(super) fn settle(&self, sched: &Sched, held: Held, settled: Settle, now: i64) {
+        let again = |q: Queued, at: i64, dead: bool| {
+            if dead {
+                self.redeliver_dead(q, at)
+            } else {
+                self.redeliver(q, at)
+            }
+        };
+        let (q, dead) = match held {
+            Held::Nothing => return,
+            Held::Ingest(q) => (q, false),
+            Held::DeadLetter(q) => (q, true),
+        };
+        match settled {
+            Settle::Ack => {
+                if sched.ack_fault().is_some() {
+                    again(q, now + CRASH_REDELIVERY_MS, dead);
+                }
+            }
+            Settle::Retry { delay_seconds } => {
+                again(q, now + i64::from(delay_seconds) * 1000, dead)
+            }
+        }
+    }
+
+    /// The task holding `held` died at `now`: its message (if any) comes
+    /// back after the visibility timeout.
+    pub(super) fn return_held(&self, held: Held, now: i64) {
+        let at = now + CRASH_REDELIVERY_MS;
+        match held {
+            Held::Nothing => {}
+            Held::Ingest(q) => self.redeliver(q, at),
+            Held::DeadLetter(q) => self.redeliver_dead(q, at),
+        }
     }
 }
