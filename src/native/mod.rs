@@ -6,7 +6,8 @@
 //!
 //! - [`oracle`]: every query that inspects the ledger to check an invariant
 //!   or an outcome;
-//! - [`sim`]: the deterministic simulation.
+//! - [`sim`]: the deterministic simulation;
+//! - [`testkit`]: the harness of the tests, the simulation and the bench.
 //!
 //! This file may import the crate's ports, core failure buckets and the
 //! adapters' filter; the rooms import this file, never the other way
@@ -14,6 +15,7 @@
 
 pub mod oracle;
 pub mod sim;
+pub mod testkit;
 
 use crate::core::failure::FailureBucket;
 use crate::ports::{

@@ -1,27 +1,39 @@
-//! A test world: the real pipeline on real SQLite (same migrations) with
-//! in-memory fakes of the index and queue, the local embedder, and a manual
-//! clock. Shared by the scenario, SQL and API tests.
-#![allow(dead_code)]
+//! The test kit: the one harness of the tests, the simulation and the
+//! bench. [`World`] is the real pipeline on real SQLite (same migrations)
+//! with in-memory fakes of the index and queue, the local embedder and a
+//! manual clock, driven by hand (put, consume, deliver everything, cron);
+//! [`Counted`] wraps its embedder and index to count what reaches them;
+//! [`Interleaved`], [`Uneven`], [`Hooked`] and [`FailOn`] wrap its ledger
+//! to interleave, intercept or fail calls; and a few text helpers
+//! ([`paragraph`], [`document`], [`chunk_texts`], [`changed_chunks`]).
+//! What a test checks of the ledger it reads through the oracle.
+//!
+//! `tests/common/mod.rs` re-exports all of it. The simulation shares the
+//! time origin [`T0`], [`local_embedder`] and [`yield_now`]; its world is
+//! its own (a broker instead of [`MemQueue`], every port wrapped by the
+//! scheduler).
+//!
+//! May import the native fakes and the oracle, the pipeline, the ports, the
+//! configuration and the core; not the simulation.
 
-use futures::executor::block_on;
-use ingest_pipeline::adapters::local_embedder::LocalEmbedder;
-use ingest_pipeline::config::Config;
-use ingest_pipeline::core::chunk::ContentType;
-use ingest_pipeline::core::ids::DocId;
-use ingest_pipeline::native::{
-    CountingEmbedder, CountingIndex, ManualClock, MemIndex, MemQueue, SqliteDb,
-};
-use ingest_pipeline::pipeline::{
+use super::oracle;
+use super::{CountingEmbedder, CountingIndex, ManualClock, MemIndex, MemQueue, SqliteDb};
+use crate::adapters::local_embedder::LocalEmbedder;
+use crate::config::Config;
+use crate::core::chunk::ContentType;
+use crate::core::failure::FailureBucket;
+use crate::core::ids::DocId;
+use crate::pipeline::{
     ConsumeOutcome, DocumentInput, DocumentState, IntakeItem, IntakeOutcome, Pipeline,
+    RepairReport, SearchHit, SearchRequest,
 };
-use ingest_pipeline::ports::VectorIndex;
-use ingest_pipeline::ports::{JobMessage, SqlValue};
-use serde::Deserialize;
+use crate::ports::{Database, JobMessage, PortError, Stmt, VectorIndex};
+use futures::executor::block_on;
+use serde::de::DeserializeOwned;
+use std::cell::RefCell;
 use std::collections::BTreeSet;
 
-pub type P<'a> =
-    Pipeline<&'a SqliteDb, &'a MemIndex, &'a LocalEmbedder, &'a MemQueue, &'a ManualClock>;
-
+/// The real pipeline's ports, in memory, for a test to drive by hand.
 pub struct World {
     pub cfg: Config,
     pub db: SqliteDb,
@@ -31,6 +43,7 @@ pub struct World {
     pub clock: ManualClock,
 }
 
+/// The manual clock's start (ms since the epoch), in every harness.
 pub const T0: i64 = 1_700_000_000_000;
 
 /// Columns that record when and how often, not what: left out of dumps
@@ -44,12 +57,27 @@ pub const VOLATILE: &[&str] = &[
     "not_before",
 ];
 
-#[derive(Deserialize, Debug, PartialEq)]
-pub struct IdRow {
-    pub vector_id: String,
+/// The local embedder `cfg` configures (its dimensions and batch size).
+pub fn local_embedder(cfg: &Config) -> LocalEmbedder {
+    LocalEmbedder {
+        dimensions: cfg.embedding_dimensions,
+        batch_size_max: cfg.embed_batch_size,
+    }
+}
+
+/// The pipeline over a [`World`]'s ports.
+pub type P<'a> =
+    Pipeline<&'a SqliteDb, &'a MemIndex, &'a LocalEmbedder, &'a MemQueue, &'a ManualClock>;
+
+impl Default for World {
+    fn default() -> World {
+        World::new()
+    }
 }
 
 impl World {
+    /// A world with small chunks (160 tokens, 16 of overlap) and 64
+    /// dimensions; the other settings are the defaults.
     pub fn new() -> World {
         World::with(Config {
             chunk_size_max_tokens: 160,
@@ -59,21 +87,20 @@ impl World {
         })
     }
 
+    /// A world under `cfg`, which must be valid.
     pub fn with(cfg: Config) -> World {
         cfg.validate().unwrap();
         World {
             db: SqliteDb::ledger(),
             index: MemIndex::new(cfg.embedding_dimensions),
-            embedder: LocalEmbedder {
-                dimensions: cfg.embedding_dimensions,
-                batch_size_max: cfg.embed_batch_size,
-            },
+            embedder: local_embedder(&cfg),
             queue: MemQueue::default(),
             clock: ManualClock::new(T0),
             cfg,
         }
     }
 
+    /// The pipeline over the world's ports, under its configuration.
     pub fn p(&self) -> P<'_> {
         Pipeline::new(
             self.cfg.clone(),
@@ -85,10 +112,12 @@ impl World {
         )
     }
 
+    /// Puts plain `text` as document `doc`, without metadata.
     pub fn put(&self, doc: &str, text: &str) -> IntakeOutcome {
         self.put_with(doc, text, serde_json::Map::new(), ContentType::Plain)
     }
 
+    /// Puts `text` as document `doc`, with `metadata` and content type `ct`.
     pub fn put_with(
         &self,
         doc: &str,
@@ -105,6 +134,7 @@ impl World {
         block_on(self.p().intake(&[item])).unwrap().remove(0)
     }
 
+    /// Deletes document `doc`.
     pub fn delete(&self, doc: &str) -> IntakeOutcome {
         block_on(
             self.p()
@@ -114,6 +144,7 @@ impl World {
         .remove(0)
     }
 
+    /// Delivers `m` once.
     pub fn consume(&self, m: &JobMessage) -> ConsumeOutcome {
         block_on(self.p().consume(m))
     }
@@ -133,28 +164,15 @@ impl World {
     /// is empty; a retried message is delivered again after its delay.
     /// Returns the outcomes in order.
     pub fn deliver_all(&self) -> Vec<ConsumeOutcome> {
-        let mut outcomes = Vec::new();
-        for _ in 0..1000 {
-            let batch = self.queue.take_all();
-            if batch.is_empty() {
-                return outcomes;
-            }
-            for m in batch {
-                let o = self.consume(&m);
-                if let ConsumeOutcome::Retry { delay_seconds } = o {
-                    self.clock.advance_ms(i64::from(delay_seconds) * 1000);
-                    self.queue.sent.borrow_mut().push_back(m);
-                }
-                outcomes.push(o);
-            }
-        }
-        panic!("the queue did not drain");
+        drain(self, 1000, |m| self.consume(m))
     }
 
-    pub fn cron(&self) -> ingest_pipeline::pipeline::RepairReport {
+    /// One cron run.
+    pub fn cron(&self) -> RepairReport {
         block_on(self.p().repair())
     }
 
+    /// Document `doc`'s state, as the API reports it.
     pub fn state(&self, doc: &str) -> DocumentState {
         block_on(self.p().document(doc))
             .unwrap()
@@ -162,24 +180,20 @@ impl World {
             .state
     }
 
+    /// [`oracle::live_vector_ids`]: live chunks' vectors in every
+    /// generation, in order.
     pub fn live_vector_ids(&self) -> Vec<String> {
-        let rows: Vec<IdRow> = self.db.inspect(
-            "SELECT c.vector_id FROM chunks c JOIN documents d ON d.doc_id = c.doc_id AND d.live_version = c.version ORDER BY c.vector_id",
-            vec![],
-        );
-        rows.into_iter().map(|r| r.vector_id).collect()
+        oracle::live_vector_ids(&self.db)
     }
 
+    /// [`oracle::count`]: `sql`'s one row's integer `n`.
     pub fn count(&self, sql: &str) -> i64 {
-        #[derive(Deserialize)]
-        struct N {
-            n: i64,
-        }
-        self.db.inspect::<N>(sql, Vec::<SqlValue>::new())[0].n
+        oracle::count(&self.db, sql)
     }
 
-    pub fn search(&self, q: &str, top_k: usize) -> Vec<ingest_pipeline::pipeline::SearchHit> {
-        let req = ingest_pipeline::pipeline::SearchRequest {
+    /// Searches for `q`, over every document.
+    pub fn search(&self, q: &str, top_k: usize) -> Vec<SearchHit> {
+        let req = SearchRequest {
             query: q.into(),
             top_k,
             doc_id: None,
@@ -189,6 +203,34 @@ impl World {
     }
 }
 
+/// Delivers every message of `w`'s queue (and what they cause) through
+/// `consume`, batch after batch, until it is empty; a retried message is
+/// delivered again after its delay (the clock moves by it). Returns the
+/// outcomes in order; panics after `batches_max` batches.
+fn drain(
+    w: &World,
+    batches_max: usize,
+    consume: impl Fn(&JobMessage) -> ConsumeOutcome,
+) -> Vec<ConsumeOutcome> {
+    let mut outcomes = Vec::new();
+    for _ in 0..batches_max {
+        let batch = w.queue.take_all();
+        if batch.is_empty() {
+            return outcomes;
+        }
+        for m in batch {
+            let o = consume(&m);
+            if let ConsumeOutcome::Retry { delay_seconds } = o {
+                w.clock.advance_ms(i64::from(delay_seconds) * 1000);
+                w.queue.sent.borrow_mut().push_back(m);
+            }
+            outcomes.push(o);
+        }
+    }
+    panic!("the queue did not drain");
+}
+
+/// The version and job id of an outcome that must be `Queued`.
 pub fn queued(o: &IntakeOutcome) -> (u32, String) {
     match o {
         IntakeOutcome::Queued {
@@ -211,6 +253,8 @@ pub fn paragraph(i: usize) -> String {
     format!("Paragraph {i:03} explains how {t} and {u} interact in section {i}; the reader learns rule {i} of the pipeline by heart today.")
 }
 
+/// A document of `paragraphs` [`paragraph`]s separated by blank lines,
+/// paragraph `k` replaced by `text` if `changed` is `Some((k, text))`.
 pub fn document(paragraphs: usize, changed: Option<(usize, &str)>) -> String {
     (0..paragraphs)
         .map(|i| match changed {
@@ -221,6 +265,7 @@ pub fn document(paragraphs: usize, changed: Option<(usize, &str)>) -> String {
         .join("\n\n")
 }
 
+/// The texts of the chunks `w`'s chunker cuts `text` into.
 pub fn chunk_texts(text: &str, w: &World) -> Vec<String> {
     w.cfg
         .chunker()
@@ -246,6 +291,7 @@ pub struct Counted<'a, V: VectorIndex = &'a MemIndex> {
     pub index: CountingIndex<V>,
 }
 
+/// `w`'s ports, counted from zero.
 pub fn counted(w: &World) -> Counted<'_> {
     Counted {
         w,
@@ -255,6 +301,8 @@ pub fn counted(w: &World) -> Counted<'_> {
 }
 
 impl<'a, V: VectorIndex> Counted<'a, V> {
+    /// The pipeline over the world's ledger, queue and clock and the
+    /// counted embedder and index.
     pub fn p(
         &self,
     ) -> Pipeline<
@@ -276,60 +324,37 @@ impl<'a, V: VectorIndex> Counted<'a, V> {
 
     /// Delivers every queued message through the counted ports.
     pub fn deliver_all(&self) -> Vec<ConsumeOutcome> {
-        let mut out = Vec::new();
-        for _ in 0..100 {
-            let batch = self.w.queue.take_all();
-            if batch.is_empty() {
-                return out;
-            }
-            for m in batch {
-                let o = block_on(self.p().consume(&m));
-                if let ConsumeOutcome::Retry { delay_seconds } = o {
-                    self.w.clock.advance_ms(i64::from(delay_seconds) * 1000);
-                    self.w.queue.sent.borrow_mut().push_back(m);
-                }
-                out.push(o);
-            }
-        }
-        panic!("the queue did not drain");
+        drain(self.w, 100, |m| block_on(self.p().consume(m)))
     }
 }
 
 /// A database that lets another task run before each of its calls, so two
 /// operator requests run interleaved, call by call.
-pub struct Interleaved<'a>(pub &'a ingest_pipeline::native::SqliteDb);
+pub struct Interleaved<'a>(pub &'a SqliteDb);
 
 /// As [`Interleaved`], but letting others run `1` time before a read and
 /// `.1` times before a write: a task whose writes are slower than its reads
 /// (D1's latencies differ), so interleavings vary.
-pub struct Uneven<'a>(pub &'a ingest_pipeline::native::SqliteDb, pub usize);
+pub struct Uneven<'a>(pub &'a SqliteDb, pub usize);
 
-impl ingest_pipeline::ports::Database for Uneven<'_> {
-    async fn query<T: serde::de::DeserializeOwned>(
-        &self,
-        stmt: ingest_pipeline::ports::Stmt,
-    ) -> Result<Vec<T>, ingest_pipeline::ports::PortError> {
+impl Database for Uneven<'_> {
+    async fn query<T: DeserializeOwned>(&self, stmt: Stmt) -> Result<Vec<T>, PortError> {
         yield_now().await;
         self.0.query(stmt).await
     }
-    async fn execute(
-        &self,
-        stmt: ingest_pipeline::ports::Stmt,
-    ) -> Result<u64, ingest_pipeline::ports::PortError> {
+    async fn execute(&self, stmt: Stmt) -> Result<u64, PortError> {
         for _ in 0..self.1 {
             yield_now().await;
         }
         self.0.execute(stmt).await
     }
-    async fn batch(
-        &self,
-        stmts: Vec<ingest_pipeline::ports::Stmt>,
-    ) -> Result<Vec<u64>, ingest_pipeline::ports::PortError> {
+    async fn batch(&self, stmts: Vec<Stmt>) -> Result<Vec<u64>, PortError> {
         yield_now().await;
         self.0.batch(stmts).await
     }
 }
 
+/// Lets another task run: pending once (waking itself at once), then ready.
 pub async fn yield_now() {
     let mut yielded = false;
     futures::future::poll_fn(|cx| {
@@ -344,25 +369,16 @@ pub async fn yield_now() {
     .await
 }
 
-impl ingest_pipeline::ports::Database for Interleaved<'_> {
-    async fn query<T: serde::de::DeserializeOwned>(
-        &self,
-        stmt: ingest_pipeline::ports::Stmt,
-    ) -> Result<Vec<T>, ingest_pipeline::ports::PortError> {
+impl Database for Interleaved<'_> {
+    async fn query<T: DeserializeOwned>(&self, stmt: Stmt) -> Result<Vec<T>, PortError> {
         yield_now().await;
         self.0.query(stmt).await
     }
-    async fn execute(
-        &self,
-        stmt: ingest_pipeline::ports::Stmt,
-    ) -> Result<u64, ingest_pipeline::ports::PortError> {
+    async fn execute(&self, stmt: Stmt) -> Result<u64, PortError> {
         yield_now().await;
         self.0.execute(stmt).await
     }
-    async fn batch(
-        &self,
-        stmts: Vec<ingest_pipeline::ports::Stmt>,
-    ) -> Result<Vec<u64>, ingest_pipeline::ports::PortError> {
+    async fn batch(&self, stmts: Vec<Stmt>) -> Result<Vec<u64>, PortError> {
         yield_now().await;
         self.0.batch(stmts).await
     }
@@ -372,28 +388,19 @@ impl ingest_pipeline::ports::Database for Interleaved<'_> {
 /// before the first batch that holds statement `before`: what another
 /// writer does between a task's read and its write.
 pub struct Hooked<'a> {
-    pub db: &'a ingest_pipeline::native::SqliteDb,
+    pub db: &'a SqliteDb,
     pub before: &'static str,
-    pub hook: std::cell::RefCell<Option<Box<dyn FnOnce(&ingest_pipeline::native::SqliteDb) + 'a>>>,
+    pub hook: RefCell<Option<Box<dyn FnOnce(&SqliteDb) + 'a>>>,
 }
 
-impl ingest_pipeline::ports::Database for Hooked<'_> {
-    async fn query<T: serde::de::DeserializeOwned>(
-        &self,
-        stmt: ingest_pipeline::ports::Stmt,
-    ) -> Result<Vec<T>, ingest_pipeline::ports::PortError> {
+impl Database for Hooked<'_> {
+    async fn query<T: DeserializeOwned>(&self, stmt: Stmt) -> Result<Vec<T>, PortError> {
         self.db.query(stmt).await
     }
-    async fn execute(
-        &self,
-        stmt: ingest_pipeline::ports::Stmt,
-    ) -> Result<u64, ingest_pipeline::ports::PortError> {
+    async fn execute(&self, stmt: Stmt) -> Result<u64, PortError> {
         self.db.execute(stmt).await
     }
-    async fn batch(
-        &self,
-        stmts: Vec<ingest_pipeline::ports::Stmt>,
-    ) -> Result<Vec<u64>, ingest_pipeline::ports::PortError> {
+    async fn batch(&self, stmts: Vec<Stmt>) -> Result<Vec<u64>, PortError> {
         if stmts.iter().any(|s| s.sql == self.before) {
             if let Some(hook) = self.hook.borrow_mut().take() {
                 hook(self.db);
@@ -406,44 +413,29 @@ impl ingest_pipeline::ports::Database for Hooked<'_> {
 /// A database on which every call carrying the statement `sql` fails
 /// (transiently, before its effect).
 pub struct FailOn<'a> {
-    pub db: &'a ingest_pipeline::native::SqliteDb,
+    pub db: &'a SqliteDb,
     pub sql: &'static str,
 }
 
 impl FailOn<'_> {
-    fn check(
-        &self,
-        stmts: &[&ingest_pipeline::ports::Stmt],
-    ) -> Result<(), ingest_pipeline::ports::PortError> {
+    fn check(&self, stmts: &[&Stmt]) -> Result<(), PortError> {
         if stmts.iter().any(|s| s.sql == self.sql) {
-            return Err(ingest_pipeline::ports::PortError::new(
-                ingest_pipeline::core::failure::FailureBucket::DbBusy,
-                "injected",
-            ));
+            return Err(PortError::new(FailureBucket::DbBusy, "injected"));
         }
         Ok(())
     }
 }
 
-impl ingest_pipeline::ports::Database for FailOn<'_> {
-    async fn query<T: serde::de::DeserializeOwned>(
-        &self,
-        stmt: ingest_pipeline::ports::Stmt,
-    ) -> Result<Vec<T>, ingest_pipeline::ports::PortError> {
+impl Database for FailOn<'_> {
+    async fn query<T: DeserializeOwned>(&self, stmt: Stmt) -> Result<Vec<T>, PortError> {
         self.check(&[&stmt])?;
         self.db.query(stmt).await
     }
-    async fn execute(
-        &self,
-        stmt: ingest_pipeline::ports::Stmt,
-    ) -> Result<u64, ingest_pipeline::ports::PortError> {
+    async fn execute(&self, stmt: Stmt) -> Result<u64, PortError> {
         self.check(&[&stmt])?;
         self.db.execute(stmt).await
     }
-    async fn batch(
-        &self,
-        stmts: Vec<ingest_pipeline::ports::Stmt>,
-    ) -> Result<Vec<u64>, ingest_pipeline::ports::PortError> {
+    async fn batch(&self, stmts: Vec<Stmt>) -> Result<Vec<u64>, PortError> {
         self.check(&stmts.iter().collect::<Vec<_>>())?;
         self.db.batch(stmts).await
     }

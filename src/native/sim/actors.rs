@@ -8,12 +8,13 @@
 //! (the broker a settling client watches), `world` and the oracle; not the
 //! invariants, the reference run or the executor.
 
-use super::faults::{Sched, YieldOnce};
+use super::faults::Sched;
 use super::world::{Op, Simulated, World};
 use super::wrappers::Broker;
 use crate::core::chunk::ContentType;
 use crate::core::ids::DocId;
 use crate::native::oracle;
+use crate::native::testkit::yield_now;
 use crate::pipeline::{DocumentInput, IntakeItem};
 use crate::ports::PortError;
 use std::cell::Cell;
@@ -56,7 +57,7 @@ impl Progress {
 /// before it tries again; the scheduler moves the clock).
 async fn sleep_until(sched: &Sched, at_ms: i64) {
     while sched.now_ms.get() < at_ms {
-        YieldOnce(false).await;
+        yield_now().await;
     }
 }
 
@@ -87,7 +88,7 @@ pub(super) async fn client(
             Op::Settle => {
                 while !(broker.is_empty() && progress.in_flight.get() == 0) {
                     wait.set(true);
-                    YieldOnce(false).await;
+                    yield_now().await;
                 }
                 wait.set(false);
                 continue;
@@ -165,7 +166,7 @@ pub(super) async fn reindex_then_cancel(
     if after_a_live_version {
         while oracle::live_versions(&w.db).values().all(Option::is_none) {
             progress.operator_waits().set(true);
-            YieldOnce(false).await;
+            yield_now().await;
         }
         progress.operator_waits().set(false);
     }
@@ -236,7 +237,7 @@ async fn redrive_rounds(
             || !w.broker.is_empty()
             || progress.in_flight.get() > 0
         {
-            YieldOnce(false).await;
+            yield_now().await;
         }
         let Some(id) = execute_redrive(p, sched, &req, &mut redriven).await else {
             return redriven;

@@ -4,19 +4,18 @@
 //! shares: it wraps every port call in a yield point and a fault decision,
 //! and keeps the trace.
 //!
-//! May import `rng`, the time origin `T0`, the core's failure buckets and
-//! the ports' error type; nothing of the pipeline, the world or the
-//! executor.
+//! May import `rng`, the test kit's time origin `T0` and yield point, the
+//! core's failure buckets and the ports' error type; nothing of the
+//! pipeline, the world or the executor.
 
 use super::rng::Rng;
 use super::T0;
 use crate::core::failure::FailureBucket;
+use crate::native::testkit::yield_now;
 use crate::ports::PortError;
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeSet;
 use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum FaultKind {
@@ -227,7 +226,7 @@ impl Sched {
         kind: CallKind,
         effect: impl Future<Output = Result<T, PortError>>,
     ) -> Result<T, PortError> {
-        YieldOnce(false).await;
+        yield_now().await;
         let fault = self.decide(kind);
         let injected = PortError::new(transient_bucket(kind), "injected");
         if fault == Some(FaultKind::FailBefore) {
@@ -261,20 +260,5 @@ fn transient_bucket(kind: CallKind) -> FailureBucket {
         | CallKind::IndexGet => FailureBucket::IndexUnavailable,
         CallKind::Embed => FailureBucket::EmbedUnavailable,
         CallKind::QueueSend | CallKind::Ack => FailureBucket::QueueUnavailable,
-    }
-}
-
-pub(super) struct YieldOnce(pub(super) bool);
-
-impl Future for YieldOnce {
-    type Output = ();
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if self.0 {
-            Poll::Ready(())
-        } else {
-            self.0 = true;
-            cx.waker().wake_by_ref();
-            Poll::Pending
-        }
     }
 }

@@ -55,5 +55,6 @@ pub use world::{
 };
 pub use wrappers::{Broker, Queued, SimDb, SimEmbedder, SimIndex, SimQueue, QUEUE_MAX_RETRIES};
 
-/// The simulated clock's start (ms since the epoch): every run begins here.
-pub const T0: i64 = 1_700_000_000_000;
+/// The simulated clock's start (ms since the epoch): every run begins
+/// where the test kit's clock does.
+pub use crate::native::testkit::T0;

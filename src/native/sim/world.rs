@@ -12,6 +12,7 @@ use super::wrappers::{Broker, SimDb, SimEmbedder, SimIndex, SimQueue, QUEUE_MAX_
 use super::T0;
 use crate::adapters::local_embedder::LocalEmbedder;
 use crate::config::Config;
+use crate::native::testkit::local_embedder;
 use crate::native::{ManualClock, MemIndex, SqliteDb};
 use crate::pipeline::bugs::Bugs;
 use crate::pipeline::Pipeline;
@@ -179,10 +180,7 @@ impl World {
         World {
             db,
             index: MemIndex::new(cfg.embedding_dimensions),
-            embedder: LocalEmbedder {
-                dimensions: cfg.embedding_dimensions,
-                batch_size_max: cfg.embed_batch_size,
-            },
+            embedder: local_embedder(&cfg),
             broker: Broker::default(),
             clock: ManualClock::new(T0),
             cfg,
