@@ -384,13 +384,16 @@ impl Database for Interleaved<'_> {
     }
 }
 
+/// What [`Hooked`] runs: another writer's SQL on the ledger.
+pub type Hook<'a> = Box<dyn FnOnce(&SqliteDb) + 'a>;
+
 /// A database that runs `hook` (raw SQL through `SqliteDb::inspect`) just
 /// before the first batch that holds statement `before`: what another
 /// writer does between a task's read and its write.
 pub struct Hooked<'a> {
     pub db: &'a SqliteDb,
     pub before: &'static str,
-    pub hook: RefCell<Option<Box<dyn FnOnce(&SqliteDb) + 'a>>>,
+    pub hook: RefCell<Option<Hook<'a>>>,
 }
 
 impl Database for Hooked<'_> {

@@ -31,7 +31,8 @@ pub(super) fn reference_dump(
     bugs: Bugs,
 ) -> String {
     thread_local! {
-        static CACHE: RefCell<BTreeMap<String, String>> = RefCell::new(BTreeMap::new());
+        static CACHE: RefCell<BTreeMap<String, String>> =
+            const { RefCell::new(BTreeMap::new()) };
     }
     let key = format!("{:?}{reference:?}{cfg:?}{bugs:?}", script.docs);
     if let Some(d) = CACHE.with(|c| c.borrow().get(&key).cloned()) {

@@ -41,7 +41,7 @@ pub fn case_for_seed(seed: u64) -> Case {
         // Jobs give up a minute into the outage.
         cfg.job_retry_window_seconds = 60;
         per_mille = RARE_FAULTS_PER_MILLE;
-    } else if script.outage.is_some() && seed % 3 == 0 {
+    } else if script.outage.is_some() && seed.is_multiple_of(3) {
         // The production retry policy: a job outlives an outage shorter
         // than its window (an hour), with capped exponential backoff.
         let d = Config::default();

@@ -144,7 +144,7 @@ pub fn sim_configs() -> [Config; 2] {
 /// The configuration a random seed runs under: both, alternately.
 pub fn sim_config_for_seed(seed: u64) -> Config {
     let [roomy, tight] = sim_configs();
-    if seed % 2 == 0 {
+    if seed.is_multiple_of(2) {
         roomy
     } else {
         tight
