@@ -17,7 +17,8 @@
 //! `docs/ARCHITECTURE.md`).
 //!
 //! The rooms, in layers: each may import the ones above it (and the
-//! native fakes, the oracle and the pipeline), never one below:
+//! native fakes, the test kit, the oracle and the pipeline), never one
+//! below:
 //!
 //! - `rng`: the seeded generator;
 //! - `faults`: fault kinds and plans, outages, and the scheduler [`Sched`];

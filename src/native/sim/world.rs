@@ -4,8 +4,9 @@
 //! with the pipelines over them (through the port wrappers, or direct for
 //! the monitor's fault-free reads).
 //!
-//! May import `faults`, `wrappers`, the native fakes, the pipeline and the
-//! configuration; not the invariants or the executor.
+//! May import `faults`, `wrappers`, the native fakes and the test kit's
+//! embedder, the pipeline and the configuration; not the invariants, the
+//! actors, the reference run or the executor.
 
 use super::faults::{Outage, Sched};
 use super::wrappers::{Broker, SimDb, SimEmbedder, SimIndex, SimQueue, QUEUE_MAX_RETRIES};

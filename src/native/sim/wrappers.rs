@@ -2,11 +2,12 @@
 //! [`SimEmbedder`] and [`SimQueue`] put every call the pipeline makes
 //! through [`Sched`]'s yield point and fault decision; [`Broker`] is the
 //! queue service [`SimQueue`] sends to, which the executor delivers from in
-//! the order the scheduler picks.
+//! the order the scheduler picks, and which takes back the message a
+//! delivery held ([`Held`]) when it settles or dies.
 //!
 //! May import `faults`, the native fakes (`SqliteDb`, `MemIndex`,
-//! `ManualClock`), the local embedder and the ports; not the world, the
-//! invariants or the executor.
+//! `ManualClock`), the local embedder, the ports and the pipeline's
+//! settlement; not the world or any room after it.
 
 use super::faults::{CallKind, Sched};
 use crate::adapters::local_embedder::LocalEmbedder;
