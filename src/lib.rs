@@ -18,8 +18,9 @@
 //! - [`adapters`]: port implementations that run everywhere (the local vector
 //!   index over any [`ports::Database`]).
 //! - `wasm` (wasm32 only): Worker entry points and the D1 / Queues adapters.
-//! - `native` (not wasm32): rusqlite and in-memory adapters for tests,
-//!   simulation and benchmarks.
+//! - `native` (not wasm32): rusqlite and in-memory adapters, the oracle
+//!   (the ledger's inspection queries), the test kit and the simulation,
+//!   for tests, simulation and benchmarks.
 
 pub mod adapters;
 pub mod api;

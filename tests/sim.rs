@@ -1,4 +1,4 @@
-//! The deterministic simulation (see `src/native/sim.rs`): every single
+//! The deterministic simulation (see `src/native/sim/`): every single
 //! crash point of the single-version, update, delete and overtake flows,
 //! exhaustively, then random seeds with interleavings, duplicates,
 //! reordering, cron at arbitrary points and random faults.

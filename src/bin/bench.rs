@@ -5,15 +5,18 @@
 //! 1. throughput of the pure core (chunk + hash + vector IDs) and, apart, of
 //!    the local embedder;
 //! 2. port calls of one document of about 10 … 20,000 chunks ingested
-//!    through the real pipeline (SQLite ledger with call and statement
-//!    counters, in-memory index and queue), against the fewest calls the
-//!    platform limits allow;
+//!    through the real pipeline (the test kit's `World`: SQLite ledger with
+//!    call and statement counters, in-memory index and queue; its `Counted`
+//!    embedder and index), against the fewest calls the platform limits
+//!    allow;
 //! 3. a re-ingest with one paragraph changed: what reaches the embedder and
 //!    what is written to the index (embedding reuse);
 //! 4. memory while ingesting: the process's peak RSS, and the Rust heap's
 //!    peak and retained growth.
 //!
 //! Native only: on wasm32 (the Worker build) this binary is an empty `main`.
+//! It may import the library's native test kit and oracle (its harness) and
+//! the core it measures.
 
 #[cfg(target_arch = "wasm32")]
 fn main() {}
@@ -26,15 +29,13 @@ fn main() {
 #[cfg(not(target_arch = "wasm32"))]
 mod bench {
     use futures::executor::block_on;
-    use ingest_pipeline::adapters::local_embedder::LocalEmbedder;
     use ingest_pipeline::config::Config;
     use ingest_pipeline::core::chunk::{Chunker, ContentType};
     use ingest_pipeline::core::ids::{sha256_hex, vector_id, DocId};
     use ingest_pipeline::core::local_embed;
+    use ingest_pipeline::native::oracle;
     use ingest_pipeline::native::sim::Rng;
-    use ingest_pipeline::native::{
-        CountingEmbedder, CountingIndex, ManualClock, MemIndex, MemQueue, SqliteDb,
-    };
+    use ingest_pipeline::native::testkit::{changed_chunks, counted, Counted, World};
     use ingest_pipeline::pipeline::{ConsumeOutcome, DocumentInput, IntakeItem, Pipeline};
     use ingest_pipeline::ports::{
         MetadataFilter, PortError, VectorIndex, VectorMatch, VectorRecord,
@@ -258,17 +259,6 @@ mod bench {
 
     // ---------------------------------------------------------------- 2–4. the pipeline
 
-    /// One ingest world: the real pipeline over the SQLite ledger, the
-    /// in-memory index and queue, the local embedder, all counted.
-    struct World {
-        cfg: Config,
-        db: SqliteDb,
-        index: CountingIndex<MemIndex>,
-        embedder: CountingEmbedder<LocalEmbedder>,
-        queue: MemQueue,
-        clock: ManualClock,
-    }
-
     #[derive(Clone, Copy, Debug, Default)]
     struct Counts {
         d1_calls: u64,
@@ -324,106 +314,60 @@ mod bench {
     /// the text, stage the chunks, replace.
     const D1_FLOOR: u64 = 5;
 
-    impl World {
-        fn new(cfg: Config) -> World {
-            World {
-                db: SqliteDb::ledger(),
-                index: CountingIndex::new(MemIndex::new(cfg.embedding_dimensions)),
-                embedder: CountingEmbedder::new(LocalEmbedder {
-                    dimensions: cfg.embedding_dimensions,
-                    batch_size_max: cfg.embed_batch_size,
-                }),
-                queue: MemQueue::default(),
-                clock: ManualClock::new(1_700_000_000_000),
-                cfg,
-            }
+    /// What the counted ports of `c` and its world's ledger and queue saw
+    /// so far.
+    fn counts(c: &Counted<'_>) -> Counts {
+        Counts {
+            d1_calls: c.w.db.calls.get(),
+            d1_statements: c.w.db.statements.get(),
+            embed_calls: c.embedder.calls.get(),
+            texts_embedded: c.embedder.texts.get(),
+            upsert_calls: c.index.upsert_calls.get(),
+            vectors_written: c.index.vectors_written.get(),
+            delete_calls: c.index.delete_calls.get(),
+            ids_deleted: c.index.ids_deleted.get(),
+            get_calls: c.index.get_calls.get(),
+            ids_fetched: c.index.ids_got.get(),
+            queue_sends: c.w.queue.send_calls.get(),
+            ms: elapsed_ms(),
         }
+    }
 
-        fn p(
-            &self,
-        ) -> Pipeline<
-            &SqliteDb,
-            &CountingIndex<MemIndex>,
-            &CountingEmbedder<LocalEmbedder>,
-            &MemQueue,
-            &ManualClock,
-        > {
-            Pipeline::new(
-                self.cfg.clone(),
-                &self.db,
-                &self.index,
-                &self.embedder,
-                &self.queue,
-                &self.clock,
-            )
-        }
+    /// Puts `text` as document `doc` through the counted ports.
+    fn put(c: &Counted<'_>, doc: &str, text: String) {
+        let item = IntakeItem::Put(DocumentInput {
+            doc_id: DocId::parse(doc).unwrap(),
+            text,
+            metadata: Default::default(),
+            content_type: ContentType::Plain,
+        });
+        block_on(c.p().intake(&[item])).expect("intake accepts the document");
+    }
 
-        fn counts(&self) -> Counts {
-            Counts {
-                d1_calls: self.db.calls.get(),
-                d1_statements: self.db.statements.get(),
-                embed_calls: self.embedder.calls.get(),
-                texts_embedded: self.embedder.texts.get(),
-                upsert_calls: self.index.upsert_calls.get(),
-                vectors_written: self.index.vectors_written.get(),
-                delete_calls: self.index.delete_calls.get(),
-                ids_deleted: self.index.ids_deleted.get(),
-                get_calls: self.index.get_calls.get(),
-                ids_fetched: self.index.ids_got.get(),
-                queue_sends: self.queue.send_calls.get(),
-                ms: elapsed_ms(),
-            }
-        }
+    /// Whether a delivery ended as the bench expects: committed, or
+    /// checkpointed (its continuation is delivered next), or retried.
+    fn expected(outcome: &ConsumeOutcome) -> bool {
+        matches!(
+            outcome,
+            ConsumeOutcome::Ack {
+                reason: "committed" | "checkpointed"
+            } | ConsumeOutcome::Retry { .. }
+        )
+    }
 
-        fn put(&self, doc: &str, text: String) {
-            let item = IntakeItem::Put(DocumentInput {
-                doc_id: DocId::parse(doc).unwrap(),
-                text,
-                metadata: Default::default(),
-                content_type: ContentType::Plain,
-            });
-            block_on(self.p().intake(&[item])).expect("intake accepts the document");
+    /// Delivers every queued message through the counted ports, one
+    /// invocation each; returns the number of deliveries.
+    fn deliver_all(c: &Counted<'_>) -> u64 {
+        let outcomes = c.deliver_all();
+        if let Some(o) = outcomes.iter().find(|o| !expected(o)) {
+            panic!("unexpected outcome {o:?}");
         }
+        outcomes.len() as u64
+    }
 
-        /// Delivers every queued message, one invocation each; returns the
-        /// number of deliveries.
-        fn deliver_all(&self) -> u64 {
-            let mut deliveries = 0;
-            loop {
-                let batch = self.queue.take_all();
-                if batch.is_empty() {
-                    return deliveries;
-                }
-                for m in batch {
-                    deliveries += 1;
-                    let outcome = block_on(self.p().consume(&m));
-                    if let ConsumeOutcome::Retry { delay_seconds } = outcome {
-                        self.clock.advance_ms(i64::from(delay_seconds) * 1000);
-                        self.queue.sent.borrow_mut().push_back(m);
-                    } else {
-                        // A checkpoint sent its continuation: the loop delivers it.
-                        assert!(
-                            matches!(
-                                outcome,
-                                ConsumeOutcome::Ack {
-                                    reason: "committed" | "checkpointed"
-                                }
-                            ),
-                            "unexpected outcome {outcome:?}"
-                        );
-                    }
-                }
-            }
-        }
-
-        fn live_chunks(&self) -> usize {
-            self.db.inspect::<serde_json::Value>(
-                "SELECT count(*) AS n FROM chunks c JOIN documents d ON d.doc_id = c.doc_id AND d.live_version = c.version",
-                vec![],
-            )[0]["n"]
-                .as_u64()
-                .unwrap() as usize
-        }
+    /// Chunks of live versions (every generation; the bench has one).
+    fn live_chunks(w: &World) -> usize {
+        oracle::live_vector_ids(&w.db).len()
     }
 
     struct Ingest {
@@ -439,25 +383,26 @@ mod bench {
     }
 
     fn ingest(target_chunks: usize) -> Ingest {
-        let w = World::new(bench_config());
+        let w = World::with(bench_config());
+        let c = counted(&w);
         let text = document(target_chunks as u64, target_chunks, PARAGRAPH_CHARS).join("\n\n");
         let bytes = text.len();
-        let c0 = w.counts();
-        w.put("bench", text);
-        let c1 = w.counts();
+        let c0 = counts(&c);
+        put(&c, "bench", text);
+        let c1 = counts(&c);
         let rss_reset = reset_peak_rss();
         let t = Instant::now();
-        let deliveries = w.deliver_all();
+        let deliveries = deliver_all(&c);
         let consume_ms = t.elapsed().as_secs_f64() * 1e3;
         let rss_peak_kib = if rss_reset {
             proc_status_kib("VmHWM:")
         } else {
             None
         };
-        let c2 = w.counts();
-        let chunks = w.live_chunks();
+        let c2 = counts(&c);
+        let chunks = live_chunks(&w);
         assert_eq!(
-            w.index.inner.vectors.borrow().len(),
+            w.index.vectors.borrow().len(),
             chunks,
             "the index holds the live vectors"
         );
@@ -511,17 +456,13 @@ mod bench {
     /// results would be); not the ledger itself (SQLite allocates on its own).
     fn consumer_heap_peak(target_chunks: usize) -> usize {
         let cfg = bench_config();
-        let db = SqliteDb::ledger();
+        // The test kit's world for the ledger, the embedder, the queue and
+        // the clock; its index stays unused (and empty).
+        let w = World::with(cfg.clone());
         let index = DiscardIndex {
             dimensions: cfg.embedding_dimensions,
         };
-        let embedder = LocalEmbedder {
-            dimensions: cfg.embedding_dimensions,
-            batch_size_max: cfg.embed_batch_size,
-        };
-        let queue = MemQueue::default();
-        let clock = ManualClock::new(1_700_000_000_000);
-        let p = Pipeline::new(cfg, &db, &index, &embedder, &queue, &clock);
+        let p = Pipeline::new(cfg, &w.db, &index, &w.embedder, &w.queue, &w.clock);
         let text = document(target_chunks as u64, target_chunks, PARAGRAPH_CHARS).join("\n\n");
         let item = IntakeItem::Put(DocumentInput {
             doc_id: DocId::parse("bench").unwrap(),
@@ -531,8 +472,10 @@ mod bench {
         });
         block_on(p.intake(&[item])).expect("intake accepts the document");
         let before = reset_heap_peak();
+        // Delivered here, not by the test kit's drain, which would allocate
+        // its list of outcomes inside the measurement.
         loop {
-            let messages = queue.take_all();
+            let messages = w.queue.take_all();
             if messages.is_empty() {
                 break;
             }
@@ -619,26 +562,18 @@ mod bench {
     }
 
     /// Ingests v1 then v2 (one paragraph changed) in `w`, counting the
-    /// consumer side of each; `v2_cfg` is the configuration v2 runs under.
-    fn two_versions(mut w: World, v1: &str, v2: &str, v2_cfg: Config) -> (Counts, Counts, usize) {
-        w.put("bench", v1.to_string());
-        let c0 = w.counts();
-        w.deliver_all();
-        let c1 = w.counts();
-        w.cfg = v2_cfg;
-        w.put("bench", v2.to_string());
-        let c2 = w.counts();
-        w.deliver_all();
-        let c3 = w.counts();
-        (c1.since(c0), c3.since(c2), w.live_chunks())
-    }
-
-    fn chunk_texts(text: &str, cfg: &Config) -> Vec<String> {
-        chunk_cfg(cfg)
-            .chunk(text, ContentType::Plain)
-            .into_iter()
-            .map(|c| c.text.to_string())
-            .collect()
+    /// consumer side of each.
+    fn two_versions(w: &World, v1: &str, v2: &str) -> (Counts, Counts, usize) {
+        let c = counted(w);
+        put(&c, "bench", v1.to_string());
+        let c0 = counts(&c);
+        deliver_all(&c);
+        let c1 = counts(&c);
+        put(&c, "bench", v2.to_string());
+        let c2 = counts(&c);
+        deliver_all(&c);
+        let c3 = counts(&c);
+        (c1.since(c0), c3.since(c2), live_chunks(w))
     }
 
     fn reingest(target_chunks: usize) -> Reingest {
@@ -648,13 +583,9 @@ mod bench {
         let k = paragraphs.len() / 2;
         paragraphs[k] = document(99, 1, PARAGRAPH_CHARS).remove(0);
         let v2 = paragraphs.join("\n\n");
-        let old: std::collections::BTreeSet<String> = chunk_texts(&v1, &cfg).into_iter().collect();
-        let changed = chunk_texts(&v2, &cfg)
-            .iter()
-            .filter(|t| !old.contains(*t))
-            .count();
-
-        let (first, second, chunks) = two_versions(World::new(cfg.clone()), &v1, &v2, cfg.clone());
+        let w = World::with(cfg);
+        let changed = changed_chunks(&v1, &v2, &w);
+        let (first, second, chunks) = two_versions(&w, &v1, &v2);
         Reingest {
             chunks,
             changed,

@@ -1,7 +1,21 @@
 //! Native adapters (not compiled to wasm): the ledger on real SQLite
 //! (rusqlite, bundled, foreign keys on, the same `migrations/`), and
-//! in-memory fakes of the index, queue and clock with fault injection.
-//! Used by the tests, the simulation and the benchmarks.
+//! in-memory fakes of the index, queue and clock with fault injection, and
+//! counting wrappers of the embedder and the index. Used by the tests, the
+//! simulation and the benchmarks, through three rooms:
+//!
+//! - [`oracle`]: every query that inspects the ledger to check an invariant
+//!   or an outcome;
+//! - [`sim`]: the deterministic simulation;
+//! - [`testkit`]: the harness of the tests, the simulation and the bench.
+//!
+//! This file may import the crate's ports, core failure buckets and the
+//! adapters' filter; the rooms import this file, never the other way
+//! round (but [`SqliteDb::dump`], which is the oracle's).
+
+pub mod oracle;
+pub mod sim;
+pub mod testkit;
 
 use crate::core::failure::FailureBucket;
 use crate::ports::{
@@ -163,48 +177,11 @@ impl SqliteDb {
             .execute(rusqlite::params_from_iter(params))? as u64)
     }
 
-    /// Every row of every table, in a canonical order, as text: two ledgers
-    /// with equal dumps hold the same state. Columns named in `ignore`
-    /// (timestamps, attempt counters) are left out.
+    /// Every row of every table, in a canonical order, as text
+    /// ([`oracle::dump`]): two ledgers with equal dumps hold the same state.
+    /// Columns named in `ignore` (timestamps, attempt counters) are left out.
     pub fn dump(&self, ignore: &[&str]) -> String {
-        let conn = self.conn.borrow();
-        let mut tables: Vec<String> = conn
-            .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")
-            .unwrap()
-            .query_map([], |r| r.get(0))
-            .unwrap()
-            .collect::<Result<_, _>>()
-            .unwrap();
-        tables.sort();
-        let mut out = String::new();
-        for t in tables {
-            let rows = Self::run_query(
-                &conn,
-                &Stmt::new(
-                    Box::leak(format!("SELECT * FROM \"{t}\"").into_boxed_str()),
-                    vec![],
-                ),
-            )
-            .unwrap();
-            let mut lines: Vec<String> = rows
-                .into_iter()
-                .map(|mut r| {
-                    if let Some(o) = r.as_object_mut() {
-                        for c in ignore {
-                            o.remove(*c);
-                        }
-                    }
-                    r.to_string()
-                })
-                .collect();
-            lines.sort();
-            out.push_str(&format!("## {t}\n"));
-            for l in lines {
-                out.push_str(&l);
-                out.push('\n');
-            }
-        }
-        out
+        oracle::dump(self, ignore)
     }
 
     /// Runs a read for tests, without counting it.
@@ -469,8 +446,6 @@ impl Clock for ManualClock {
         self.0.get()
     }
 }
-pub mod sim;
-
 // ------------------------------------------------------------------ counting wrappers
 
 use crate::ports::Embedder;

@@ -1,0 +1,310 @@
+//! The oracle: every query that inspects the ledger to check an invariant
+//! or a test's outcome, as a function over [`SqliteDb`], one meaning per
+//! name. The simulation's monitor and final checks, the test kit and the
+//! bench call these; none of them writes.
+//!
+//! Every function reads through [`SqliteDb::inspect`], which neither counts
+//! the call nor faults it: checking changes nothing a run measures or
+//! decides. Their SQL lives here, not in `store/sql.rs`, which holds the
+//! Worker's own statements: the Worker never runs these.
+//!
+//! The ledger's chunk rows, by what they are for (`docs/ARCHITECTURE.md`,
+//! "The ledger"): a chunk is *live* when its version is its document's
+//! `live_version`, whatever its generation; *written* when also in a
+//! generation still written (`active`, `building`, `retained`); *served*
+//! when also in the `active` generation.
+//!
+//! May import [`SqliteDb`] and the ports' value types; nothing of the
+//! pipeline, the simulation or the test kit (they import this).
+
+use super::SqliteDb;
+use crate::ports::SqlValue;
+use serde::Deserialize;
+use std::collections::{BTreeMap, BTreeSet};
+
+#[derive(Deserialize)]
+struct IdRow {
+    vector_id: String,
+}
+
+#[derive(Deserialize)]
+struct CountRow {
+    n: i64,
+}
+
+fn vector_ids(db: &SqliteDb, sql: &str) -> Vec<String> {
+    let rows: Vec<IdRow> = db.inspect(sql, vec![]);
+    rows.into_iter().map(|r| r.vector_id).collect()
+}
+
+/// Runs `sql`, a query whose one row has an integer column `n` (as in
+/// `SELECT count(*) AS n FROM …`), and returns `n`.
+pub fn count(db: &SqliteDb, sql: &str) -> i64 {
+    db.inspect::<CountRow>(sql, Vec::<SqlValue>::new())[0].n
+}
+
+// ------------------------------------------------------------------ vectors
+
+/// Vector IDs of live chunks in every generation that has rows (retiring,
+/// retired and abandoned ones included), in `vector_id` order: what the
+/// index holds once work quiesces in a test that leaves no generation's
+/// rows behind.
+pub fn live_vector_ids(db: &SqliteDb) -> Vec<String> {
+    vector_ids(
+        db,
+        "SELECT c.vector_id FROM chunks c JOIN documents d ON d.doc_id = c.doc_id AND d.live_version = c.version ORDER BY c.vector_id",
+    )
+}
+
+/// Vector IDs of live chunks in the generations still written (active,
+/// building, retained): what the index must hold once work quiesces (I5).
+pub fn written_live_vector_ids(db: &SqliteDb) -> BTreeSet<String> {
+    vector_ids(
+        db,
+        "SELECT c.vector_id FROM chunks c JOIN documents d ON d.doc_id = c.doc_id AND d.live_version = c.version
+             JOIN generations g ON g.generation = c.generation WHERE g.state IN ('active', 'building', 'retained')",
+    )
+    .into_iter()
+    .collect()
+}
+
+/// Vector IDs of live chunks in the active generation: what search may
+/// serve, so each must be in the index (I1).
+pub fn served_vector_ids(db: &SqliteDb) -> BTreeSet<String> {
+    vector_ids(
+        db,
+        "SELECT c.vector_id FROM chunks c JOIN documents d ON d.doc_id = c.doc_id AND d.live_version = c.version
+             JOIN generations g ON g.generation = c.generation WHERE g.state = 'active'",
+    )
+    .into_iter()
+    .collect()
+}
+
+/// Every vector ID D1 knows: a chunk row's (any version, any generation) or
+/// a cleanup intent's. A vector in the index must be one of them (I3).
+pub fn known_vector_ids(db: &SqliteDb) -> BTreeSet<String> {
+    vector_ids(
+        db,
+        "SELECT vector_id FROM chunks UNION SELECT vector_id FROM cleanup_intents",
+    )
+    .into_iter()
+    .collect()
+}
+
+// ------------------------------------------------------------------ documents and generations
+
+/// Each document's `live_version` (`None` until one went live).
+pub fn live_versions(db: &SqliteDb) -> BTreeMap<String, Option<u32>> {
+    #[derive(Deserialize)]
+    struct LiveRow {
+        doc_id: String,
+        live_version: Option<u32>,
+    }
+    let rows: Vec<LiveRow> = db.inspect("SELECT doc_id, live_version FROM documents", vec![]);
+    rows.into_iter()
+        .map(|r| (r.doc_id, r.live_version))
+        .collect()
+}
+
+/// The active generation (0 if none is, which the ledger forbids).
+pub fn active_generation(db: &SqliteDb) -> u32 {
+    let rows: Vec<serde_json::Value> = db.inspect(
+        "SELECT generation FROM generations WHERE state = 'active'",
+        vec![],
+    );
+    rows.first()
+        .and_then(|r| r["generation"].as_u64())
+        .unwrap_or(0) as u32
+}
+
+/// Generations being built that no backfill builds: nothing would ever
+/// drive them to a switch or an end, and a reindex to another
+/// configuration is refused while one exists (I10).
+pub fn generations_without_backfill(db: &SqliteDb) -> Vec<u32> {
+    let rows: Vec<serde_json::Value> = db.inspect(
+        "SELECT g.generation AS generation FROM generations g WHERE g.state = 'building'
+             AND NOT EXISTS (SELECT 1 FROM backfills b WHERE b.to_generation = g.generation)",
+        vec![],
+    );
+    rows.iter()
+        .filter_map(|r| r["generation"].as_u64())
+        .map(|g| g as u32)
+        .collect()
+}
+
+/// Every generation and its state, as rows (for a violation's detail).
+pub fn generation_states(db: &SqliteDb) -> Vec<serde_json::Value> {
+    db.inspect("SELECT generation, state FROM generations", vec![])
+}
+
+/// Every backfill's state and target generation, as rows (for a
+/// violation's detail).
+pub fn backfill_states(db: &SqliteDb) -> Vec<serde_json::Value> {
+    db.inspect("SELECT state, to_generation FROM backfills", vec![])
+}
+
+/// Backfills still running or paused.
+pub fn open_backfills(db: &SqliteDb) -> i64 {
+    count(
+        db,
+        "SELECT count(*) AS n FROM backfills WHERE state IN ('running', 'paused')",
+    )
+}
+
+/// Whether some backfill ended cancelled.
+pub fn any_backfill_cancelled(db: &SqliteDb) -> bool {
+    count(
+        db,
+        "SELECT count(*) AS n FROM backfills WHERE state = 'cancelled'",
+    ) > 0
+}
+
+// ------------------------------------------------------------------ jobs and intents
+
+/// Jobs not yet ended (`queued`, `running`, `up_for_retry`).
+pub fn open_jobs(db: &SqliteDb) -> i64 {
+    count(
+        db,
+        "SELECT count(*) AS n FROM jobs WHERE state IN ('queued', 'running', 'up_for_retry')",
+    )
+}
+
+/// Cleanup intents not yet drained.
+pub fn cleanup_intents(db: &SqliteDb) -> i64 {
+    count(db, "SELECT count(*) AS n FROM cleanup_intents")
+}
+
+/// Work left: jobs not yet ended plus cleanup intents not yet drained.
+/// Zero in a quiescent ledger.
+pub fn open_jobs_and_intents(db: &SqliteDb) -> i64 {
+    open_jobs(db) + cleanup_intents(db)
+}
+
+// ------------------------------------------------------------------ dead letters and redrives
+
+/// Job ids of the archived dead letters.
+pub fn archived_letters(db: &SqliteDb) -> Vec<String> {
+    let rows: Vec<serde_json::Value> = db.inspect("SELECT job_id FROM dead_letters", vec![]);
+    rows.iter()
+        .filter_map(|r| r["job_id"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// Jobs that ended `failed` or `dead` whose letter is not archived with
+/// that ending (the evidence an operator redrives from; I9).
+pub fn failed_jobs_without_evidence(db: &SqliteDb) -> Vec<String> {
+    let rows: Vec<serde_json::Value> = db.inspect(
+        "SELECT j.job_id FROM jobs j WHERE j.state IN ('failed', 'dead')
+               AND NOT EXISTS (SELECT 1 FROM dead_letters l WHERE l.job_id = j.job_id AND l.job_state IN ('failed', 'dead'))",
+        vec![],
+    );
+    rows.iter()
+        .filter_map(|r| r["job_id"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// Redrives that did not end (neither `completed` nor `stopped`), as rows
+/// of `redrive_id` and `state`.
+pub fn unended_redrives(db: &SqliteDb) -> Vec<serde_json::Value> {
+    db.inspect(
+        "SELECT redrive_id, state FROM redrives WHERE state NOT IN ('completed', 'stopped')",
+        vec![],
+    )
+}
+
+/// Redrive items not accounted for: left `pending` or `sent` in a
+/// completed redrive, or `skipped` although their document got a later
+/// version (an untracked re-run, where every document is written once);
+/// rows of `redrive_id`, `letter_job_id`, `state`, `version` and the
+/// document's `latest_version`.
+pub fn unaccounted_redrive_items(db: &SqliteDb) -> Vec<serde_json::Value> {
+    db.inspect(
+        "SELECT i.redrive_id, i.letter_job_id, i.state, i.version, d.latest_version FROM redrive_items i
+             JOIN redrives r ON r.redrive_id = i.redrive_id JOIN documents d ON d.doc_id = i.doc_id
+             WHERE i.state IN ('pending', 'sent') AND r.state = 'completed'
+                OR i.state = 'skipped' AND d.latest_version > i.version",
+        vec![],
+    )
+}
+
+/// A document's `live_version`, `latest_version` and its live version's
+/// text (its parts joined), as at most one row.
+pub fn live_text(db: &SqliteDb, doc_id: &str) -> Vec<serde_json::Value> {
+    db.inspect(
+        "SELECT d.live_version, d.latest_version, (SELECT group_concat(p.text, '') FROM
+                   (SELECT text FROM version_parts WHERE doc_id = d.doc_id AND version = d.live_version ORDER BY part) p) AS text
+                 FROM documents d WHERE d.doc_id = ?1",
+        vec![doc_id.into()],
+    )
+}
+
+// ------------------------------------------------------------------ dumps
+
+/// The state that must not depend on faults or timing (I6): document and
+/// version rows, the text, chunk rows, generations, intents, and each index
+/// job's outcome class (`succeeded` and `superseded` both mean "done
+/// without failure"); build jobs are left out.
+pub fn canonical_dump(db: &SqliteDb) -> String {
+    let queries = [
+        "SELECT doc_id, latest_version, live_version, repair_needed FROM documents ORDER BY doc_id",
+        "SELECT v.doc_id, v.version, v.is_delete, v.content_hash, v.content_type, v.metadata, v.text_bytes, v.part_count
+             FROM versions v JOIN documents d ON d.doc_id = v.doc_id ORDER BY v.doc_id, v.version",
+        "SELECT doc_id, version, part, text FROM version_parts ORDER BY doc_id, version, part",
+        "SELECT doc_id, version, generation, chunk_index, vector_id, start_byte, end_byte, content_hash, text FROM chunks ORDER BY vector_id",
+        "SELECT generation, index_config, state FROM generations ORDER BY generation",
+        "SELECT vector_id, doc_id, version, reason FROM cleanup_intents ORDER BY vector_id",
+        "SELECT job_id, doc_id, version, kind,
+                    CASE WHEN state IN ('succeeded', 'superseded') THEN 'done' ELSE state END AS outcome
+             FROM jobs WHERE build_generation IS NULL ORDER BY job_id",
+    ];
+    let mut out = String::new();
+    for q in queries {
+        for row in db.inspect::<serde_json::Value>(q, vec![]) {
+            out.push_str(&row.to_string());
+            out.push('\n');
+        }
+        out.push_str("--\n");
+    }
+    out
+}
+
+/// Every row of every table, in a canonical order, as text: two ledgers
+/// with equal dumps hold the same state. Columns named in `ignore`
+/// (timestamps, attempt counters) are left out.
+pub fn dump(db: &SqliteDb, ignore: &[&str]) -> String {
+    #[derive(Deserialize)]
+    struct Table {
+        name: String,
+    }
+    let mut tables: Vec<String> = db
+        .inspect::<Table>(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name",
+            vec![],
+        )
+        .into_iter()
+        .map(|t| t.name)
+        .collect();
+    tables.sort();
+    let mut out = String::new();
+    for t in tables {
+        let rows: Vec<serde_json::Value> = db.inspect(&format!("SELECT * FROM \"{t}\""), vec![]);
+        let mut lines: Vec<String> = rows
+            .into_iter()
+            .map(|mut r| {
+                if let Some(o) = r.as_object_mut() {
+                    for c in ignore {
+                        o.remove(*c);
+                    }
+                }
+                r.to_string()
+            })
+            .collect();
+        lines.sort();
+        out.push_str(&format!("## {t}\n"));
+        for l in lines {
+            out.push_str(&l);
+            out.push('\n');
+        }
+    }
+    out
+}

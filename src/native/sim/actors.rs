@@ -1,0 +1,292 @@
+//! The actors a script starts: a client per document, writing its
+//! operations in order and retrying each until it is accepted (as an HTTP
+//! client would on a 5xx), and the operator's requests (a reindex, two at
+//! once, a reindex then its cancel, or a redrive polled to its end). Each is
+//! a future the executor polls; [`Progress`] is what they share with it.
+//!
+//! May import `faults` (the scheduler's clock and yield point), `wrappers`
+//! (the broker a settling client watches), `world` and the oracle; not the
+//! invariants, the reference run or the executor.
+
+use super::faults::Sched;
+use super::world::{Op, Simulated, World};
+use super::wrappers::Broker;
+use crate::core::chunk::ContentType;
+use crate::core::ids::DocId;
+use crate::native::oracle;
+use crate::native::testkit::yield_now;
+use crate::pipeline::{DocumentInput, IntakeItem};
+use crate::ports::PortError;
+use std::cell::Cell;
+use std::future::Future;
+
+/// What the actors of a run share with the executor.
+pub(super) struct Progress {
+    /// Client tasks that finished: documents' clients and operator requests.
+    pub(super) clients_done: Cell<usize>,
+    /// Documents' clients whose writes were all answered.
+    pub(super) writers_done: Cell<usize>,
+    /// Deliveries in flight (started, not yet ended or killed).
+    pub(super) in_flight: Cell<usize>,
+    /// Whether each client waits (`Op::Settle`, or the operator waiting for
+    /// a live version): one flag per document's client, then one for the
+    /// operator. The sequential executor polls a waiting client last.
+    pub(super) waiting: Vec<Cell<bool>>,
+    /// Letters the redriving operator redrove.
+    pub(super) redriven: Cell<u64>,
+}
+
+impl Progress {
+    pub(super) fn new(documents: usize) -> Progress {
+        Progress {
+            clients_done: Cell::new(0),
+            writers_done: Cell::new(0),
+            in_flight: Cell::new(0),
+            waiting: (0..=documents).map(|_| Cell::new(false)).collect(),
+            redriven: Cell::new(0),
+        }
+    }
+
+    /// The operator's waiting flag (after every document's).
+    pub(super) fn operator_waits(&self) -> &Cell<bool> {
+        &self.waiting[self.waiting.len() - 1]
+    }
+}
+
+/// Yields until the simulated time reaches `at_ms` (a client waiting
+/// before it tries again; the scheduler moves the clock).
+async fn sleep_until(sched: &Sched, at_ms: i64) {
+    while sched.now_ms.get() < at_ms {
+        yield_now().await;
+    }
+}
+
+/// A client's pause before it repeats a failed request: none in the
+/// exhaustive runs (a single fault), growing to a minute in an outage.
+async fn back_off(sched: &Sched, attempt: u32) {
+    if sched.outage.get().is_some() {
+        let seconds = 1i64 << attempt.min(6);
+        sleep_until(sched, sched.now_ms.get() + seconds * 1000).await;
+    }
+}
+
+/// The client of document `k` of the script: its operations in order, each
+/// write retried until it is accepted; an `Op::Settle` waits (flagged in
+/// `progress`) until no message is queued or being delivered.
+pub(super) async fn client(
+    p: Simulated<'_>,
+    sched: &Sched,
+    broker: &Broker,
+    progress: &Progress,
+    k: usize,
+    doc: DocId,
+    ops: Vec<Op>,
+) {
+    let wait = &progress.waiting[k];
+    for op in ops {
+        let item = match op {
+            Op::Settle => {
+                while !(broker.is_empty() && progress.in_flight.get() == 0) {
+                    wait.set(true);
+                    yield_now().await;
+                }
+                wait.set(false);
+                continue;
+            }
+            Op::Put(text) => IntakeItem::Put(DocumentInput {
+                doc_id: doc.clone(),
+                text,
+                metadata: Default::default(),
+                content_type: ContentType::Plain,
+            }),
+            Op::Delete => IntakeItem::Delete(doc.clone()),
+        };
+        for attempt in 0.. {
+            assert!(
+                attempt < 1000,
+                "a client could never get its write accepted"
+            );
+            if p.intake(std::slice::from_ref(&item)).await.is_ok() {
+                break;
+            }
+            back_off(sched, attempt).await;
+        }
+    }
+    progress.writers_done.set(progress.writers_done.get() + 1);
+    progress.clients_done.set(progress.clients_done.get() + 1);
+}
+
+/// Starts the backfill to the reindex configuration (`p` runs it),
+/// retried until the request is answered.
+pub(super) async fn start_reindex(p: &Simulated<'_>, sched: &Sched) {
+    for attempt in 0.. {
+        assert!(attempt < 1000, "the backfill could never be started");
+        match p
+            .start_backfill(&crate::pipeline::BackfillScope::Config, 1)
+            .await
+        {
+            Ok(Ok(_)) => break,
+            // An earlier attempt (or the other request) started it, or even
+            // finished it (the switch), then failed to answer.
+            Ok(Err((_, "backfill_active" | "config_unchanged", _))) => break,
+            Ok(Err(refusal)) => panic!("backfill refused: {refusal:?}"),
+            Err(_) => back_off(sched, attempt).await,
+        }
+    }
+}
+
+/// Retries a read-only or idempotent admin call until it answers.
+async fn answered<T, F: Future<Output = Result<T, PortError>>>(
+    sched: &Sched,
+    mut call: impl FnMut() -> F,
+) -> T {
+    for attempt in 0.. {
+        assert!(attempt < 1000, "an admin request was never answered");
+        if let Ok(v) = call().await {
+            return v;
+        }
+        back_off(sched, attempt).await;
+    }
+    unreachable!()
+}
+
+/// The cancelling operator: starts the backfill (`p` runs the reindex
+/// configuration), then cancels it `cancel_after_ms` later. With
+/// `after_a_live_version` (the exhaustive flow, which cancels a build, not
+/// a switch that an empty index allows at once), it first waits for a
+/// version to go live.
+pub(super) async fn reindex_then_cancel(
+    p: Simulated<'_>,
+    w: &World,
+    sched: &Sched,
+    progress: &Progress,
+    after_a_live_version: bool,
+    cancel_after_ms: i64,
+) {
+    if after_a_live_version {
+        while oracle::live_versions(&w.db).values().all(Option::is_none) {
+            progress.operator_waits().set(true);
+            yield_now().await;
+        }
+        progress.operator_waits().set(false);
+    }
+    start_reindex(&p, sched).await;
+    let list = answered(sched, || p.backfills(1)).await;
+    let id = list
+        .first()
+        .and_then(|b| b["backfill_id"].as_str())
+        .expect("the backfill started")
+        .to_string();
+    sleep_until(sched, sched.now_ms.get() + cancel_after_ms).await;
+    // Cancelled, or refused: it completed (or was cancelled by an
+    // earlier attempt whose answer was lost).
+    let _ = answered(sched, || p.backfill_transition(&id, "cancel")).await;
+}
+
+/// The request a redriving operator sends: every letter, the API's
+/// smallest canary (3), batches of two, no failure tolerated.
+pub fn redrive_request() -> crate::pipeline::RedriveRequest {
+    crate::pipeline::RedriveRequest {
+        bucket: None,
+        since: None,
+        until: None,
+        doc_ids: None,
+        canary_size: 3,
+        max_failed_canaries: 0,
+        max_failure_ratio: 0.0,
+        batch_size: 2,
+    }
+}
+
+/// Redrive rounds an operator runs at most (a redriven job that failed
+/// again is redriven in the next one).
+const REDRIVE_ROUNDS_MAX: usize = 4;
+
+/// The redriving operator: once the outage is over and the clients'
+/// writes were answered, waits for every job and message to end, then plans and
+/// executes a redrive of every eligible letter and polls it (the console's
+/// `GET`) until it ends, while cron advances it too; again until nothing
+/// is eligible. Records the letters it redrove in `progress`.
+pub(super) async fn redrive(
+    p: Simulated<'_>,
+    w: &World,
+    sched: &Sched,
+    progress: &Progress,
+    writers_total: usize,
+) {
+    let redriven = redrive_rounds(&p, w, sched, progress, writers_total).await;
+    progress.redriven.set(redriven);
+}
+
+/// The rounds of [`redrive`]; returns the letters redriven.
+async fn redrive_rounds(
+    p: &Simulated<'_>,
+    w: &World,
+    sched: &Sched,
+    progress: &Progress,
+    writers_total: usize,
+) -> u64 {
+    let req = redrive_request();
+    let mut redriven = 0;
+    for _ in 0..REDRIVE_ROUNDS_MAX {
+        // Quiet: no job open, no message queued or being delivered (a
+        // failed job's letter may still be on its way to the archive).
+        while sched.in_outage()
+            || progress.writers_done.get() < writers_total
+            || oracle::open_jobs(&w.db) > 0
+            || !w.broker.is_empty()
+            || progress.in_flight.get() > 0
+        {
+            yield_now().await;
+        }
+        let Some(id) = execute_redrive(p, sched, &req, &mut redriven).await else {
+            return redriven;
+        };
+        poll_redrive(p, sched, &id).await;
+    }
+    redriven
+}
+
+/// Plans a redrive and executes the plan, again until an execution is
+/// answered; adds the letters it covers to `redriven` and returns its id,
+/// or `None` if no letter is eligible.
+async fn execute_redrive(
+    p: &Simulated<'_>,
+    sched: &Sched,
+    req: &crate::pipeline::RedriveRequest,
+    redriven: &mut u64,
+) -> Option<String> {
+    loop {
+        let plan = answered(sched, || p.redrive_plan(req)).await;
+        if plan.eligible.is_empty() {
+            return None;
+        }
+        let n = plan.eligible.len() as u64;
+        match p.redrive_execute(req, &plan.plan_id).await {
+            Ok(Some(view)) => {
+                *redriven += n;
+                return Some(view["redrive_id"].as_str().unwrap_or_default().to_string());
+            }
+            // The plan changed (an earlier attempt of this request
+            // executed it), or the answer was lost: plan again.
+            Ok(None) | Err(_) => back_off(sched, 0).await,
+        }
+    }
+}
+
+/// Polls redrive `id` (the console's `GET`, which advances it like cron)
+/// once a second until it is completed or stopped.
+async fn poll_redrive(p: &Simulated<'_>, sched: &Sched, id: &str) {
+    loop {
+        // Polling advances it, like cron.
+        let _ = p.redrive_advance(id).await;
+        let state = match p.redrive_view(id).await {
+            Ok(Some(v)) => v["state"].as_str().unwrap_or_default().to_string(),
+            _ => String::new(),
+        };
+        if state == "completed" || state == "stopped" {
+            break;
+        }
+        sleep_until(sched, sched.now_ms.get() + 1000).await;
+    }
+}

@@ -1,0 +1,126 @@
+//! The reference run of I6: the same clients' writes, fault-free and
+//! sequential, with the outcome of what the operator did (a reindex that
+//! switched, or a cancelled one), run to quiescence; its canonical dump is
+//! what a faulty run's ledger must equal. Cached per script, reference,
+//! configuration and bugs (a seed's case repeats across runs).
+//!
+//! May import `faults`, `wrappers`, `world`, the invariants' constants and
+//! the oracle; not the actors or the executor.
+
+use super::faults::{FaultPlan, Sched};
+use super::invariants::QUIESCENCE_TICKS_MAX;
+use super::world::{reindex_config, Op, Reference, Script, Simulated, World};
+use super::wrappers::{Broker, Held};
+use crate::config::Config;
+use crate::core::chunk::ContentType;
+use crate::core::ids::DocId;
+use crate::native::oracle;
+use crate::pipeline::bugs::Bugs;
+use crate::pipeline::{DocumentInput, IntakeItem};
+use crate::ports::{Database, Stmt};
+use futures::executor::block_on;
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+
+/// The canonical dump of a fault-free, sequential run of `script`'s clients
+/// with the `reference` outcome.
+pub(super) fn reference_dump(
+    script: &Script,
+    reference: Reference,
+    cfg: &Config,
+    bugs: Bugs,
+) -> String {
+    thread_local! {
+        static CACHE: RefCell<BTreeMap<String, String>> =
+            const { RefCell::new(BTreeMap::new()) };
+    }
+    let key = format!("{:?}{reference:?}{cfg:?}{bugs:?}", script.docs);
+    if let Some(d) = CACHE.with(|c| c.borrow().get(&key).cloned()) {
+        return d;
+    }
+    let w = World::new(cfg.clone(), bugs);
+    let sched = Sched::new(0, FaultPlan::None);
+    let p = w.simulated(&sched);
+    write_in_order(&w, &sched, &p, script);
+    if reference == Reference::Reindexed {
+        let p2 = w.simulated_with(reindex_config(cfg), &sched);
+        block_on(p2.start_backfill(&crate::pipeline::BackfillScope::Config, 1))
+            .expect("no fault")
+            .expect("the backfill starts");
+    }
+    quiesce(&w, &sched, &p, cfg);
+    if reference == Reference::Cancelled {
+        record_cancelled_generation(&w, cfg);
+    }
+    let d = oracle::canonical_dump(&w.db);
+    CACHE.with(|c| c.borrow_mut().insert(key, d.clone()));
+    d
+}
+
+/// Every client's operations, one document after the other; an
+/// `Op::Settle` delivers every message first.
+fn write_in_order(w: &World, sched: &Sched, p: &Simulated<'_>, script: &Script) {
+    for (doc, ops) in &script.docs {
+        let doc = DocId::parse(doc).unwrap();
+        for op in ops {
+            let item = match op {
+                Op::Settle => {
+                    deliver_all(w, sched, p);
+                    continue;
+                }
+                Op::Put(t) => IntakeItem::Put(DocumentInput {
+                    doc_id: doc.clone(),
+                    text: t.clone(),
+                    metadata: Default::default(),
+                    content_type: ContentType::Plain,
+                }),
+                Op::Delete => IntakeItem::Delete(doc.clone()),
+            };
+            block_on(p.intake(&[item])).unwrap();
+        }
+    }
+}
+
+/// Delivers every message, in order, each when it is due.
+fn deliver_all(w: &World, sched: &Sched, p: &Simulated<'_>) {
+    while let Some(at) = w.broker.earliest(w.clock.0.get()) {
+        if at > w.clock.0.get() {
+            w.clock.0.set(at);
+        }
+        let i = w.broker.available(w.clock.0.get())[0];
+        let q = Broker::take(&w.broker.pending, i, false);
+        let o = block_on(p.consume(&q.msg));
+        let settled = block_on(p.settle(&q.msg.job_id, &q.msg, o));
+        w.broker
+            .settle(sched, Held::Ingest(q), settled, w.clock.0.get());
+    }
+}
+
+/// Delivers everything, lets every lease and stall deadline pass and runs
+/// cron, until a cron run finds nothing to do with no message and no
+/// backfill left (at most `QUIESCENCE_TICKS_MAX` + 1 times).
+fn quiesce(w: &World, sched: &Sched, p: &Simulated<'_>, cfg: &Config) {
+    for _ in 0..=QUIESCENCE_TICKS_MAX {
+        deliver_all(w, sched, p);
+        w.clock
+            .advance_ms(i64::from(cfg.job_lease_seconds.max(cfg.job_stall_seconds)) * 1000 + 1);
+        if !block_on(p.repair()).did_work()
+            && w.broker.is_empty()
+            && oracle::open_backfills(&w.db) == 0
+        {
+            break;
+        }
+    }
+}
+
+/// A cancelled backfill leaves its generation retired, with no rows, and
+/// everything else as if it had never started: the reference records that
+/// generation row.
+fn record_cancelled_generation(w: &World, cfg: &Config) {
+    let cfg2 = reindex_config(cfg).index_config();
+    block_on(w.db.execute(Stmt::new(
+        "INSERT INTO generations (generation, index_config, state, created_at, updated_at) VALUES (2, ?1, 'retired', 0, 0)",
+        vec![cfg2.into()],
+    )))
+    .expect("the generation row");
+}

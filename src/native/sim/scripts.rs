@@ -1,0 +1,229 @@
+//! Scripts: the random script of a seed and the case it runs
+//! ([`case_for_seed`], [`run_seed`]), and the fixed flows the exhaustive
+//! enumeration faults at every port call ([`flow`], [`run_flow`],
+//! [`count_calls`]).
+//!
+//! May import every other room of `sim/`.
+
+use super::executor::{run, Mode, RunReport};
+use super::faults::{FaultPlan, Outage, Port, Sched};
+use super::rng::Rng;
+use super::world::{sim_config_for_seed, Op, Operator, Script, Violation};
+use super::wrappers::QUEUE_MAX_RETRIES;
+use super::T0;
+use crate::config::Config;
+use crate::pipeline::bugs::Bugs;
+
+/// One seed's case: the script, the configuration and the faults.
+pub struct Case {
+    pub script: Script,
+    pub cfg: Config,
+    pub plan: FaultPlan,
+}
+
+/// Random faults per mille of port calls, in most cases.
+pub const RANDOM_FAULTS_PER_MILLE: u64 = 60;
+/// In the cases with the production retry policy or a redrive, where a
+/// job may really fail: rare enough that none fails but by the outage.
+const RARE_FAULTS_PER_MILLE: u64 = 10;
+
+/// The case a random seed runs.
+pub fn case_for_seed(seed: u64) -> Case {
+    let script = random_script(seed);
+    let mut cfg = sim_config_for_seed(seed);
+    let mut per_mille = RANDOM_FAULTS_PER_MILLE;
+    if script.outage.is_some() {
+        // Retries of a job a few minutes apart: an outage of under an hour
+        // fits in its attempts (the production policy, below, has a window).
+        cfg.retry_max_delay_seconds = 300;
+    }
+    if script.operator == Operator::Redrive {
+        // Jobs give up a minute into the outage.
+        cfg.job_retry_window_seconds = 60;
+        per_mille = RARE_FAULTS_PER_MILLE;
+    } else if script.outage.is_some() && seed.is_multiple_of(3) {
+        // The production retry policy: a job outlives an outage shorter
+        // than its window (an hour), with capped exponential backoff.
+        let d = Config::default();
+        cfg.job_attempts_max = d.job_attempts_max;
+        cfg.job_retry_window_seconds = d.job_retry_window_seconds;
+        cfg.retry_base_delay_seconds = d.retry_base_delay_seconds;
+        cfg.retry_max_delay_seconds = d.retry_max_delay_seconds;
+        per_mille = RARE_FAULTS_PER_MILLE;
+    }
+    Case {
+        script,
+        cfg,
+        plan: FaultPlan::Random { per_mille },
+    }
+}
+
+/// Runs the case of `seed` (the scheduler's faults seeded by it too).
+pub fn run_seed(
+    seed: u64,
+    bugs: Bugs,
+    verbose: bool,
+) -> (Case, Sched, Result<RunReport, Violation>) {
+    let case = case_for_seed(seed);
+    let sched = Sched::new(seed, case.plan.clone());
+    sched.verbose.set(verbose);
+    let result = run(&case.script, &case.cfg, bugs, &sched, Mode::Random);
+    (case, sched, result)
+}
+
+const WORDS: [&str; 12] = [
+    "alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet",
+    "kilo", "lima",
+];
+
+/// A text of a few sentences, from a word pool, long enough for several chunks.
+fn text(rng: &mut Rng) -> String {
+    let first = WORDS[rng.below(WORDS.len() as u64) as usize];
+    let n = 2 + rng.below(12);
+    let mut s = String::from(first);
+    for _ in 0..n {
+        s.push(' ');
+        s.push_str(WORDS[rng.below(WORDS.len() as u64) as usize]);
+        if rng.chance(200) {
+            s.push('.');
+        }
+    }
+    s
+}
+
+/// A random script: 1–3 documents (4–5 for a redrive), each with 1–4 operations (puts and
+/// deletes), so versions of one document and a delete run interleaved; an
+/// operator in some; an outage of one port in some; in some, queues that
+/// give up on a message after a few deliveries (so that live jobs' messages
+/// reach the dead-letter queue).
+pub fn random_script(seed: u64) -> Script {
+    let mut rng = Rng::new(seed.wrapping_mul(31).wrapping_add(7));
+    let operator = match rng.below(100) {
+        0..=54 => Operator::None,
+        55..=69 => Operator::Reindex,
+        70..=79 => Operator::ReindexTwice,
+        80..=89 => Operator::ReindexCancel,
+        _ => Operator::Redrive,
+    };
+    // A redrive has letters beyond its canaries (3), to send in batches.
+    let docs = if operator == Operator::Redrive {
+        4 + rng.below(2)
+    } else {
+        1 + rng.below(3)
+    };
+    let mut out = Vec::new();
+    for d in 0..docs {
+        out.push((format!("doc-{d}"), random_ops(&mut rng, operator)));
+    }
+    let outage = random_outage(&mut rng, operator);
+    let queue_max_retries = if rng.chance(300) {
+        3
+    } else {
+        QUEUE_MAX_RETRIES
+    };
+    Script {
+        docs: out,
+        operator,
+        outage,
+        queue_max_retries,
+    }
+}
+
+/// One document's operations: 1–4 (1 for a redrive, whose documents are
+/// written once: any later version is a re-run), a put first, then puts
+/// and deletes, some after a `Settle`.
+fn random_ops(rng: &mut Rng, operator: Operator) -> Vec<Op> {
+    let n = if operator == Operator::Redrive {
+        1
+    } else {
+        1 + rng.below(4)
+    };
+    let mut ops = Vec::new();
+    for i in 0..n {
+        if i > 0 && rng.chance(300) {
+            ops.push(Op::Settle);
+        }
+        if i > 0 && rng.chance(250) {
+            ops.push(Op::Delete);
+        } else {
+            ops.push(Op::Put(text(rng)));
+        }
+    }
+    ops
+}
+
+/// The outage of a script: the embedder's, 30–60 minutes from the start,
+/// for a redrive; else, in a quarter of the other scripts, one port's, starting
+/// in the first 10 minutes and lasting 1–55 minutes.
+fn random_outage(rng: &mut Rng, operator: Operator) -> Option<Outage> {
+    let minute = 60_000;
+    if operator == Operator::Redrive {
+        Some(Outage {
+            port: Port::Embed,
+            from_ms: T0,
+            until_ms: T0 + (30 + rng.below(30) as i64) * minute,
+        })
+    } else if rng.chance(250) {
+        let port = Port::ALL[rng.below(4) as usize];
+        let from_ms = T0 + rng.below(10 * minute as u64) as i64;
+        // Under an hour (the production retry window), with a margin.
+        let until_ms = from_ms + minute + rng.below(54 * minute as u64) as i64;
+        Some(Outage {
+            port,
+            from_ms,
+            until_ms,
+        })
+    } else {
+        None
+    }
+}
+
+/// The script of flow `name`, one of [`FLOWS`]: the flows the exhaustive
+/// enumeration covers.
+pub fn flow(name: &str) -> Script {
+    let v1 =
+        "alpha bravo charlie delta. echo foxtrot golf hotel. india juliet kilo lima alpha bravo"
+            .to_string();
+    let v2 = "kilo lima hotel. golf india. charlie echo delta".to_string();
+    let ops = match name {
+        "single" => vec![Op::Put(v1)],
+        "update" => vec![Op::Put(v1), Op::Settle, Op::Put(v2)],
+        "delete" => vec![Op::Put(v1), Op::Settle, Op::Delete],
+        "overtake" => vec![Op::Put(v1), Op::Put(v2)],
+        "reindex" | "cancel" => vec![Op::Put(v1), Op::Settle, Op::Put(v2)],
+        other => panic!("unknown flow {other}"),
+    };
+    Script {
+        operator: match name {
+            "reindex" => Operator::Reindex,
+            "cancel" => Operator::ReindexCancel,
+            _ => Operator::None,
+        },
+        ..Script::clients(vec![("doc".into(), ops)])
+    }
+}
+
+/// `single`: one version; `update`: v1 indexed, then v2 replaces it;
+/// `delete`: v1 indexed, then deleted; `overtake`: v2 arrives before v1 ran;
+/// `reindex`: an update during a backfill to a new generation; `cancel`:
+/// the same backfill, cancelled by the operator.
+pub const FLOWS: [&str; 6] = [
+    "single", "update", "delete", "overtake", "reindex", "cancel",
+];
+
+/// Runs a flow sequentially (the exhaustive enumeration's schedule).
+pub fn run_flow(
+    name: &str,
+    cfg: &Config,
+    bugs: Bugs,
+    sched: &Sched,
+) -> Result<RunReport, Violation> {
+    run(&flow(name), cfg, bugs, sched, Mode::Sequential)
+}
+
+/// How many port calls a fault-free run of a flow makes.
+pub fn count_calls(name: &str, cfg: &Config, bugs: Bugs) -> u64 {
+    let sched = Sched::new(0, FaultPlan::None);
+    run_flow(name, cfg, bugs, &sched).expect("the fault-free flow holds every invariant");
+    sched.calls.get()
+}

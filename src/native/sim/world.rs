@@ -1,0 +1,221 @@
+//! The world: what a run runs ([`Script`] of client [`Op`]s, an
+//! [`Operator`], an outage), the simulation's configurations, and
+//! [`World`], the ledger, index, embedder, broker and clock of one run,
+//! with the pipelines over them (through the port wrappers, or direct for
+//! the monitor's fault-free reads).
+//!
+//! May import `faults`, `wrappers`, the native fakes and the test kit's
+//! embedder, the pipeline and the configuration; not the invariants, the
+//! actors, the reference run or the executor.
+
+use super::faults::{Outage, Sched};
+use super::wrappers::{Broker, SimDb, SimEmbedder, SimIndex, SimQueue, QUEUE_MAX_RETRIES};
+use super::T0;
+use crate::adapters::local_embedder::LocalEmbedder;
+use crate::config::Config;
+use crate::native::testkit::local_embedder;
+use crate::native::{ManualClock, MemIndex, SqliteDb};
+use crate::pipeline::bugs::Bugs;
+use crate::pipeline::Pipeline;
+use crate::ports::{Database, JobMessage, JobQueue, PortError};
+
+/// One operation of a client on one document.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Op {
+    Put(String),
+    Delete,
+    /// Wait until every message so far was delivered (the client waits for
+    /// indexing before its next write).
+    Settle,
+}
+
+/// What the clients do: per document, operations applied in order (a
+/// client sends the next one after the previous answered); what an
+/// operator does meanwhile; and an outage, if any.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Script {
+    pub docs: Vec<(String, Vec<Op>)>,
+    pub operator: Operator,
+    pub outage: Option<Outage>,
+    /// The ingest queue's `max_retries` (the dead-letter queue's is 100).
+    pub queue_max_retries: u32,
+}
+
+impl Script {
+    /// Clients only: no operator, no outage, production queues.
+    pub fn clients(docs: Vec<(String, Vec<Op>)>) -> Script {
+        Script {
+            docs,
+            operator: Operator::None,
+            outage: None,
+            queue_max_retries: QUEUE_MAX_RETRIES,
+        }
+    }
+}
+
+/// What an operator does, concurrently with the clients.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Operator {
+    None,
+    /// Changes the chunk size and starts a backfill to a new generation
+    /// (the reference run starts it after the clients); cron advances it to
+    /// the switch.
+    Reindex,
+    /// The same, with two identical `POST /v1/admin/reindex` at once (a
+    /// client retrying after a timeout).
+    ReindexTwice,
+    /// Starts the backfill, then cancels it at a random moment, maybe while
+    /// cron switches. The run must end as the reference run of whichever
+    /// happened first: the switch (a completed reindex) or the cancel.
+    ReindexCancel,
+    /// The embedder is down longer than the retry window, so jobs fail and
+    /// are dead-lettered; once it is back the operator redrives every
+    /// letter and polls the redrive while cron advances it too. Every
+    /// document must end indexed, with every redrive item accounted for.
+    Redrive,
+}
+
+/// The reference run's operator for what a run's operator did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Reference {
+    Clients,
+    Reindexed,
+    Cancelled,
+}
+
+/// The configuration the reindexing operator deploys: a smaller chunk size,
+/// so the new generation's chunks differ.
+pub fn reindex_config(cfg: &Config) -> Config {
+    Config {
+        chunk_size_max_tokens: cfg.chunk_size_max_tokens * 2 / 3,
+        chunk_overlap_tokens: cfg.chunk_overlap_tokens / 2,
+        ..cfg.clone()
+    }
+}
+
+/// What a run checks and found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    pub invariant: &'static str,
+    pub detail: String,
+}
+
+pub struct World {
+    pub cfg: Config,
+    pub db: SqliteDb,
+    pub index: MemIndex,
+    pub embedder: LocalEmbedder,
+    pub broker: Broker,
+    pub clock: ManualClock,
+    pub bugs: Bugs,
+}
+
+pub fn sim_config() -> Config {
+    Config {
+        chunk_size_max_tokens: 40,
+        chunk_overlap_tokens: 8,
+        embedding_dimensions: 16,
+        embed_batch_size: 3,
+        upsert_batch_size: 4,
+        delete_batch_size: 3,
+        // Transient faults only, and enough attempts that none runs out:
+        // the fault-free run and the faulty run must end in the same state.
+        job_attempts_max: 90,
+        job_retry_window_seconds: 7 * 86_400,
+        retry_base_delay_seconds: 1,
+        retry_max_delay_seconds: 60,
+        claim_busy_retry_seconds: 30,
+        cron_cleanup_intents_max: 12,
+        cron_abandoned_chunks_max: 12,
+        ..Config::default()
+    }
+}
+
+/// The simulation's configurations: the default consumer budget (a sim
+/// version fits one invocation) and the smallest one (most versions span
+/// several invocations: checkpoints and continuation messages).
+pub fn sim_configs() -> [Config; 2] {
+    let tight = Config {
+        consume_subrequests_max: crate::pipeline::CONSUME_SUBREQUESTS_MIN,
+        ..sim_config()
+    };
+    [sim_config(), tight]
+}
+
+/// The configuration a random seed runs under: both, alternately.
+pub fn sim_config_for_seed(seed: u64) -> Config {
+    let [roomy, tight] = sim_configs();
+    if seed.is_multiple_of(2) {
+        roomy
+    } else {
+        tight
+    }
+}
+
+pub(super) type Direct<'a> =
+    Pipeline<&'a SqliteDb, &'a MemIndex, &'a LocalEmbedder, &'a NoQueue, &'a ManualClock>;
+pub(super) type Simulated<'a> =
+    Pipeline<SimDb<'a>, SimIndex<'a>, SimEmbedder<'a>, SimQueue<'a>, &'a ManualClock>;
+
+/// A queue for fault-free reads (search, views) that never sends.
+pub struct NoQueue;
+impl JobQueue for NoQueue {
+    async fn send_batch(&self, _: &[JobMessage]) -> Result<(), PortError> {
+        Ok(())
+    }
+    async fn send_dead_letter(&self, _: &JobMessage) -> Result<(), PortError> {
+        Ok(())
+    }
+}
+
+impl World {
+    pub fn new(cfg: Config, bugs: Bugs) -> World {
+        // Generation 1 records the configuration from the start, so that a
+        // backfill may begin before anything was staged.
+        let db = SqliteDb::ledger();
+        futures::executor::block_on(db.execute(crate::ports::Stmt::new(
+            crate::store::sql::GENERATION_ADOPT,
+            vec![cfg.index_config().into(), T0.into()],
+        )))
+        .expect("generation 1 adopts the configuration");
+        World {
+            db,
+            index: MemIndex::new(cfg.embedding_dimensions),
+            embedder: local_embedder(&cfg),
+            broker: Broker::default(),
+            clock: ManualClock::new(T0),
+            cfg,
+            bugs,
+        }
+    }
+
+    pub(super) fn simulated<'a>(&'a self, s: &'a Sched) -> Simulated<'a> {
+        self.simulated_with(self.cfg.clone(), s)
+    }
+
+    pub(super) fn simulated_with<'a>(&'a self, cfg: Config, s: &'a Sched) -> Simulated<'a> {
+        let mut p = Pipeline::new(
+            cfg,
+            SimDb(&self.db, s),
+            SimIndex(&self.index, s),
+            SimEmbedder(&self.embedder, s),
+            SimQueue(&self.broker, &self.clock, s),
+            &self.clock,
+        );
+        p.bugs = self.bugs;
+        p
+    }
+
+    pub(super) fn direct(&self) -> Direct<'_> {
+        let mut p = Pipeline::new(
+            self.cfg.clone(),
+            &self.db,
+            &self.index,
+            &self.embedder,
+            &NoQueue,
+            &self.clock,
+        );
+        p.bugs = self.bugs;
+        p
+    }
+}
