@@ -1,7 +1,9 @@
 //! The deterministic simulation (see `src/native/sim/`): every single
-//! crash point of the single-version, update, delete and overtake flows,
-//! exhaustively, then random seeds with interleavings, duplicates,
-//! reordering, cron at arbitrary points and random faults.
+//! crash point of the six flows (`FLOWS`: single version, update, delete,
+//! overtake, reindex, cancel), exhaustively, then random seeds with
+//! interleavings, duplicates, reordering, cron at arbitrary points, random
+//! faults, concurrent operators, lasting outages and the queue's
+//! `max_retries` → dead-letter path.
 //!
 //! `SIM_SEEDS=N` sets the number of random seeds (default 2,000);
 //! `make sim SEEDS=N` runs more. A failing case prints the command that
