@@ -558,9 +558,24 @@ async fn fetch(mut req: Request, env: Env, _ctx: Context) -> worker::Result<Resp
         admin_token: setting(&env, "ADMIN_TOKEN"),
     };
     // Credentials first: a body is never read for a request that would be
-    // refused anyway.
+    // refused anyway. A declared body within REQUEST_BYTES_MAX is drained
+    // (never parsed) before the refusal: cancelling it made the local dev
+    // server fail the connection's next request ("worker restarted
+    // mid-request", or a stalled GET). Any other body is cancelled.
     if let Err(refused) = api::authenticate(&secrets, &path, authorization.as_deref()) {
-        cancel_body(&req);
+        let declared = req
+            .headers()
+            .get("Content-Length")
+            .ok()
+            .flatten()
+            .and_then(|v| v.parse::<usize>().ok());
+        match declared {
+            Some(0) => {}
+            Some(n) if n <= app.cfg.request_bytes_max => {
+                let _ = read_body_capped(&mut req, app.cfg.request_bytes_max).await;
+            }
+            _ => cancel_body(&req),
+        }
         return json_response(refused.status, &refused.body);
     }
     let too_large = || {
