@@ -23,3 +23,4 @@ pub mod failure;
 pub mod ids;
 mod index_config;
 pub mod local_embed;
+pub mod state;
