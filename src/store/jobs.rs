@@ -189,36 +189,24 @@ impl<D: Database> Store<D> {
         usage: &UsageSnapshot,
         build_generation: Option<u32>,
     ) -> Result<(), PortError> {
-        let mut extra = vec![];
-        if let Some(g) = build_generation {
-            extra.push(Stmt::new(
-                sql::BUILD_INTENTS_FOR_FAILED,
-                vec![
-                    doc_id.into(),
-                    version.into(),
-                    int(now),
-                    g.into(),
-                    job_id.into(),
-                ],
-            ));
-        }
-        let mut stmts = vec![
-            Stmt::new(
-                sql::JOB_END_FAILED,
-                vec![
-                    job_id.into(),
-                    bucket.as_str().into(),
-                    int(now),
-                    state.into(),
-                ],
-            ),
-            Stmt::new(
-                sql::COMMIT_INTENTS_FOR_LOSER,
-                vec![doc_id.into(), version.into(), int(now)],
-            ),
-            usage_stmt(job_id, usage),
-        ];
-        stmts.extend(extra);
+        let end = Stmt::new(
+            sql::JOB_END_FAILED,
+            vec![
+                job_id.into(),
+                bucket.as_str().into(),
+                int(now),
+                state.into(),
+            ],
+        );
+        let mut stmts = vec![end, loser_intents(doc_id, version, now)];
+        stmts.push(usage_stmt(job_id, usage));
+        stmts.extend(build_intents(
+            job_id,
+            doc_id,
+            version,
+            now,
+            build_generation,
+        ));
         self.db.batch(stmts).await.map(|_| ())
     }
 
@@ -249,29 +237,48 @@ impl<D: Database> Store<D> {
     /// Ends a stalled job `dead`; its version's vectors (if not live)
     /// become intents, and a build job's rows in its generation too.
     pub async fn job_stalled_dead(&self, job: &StalledJobRow, now: i64) -> Result<(), PortError> {
-        let (doc_id, version) = (job.doc_id.as_str(), job.version);
-        let mut stmts = vec![
-            Stmt::new(
-                sql::JOB_STALLED_DEAD,
-                vec![job.job_id.as_str().into(), int(now)],
-            ),
-            Stmt::new(
-                sql::COMMIT_INTENTS_FOR_LOSER,
-                vec![doc_id.into(), version.into(), int(now)],
-            ),
-        ];
-        if let Some(g) = job.build_generation {
-            stmts.push(Stmt::new(
-                sql::BUILD_INTENTS_FOR_FAILED,
-                vec![
-                    doc_id.into(),
-                    version.into(),
-                    int(now),
-                    g.into(),
-                    job.job_id.as_str().into(),
-                ],
-            ));
-        }
+        let (job_id, doc_id, version) = (job.job_id.as_str(), job.doc_id.as_str(), job.version);
+        let end = Stmt::new(sql::JOB_STALLED_DEAD, vec![job_id.into(), int(now)]);
+        let mut stmts = vec![end, loser_intents(doc_id, version, now)];
+        stmts.extend(build_intents(
+            job_id,
+            doc_id,
+            version,
+            now,
+            job.build_generation,
+        ));
         self.db.batch(stmts).await.map(|_| ())
     }
+}
+
+/// A job that ended without its version going live: the intents that
+/// delete whatever it upserted for that version are committed.
+fn loser_intents(doc_id: &str, version: u32, now: i64) -> Stmt {
+    Stmt::new(
+        sql::COMMIT_INTENTS_FOR_LOSER,
+        vec![doc_id.into(), version.into(), int(now)],
+    )
+}
+
+/// A build job of generation `build_generation` that ended failed: the
+/// intents for the vectors it wrote into that generation.
+fn build_intents(
+    job_id: &str,
+    doc_id: &str,
+    version: u32,
+    now: i64,
+    build_generation: Option<u32>,
+) -> Option<Stmt> {
+    build_generation.map(|g| {
+        Stmt::new(
+            sql::BUILD_INTENTS_FOR_FAILED,
+            vec![
+                doc_id.into(),
+                version.into(),
+                int(now),
+                g.into(),
+                job_id.into(),
+            ],
+        )
+    })
 }
