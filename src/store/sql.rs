@@ -559,7 +559,6 @@ pub const REPAIR_RERUN_ADVANCE: &str = "\
 UPDATE documents SET latest_version = ?2 + 1, updated_at = ?3
 WHERE doc_id = ?1 AND latest_version = ?2 AND (live_version IS NULL OR live_version <= ?2)";
 
-/// Every statement above, by name (checked against this file by tests/sql.rs).
 // ---------------------------------------------------------------- generations
 
 /// The generations an index job writes: the active one, one being built,
@@ -805,6 +804,7 @@ pub const BACKFILL_COMPLETE: &str = "\
 UPDATE backfills SET state = 'completed', updated_at = ?2 WHERE backfill_id = ?1 AND state = 'running'
   AND (to_generation IS NULL OR EXISTS (SELECT 1 FROM generations g WHERE g.generation = backfills.to_generation AND g.state = 'active'))";
 
+/// Every statement above, by name (checked against this file by tests/sql.rs).
 pub const ALL: &[(&str, &str)] = &[
     ("LATEST_VERSIONS", LATEST_VERSIONS),
     ("INTAKE_UPSERT_DOCUMENTS", INTAKE_UPSERT_DOCUMENTS),

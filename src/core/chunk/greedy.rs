@@ -122,10 +122,7 @@ fn best_break(
         return (p, false);
     }
     // After the last whitespace character: its whole length, not one byte.
-    let space = window
-        .char_indices()
-        .filter(|(_, c)| c.is_whitespace())
-        .last();
+    let space = window.char_indices().rfind(|(_, c)| c.is_whitespace());
     if let Some(p) = after(space.map(|(i, c)| i + c.len_utf8()), 0) {
         return (p, false);
     }

@@ -239,8 +239,7 @@ fn heading_start(
         .match_indices('\n')
         .map(|(i, _)| floor + i + 1)
         .filter(|&p| is_heading_line(text.get(p..).unwrap_or_default()))
-        .filter(|&p| !fences.iter().any(|&(open, close)| p > open && p < close))
-        .last()
+        .rfind(|&p| !fences.iter().any(|&(open, close)| p > open && p < close))
 }
 
 /// Does `line` (text from a line start on) open with an ATX heading?
