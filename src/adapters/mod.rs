@@ -1,5 +1,8 @@
 //! Port implementations that run on every target: the offline vector index
 //! over any [`crate::ports::Database`] and the local embedder.
+//!
+//! May import: `ports`, `core`, `config` and `store` (the local index keeps
+//! its rows through `store::vector_rows`); never `pipeline` or `api`.
 
 pub mod local_embedder;
 pub mod local_index;

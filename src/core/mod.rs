@@ -6,6 +6,13 @@
 //! indexing, slicing, `unwrap`, `expect` and `panic!` are denied outside
 //! tests (`cargo clippy`, run by `make test`), and the property tests in
 //! `tests/chunk_props.rs` feed the chunkers arbitrary Unicode.
+//!
+//! Here: chunking ([`chunk`]), identifiers ([`ids`]), failure buckets and
+//! the retry policy ([`failure`]), the ledger's state enums ([`state`]),
+//! the local embedder ([`local_embed`]) and `Config`'s index configuration.
+//!
+//! May import: `config` (a leaf) and libraries. Nothing in the crate
+//! besides config: every other module imports this one.
 
 #![cfg_attr(
     not(test),
