@@ -113,104 +113,152 @@ fn best_break(
     kind: ContentType,
     fences: &[(usize, usize)],
 ) -> (usize, bool) {
-    let window = text.get(floor..hard_end).unwrap_or_default();
-    let in_window = |p: usize| p > floor.max(start) && p <= hard_end;
-    let last = |found: Option<usize>| found.filter(|&p| in_window(p));
-
+    let w = Window {
+        text,
+        start,
+        floor,
+        hard_end,
+    };
     if kind == ContentType::Markdown {
-        if let Some(p) = last(heading_start(text, floor, hard_end, fences)) {
+        if let Some(p) = w.last(heading_start(text, floor, hard_end, fences)) {
             return (p, true);
         }
-        let fence_edge = fences
-            .iter()
-            .flat_map(|&(open, close)| [open, close])
-            .filter(|&p| in_window(p))
-            .max();
-        if let Some(p) = fence_edge {
+        if let Some(p) = w.fence_edge(fences) {
             return (p, false);
         }
     }
-    // 3 and 4: paragraphs and lines, in one pass.
-    let (mut paragraph, mut line, mut breaks) = (None, None, 0u32);
-    let mut chars = window.char_indices().peekable();
-    while let Some((i, c)) = chars.next() {
-        if is_line_break(c) {
-            // CR LF is one break; U+2029 ends a paragraph on its own.
-            if c == '\r' && chars.peek().is_some_and(|&(_, n)| n == '\n') {
-                continue;
+    let found = w
+        .paragraph_or_line()
+        .or_else(|| w.sentence())
+        .or_else(|| w.clause())
+        .or_else(|| w.word_end())
+        .or_else(|| w.segment(Segments::Words))
+        .or_else(|| w.segment(Segments::Graphemes));
+    (found.unwrap_or(hard_end), false)
+}
+
+/// Where a chunk from `start` may end: in `(floor, hard_end]`, each level
+/// of the hierarchy a method that finds its last boundary there.
+struct Window<'a> {
+    text: &'a str,
+    start: usize,
+    floor: usize,
+    hard_end: usize,
+}
+
+impl<'a> Window<'a> {
+    fn text(&self) -> &'a str {
+        self.text.get(self.floor..self.hard_end).unwrap_or_default()
+    }
+
+    fn contains(&self, p: usize) -> bool {
+        p > self.floor.max(self.start) && p <= self.hard_end
+    }
+
+    fn last(&self, found: Option<usize>) -> Option<usize> {
+        found.filter(|&p| self.contains(p))
+    }
+
+    /// 2. The last code fence edge in the window.
+    fn fence_edge(&self, fences: &[(usize, usize)]) -> Option<usize> {
+        fences
+            .iter()
+            .flat_map(|&(open, close)| [open, close])
+            .filter(|&p| self.contains(p))
+            .max()
+    }
+
+    /// 3 and 4: paragraphs and lines, in one pass.
+    fn paragraph_or_line(&self) -> Option<usize> {
+        let (mut paragraph, mut line, mut breaks) = (None, None, 0u32);
+        let mut chars = self.text().char_indices().peekable();
+        while let Some((i, c)) = chars.next() {
+            if is_line_break(c) {
+                // CR LF is one break; U+2029 ends a paragraph on its own.
+                if c == '\r' && chars.peek().is_some_and(|&(_, n)| n == '\n') {
+                    continue;
+                }
+                breaks += if c == '\u{2029}' { 2 } else { 1 };
+                let p = self.floor + i + c.len_utf8();
+                line = Some(p);
+                if breaks >= 2 {
+                    paragraph = Some(p);
+                }
+            } else if !c.is_whitespace() {
+                breaks = 0;
             }
-            breaks += if c == '\u{2029}' { 2 } else { 1 };
-            let p = floor + i + c.len_utf8();
-            line = Some(p);
-            if breaks >= 2 {
-                paragraph = Some(p);
+        }
+        self.last(paragraph).or(self.last(line))
+    }
+
+    /// 5. Sentences, segmented from the chunk's start (with what follows as
+    /// context) up to `hard_end`.
+    fn sentence(&self) -> Option<usize> {
+        self.segment(Segments::Sentences)
+    }
+
+    /// 6. Clauses.
+    fn clause(&self) -> Option<usize> {
+        let mut clause = None;
+        let mut chars = self.text().char_indices().peekable();
+        while let Some((i, c)) = chars.next() {
+            let next_is_space = chars.peek().is_some_and(|&(_, n)| n.is_whitespace());
+            if matches!(c, '、' | '，' | '；' | '：')
+                || (matches!(c, ',' | ';' | ':') && next_is_space)
+            {
+                clause = Some(self.floor + i + c.len_utf8());
             }
-        } else if !c.is_whitespace() {
-            breaks = 0;
+        }
+        self.last(clause)
+    }
+
+    /// 7. The end of a word before whitespace.
+    fn word_end(&self) -> Option<usize> {
+        let mut word_end = None;
+        let mut prev_space = true;
+        for (i, c) in self.text().char_indices() {
+            let space = c.is_whitespace();
+            if space && !prev_space {
+                word_end = Some(self.floor + i);
+            }
+            prev_space = space;
+        }
+        self.last(word_end)
+    }
+
+    /// The last boundary a UAX #29 segmenter finds in the window, reading
+    /// from the chunk's start to `LOOKAHEAD_BYTES` past `hard_end`.
+    fn segment(&self, segments: Segments) -> Option<usize> {
+        let from_start = context(self.text, self.start, self.hard_end);
+        let at = |(i, _): (usize, &str)| self.start + i;
+        let contains = |p: usize| self.contains(p);
+        match segments {
+            Segments::Sentences => last_bound(
+                from_start.split_sentence_bound_indices().map(at),
+                self.hard_end,
+                contains,
+            ),
+            Segments::Words => last_bound(
+                from_start.split_word_bound_indices().map(at),
+                self.hard_end,
+                contains,
+            ),
+            Segments::Graphemes => last_bound(
+                from_start.grapheme_indices(true).map(at),
+                self.hard_end,
+                contains,
+            ),
         }
     }
-    if let Some(p) = last(paragraph).or(last(line)) {
-        return (p, false);
-    }
-    // 5. sentences, segmented from the chunk's start (with what follows as
-    // context) up to `hard_end`.
-    let from_start = context(text, start, hard_end);
-    let sentence = last_bound(
-        from_start
-            .split_sentence_bound_indices()
-            .map(|(i, _)| start + i),
-        hard_end,
-        in_window,
-    );
-    if let Some(p) = sentence {
-        return (p, false);
-    }
-    // 6. clauses.
-    let mut clause = None;
-    let mut chars = window.char_indices().peekable();
-    while let Some((i, c)) = chars.next() {
-        let next_is_space = chars.peek().is_some_and(|&(_, n)| n.is_whitespace());
-        if matches!(c, '、' | '，' | '；' | '：') || (matches!(c, ',' | ';' | ':') && next_is_space)
-        {
-            clause = Some(floor + i + c.len_utf8());
-        }
-    }
-    if let Some(p) = last(clause) {
-        return (p, false);
-    }
-    // 7. the end of a word before whitespace.
-    let mut word_end = None;
-    let mut prev_space = true;
-    for (i, c) in window.char_indices() {
-        let space = c.is_whitespace();
-        if space && !prev_space {
-            word_end = Some(floor + i);
-        }
-        prev_space = space;
-    }
-    if let Some(p) = last(word_end) {
-        return (p, false);
-    }
-    // 8 and 9: word boundaries, then grapheme clusters.
-    let word = last_bound(
-        from_start
-            .split_word_bound_indices()
-            .map(|(i, _)| start + i),
-        hard_end,
-        in_window,
-    );
-    if let Some(p) = word {
-        return (p, false);
-    }
-    let grapheme = last_bound(
-        from_start.grapheme_indices(true).map(|(i, _)| start + i),
-        hard_end,
-        in_window,
-    );
-    if let Some(p) = grapheme {
-        return (p, false);
-    }
-    (hard_end, false)
+}
+
+/// The UAX #29 segmentations of the hierarchy: 5 sentences, 8 words,
+/// 9 grapheme clusters.
+#[derive(Clone, Copy)]
+enum Segments {
+    Sentences,
+    Words,
+    Graphemes,
 }
 
 /// How far past the position it decides about a segmenter reads. UAX #29
