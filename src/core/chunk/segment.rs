@@ -168,7 +168,7 @@ impl<'a> Window<'a> {
             .max()
     }
 
-    /// 3 and 4: paragraphs and lines, in one pass.
+    /// 3 and 4: paragraphs, then lines, found in one pass.
     fn paragraph_or_line(&self) -> Option<usize> {
         let (mut paragraph, mut line, mut breaks) = (None, None, 0u32);
         let mut chars = self.text().char_indices().peekable();
@@ -191,8 +191,8 @@ impl<'a> Window<'a> {
         self.last(paragraph).or(self.last(line))
     }
 
-    /// 5. Sentences, segmented from the chunk's start (with what follows as
-    /// context) up to `hard_end`.
+    /// 5. Sentences, segmented from the chunk's start, with what follows
+    /// `hard_end` as context.
     fn sentence(&self) -> Option<usize> {
         self.segment(Segments::Sentences)
     }
@@ -252,8 +252,7 @@ impl<'a> Window<'a> {
     }
 }
 
-/// The UAX #29 segmentations of the hierarchy: 5 sentences, 8 words,
-/// 9 grapheme clusters.
+/// The UAX #29 segmentations of the hierarchy (levels 5, 8 and 9).
 #[derive(Clone, Copy)]
 enum Segments {
     Sentences,
