@@ -191,8 +191,8 @@ impl<'a> Window<'a> {
         self.last(paragraph).or(self.last(line))
     }
 
-    /// 5. Sentences, segmented from the chunk's start, with what follows
-    /// `hard_end` as context.
+    /// 5. Sentences, segmented from the chunk's start with some text past
+    /// the window as context.
     fn sentence(&self) -> Option<usize> {
         self.segment(Segments::Sentences)
     }
