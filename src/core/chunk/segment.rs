@@ -192,7 +192,7 @@ impl<'a> Window<'a> {
     }
 
     /// 5. Sentences, segmented from the chunk's start with some text past
-    /// the window as context.
+    ///    the window as context.
     fn sentence(&self) -> Option<usize> {
         self.segment(Segments::Sentences)
     }
