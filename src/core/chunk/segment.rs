@@ -268,7 +268,9 @@ enum Segments {
 /// a full stop or a line break took 3.6 s). The one rule that looks
 /// further is SB8 (no sentence break after `x. ` when a lowercase letter
 /// follows after only digits, punctuation and spaces): with more than this
-/// many bytes of those before the letter, the sentence breaks.
+/// many bytes of those before the letter, the sentence breaks. Part of
+/// `unicode-v2`'s definition, like its hierarchy, so not a setting: another
+/// value could move chunk boundaries of recorded generations.
 pub const LOOKAHEAD_BYTES: usize = 1024;
 
 /// The text from `from` to `LOOKAHEAD_BYTES` past `until` (or to its end),
