@@ -37,7 +37,7 @@ test-native: lint test-data
 	cargo test --locked --test sim -- --nocapture
 	cargo test --locked --features protocol-bugs --test sim_bugs -- --nocapture
 
-## Formatting is checked (`cargo fmt`); `core/` and `api.rs` deny indexing,
+## Formatting is checked (`cargo fmt`); `core/` and `api/` deny indexing,
 ## slicing, unwrap, expect and panic (their module attributes), which
 ## clippy enforces.
 lint:

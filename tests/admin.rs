@@ -944,3 +944,28 @@ fn a_letter_of_a_job_still_in_flight_is_not_redriven_and_busy_deliveries_wait_fo
         r.body
     );
 }
+
+#[test]
+fn a_backfill_action_the_api_does_not_know_is_405_and_changes_nothing() {
+    let w = World::new();
+    w.put("a", &common::document(3, None));
+    w.deliver_all();
+    let body = json!({ "scope": "all" });
+    let r = call(&w, "POST", "/v1/admin/reindex", ADMIN, Some(body));
+    assert_eq!(r.status, 202, "{}", r.body);
+    let path = format!(
+        "/v1/admin/reindex/{}",
+        r.body["backfill"]["backfill_id"].as_str().unwrap()
+    );
+    for action in ["frobnicate", "Cancel", ""] {
+        let r = call(&w, "POST", &format!("{path}/{action}"), ADMIN, None);
+        assert_eq!(
+            (r.status, r.body["error"]["code"].as_str()),
+            (405, Some("method_not_allowed")),
+            "{action:?}"
+        );
+    }
+    assert_eq!(call(&w, "GET", &path, ADMIN, None).body["state"], "running");
+    let r = call(&w, "POST", &format!("{path}/cancel"), ADMIN, None);
+    assert_eq!((r.status, &r.body["state"]), (200, &json!("cancelled")));
+}

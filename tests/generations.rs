@@ -9,7 +9,9 @@ use futures::executor::block_on;
 use ingest_pipeline::core::chunk::tokens::TokenFamily;
 use ingest_pipeline::core::chunk::{Chunker, ContentType};
 use ingest_pipeline::core::failure::FailureBucket;
-use ingest_pipeline::pipeline::{BackfillScope, DocumentState, SearchHit, SearchRequest};
+use ingest_pipeline::pipeline::{
+    BackfillAction, BackfillScope, DocumentState, Refused, SearchHit, SearchRequest,
+};
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 
@@ -56,7 +58,7 @@ fn served_generation(w: &World) -> u32 {
 }
 
 fn generations(w: &World) -> Value {
-    block_on(w.p().generations_view()).unwrap()
+    serde_json::to_value(block_on(w.p().generations_view()).unwrap()).unwrap()
 }
 
 fn generation(w: &World, g: u64) -> Value {
@@ -82,13 +84,20 @@ fn check_counts(view: &Value) {
 }
 
 fn start(w: &World, scope: BackfillScope, page: u32) -> Value {
-    block_on(w.p().start_backfill(&scope, page))
+    let view = block_on(w.p().start_backfill(&scope, page))
         .unwrap()
-        .expect("backfill starts")
+        .expect("backfill starts");
+    serde_json::to_value(view).unwrap()
 }
 
 fn view(w: &World, id: &str) -> Value {
-    block_on(w.p().backfill_view(id)).unwrap().unwrap()
+    serde_json::to_value(block_on(w.p().backfill_view(id)).unwrap().unwrap()).unwrap()
+}
+
+/// A backfill's pause, resume or cancel, as JSON.
+fn transition(w: &World, id: &str, action: BackfillAction) -> Result<Value, Refused> {
+    let out = block_on(w.p().backfill_transition(id, action)).unwrap();
+    out.map(|v| serde_json::to_value(v).unwrap())
 }
 
 /// Delivers and runs cron until the backfill ends, checking at every step
@@ -137,7 +146,7 @@ fn a_chunk_size_change_is_built_alongside_switched_rolled_back_and_retired() {
     let refused = block_on(w.p().start_backfill(&BackfillScope::Config, 5))
         .unwrap()
         .unwrap_err();
-    assert_eq!((refused.0, refused.1), (409, "config_unchanged"));
+    assert_eq!(refused, Refused::ConfigUnchanged);
 
     // The chunk size changes: nothing served changes until a backfill.
     w.cfg.chunk_size_max_tokens = 96;
@@ -153,7 +162,7 @@ fn a_chunk_size_change_is_built_alongside_switched_rolled_back_and_retired() {
     let again = block_on(w.p().start_backfill(&BackfillScope::All, 5))
         .unwrap()
         .unwrap_err();
-    assert_eq!(again.1, "backfill_active");
+    assert_eq!(again, Refused::BackfillOpen);
 
     // A document ingested during the backfill is written in both generations.
     w.put("late", &document(5, None));
@@ -185,7 +194,7 @@ fn a_chunk_size_change_is_built_alongside_switched_rolled_back_and_retired() {
 
     // Rollback while the old vectors exist, and forward again.
     let back = block_on(w.p().activate_generation(1)).unwrap().unwrap();
-    assert_eq!(back["active"], 1);
+    assert_eq!(back.active, Some(1));
     assert_eq!(served_generation(&w), 1);
     let late = block_on(w.p().search(&SearchRequest {
         query: common::paragraph(2),
@@ -198,21 +207,18 @@ fn a_chunk_size_change_is_built_alongside_switched_rolled_back_and_retired() {
         !late.is_empty() && late.iter().all(|h| h.generation == 1),
         "the late document is in generation 1 too"
     );
-    assert_eq!(
-        block_on(w.p().activate_generation(1))
-            .unwrap()
-            .unwrap_err()
-            .1,
-        "generation_not_retained"
-    );
+    assert!(matches!(
+        block_on(w.p().activate_generation(1)).unwrap().unwrap_err(),
+        Refused::GenerationNotRetained { generation: 1, .. }
+    ));
     block_on(w.p().activate_generation(2)).unwrap().unwrap();
     assert_eq!(served_generation(&w), 2);
 
     // Retire generation 1: cron turns its rows into intents and deletes its vectors.
-    assert_eq!(
-        block_on(w.p().retire_generation(2)).unwrap().unwrap_err().1,
-        "generation_in_use"
-    );
+    assert!(matches!(
+        block_on(w.p().retire_generation(2)).unwrap().unwrap_err(),
+        Refused::GenerationInUse { generation: 2, .. }
+    ));
     block_on(w.p().retire_generation(1)).unwrap().unwrap();
     for _ in 0..10 {
         w.clock.advance_ms(60_000);
@@ -301,10 +307,7 @@ fn pause_resume_cancel_and_an_abandoned_generation_is_cleaned_up() {
         .as_str()
         .unwrap()
         .to_string();
-    let p = block_on(w.p().backfill_transition(&id, "pause"))
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    let p = transition(&w, &id, BackfillAction::Pause).unwrap();
     assert_eq!(p["state"], "paused");
     check_counts(&p);
     let cursor = p["cursor"].clone();
@@ -315,35 +318,21 @@ fn pause_resume_cancel_and_an_abandoned_generation_is_cleaned_up() {
         cursor,
         "a paused backfill does not move"
     );
-    assert_eq!(
-        block_on(w.p().backfill_transition(&id, "pause"))
-            .unwrap()
-            .unwrap()
-            .unwrap_err()
-            .1,
-        "backfill_state"
-    );
-    block_on(w.p().backfill_transition(&id, "resume"))
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    assert!(matches!(
+        transition(&w, &id, BackfillAction::Pause),
+        Err(Refused::BackfillState { .. })
+    ));
+    transition(&w, &id, BackfillAction::Resume).unwrap();
     w.cron();
     assert_ne!(view(&w, &id)["cursor"], cursor, "resumed from its cursor");
-    let c = block_on(w.p().backfill_transition(&id, "cancel"))
-        .unwrap()
-        .unwrap()
-        .unwrap();
+    let c = transition(&w, &id, BackfillAction::Cancel).unwrap();
     assert_eq!(c["state"], "cancelled");
     check_counts(&c);
     assert_eq!(generation(&w, 2)["state"], "abandoned");
-    assert_eq!(
-        block_on(w.p().backfill_transition(&id, "resume"))
-            .unwrap()
-            .unwrap()
-            .unwrap_err()
-            .1,
-        "backfill_state"
-    );
+    assert!(matches!(
+        transition(&w, &id, BackfillAction::Resume),
+        Err(Refused::BackfillState { .. })
+    ));
     // Its vectors are deleted once its jobs are done; generation 1 is served throughout.
     for _ in 0..10 {
         w.deliver_all();
@@ -399,18 +388,16 @@ fn a_filter_backfill_and_a_single_document_reindex_rerun_versions() {
     assert_eq!(
         block_on(w.p().reindex_document("nope"))
             .unwrap()
-            .unwrap_err()
-            .1,
-        "document_not_found"
+            .unwrap_err(),
+        Refused::DocumentNotFound
     );
     w.delete("doc-02");
     w.deliver_all();
     assert_eq!(
         block_on(w.p().reindex_document("doc-02"))
             .unwrap()
-            .unwrap_err()
-            .1,
-        "document_not_indexed"
+            .unwrap_err(),
+        Refused::DocumentNotIndexed
     );
     // Everything: every live document gets a new version.
     let all = start(&w, BackfillScope::All, 50);
@@ -426,7 +413,7 @@ fn a_filter_backfill_and_a_single_document_reindex_rerun_versions() {
     );
     let list = block_on(w.p().backfills(10)).unwrap();
     assert_eq!(list.len(), 2);
-    assert_eq!(list[0]["scope"], "all", "newest first");
+    assert_eq!(list[0].scope, "all", "newest first");
 }
 
 /// The chunk texts D1 holds for a document's live version in `generation`.
@@ -587,9 +574,12 @@ fn two_identical_config_reindex_requests_at_once_start_one_backfill_and_keep_its
         1,
         "exactly one starts: {ra:?} {rb:?}"
     );
-    let started = ra.clone().or(rb.clone()).unwrap();
+    let started = serde_json::to_value(ra.clone().or(rb.clone()).unwrap()).unwrap();
     let refused = ra.err().or(rb.err()).unwrap();
-    assert_eq!((refused.0, refused.1), (409, "backfill_active"));
+    assert!(matches!(
+        refused,
+        Refused::BackfillOpen | Refused::BackfillStartedMeanwhile
+    ));
     assert_eq!(
         generation(&w, 2)["state"],
         "building",
@@ -666,13 +656,11 @@ fn a_cancel_that_fails_halfway_does_not_leave_its_generation_building() {
         &w.clock,
     );
     assert!(
-        block_on(failing.backfill_transition(&id, "cancel")).is_err(),
+        block_on(failing.backfill_transition(&id, BackfillAction::Cancel)).is_err(),
         "the cancel fails"
     );
     // The operator retries.
-    let retried = block_on(w.p().backfill_transition(&id, "cancel"))
-        .unwrap()
-        .unwrap();
+    let retried = block_on(w.p().backfill_transition(&id, BackfillAction::Cancel)).unwrap();
     assert!(retried.is_ok(), "the retry cancels: {retried:?}");
     assert_eq!(
         generation(&w, 2)["state"],

@@ -245,7 +245,7 @@ fn every_statement_is_exercised_by_the_flows() {
             .unwrap()
             .unwrap();
         w4.deliver_all();
-        block_on(p.redrive_advance(view["redrive_id"].as_str().unwrap())).unwrap();
+        block_on(p.redrive_advance(&view.redrive_id)).unwrap();
         w4.cron();
         block_on(p.repair_runs(5)).unwrap();
         // A live vector goes missing: verification marks and re-runs the document.
@@ -295,7 +295,7 @@ fn every_statement_is_exercised_by_the_flows() {
     // Generations and backfills: a build with a failure (a second pass),
     // pause and resume, the switch, a rollback, retiring, a cancel.
     {
-        use ingest_pipeline::pipeline::BackfillScope;
+        use ingest_pipeline::pipeline::{BackfillAction, BackfillScope};
         let mut w6 = common::World::new();
         for d in ["j1", "j2", "j3"] {
             w6.put(d, &common::document(8, None));
@@ -311,13 +311,14 @@ fn every_statement_is_exercised_by_the_flows() {
         };
         let b = block_on(w6.p().start_backfill(&BackfillScope::Config, 1))
             .unwrap()
+            .unwrap()
             .unwrap();
-        let id = b["backfill_id"].as_str().unwrap().to_string();
-        block_on(w6.p().backfill_transition(&id, "pause"))
+        let id = b.backfill_id;
+        block_on(w6.p().backfill_transition(&id, BackfillAction::Pause))
             .unwrap()
             .unwrap()
             .unwrap();
-        block_on(w6.p().backfill_transition(&id, "resume"))
+        block_on(w6.p().backfill_transition(&id, BackfillAction::Resume))
             .unwrap()
             .unwrap()
             .unwrap();
@@ -326,7 +327,7 @@ fn every_statement_is_exercised_by_the_flows() {
             .fail_next(1, FailureBucket::IndexRejected);
         settle(&w6);
         assert_eq!(
-            block_on(w6.p().backfill_view(&id)).unwrap().unwrap()["state"],
+            block_on(w6.p().backfill_view(&id)).unwrap().unwrap().state,
             "completed"
         );
         block_on(w6.p().backfills(5)).unwrap();
@@ -337,10 +338,11 @@ fn every_statement_is_exercised_by_the_flows() {
         w6.cfg.chunk_size_max_tokens = 112;
         let b = block_on(w6.p().start_backfill(&BackfillScope::Config, 1))
             .unwrap()
+            .unwrap()
             .unwrap();
         block_on(
             w6.p()
-                .backfill_transition(b["backfill_id"].as_str().unwrap(), "cancel"),
+                .backfill_transition(&b.backfill_id, BackfillAction::Cancel),
         )
         .unwrap()
         .unwrap()

@@ -9,12 +9,14 @@
 //! sweeps. A letter whose version is no longer the latest (superseded) or is
 //! already live is skipped.
 
-use super::{log_event, Pipeline, RepairReport};
+use super::{
+    log_event, LetterPage, Outcome, Pipeline, RedriveView, Refused, RepairReport, RepairRunView,
+};
 use crate::bugs::Bug;
 use crate::core::ids::{job_id, sha256_hex, DocId};
 use crate::ports::{Clock, Database, Embedder, JobMessage, JobQueue, PortError, VectorIndex};
 pub use crate::store::LetterFilter;
-use crate::store::{ItemRow, NewItem, RedriveRow, RerunOf};
+use crate::store::{Candidate, ItemRow, NewItem, RedriveRow, RerunOf};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
@@ -48,12 +50,22 @@ pub struct Plan {
     pub plan_id: String,
     pub matched: usize,
     pub eligible: Vec<PlanItem>,
-    /// Letters that would be skipped, with why (`superseded`, `already_live`,
-    /// `already_redriven`, `document_missing`, `in_flight`: its job is still
-    /// queued or running, the queue gave up on a message of a live job).
-    pub skipped: Vec<Value>,
+    /// Letters that would be skipped, with why.
+    pub skipped: Vec<SkippedItem>,
     pub documents: Vec<String>,
     pub canaries: Vec<String>,
+}
+
+/// A letter a redrive would skip.
+#[derive(Debug, Serialize, Clone, PartialEq)]
+pub struct SkippedItem {
+    pub job_id: String,
+    pub doc_id: String,
+    pub version: u32,
+    /// `superseded`, `already_live`, `already_redriven`, `document_missing`,
+    /// or `in_flight`: its job is still queued or running (the queue gave
+    /// up on a message of a live job).
+    pub reason: &'static str,
 }
 
 impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D, V, E, Q, C> {
@@ -74,16 +86,10 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             .await
     }
 
-    pub async fn repair_runs(&self, limit: usize) -> Result<Vec<Value>, PortError> {
+    /// The latest cron runs' reports, newest first.
+    pub async fn repair_runs(&self, limit: usize) -> Result<Vec<RepairRunView>, PortError> {
         let rows = self.store.repair_runs(limit).await?;
-        Ok(rows
-            .into_iter()
-            .map(|r| {
-                json!({ "run_id": r.run_id, "started_at": r.started_at, "finished_at": r.finished_at,
-                        "budget_hit": r.budget_hit != 0,
-                        "report": serde_json::from_str::<Value>(&r.report).unwrap_or(Value::Null) })
-            })
-            .collect())
+        Ok(rows.into_iter().map(RepairRunView::from_row).collect())
     }
 
     /// Archives a dead-lettered message with a snapshot of its job. Idempotent.
@@ -127,18 +133,20 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         self.store.dead_letter_summary().await
     }
 
-    pub async fn dead_letters(
-        &self,
-        f: &LetterFilter,
-    ) -> Result<(Vec<Value>, Option<String>), PortError> {
-        let rows = self.store.dead_letters(f).await?;
-        let next = if rows.len() == f.limit {
-            rows.last()
+    /// A page of the archive matching the filter.
+    pub async fn dead_letters(&self, f: &LetterFilter) -> Result<LetterPage, PortError> {
+        let letters = self.store.dead_letters(f).await?;
+        let next_cursor = if letters.len() == f.limit {
+            letters
+                .last()
                 .map(|r| format!("{}|{}", r["last_seen"], r["job_id"].as_str().unwrap_or("")))
         } else {
             None
         };
-        Ok((rows, next))
+        Ok(LetterPage {
+            letters,
+            next_cursor,
+        })
     }
 
     /// The preflight: what a redrive would do. Changes nothing.
@@ -169,20 +177,14 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                 c.redriven,
                 c.job_state_now
             ));
-            let in_flight = matches!(
-                c.job_state_now.as_deref(),
-                Some("queued" | "running" | "up_for_retry")
-            );
-            let why = match (c.latest_version, c.live_version) {
-                _ if c.redriven > 0 => Some("already_redriven"),
-                _ if in_flight => Some("in_flight"),
-                (None, _) => Some("document_missing"),
-                (Some(l), _) if l > c.version => Some("superseded"),
-                (_, Some(live)) if live >= c.version => Some("already_live"),
-                _ => None,
-            };
+            let why = skip_reason(&c);
             match why {
-                Some(why) => skipped.push(json!({ "job_id": c.job_id, "doc_id": c.doc_id, "version": c.version, "reason": why })),
+                Some(reason) => skipped.push(SkippedItem {
+                    job_id: c.job_id,
+                    doc_id: c.doc_id,
+                    version: c.version,
+                    reason,
+                }),
                 None => eligible.push(PlanItem {
                     job_id: c.job_id,
                     doc_id: c.doc_id,
@@ -210,15 +212,16 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
     }
 
     /// Executes a plan: records the redrive and its items, sends the
-    /// canaries. `Ok(None)` if the plan changed since the preflight.
+    /// canaries. Refused if the plan changed since the preflight (or was
+    /// executed already).
     pub async fn redrive_execute(
         &self,
         req: &RedriveRequest,
         plan_id: &str,
-    ) -> Result<Option<Value>, PortError> {
+    ) -> Result<Outcome<RedriveView>, PortError> {
         let plan = self.redrive_plan(req).await?;
         if plan.plan_id != plan_id {
-            return Ok(None);
+            return Ok(Err(Refused::PlanChanged));
         }
         let now = self.clock.now_ms();
         // Derived from the plan: executing one plan twice collides on the
@@ -248,10 +251,11 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             .redrive_create(&redrive_id, plan_id, &params, now, &created, &items)
             .await?
         {
-            return Ok(None);
+            return Ok(Err(Refused::PlanChanged));
         }
         self.redrive_advance(&redrive_id).await?;
-        self.redrive_view(&redrive_id).await
+        let view = self.redrive_view(&redrive_id).await?;
+        Ok(view.ok_or(Refused::PlanChanged))
     }
 
     /// Moves a redrive on: settles the items whose jobs ended, checks the
@@ -272,20 +276,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         })?;
         let now = self.clock.now_ms();
         let mut items = self.redrive_items(redrive_id).await?;
-        // Settle the items whose jobs reached a final state.
-        for it in items.iter_mut().filter(|i| i.state == "sent") {
-            let settled = match it.job_state.as_deref() {
-                Some("succeeded") => Some("succeeded"),
-                Some("failed" | "dead") => Some("failed"),
-                Some("superseded") => Some("skipped"),
-                _ => None,
-            };
-            if let Some(s) = settled {
-                self.set_item(redrive_id, &it.letter_job_id, "sent", s, None, None)
-                    .await?;
-                it.state = s.to_string();
-            }
-        }
+        self.settle_items(redrive_id, &mut items).await?;
         let in_flight = items.iter().any(|i| i.state == "sent");
         let (canaries, rest): (Vec<&ItemRow>, Vec<&ItemRow>) =
             items.iter().partition(|i| i.phase == "canary");
@@ -300,71 +291,129 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                 )
                 .await;
         }
-        let to_send: Vec<&ItemRow> = if r.state == "canary" {
-            let pending: Vec<&ItemRow> = canaries
-                .iter()
-                .copied()
-                .filter(|i| i.state == "pending")
-                .collect();
-            if !pending.is_empty() {
-                pending
-            } else if in_flight {
-                return Ok(());
-            } else if !canaries.iter().any(|i| i.state == "succeeded") {
-                // Skipped canaries prove nothing: with no canary that ran
-                // and succeeded, the batches are not sent.
-                return self
-                    .stop(
-                        redrive_id,
-                        now,
-                        "no_canary_evidence",
-                        json!({ "canaries": canaries.len() }),
-                    )
-                    .await;
-            } else {
-                self.set_state(redrive_id, "running", None, now).await?;
-                self.audit(
-                    redrive_id,
-                    now,
-                    "canaries_passed",
-                    json!({ "canaries": canaries.len() }),
-                )
-                .await?;
-                rest.iter()
-                    .copied()
-                    .filter(|i| i.state == "pending")
-                    .take(req.batch_size)
-                    .collect()
-            }
+        let next = if r.state == "canary" {
+            self.after_canaries(redrive_id, &req, &canaries, &rest, in_flight, now)
+                .await?
         } else {
-            if in_flight {
-                return Ok(());
-            }
-            let done: Vec<&&ItemRow> = rest
-                .iter()
-                .filter(|i| i.state == "succeeded" || i.state == "failed")
-                .collect();
-            let failed = done.iter().filter(|i| i.state == "failed").count();
-            if !done.is_empty() && failed as f64 / done.len() as f64 > req.max_failure_ratio {
-                return self
-                    .stop(
-                        redrive_id,
-                        now,
-                        "failure_ratio",
-                        json!({ "failed": failed, "done": done.len() }),
-                    )
-                    .await;
-            }
-            rest.iter()
-                .copied()
-                .filter(|i| i.state == "pending")
-                .take(req.batch_size)
-                .collect()
+            self.after_batch(redrive_id, &req, &rest, in_flight, now)
+                .await?
         };
-        if to_send.is_empty() {
-            self.set_state(redrive_id, "completed", None, now).await?;
-            return self.audit(redrive_id, now, "completed", json!({})).await;
+        match next {
+            // Waiting for the items in flight, or stopped.
+            None => Ok(()),
+            Some(to_send) if to_send.is_empty() => {
+                self.set_state(redrive_id, "completed", None, now).await?;
+                self.audit(redrive_id, now, "completed", json!({})).await
+            }
+            Some(to_send) => self.send_items(redrive_id, to_send, now).await,
         }
+    }
+
+    /// Settles the items sent whose jobs reached a final state.
+    async fn settle_items(&self, redrive_id: &str, items: &mut [ItemRow]) -> Result<(), PortError> {
+        for it in items.iter_mut().filter(|i| i.state == "sent") {
+            let settled = match it.job_state.as_deref() {
+                Some("succeeded") => Some("succeeded"),
+                Some("failed" | "dead") => Some("failed"),
+                Some("superseded") => Some("skipped"),
+                _ => None,
+            };
+            if let Some(s) = settled {
+                self.set_item(redrive_id, &it.letter_job_id, "sent", s, None, None)
+                    .await?;
+                it.state = s.to_string();
+            }
+        }
+        Ok(())
+    }
+
+    /// The canary phase's next step: the canaries still pending, or once
+    /// they all ended and one succeeded, the first batch (the redrive
+    /// moves to `running`). `None`: wait, or stopped for lack of evidence.
+    async fn after_canaries<'a>(
+        &self,
+        redrive_id: &str,
+        req: &RedriveRequest,
+        canaries: &[&'a ItemRow],
+        rest: &[&'a ItemRow],
+        in_flight: bool,
+        now: i64,
+    ) -> Result<Option<Vec<&'a ItemRow>>, PortError> {
+        let pending: Vec<&ItemRow> = canaries
+            .iter()
+            .copied()
+            .filter(|i| i.state == "pending")
+            .collect();
+        if !pending.is_empty() {
+            return Ok(Some(pending));
+        }
+        if in_flight {
+            return Ok(None);
+        }
+        if !canaries.iter().any(|i| i.state == "succeeded") {
+            // Skipped canaries prove nothing: with no canary that ran
+            // and succeeded, the batches are not sent.
+            self.stop(
+                redrive_id,
+                now,
+                "no_canary_evidence",
+                json!({ "canaries": canaries.len() }),
+            )
+            .await?;
+            return Ok(None);
+        }
+        self.set_state(redrive_id, "running", None, now).await?;
+        self.audit(
+            redrive_id,
+            now,
+            "canaries_passed",
+            json!({ "canaries": canaries.len() }),
+        )
+        .await?;
+        Ok(Some(next_batch(rest, req.batch_size)))
+    }
+
+    /// The batch phase's next step: once the batch in flight ended, and
+    /// unless its failure ratio is over the limit, the next batch. `None`:
+    /// wait, or stopped.
+    async fn after_batch<'a>(
+        &self,
+        redrive_id: &str,
+        req: &RedriveRequest,
+        rest: &[&'a ItemRow],
+        in_flight: bool,
+        now: i64,
+    ) -> Result<Option<Vec<&'a ItemRow>>, PortError> {
+        if in_flight {
+            return Ok(None);
+        }
+        let done: Vec<&ItemRow> = rest
+            .iter()
+            .copied()
+            .filter(|i| i.state == "succeeded" || i.state == "failed")
+            .collect();
+        let failed = done.iter().filter(|i| i.state == "failed").count();
+        if !done.is_empty() && failed as f64 / done.len() as f64 > req.max_failure_ratio {
+            self.stop(
+                redrive_id,
+                now,
+                "failure_ratio",
+                json!({ "failed": failed, "done": done.len() }),
+            )
+            .await?;
+            return Ok(None);
+        }
+        Ok(Some(next_batch(rest, req.batch_size)))
+    }
+
+    /// Re-runs each item's letter (an item no longer re-runnable is
+    /// skipped), and audits what was sent.
+    async fn send_items(
+        &self,
+        redrive_id: &str,
+        to_send: Vec<&ItemRow>,
+        now: i64,
+    ) -> Result<(), PortError> {
         let mut sent = 0;
         let phase = to_send.first().map_or("batch", |i| {
             if i.phase == "canary" {
@@ -488,20 +537,14 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         Ok(Some((new_version, new_job)))
     }
 
-    pub async fn redrive_view(&self, redrive_id: &str) -> Result<Option<Value>, PortError> {
+    /// A redrive, its items and its audit trail.
+    pub async fn redrive_view(&self, redrive_id: &str) -> Result<Option<RedriveView>, PortError> {
         let Some(r) = self.redrive_row(redrive_id).await? else {
             return Ok(None);
         };
         let items = self.redrive_items(redrive_id).await?;
-        let count = |s: &str| items.iter().filter(|i| i.state == s).count();
         let audit = self.store.redrive_audit_list(redrive_id).await?;
-        Ok(Some(json!({
-            "redrive_id": r.redrive_id, "plan_id": r.plan_id, "state": r.state, "stop_reason": r.stop_reason,
-            "params": serde_json::from_str::<Value>(&r.params).unwrap_or(Value::Null),
-            "counts": { "total": items.len(), "pending": count("pending"), "sent": count("sent"),
-                        "succeeded": count("succeeded"), "failed": count("failed"), "skipped": count("skipped") },
-            "items": items, "audit": audit, "created_at": r.created_at, "updated_at": r.updated_at,
-        })))
+        Ok(Some(RedriveView::new(r, items, audit)))
     }
 
     /// Advances every active redrive (cron). Returns how many it looked at.
@@ -577,5 +620,31 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         self.store
             .redrive_audit(redrive_id, now, event, &detail)
             .await
+    }
+}
+
+/// The next `size` pending items of the batch phase.
+fn next_batch<'a>(rest: &[&'a ItemRow], size: usize) -> Vec<&'a ItemRow> {
+    rest.iter()
+        .copied()
+        .filter(|i| i.state == "pending")
+        .take(size)
+        .collect()
+}
+
+/// Why a redrive skips a letter (see [`SkippedItem::reason`]); `None`: it
+/// is eligible.
+fn skip_reason(c: &Candidate) -> Option<&'static str> {
+    let in_flight = matches!(
+        c.job_state_now.as_deref(),
+        Some("queued" | "running" | "up_for_retry")
+    );
+    match (c.latest_version, c.live_version) {
+        _ if c.redriven > 0 => Some("already_redriven"),
+        _ if in_flight => Some("in_flight"),
+        (None, _) => Some("document_missing"),
+        (Some(l), _) if l > c.version => Some("superseded"),
+        (_, Some(live)) if live >= c.version => Some("already_live"),
+        _ => None,
     }
 }

@@ -1,7 +1,7 @@
 //! Reindexing: one document, or a backfill over many, and index generations.
 //!
 //! A backfill is the same job run again for many keys: a record in D1 with
-//! a cursor (doc_id order), advanced a page at a time by the POST that
+//! a cursor (doc_id order), advanced a page at a time by the request that
 //! starts it and then by cron, pausable and cancellable, each page one D1
 //! batch (jobs, items, cursor) before its queue messages. Scope `all` and
 //! `filter` re-run each live version as a new version (same content,
@@ -12,12 +12,12 @@
 //! retained (and still written) until it is retired, so the switch can be
 //! rolled back; retiring turns its chunk rows into cleanup intents.
 
-use super::{log_event, Pipeline};
+use super::{log_event, BackfillView, GenerationsView, Outcome, Pipeline, Refused};
 use crate::bugs::Bug;
 use crate::core::failure::FailureBucket;
 use crate::core::ids::{job_id, DocId};
 use crate::ports::{Clock, Database, Embedder, JobMessage, JobQueue, PortError, VectorIndex};
-use crate::store::{BackfillRow, NewBackfill};
+use crate::store::{BackfillRow, NewBackfill, PageDoc};
 use serde_json::{json, Value};
 
 /// What a backfill covers.
@@ -32,61 +32,68 @@ pub enum BackfillScope {
     Config,
 }
 
-/// Why a request about reindexing was refused: HTTP status, stable code, message.
-pub type Refusal = (u16, &'static str, String);
+impl BackfillScope {
+    /// The scope's name and filter (JSON) as the backfill's record holds them.
+    fn record(&self) -> (&'static str, Option<String>) {
+        match self {
+            BackfillScope::All => ("all", None),
+            BackfillScope::Filter(f) => ("filter", Some(Value::Object(f.clone()).to_string())),
+            BackfillScope::Config => ("config", None),
+        }
+    }
+}
+
+/// What an operator does to a backfill.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BackfillAction {
+    /// A running backfill stops enqueueing pages (its jobs go on).
+    Pause,
+    /// A paused backfill goes on from its cursor.
+    Resume,
+    /// A running or paused backfill ends; the generation it built is abandoned.
+    Cancel,
+}
+
+impl BackfillAction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BackfillAction::Pause => "pause",
+            BackfillAction::Resume => "resume",
+            BackfillAction::Cancel => "cancel",
+        }
+    }
+
+    /// The state the action moves to, and the states it moves from.
+    fn transition(self) -> (&'static str, &'static [&'static str]) {
+        match self {
+            BackfillAction::Pause => ("paused", &["running"]),
+            BackfillAction::Resume => ("running", &["paused"]),
+            BackfillAction::Cancel => ("cancelled", &["running", "paused"]),
+        }
+    }
+}
 
 impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D, V, E, Q, C> {
-    /// `GET /v1/admin/generations`.
-    pub async fn generations_view(&self) -> Result<Value, PortError> {
+    /// The generations, the active one and the running configuration.
+    pub async fn generations_view(&self) -> Result<GenerationsView, PortError> {
         let rows = self.store.generations_list().await?;
-        let ours = self.cfg.index_config();
-        let mut active = Value::Null;
-        let gens: Vec<Value> = rows
-            .into_iter()
-            .map(|mut r| {
-                if r["state"] == "active" {
-                    active = r["generation"].clone();
-                }
-                // Generation 1 before its first staging: the running configuration.
-                let raw = r["index_config"].as_str().unwrap_or_default().to_string();
-                let raw = if raw.is_empty() { ours.clone() } else { raw };
-                r["index_config"] = serde_json::from_str(&raw).unwrap_or(Value::Null);
-                r
-            })
-            .collect();
-        Ok(json!({
-            "active": active,
-            "configured": serde_json::from_str::<Value>(&ours).unwrap_or(Value::Null),
-            "generations": gens,
-        }))
+        Ok(GenerationsView::new(rows, &self.cfg.index_config()))
     }
 
     /// Makes a retained generation active again (a rollback, or forward
-    /// again after one). `Ok(Err(..))`: refused.
+    /// again after one). Answers the generations as they are then.
     pub async fn activate_generation(
         &self,
         generation: u32,
-    ) -> Result<Result<Value, Refusal>, PortError> {
+    ) -> Result<Outcome<GenerationsView>, PortError> {
         let Some(state) = self.generation_state(generation).await? else {
-            return Ok(Err((
-                404,
-                "generation_not_found",
-                format!("no generation {generation}"),
-            )));
+            return Ok(Err(Refused::GenerationNotFound { generation }));
         };
         if state != "retained" {
-            return Ok(Err((
-                409,
-                "generation_not_retained",
-                format!("generation {generation} is {state}, not retained"),
-            )));
+            return Ok(Err(Refused::GenerationNotRetained { generation, state }));
         }
         if !self.switch_to(generation, None).await? {
-            return Ok(Err((
-                409,
-                "generation_incomplete",
-                format!("generation {generation} lacks vectors of live documents"),
-            )));
+            return Ok(Err(Refused::GenerationIncomplete { generation }));
         }
         Ok(Ok(self.generations_view().await?))
     }
@@ -95,24 +102,14 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
     pub async fn retire_generation(
         &self,
         generation: u32,
-    ) -> Result<Result<Value, Refusal>, PortError> {
+    ) -> Result<Outcome<GenerationsView>, PortError> {
         let Some(state) = self.generation_state(generation).await? else {
-            return Ok(Err((
-                404,
-                "generation_not_found",
-                format!("no generation {generation}"),
-            )));
+            return Ok(Err(Refused::GenerationNotFound { generation }));
         };
         let now = self.clock.now_ms();
         let changed = self.store.generation_retire(generation, now).await?;
         if !changed && !matches!(state.as_str(), "retiring" | "retired") {
-            return Ok(Err((
-                409,
-                "generation_in_use",
-                format!(
-                    "generation {generation} is {state}; only a retained or abandoned one retires"
-                ),
-            )));
+            return Ok(Err(Refused::GenerationInUse { generation, state }));
         }
         Ok(Ok(self.generations_view().await?))
     }
@@ -141,112 +138,56 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         Ok(switched)
     }
 
-    /// `POST /v1/documents/{doc_id}/reindex`: the live version re-run as a
-    /// new version through the queue. Returns (new version, job id).
+    /// Reindexes one document: its live version re-run as a new version
+    /// through the queue. Returns (new version, job id).
     pub async fn reindex_document(
         &self,
         doc_id: &str,
-    ) -> Result<Result<(u32, String), Refusal>, PortError> {
+    ) -> Result<Outcome<(u32, String)>, PortError> {
         let rows = self.store.document_views(&[doc_id]).await?;
         let Some(d) = rows.into_iter().next() else {
-            return Ok(Err((404, "document_not_found", "no such document".into())));
+            return Ok(Err(Refused::DocumentNotFound));
         };
         // A latest version that failed (not live) is re-run itself: the
         // client's way to resubmit it.
         let latest_failed = matches!(d.job_state.as_deref(), Some("failed" | "dead"))
             && d.live_version.is_none_or(|l| l < d.latest_version);
         if latest_failed {
-            return match self.rerun_version(doc_id, d.latest_version).await? {
-                Some(done) => Ok(Ok(done)),
-                None => Ok(Err((
-                    409,
-                    "document_indexing",
-                    "a newer version arrived meanwhile".into(),
-                ))),
-            };
+            let rerun = self.rerun_version(doc_id, d.latest_version).await?;
+            return Ok(rerun.ok_or(Refused::NewerVersionArrived));
         }
         let (Some(live), Some(0)) = (d.live_version, d.live_is_delete) else {
-            return Ok(Err((
-                409,
-                "document_not_indexed",
-                "the document has no live version to reindex".into(),
-            )));
+            return Ok(Err(Refused::DocumentNotIndexed));
         };
         if d.latest_version != live {
-            return Ok(Err((
-                409,
-                "document_indexing",
-                format!(
-                    "version {} is being indexed; it will use the current configuration",
-                    d.latest_version
-                ),
-            )));
+            return Ok(Err(Refused::VersionIndexing {
+                version: d.latest_version,
+            }));
         }
-        match self.rerun_live_version(doc_id, live).await? {
-            Some(done) => Ok(Ok(done)),
-            None => Ok(Err((
-                409,
-                "document_indexing",
-                "a newer version arrived meanwhile".into(),
-            ))),
-        }
+        let rerun = self.rerun_live_version(doc_id, live).await?;
+        Ok(rerun.ok_or(Refused::NewerVersionArrived))
     }
 
-    /// `POST /v1/admin/reindex`: starts a backfill and enqueues its first page.
+    /// Starts a backfill and enqueues its first page. Answers the backfill
+    /// as it is then (`None` only if its row could not be read back, which
+    /// the ledger never does: backfills are never deleted).
     pub async fn start_backfill(
         &self,
         scope: &BackfillScope,
         page_size: u32,
-    ) -> Result<Result<Value, Refusal>, PortError> {
-        let open = self.store.backfill_running().await?;
-        let paused = self.store.backfills(20).await?;
-        if open.is_some() || paused.iter().any(|b| b.state == "paused") {
-            return Ok(Err((
-                409,
-                "backfill_active",
-                "a backfill is running or paused: cancel or finish it first".into(),
-            )));
+    ) -> Result<Outcome<Option<BackfillView>>, PortError> {
+        if self.backfill_open().await? {
+            return Ok(Err(Refused::BackfillOpen));
         }
         let now = self.clock.now_ms();
-        let (scope_name, filter) = match scope {
-            BackfillScope::All => ("all", None),
-            BackfillScope::Filter(f) => ("filter", Some(Value::Object(f.clone()).to_string())),
-            BackfillScope::Config => ("config", None),
+        let (scope_name, filter) = scope.record();
+        let generation_built = match scope {
+            BackfillScope::Config => match self.generation_to_build().await? {
+                Ok(g) => Some(g),
+                Err(refused) => return Ok(Err(refused)),
+            },
+            BackfillScope::All | BackfillScope::Filter(_) => None,
         };
-        let mut generation_built = None;
-        if *scope == BackfillScope::Config {
-            let active = self.store.active_generation().await?.ok_or(PortError::new(
-                FailureBucket::Internal,
-                "no_active_generation",
-            ))?;
-            let ours = self.cfg.index_config();
-            if active.index_config.is_empty() || active.index_config == ours {
-                return Ok(Err((
-                    409,
-                    "config_unchanged",
-                    "the running configuration is the active generation's".into(),
-                )));
-            }
-            // The generation and its backfill are written in one batch, so
-            // that no generation is ever building without a backfill (a
-            // start that failed between the two left one behind, which a
-            // retry then found with the configuration already active).
-            // One being built already, without a backfill (left by an older
-            // release), is built if it is this configuration's.
-            let targets = self.store.target_generations().await?;
-            let generation = match targets.iter().find(|g| g.state == "building") {
-                Some(g) if g.index_config == ours => g.generation,
-                Some(_) => {
-                    return Ok(Err((
-                        409,
-                        "generation_building",
-                        "another generation is being built".into(),
-                    )))
-                }
-                None => self.store.generation_max().await? + 1,
-            };
-            generation_built = Some((ours, generation, active.generation));
-        }
         let to = generation_built.as_ref().map(|g| g.1);
         let id = backfill_id(now, scope_name, filter.as_deref(), to);
         let new = NewBackfill {
@@ -265,39 +206,65 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         if !inserted {
             // Another start (a concurrent or retried request) won: it
             // started a backfill, or even finished it.
-            return Ok(Err((
-                409,
-                "backfill_active",
-                "a backfill was started meanwhile".into(),
-            )));
+            return Ok(Err(Refused::BackfillStartedMeanwhile));
         }
         log_event(
             "backfill_started",
             json!({ "backfill_id": id, "scope": scope_name, "generation": to }),
         );
         self.advance_backfill_page(&id, true).await?;
-        Ok(Ok(self.backfill_view(&id).await?.unwrap_or(Value::Null)))
+        Ok(Ok(self.backfill_view(&id).await?))
     }
 
-    /// Pause, resume or cancel. `Ok(None)`: no such backfill.
+    /// Whether a backfill is running or paused (one at a time).
+    async fn backfill_open(&self) -> Result<bool, PortError> {
+        let open = self.store.backfill_running().await?;
+        let paused = self.store.backfills(20).await?;
+        Ok(open.is_some() || paused.iter().any(|b| b.state == "paused"))
+    }
+
+    /// The generation a `config` backfill builds: (the running
+    /// configuration, its number, the active generation's number).
+    async fn generation_to_build(&self) -> Result<Outcome<(String, u32, u32)>, PortError> {
+        let active = self.store.active_generation().await?.ok_or(PortError::new(
+            FailureBucket::Internal,
+            "no_active_generation",
+        ))?;
+        let ours = self.cfg.index_config();
+        if active.index_config.is_empty() || active.index_config == ours {
+            return Ok(Err(Refused::ConfigUnchanged));
+        }
+        // The generation and its backfill are written in one batch, so
+        // that no generation is ever building without a backfill (a
+        // start that failed between the two left one behind, which a
+        // retry then found with the configuration already active).
+        // One being built already, without a backfill (left by an older
+        // release), is built if it is this configuration's.
+        let targets = self.store.target_generations().await?;
+        let generation = match targets.iter().find(|g| g.state == "building") {
+            Some(g) if g.index_config == ours => g.generation,
+            Some(_) => return Ok(Err(Refused::GenerationBuilding)),
+            None => self.store.generation_max().await? + 1,
+        };
+        Ok(Ok((ours, generation, active.generation)))
+    }
+
+    /// Pauses, resumes or cancels a backfill. Answers it as it is then
+    /// (`None`: as for [`Self::start_backfill`]).
     pub async fn backfill_transition(
         &self,
         id: &str,
-        action: &str,
-    ) -> Result<Option<Result<Value, Refusal>>, PortError> {
+        action: BackfillAction,
+    ) -> Result<Outcome<Option<BackfillView>>, PortError> {
         let Some(b) = self.backfill_row(id).await? else {
-            return Ok(None);
+            return Ok(Err(Refused::BackfillNotFound));
         };
-        let (to, from): (&str, &[&str]) = match action {
-            "pause" => ("paused", &["running"]),
-            "resume" => ("running", &["paused"]),
-            _ => ("cancelled", &["running", "paused"]),
-        };
+        let (to, from) = action.transition();
         let now = self.clock.now_ms();
         // A cancel gives up the generation in the same batch: a crash
         // between the two would leave it building for good, written by
         // every index job and never switched to.
-        let abandon = if to == "cancelled" {
+        let abandon = if action == BackfillAction::Cancel {
             b.to_generation
         } else {
             None
@@ -314,62 +281,35 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             )
             .await?;
         if !changed {
-            return Ok(Some(Err((
-                409,
-                "backfill_state",
-                format!("a {} backfill cannot {action}", b.state),
-            ))));
+            return Ok(Err(Refused::BackfillState {
+                state: b.state,
+                action,
+            }));
         }
         log_event("backfill_state", json!({ "backfill_id": id, "state": to }));
-        Ok(Some(Ok(self
-            .backfill_view(id)
-            .await?
-            .unwrap_or(Value::Null))))
+        Ok(Ok(self.backfill_view(id).await?))
     }
 
     async fn backfill_row(&self, id: &str) -> Result<Option<BackfillRow>, PortError> {
         self.store.backfill(id).await
     }
 
-    /// The progress view. At every moment `enqueued = done + pending +
-    /// failed` and `remaining = pending + not_enqueued`.
-    pub async fn backfill_view(&self, id: &str) -> Result<Option<Value>, PortError> {
+    /// A backfill and its progress.
+    pub async fn backfill_view(&self, id: &str) -> Result<Option<BackfillView>, PortError> {
         let Some(b) = self.backfill_row(id).await? else {
             return Ok(None);
         };
         Ok(Some(self.view_of(&b).await?))
     }
 
-    async fn view_of(&self, b: &BackfillRow) -> Result<Value, PortError> {
+    async fn view_of(&self, b: &BackfillRow) -> Result<BackfillView, PortError> {
         let c = self.store.backfill_counts(&b.backfill_id).await?;
         let total = self.store.backfill_total(b.filter.as_deref()).await?;
-        let pending = c.enqueued.saturating_sub(c.done + c.failed);
-        let open = matches!(b.state.as_str(), "running" | "paused");
-        let not_enqueued = if open {
-            total.saturating_sub(c.enqueued)
-        } else {
-            0
-        };
-        Ok(json!({
-            "backfill_id": b.backfill_id,
-            "scope": b.scope,
-            "filter": b.filter.as_deref().and_then(|f| serde_json::from_str::<Value>(f).ok()),
-            "state": b.state,
-            "generation": b.to_generation.map(|to| json!({ "from": b.from_generation, "to": to })),
-            "cursor": b.cursor,
-            "passes": b.passes,
-            "page_size": b.page_size,
-            "progress": {
-                "total": total, "enqueued": c.enqueued, "done": c.done, "pending": pending, "failed": c.failed,
-                "not_enqueued": not_enqueued, "remaining": pending + not_enqueued,
-            },
-            "created_at": b.created_at,
-            "updated_at": b.updated_at,
-        }))
+        Ok(BackfillView::new(b, &c, total))
     }
 
-    /// `GET /v1/admin/reindex`: the latest backfills, newest first.
-    pub async fn backfills(&self, limit: usize) -> Result<Vec<Value>, PortError> {
+    /// The latest backfills, newest first.
+    pub async fn backfills(&self, limit: usize) -> Result<Vec<BackfillView>, PortError> {
         let rows = self.store.backfills(limit).await?;
         let mut out = Vec::with_capacity(rows.len());
         for b in &rows {
@@ -428,95 +368,116 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         if let Some(last) = page.last() {
             let cursor = last.doc_id.as_str();
             match b.to_generation {
-                Some(g) => {
-                    // Jobs, items and cursor in one batch, then the sends
-                    // (a lost send: cron's stall check sends it again).
-                    let mut jobs = Vec::with_capacity(page.len());
-                    let mut messages = Vec::with_capacity(page.len());
-                    for d in &page {
-                        let Ok(doc) = DocId::parse(&d.doc_id) else {
-                            continue;
-                        };
-                        let job = job_id(&doc, d.version, &format!("build-g{g}"), b.passes);
-                        jobs.push(json!({ "job": job, "doc": d.doc_id, "version": d.version }));
-                        messages.push(JobMessage::new(job, d.doc_id.clone(), d.version));
-                    }
-                    let jobs = Value::Array(jobs).to_string();
-                    self.store
-                        .backfill_build_page(id, b.passes, g, &jobs, cursor, now)
-                        .await?;
-                    for batch in messages.chunks(100) {
-                        if let Err(e) = self.queue.send_batch(batch).await {
-                            log_event(
-                                "enqueue_deferred",
-                                json!({ "bucket": e.bucket.as_str(), "code": e.code, "jobs": batch.len() }),
-                            );
-                        }
-                    }
-                }
-                None => {
-                    // Each re-run is its own batch and send; a failure before
-                    // the cursor moves re-runs those documents once more.
-                    let mut items = Vec::new();
-                    for d in &page {
-                        if let Some((_, job)) =
-                            self.rerun_live_version(&d.doc_id, d.version).await?
-                        {
-                            items.push(json!({ "doc": d.doc_id, "job": job }));
-                        }
-                    }
-                    let items = Value::Array(items).to_string();
-                    self.store
-                        .backfill_rerun_page(id, b.passes, &items, cursor, now)
-                        .await?;
-                }
+                Some(g) => self.enqueue_build_page(&b, g, &page, cursor, now).await?,
+                None => self.enqueue_rerun_page(&b, &page, cursor, now).await?,
             }
             return Ok(true);
         }
-        // The end of a pass: wait for its jobs, then finish.
-        let view = self.view_of(&b).await?;
-        if view["progress"]["pending"].as_u64().unwrap_or(0) > 0 {
-            return Ok(false);
-        }
-        match b.to_generation {
-            None => {
-                self.store.backfill_complete(id, now).await?;
-            }
-            Some(g)
-                if self
-                    .store
-                    .active_generation()
-                    .await?
-                    .is_some_and(|a| a.generation == g) =>
-            {
-                // Switched already (by a run that ended before completing
-                // it, or a rollback and forth): complete.
-                self.store.backfill_complete(id, now).await?;
-            }
-            Some(g) => {
-                let gaps = self.store.generation_gaps(g).await?;
-                if gaps.unstaged > 0 || gaps.building > 0 {
-                    // Jobs still writing: look again on the next run.
-                    return Ok(false);
-                }
-                if gaps.missing == 0 && self.switch_to(g, Some(id)).await? {
-                    // Switched and completed in one batch.
-                } else if b.passes >= self.cfg.backfill_passes_max {
-                    self.store
-                        .backfill_set_state(id, &["running"], "failed", None, now, false)
-                        .await?;
-                    log_event(
-                        "backfill_failed",
-                        json!({ "backfill_id": id, "missing": gaps.missing, "passes": b.passes }),
-                    );
-                } else {
-                    // Documents still missing (a failed build, or indexed
-                    // before the generation existed): another pass.
-                    self.store.backfill_next_pass(id, now).await?;
-                }
-            }
-        }
+        self.end_pass(&b, now).await?;
         Ok(false)
+    }
+
+    /// A page of a `config` backfill: a build job per document into
+    /// generation `g`. Jobs, items and cursor in one batch, then the sends
+    /// (a lost send: cron's stall check sends it again).
+    async fn enqueue_build_page(
+        &self,
+        b: &BackfillRow,
+        g: u32,
+        page: &[PageDoc],
+        cursor: &str,
+        now: i64,
+    ) -> Result<(), PortError> {
+        let mut jobs = Vec::with_capacity(page.len());
+        let mut messages = Vec::with_capacity(page.len());
+        for d in page {
+            let Ok(doc) = DocId::parse(&d.doc_id) else {
+                continue;
+            };
+            let job = job_id(&doc, d.version, &format!("build-g{g}"), b.passes);
+            jobs.push(json!({ "job": job, "doc": d.doc_id, "version": d.version }));
+            messages.push(JobMessage::new(job, d.doc_id.clone(), d.version));
+        }
+        let jobs = Value::Array(jobs).to_string();
+        self.store
+            .backfill_build_page(&b.backfill_id, b.passes, g, &jobs, cursor, now)
+            .await?;
+        for batch in messages.chunks(100) {
+            if let Err(e) = self.queue.send_batch(batch).await {
+                log_event(
+                    "enqueue_deferred",
+                    json!({ "bucket": e.bucket.as_str(), "code": e.code, "jobs": batch.len() }),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// A page of an `all` or `filter` backfill: each live version re-run.
+    /// Each re-run is its own batch and send; a failure before the cursor
+    /// moves re-runs those documents once more.
+    async fn enqueue_rerun_page(
+        &self,
+        b: &BackfillRow,
+        page: &[PageDoc],
+        cursor: &str,
+        now: i64,
+    ) -> Result<(), PortError> {
+        let mut items = Vec::new();
+        for d in page {
+            if let Some((_, job)) = self.rerun_live_version(&d.doc_id, d.version).await? {
+                items.push(json!({ "doc": d.doc_id, "job": job }));
+            }
+        }
+        let items = Value::Array(items).to_string();
+        self.store
+            .backfill_rerun_page(&b.backfill_id, b.passes, &items, cursor, now)
+            .await
+    }
+
+    /// The end of a pass: once its jobs ended, complete the backfill (scope
+    /// `config`: switch generations in the same batch), or start another
+    /// pass for the documents still missing, or give up after the last.
+    async fn end_pass(&self, b: &BackfillRow, now: i64) -> Result<(), PortError> {
+        let id = b.backfill_id.as_str();
+        let view = self.view_of(b).await?;
+        if view.progress.pending > 0 {
+            return Ok(());
+        }
+        let Some(g) = b.to_generation else {
+            return self.store.backfill_complete(id, now).await;
+        };
+        if self
+            .store
+            .active_generation()
+            .await?
+            .is_some_and(|a| a.generation == g)
+        {
+            // Switched already (by a run that ended before completing
+            // it, or a rollback and forth): complete.
+            return self.store.backfill_complete(id, now).await;
+        }
+        let gaps = self.store.generation_gaps(g).await?;
+        if gaps.unstaged > 0 || gaps.building > 0 {
+            // Jobs still writing: look again on the next run.
+            return Ok(());
+        }
+        if gaps.missing == 0 && self.switch_to(g, Some(id)).await? {
+            // Switched and completed in one batch.
+        } else if b.passes >= self.cfg.backfill_passes_max {
+            self.store
+                .backfill_set_state(id, &["running"], "failed", None, now, false)
+                .await?;
+            log_event(
+                "backfill_failed",
+                json!({ "backfill_id": id, "missing": gaps.missing, "passes": b.passes }),
+            );
+        } else {
+            // Documents still missing (a failed build, or indexed
+            // before the generation existed): another pass.
+            self.store.backfill_next_pass(id, now).await?;
+        }
+        Ok(())
     }
 
     /// Cron: chunk rows of retiring and abandoned generations become

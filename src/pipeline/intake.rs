@@ -120,104 +120,18 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock>
         Err(last_conflict)
     }
 
+    /// One attempt: read the latest versions, decide each item's outcome,
+    /// record the new versions in one batch, then send their pointers.
     async fn intake_once(&self, items: &[IntakeItem]) -> Result<Vec<IntakeOutcome>, IntakeError> {
         let now = self.clock.now_ms();
-        let ids: Vec<&str> = items.iter().map(|i| i.doc_id().as_str()).collect();
-        // doc_id -> (latest version, content hash of the latest, is tombstone).
-        // A latest version whose job failed has no hash here: the same
-        // content again is a resubmission, a new version, not "unchanged".
-        let mut latest: HashMap<String, (u32, String, bool)> = HashMap::new();
-        if !ids.is_empty() {
-            for r in self
-                .store
-                .latest_versions(&ids)
-                .await
-                .map_err(IntakeError::Port)?
-            {
-                let hash = if r.latest_failed != 0 {
-                    String::new()
-                } else {
-                    r.content_hash
-                };
-                latest.insert(r.doc_id, (r.latest_version, hash, r.is_delete != 0));
-            }
-        }
-
+        let mut latest = self.latest_of(items).await.map_err(IntakeError::Port)?;
         let mut outcomes = Vec::with_capacity(items.len());
-        let mut docs = Vec::new();
-        let mut versions = Vec::new();
-        let mut parts = Vec::new();
-        let mut jobs = Vec::new();
-        let mut messages = Vec::new();
+        let mut batch = Batch::default();
         for item in items {
-            let doc_id = item.doc_id().as_str();
-            let prev = latest.get(doc_id).cloned();
-            let (hash, is_delete) = match item {
-                IntakeItem::Put(d) => (content_hash(d), false),
-                IntakeItem::Delete(_) => (TOMBSTONE_HASH.to_string(), true),
-            };
-            match (&prev, is_delete) {
-                (None, true) => {
-                    outcomes.push(IntakeOutcome::NotFound {
-                        doc_id: doc_id.to_string(),
-                    });
-                    continue;
-                }
-                (Some((v, h, _)), _) if *h == hash => {
-                    outcomes.push(IntakeOutcome::Unchanged {
-                        doc_id: doc_id.to_string(),
-                        version: *v,
-                    });
-                    continue;
-                }
-                _ => {}
-            }
-            let version = prev.as_ref().map_or(1, |p| p.0 + 1);
-            let kind = if is_delete { "delete" } else { "index" };
-            let jid = job_id(item.doc_id(), version, kind, 0);
-            let (text, content_type, metadata) = match item {
-                IntakeItem::Put(d) => (
-                    d.text.as_str(),
-                    d.content_type.as_str(),
-                    Value::Object(d.metadata.clone()).to_string(),
-                ),
-                IntakeItem::Delete(_) => ("", ContentType::Plain.as_str(), "{}".to_string()),
-            };
-            let text_parts = split_parts(text, self.cfg.d1_text_part_bytes_max);
-            for (i, t) in text_parts.iter().enumerate() {
-                parts.push(PartRow {
-                    doc_id,
-                    version,
-                    part: i,
-                    text: t,
-                });
-            }
-            versions.push(VersionRow {
-                doc_id,
-                version,
-                is_delete: u8::from(is_delete),
-                content_hash: hash.clone(),
-                content_type,
-                metadata,
-                text_bytes: text.len(),
-                part_count: text_parts.len(),
-            });
-            docs.push(DocRow { doc_id, version });
-            jobs.push(JobRow {
-                job_id: jid.clone(),
-                doc_id,
-                version,
-                kind,
-            });
-            messages.push(JobMessage::new(jid.clone(), doc_id.to_string(), version));
-            latest.insert(doc_id.to_string(), (version, hash, is_delete));
-            outcomes.push(IntakeOutcome::Queued {
-                doc_id: doc_id.to_string(),
-                version,
-                job_id: jid,
-            });
+            let outcome = batch.add(item, &mut latest, self.cfg.d1_text_part_bytes_max);
+            outcomes.push(outcome);
         }
-        if messages.is_empty() {
+        if batch.messages.is_empty() {
             return Ok(outcomes);
         }
 
@@ -226,10 +140,10 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock>
         self.store
             .record_versions(
                 &NewVersions {
-                    docs: &docs,
-                    versions: &versions,
-                    parts: &parts,
-                    jobs: &jobs,
+                    docs: &batch.docs,
+                    versions: &batch.versions,
+                    parts: &batch.parts,
+                    jobs: &batch.jobs,
                 },
                 now,
             )
@@ -238,7 +152,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock>
 
         // Only after the commit: the pointers. If sending fails, the jobs stay
         // `queued` in D1 and the cron reconciler re-enqueues them once stalled.
-        for page in messages.chunks(100) {
+        for page in batch.messages.chunks(100) {
             if let Err(e) = self.queue.send_batch(page).await {
                 log_event(
                     "enqueue_deferred",
@@ -247,6 +161,132 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock>
             }
         }
         Ok(outcomes)
+    }
+
+    /// The latest version of each item's document (none for a new one).
+    async fn latest_of(&self, items: &[IntakeItem]) -> Result<Latest, PortError> {
+        let ids: Vec<&str> = items.iter().map(|i| i.doc_id().as_str()).collect();
+        let mut latest = Latest::new();
+        if ids.is_empty() {
+            return Ok(latest);
+        }
+        for r in self.store.latest_versions(&ids).await? {
+            // A latest version whose job failed has no hash here: the same
+            // content again is a resubmission, a new version, not "unchanged".
+            let hash = if r.latest_failed != 0 {
+                String::new()
+            } else {
+                r.content_hash
+            };
+            latest.insert(r.doc_id, (r.latest_version, hash, r.is_delete != 0));
+        }
+        Ok(latest)
+    }
+}
+
+/// doc_id -> (latest version, content hash of the latest, is tombstone).
+type Latest = HashMap<String, (u32, String, bool)>;
+
+/// The rows and messages of the new versions of one intake.
+#[derive(Default)]
+struct Batch<'a> {
+    docs: Vec<DocRow<'a>>,
+    versions: Vec<VersionRow<'a>>,
+    parts: Vec<PartRow<'a>>,
+    jobs: Vec<JobRow<'a>>,
+    messages: Vec<JobMessage>,
+}
+
+impl<'a> Batch<'a> {
+    /// Decides `item`'s outcome against the latest versions (which a new
+    /// version updates, so a later item of the same document follows it),
+    /// and adds the rows of a new version.
+    fn add(
+        &mut self,
+        item: &'a IntakeItem,
+        latest: &mut Latest,
+        part_bytes_max: usize,
+    ) -> IntakeOutcome {
+        let doc_id = item.doc_id().as_str();
+        let prev = latest.get(doc_id).cloned();
+        let (hash, is_delete) = match item {
+            IntakeItem::Put(d) => (content_hash(d), false),
+            IntakeItem::Delete(_) => (TOMBSTONE_HASH.to_string(), true),
+        };
+        match (&prev, is_delete) {
+            (None, true) => {
+                return IntakeOutcome::NotFound {
+                    doc_id: doc_id.to_string(),
+                }
+            }
+            (Some((v, h, _)), _) if *h == hash => {
+                return IntakeOutcome::Unchanged {
+                    doc_id: doc_id.to_string(),
+                    version: *v,
+                }
+            }
+            _ => {}
+        }
+        let version = prev.as_ref().map_or(1, |p| p.0 + 1);
+        let jid = self.push_version(item, version, &hash, part_bytes_max);
+        latest.insert(doc_id.to_string(), (version, hash, is_delete));
+        IntakeOutcome::Queued {
+            doc_id: doc_id.to_string(),
+            version,
+            job_id: jid,
+        }
+    }
+
+    /// Adds the rows of `item`'s new `version` (its document, version,
+    /// text parts and job) and its message. Returns the job's id.
+    fn push_version(
+        &mut self,
+        item: &'a IntakeItem,
+        version: u32,
+        hash: &str,
+        part_bytes_max: usize,
+    ) -> String {
+        let doc_id = item.doc_id().as_str();
+        let is_delete = matches!(item, IntakeItem::Delete(_));
+        let kind = if is_delete { "delete" } else { "index" };
+        let jid = job_id(item.doc_id(), version, kind, 0);
+        let (text, content_type, metadata) = match item {
+            IntakeItem::Put(d) => (
+                d.text.as_str(),
+                d.content_type.as_str(),
+                Value::Object(d.metadata.clone()).to_string(),
+            ),
+            IntakeItem::Delete(_) => ("", ContentType::Plain.as_str(), "{}".to_string()),
+        };
+        let text_parts = split_parts(text, part_bytes_max);
+        for (i, t) in text_parts.iter().enumerate() {
+            self.parts.push(PartRow {
+                doc_id,
+                version,
+                part: i,
+                text: t,
+            });
+        }
+        self.versions.push(VersionRow {
+            doc_id,
+            version,
+            is_delete: u8::from(is_delete),
+            content_hash: hash.to_string(),
+            content_type,
+            metadata,
+            text_bytes: text.len(),
+            part_count: text_parts.len(),
+        });
+        self.docs.push(DocRow { doc_id, version });
+        self.jobs.push(JobRow {
+            job_id: jid.clone(),
+            doc_id,
+            version,
+            kind,
+        });
+        self.messages
+            .push(JobMessage::new(jid.clone(), doc_id.to_string(), version));
+        jid
     }
 }
 

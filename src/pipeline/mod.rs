@@ -7,6 +7,7 @@ mod backfill;
 mod budget;
 mod consume;
 mod intake;
+mod refused;
 mod repair;
 mod search;
 mod settle;
@@ -14,17 +15,21 @@ mod views;
 
 /// The seeded bugs, at their old path (`crate::bugs`).
 pub use crate::bugs;
-pub use admin::{LetterFilter, Plan, RedriveRequest, REDRIVE_LETTERS_MAX};
-pub use backfill::{BackfillScope, Refusal};
+pub use admin::{LetterFilter, Plan, RedriveRequest, SkippedItem, REDRIVE_LETTERS_MAX};
+pub use backfill::{BackfillAction, BackfillScope};
 pub use budget::{Budget, Metered, Usage, UsageSnapshot};
 pub use consume::ConsumeOutcome;
 // The consumer's fixed budget figures; `config` checks CONSUME_SUBREQUESTS_MAX against them.
 pub use crate::config::{CONSUME_RESERVE, CONSUME_SUBREQUESTS_MIN};
 pub use intake::{DocumentInput, IntakeError, IntakeItem, IntakeOutcome};
+pub use refused::{Outcome, Refused};
 pub use repair::RepairReport;
 pub use search::{SearchHit, SearchRequest};
 pub use settle::{dead_letter_retry_delay, Settle};
-pub use views::{DocumentState, DocumentView, JobView};
+pub use views::{
+    BackfillProgress, BackfillView, DocumentState, DocumentView, GenerationMove, GenerationsView,
+    JobView, LetterPage, RedriveCounts, RedriveView, RepairRunView,
+};
 
 use crate::config::Config;
 use crate::core::failure::RetryPolicy;

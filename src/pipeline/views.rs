@@ -1,9 +1,15 @@
-//! What the API shows of documents and jobs.
+//! What the pipeline shows of its records: documents, jobs, generations,
+//! backfills, redrives, repair runs and dead letters. Plain `Serialize`
+//! data built from store rows (the constructors are pure); the API renders
+//! them as they are.
 
 use super::Pipeline;
 use crate::ports::{Clock, Database, Embedder, JobQueue, PortError, VectorIndex};
-use crate::store::{DocumentViewRow, JobViewRow};
+use crate::store::{
+    BackfillCounts, BackfillRow, DocumentViewRow, ItemRow, JobViewRow, RedriveRow, RepairRunRow,
+};
 use serde::Serialize;
+use serde_json::Value;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -114,8 +120,8 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
     }
 }
 
-/// The API view of one job: its state, its progress through the version's
-/// chunks, and what it used (`GET /v1/jobs/{job_id}`).
+/// One job: its state, its progress through the version's chunks, and
+/// what it used.
 #[derive(Debug, Clone, Serialize)]
 pub struct JobView {
     pub job_id: String,
@@ -173,44 +179,266 @@ pub struct Subrequests {
 
 impl JobView {
     pub fn from_row(r: JobViewRow, budget: u64) -> JobView {
-        let total =
-            r.subrequests_d1 + r.subrequests_embed + r.subrequests_index + r.subrequests_queue;
+        // Every field of the row, by name: a column added to the row is a
+        // compile error here until the view decides what to show of it.
+        let JobViewRow {
+            job_id,
+            doc_id,
+            version,
+            kind,
+            state,
+            step,
+            attempts,
+            last_failure_bucket,
+            lease_until,
+            next_attempt_at,
+            created_at,
+            updated_at,
+            build_generation,
+            chunk_count,
+            chunks_done,
+            chunks_embedded,
+            chunks_reused,
+            invocations,
+            subrequests_d1: d1,
+            subrequests_embed: embed,
+            subrequests_index: index,
+            subrequests_queue: queue,
+            subrequests_peak,
+        } = r;
         JobView {
             progress: JobProgress {
-                chunks_total: if r.kind == "index" {
-                    r.chunk_count
+                chunks_total: if kind == "index" {
+                    chunk_count
                 } else {
                     Some(0)
                 },
-                chunks_done: r.chunks_done,
-                chunks_embedded: r.chunks_embedded,
-                chunks_reused: r.chunks_reused,
+                chunks_done,
+                chunks_embedded,
+                chunks_reused,
             },
             usage: JobUsage {
-                invocations: r.invocations,
+                invocations,
                 subrequests: Subrequests {
-                    d1: r.subrequests_d1,
-                    embed: r.subrequests_embed,
-                    index: r.subrequests_index,
-                    queue: r.subrequests_queue,
-                    total,
+                    d1,
+                    embed,
+                    index,
+                    queue,
+                    total: d1 + embed + index + queue,
                 },
-                subrequests_peak_per_invocation: r.subrequests_peak,
+                subrequests_peak_per_invocation: subrequests_peak,
                 subrequests_budget_per_invocation: budget,
             },
-            job_id: r.job_id,
-            doc_id: r.doc_id,
-            version: r.version,
-            kind: r.kind,
-            build_generation: r.build_generation,
+            job_id,
+            doc_id,
+            version,
+            kind,
+            build_generation,
+            state,
+            step,
+            attempts,
+            last_failure_bucket,
+            lease_until,
+            next_attempt_at,
+            created_at,
+            updated_at,
+        }
+    }
+}
+
+/// The index generations: which one is active, the configuration this
+/// Worker runs, and every generation with its chunk count.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct GenerationsView {
+    /// The active generation (null: none).
+    pub active: Option<u64>,
+    /// The running configuration (what a `config` backfill would build).
+    pub configured: Value,
+    /// Each generation's row, its index configuration parsed (generation
+    /// 1 before its first staging shows the running configuration).
+    pub generations: Vec<Value>,
+}
+
+impl GenerationsView {
+    /// `ours`: the running configuration's canonical JSON.
+    pub fn new(rows: Vec<Value>, ours: &str) -> GenerationsView {
+        let mut active = None;
+        let generations = rows
+            .into_iter()
+            .map(|mut r| {
+                if r["state"] == "active" {
+                    active = r["generation"].as_u64();
+                }
+                let raw = r["index_config"].as_str().unwrap_or_default().to_string();
+                let raw = if raw.is_empty() { ours } else { raw.as_str() };
+                r["index_config"] = serde_json::from_str(raw).unwrap_or(Value::Null);
+                r
+            })
+            .collect();
+        GenerationsView {
+            active,
+            configured: serde_json::from_str(ours).unwrap_or(Value::Null),
+            generations,
+        }
+    }
+}
+
+/// A backfill and its progress. At every moment `enqueued = done + pending
+/// + failed` and `remaining = pending + not_enqueued`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct BackfillView {
+    pub backfill_id: String,
+    pub scope: String,
+    /// Scope `filter`'s metadata filter.
+    pub filter: Option<Value>,
+    pub state: String,
+    /// Scope `config`: the generation it builds, and the one active when it started.
+    pub generation: Option<GenerationMove>,
+    pub cursor: String,
+    pub passes: u32,
+    pub page_size: u32,
+    pub progress: BackfillProgress,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct GenerationMove {
+    pub from: Option<u32>,
+    pub to: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct BackfillProgress {
+    /// Live documents in scope now.
+    pub total: u64,
+    pub enqueued: u64,
+    pub done: u64,
+    pub pending: u64,
+    pub failed: u64,
+    /// In scope, not enqueued yet (0 once the backfill ended).
+    pub not_enqueued: u64,
+    pub remaining: u64,
+}
+
+impl BackfillView {
+    /// `total`: the live documents in the backfill's scope.
+    pub fn new(b: &BackfillRow, c: &BackfillCounts, total: u64) -> BackfillView {
+        let pending = c.enqueued.saturating_sub(c.done + c.failed);
+        let open = matches!(b.state.as_str(), "running" | "paused");
+        let not_enqueued = if open {
+            total.saturating_sub(c.enqueued)
+        } else {
+            0
+        };
+        BackfillView {
+            backfill_id: b.backfill_id.clone(),
+            scope: b.scope.clone(),
+            filter: b
+                .filter
+                .as_deref()
+                .and_then(|f| serde_json::from_str::<Value>(f).ok()),
+            state: b.state.clone(),
+            generation: b.to_generation.map(|to| GenerationMove {
+                from: b.from_generation,
+                to,
+            }),
+            cursor: b.cursor.clone(),
+            passes: b.passes,
+            page_size: b.page_size,
+            progress: BackfillProgress {
+                total,
+                enqueued: c.enqueued,
+                done: c.done,
+                pending,
+                failed: c.failed,
+                not_enqueued,
+                remaining: pending + not_enqueued,
+            },
+            created_at: b.created_at,
+            updated_at: b.updated_at,
+        }
+    }
+}
+
+/// A redrive: its state, its items by state, the items and the audit trail.
+#[derive(Clone, Debug, Serialize)]
+pub struct RedriveView {
+    pub redrive_id: String,
+    pub plan_id: String,
+    pub state: String,
+    pub stop_reason: Option<String>,
+    /// The request it runs (a `RedriveRequest`).
+    pub params: Value,
+    pub counts: RedriveCounts,
+    pub items: Vec<ItemRow>,
+    pub audit: Vec<Value>,
+    pub created_at: i64,
+    pub updated_at: i64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RedriveCounts {
+    pub total: usize,
+    pub pending: usize,
+    pub sent: usize,
+    pub succeeded: usize,
+    pub failed: usize,
+    pub skipped: usize,
+}
+
+impl RedriveView {
+    pub fn new(r: RedriveRow, items: Vec<ItemRow>, audit: Vec<Value>) -> RedriveView {
+        let count = |s: &str| items.iter().filter(|i| i.state == s).count();
+        let counts = RedriveCounts {
+            total: items.len(),
+            pending: count("pending"),
+            sent: count("sent"),
+            succeeded: count("succeeded"),
+            failed: count("failed"),
+            skipped: count("skipped"),
+        };
+        RedriveView {
+            params: serde_json::from_str(&r.params).unwrap_or(Value::Null),
+            redrive_id: r.redrive_id,
+            plan_id: r.plan_id,
             state: r.state,
-            step: r.step,
-            attempts: r.attempts,
-            last_failure_bucket: r.last_failure_bucket,
-            lease_until: r.lease_until,
-            next_attempt_at: r.next_attempt_at,
+            stop_reason: r.stop_reason,
+            counts,
+            items,
+            audit,
             created_at: r.created_at,
             updated_at: r.updated_at,
         }
     }
+}
+
+/// One recorded cron run, its report parsed.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RepairRunView {
+    pub run_id: i64,
+    pub started_at: i64,
+    pub finished_at: i64,
+    pub budget_hit: bool,
+    pub report: Value,
+}
+
+impl RepairRunView {
+    pub fn from_row(r: RepairRunRow) -> RepairRunView {
+        RepairRunView {
+            run_id: r.run_id,
+            started_at: r.started_at,
+            finished_at: r.finished_at,
+            budget_hit: r.budget_hit != 0,
+            report: serde_json::from_str(&r.report).unwrap_or(Value::Null),
+        }
+    }
+}
+
+/// A page of the dead-letter archive, and the cursor of the next one
+/// (null: this is the last).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LetterPage {
+    pub letters: Vec<Value>,
+    pub next_cursor: Option<String>,
 }

@@ -15,7 +15,7 @@ use crate::core::chunk::ContentType;
 use crate::core::ids::DocId;
 use crate::native::oracle;
 use crate::native::testkit::yield_now;
-use crate::pipeline::{DocumentInput, IntakeItem};
+use crate::pipeline::{BackfillAction, DocumentInput, IntakeItem, Refused};
 use crate::ports::PortError;
 use std::cell::Cell;
 use std::future::Future;
@@ -128,7 +128,11 @@ pub(super) async fn start_reindex(p: &Simulated<'_>, sched: &Sched) {
             Ok(Ok(_)) => break,
             // An earlier attempt (or the other request) started it, or even
             // finished it (the switch), then failed to answer.
-            Ok(Err((_, "backfill_active" | "config_unchanged", _))) => break,
+            Ok(Err(
+                Refused::BackfillOpen
+                | Refused::BackfillStartedMeanwhile
+                | Refused::ConfigUnchanged,
+            )) => break,
             Ok(Err(refusal)) => panic!("backfill refused: {refusal:?}"),
             Err(_) => back_off(sched, attempt).await,
         }
@@ -174,13 +178,13 @@ pub(super) async fn reindex_then_cancel(
     let list = answered(sched, || p.backfills(1)).await;
     let id = list
         .first()
-        .and_then(|b| b["backfill_id"].as_str())
+        .map(|b| b.backfill_id.as_str())
         .expect("the backfill started")
         .to_string();
     sleep_until(sched, sched.now_ms.get() + cancel_after_ms).await;
     // Cancelled, or refused: it completed (or was cancelled by an
     // earlier attempt whose answer was lost).
-    let _ = answered(sched, || p.backfill_transition(&id, "cancel")).await;
+    let _ = answered(sched, || p.backfill_transition(&id, BackfillAction::Cancel)).await;
 }
 
 /// The request a redriving operator sends: every letter, the API's
@@ -263,13 +267,13 @@ async fn execute_redrive(
         }
         let n = plan.eligible.len() as u64;
         match p.redrive_execute(req, &plan.plan_id).await {
-            Ok(Some(view)) => {
+            Ok(Ok(view)) => {
                 *redriven += n;
-                return Some(view["redrive_id"].as_str().unwrap_or_default().to_string());
+                return Some(view.redrive_id);
             }
             // The plan changed (an earlier attempt of this request
             // executed it), or the answer was lost: plan again.
-            Ok(None) | Err(_) => back_off(sched, 0).await,
+            Ok(Err(_)) | Err(_) => back_off(sched, 0).await,
         }
     }
 }
@@ -281,7 +285,7 @@ async fn poll_redrive(p: &Simulated<'_>, sched: &Sched, id: &str) {
         // Polling advances it, like cron.
         let _ = p.redrive_advance(id).await;
         let state = match p.redrive_view(id).await {
-            Ok(Some(v)) => v["state"].as_str().unwrap_or_default().to_string(),
+            Ok(Some(v)) => v.state,
             _ => String::new(),
         };
         if state == "completed" || state == "stopped" {

@@ -1,0 +1,446 @@
+//! The operators' routes under `/v1/admin/`: repair-run reports, the
+//! dead-letter archive and redrives, index generations, and backfills
+//! (`reindex`). The route table is [`route`]; each route parses with
+//! `&Config` (through `fields`), applies (calls the pipeline), and renders.
+//!
+//! May import: `config`, `core`, `pipeline`, `ports`, and `super` (errors,
+//! refusals, shared validation).
+
+use super::fields::{
+    json_body, object, only_fields, parse_doc_id, parse_metadata, parse_query, percent_decode,
+    query_int, query_limit, uint_field, Query,
+};
+use super::{
+    method_not_allowed, not_found, ok, refused, to_json, ApiError, ApiRequest, ApiResponse,
+};
+use crate::config::Config;
+use crate::core::failure::FailureBucket;
+use crate::pipeline::{
+    BackfillAction, BackfillScope, LetterFilter, Pipeline, RedriveRequest, Refused,
+};
+use crate::ports::{Clock, Database, Embedder, JobQueue, VectorIndex};
+use serde_json::{json, Map, Value};
+
+/// The admin route table. `path` is after `/v1/admin/`, `query` the query
+/// string (auth was checked).
+pub(super) async fn route<D, V, E, Q, C>(
+    p: &Pipeline<D, V, E, Q, C>,
+    req: &ApiRequest<'_>,
+    path: &str,
+    query: &str,
+) -> Result<ApiResponse, ApiError>
+where
+    D: Database,
+    V: VectorIndex,
+    E: Embedder,
+    Q: JobQueue,
+    C: Clock,
+{
+    let q = parse_query(query)?;
+    let segments: Vec<&str> = path.split('/').collect();
+    match (req.method, segments.as_slice()) {
+        ("GET", ["repair", "runs"]) => repair_runs(p, &q).await,
+        ("GET", ["dead-letters", "summary"]) => dead_letter_summary(p).await,
+        ("GET", ["dead-letters"]) => dead_letters(p, &q).await,
+        ("POST", ["redrives"]) => redrive(p, req).await,
+        ("GET", ["redrives", id]) => redrive_get(p, id).await,
+        ("GET", ["generations"]) => generations(p).await,
+        ("POST", ["generations", n, action @ ("activate" | "retire")]) => {
+            generation_action(p, n, action).await
+        }
+        ("POST", ["reindex"]) => reindex_start(p, req).await,
+        ("GET", ["reindex"]) => reindex_list(p, &q).await,
+        ("GET", ["reindex", id]) => reindex_get(p, id).await,
+        ("POST", ["reindex", id, action]) => match parse_backfill_action(action) {
+            Some(action) => reindex_action(p, id, action).await,
+            // No such route for this method, as for any other path under reindex/.
+            None => Err(method_not_allowed()),
+        },
+        (_, ["generations", ..]) | (_, ["reindex", ..]) => Err(method_not_allowed()),
+        (_, ["repair", "runs"]) | (_, ["dead-letters", ..]) | (_, ["redrives", ..]) => {
+            Err(method_not_allowed())
+        }
+        _ => Err(not_found()),
+    }
+}
+
+/// `GET repair/runs?limit=`: the latest cron runs.
+async fn repair_runs<D, V, E, Q, C>(
+    p: &Pipeline<D, V, E, Q, C>,
+    q: &Query,
+) -> Result<ApiResponse, ApiError>
+where
+    D: Database,
+    V: VectorIndex,
+    E: Embedder,
+    Q: JobQueue,
+    C: Clock,
+{
+    let limit = query_limit(q, 20, 200)?;
+    let runs = p.repair_runs(limit).await.map_err(ApiError::from_port)?;
+    Ok(ok(200, json!({ "runs": runs })))
+}
+
+/// `GET dead-letters/summary`: the archive grouped for diagnosis.
+async fn dead_letter_summary<D, V, E, Q, C>(
+    p: &Pipeline<D, V, E, Q, C>,
+) -> Result<ApiResponse, ApiError>
+where
+    D: Database,
+    V: VectorIndex,
+    E: Embedder,
+    Q: JobQueue,
+    C: Clock,
+{
+    let groups = p.dead_letter_summary().await.map_err(ApiError::from_port)?;
+    Ok(ok(200, json!({ "groups": groups })))
+}
+
+/// `GET dead-letters?bucket=&doc_id=&since=&until=&cursor=&limit=`.
+async fn dead_letters<D, V, E, Q, C>(
+    p: &Pipeline<D, V, E, Q, C>,
+    q: &Query,
+) -> Result<ApiResponse, ApiError>
+where
+    D: Database,
+    V: VectorIndex,
+    E: Embedder,
+    Q: JobQueue,
+    C: Clock,
+{
+    let f = LetterFilter {
+        bucket: q.get("bucket").cloned(),
+        doc_id: q.get("doc_id").cloned(),
+        since: query_int(q, "since")?,
+        until: query_int(q, "until")?,
+        cursor: q.get("cursor").cloned(),
+        limit: query_limit(q, 50, 500)?,
+    };
+    let page = p.dead_letters(&f).await.map_err(ApiError::from_port)?;
+    Ok(ok(200, to_json(page)?))
+}
+
+/// `POST redrives`: the preflight (no `plan_id`), or the execution of a plan.
+async fn redrive<D, V, E, Q, C>(
+    p: &Pipeline<D, V, E, Q, C>,
+    req: &ApiRequest<'_>,
+) -> Result<ApiResponse, ApiError>
+where
+    D: Database,
+    V: VectorIndex,
+    E: Embedder,
+    Q: JobQueue,
+    C: Clock,
+{
+    let body = json_body(&p.cfg, req)?;
+    let (rreq, plan_id) = parse_redrive(&body)?;
+    let Some(plan_id) = plan_id else {
+        let plan = p.redrive_plan(&rreq).await.map_err(ApiError::from_port)?;
+        return Ok(ok(200, json!({ "preflight": true, "plan": plan })));
+    };
+    let out = p
+        .redrive_execute(&rreq, &plan_id)
+        .await
+        .map_err(ApiError::from_port)?;
+    Ok(ok(202, to_json(out.map_err(refused)?)?))
+}
+
+/// `GET redrives/{id}`. Polling also moves the redrive on.
+async fn redrive_get<D, V, E, Q, C>(
+    p: &Pipeline<D, V, E, Q, C>,
+    id: &str,
+) -> Result<ApiResponse, ApiError>
+where
+    D: Database,
+    V: VectorIndex,
+    E: Embedder,
+    Q: JobQueue,
+    C: Clock,
+{
+    let id = percent_decode(id)?;
+    p.redrive_advance(&id).await.map_err(ApiError::from_port)?;
+    match p.redrive_view(&id).await.map_err(ApiError::from_port)? {
+        Some(view) => Ok(ok(200, to_json(view)?)),
+        None => Err(ApiError::new(404, "redrive_not_found", "no such redrive")),
+    }
+}
+
+/// `GET generations`.
+async fn generations<D, V, E, Q, C>(p: &Pipeline<D, V, E, Q, C>) -> Result<ApiResponse, ApiError>
+where
+    D: Database,
+    V: VectorIndex,
+    E: Embedder,
+    Q: JobQueue,
+    C: Clock,
+{
+    let view = p.generations_view().await.map_err(ApiError::from_port)?;
+    Ok(ok(200, to_json(view)?))
+}
+
+/// `POST generations/{n}/activate` or `…/retire`.
+async fn generation_action<D, V, E, Q, C>(
+    p: &Pipeline<D, V, E, Q, C>,
+    n: &str,
+    action: &str,
+) -> Result<ApiResponse, ApiError>
+where
+    D: Database,
+    V: VectorIndex,
+    E: Embedder,
+    Q: JobQueue,
+    C: Clock,
+{
+    let g: u32 = n
+        .parse()
+        .map_err(|_| ApiError::new(404, "generation_not_found", "no such generation"))?;
+    let out = if action == "activate" {
+        p.activate_generation(g).await
+    } else {
+        p.retire_generation(g).await
+    };
+    let view = out.map_err(ApiError::from_port)?.map_err(refused)?;
+    Ok(ok(200, to_json(view)?))
+}
+
+/// `POST reindex`: starts a backfill.
+async fn reindex_start<D, V, E, Q, C>(
+    p: &Pipeline<D, V, E, Q, C>,
+    req: &ApiRequest<'_>,
+) -> Result<ApiResponse, ApiError>
+where
+    D: Database,
+    V: VectorIndex,
+    E: Embedder,
+    Q: JobQueue,
+    C: Clock,
+{
+    let body = json_body(&p.cfg, req)?;
+    let (scope, page_size) = parse_backfill(&p.cfg, &body)?;
+    let out = p
+        .start_backfill(&scope, page_size)
+        .await
+        .map_err(ApiError::from_port)?;
+    let view = out.map_err(refused)?;
+    Ok(ok(202, json!({ "backfill": to_json(view)? })))
+}
+
+/// `GET reindex?limit=`: the latest backfills, newest first.
+async fn reindex_list<D, V, E, Q, C>(
+    p: &Pipeline<D, V, E, Q, C>,
+    q: &Query,
+) -> Result<ApiResponse, ApiError>
+where
+    D: Database,
+    V: VectorIndex,
+    E: Embedder,
+    Q: JobQueue,
+    C: Clock,
+{
+    let limit = query_limit(q, 20, 200)?;
+    let backfills = p.backfills(limit).await.map_err(ApiError::from_port)?;
+    Ok(ok(200, json!({ "backfills": to_json(backfills)? })))
+}
+
+/// `GET reindex/{id}`.
+async fn reindex_get<D, V, E, Q, C>(
+    p: &Pipeline<D, V, E, Q, C>,
+    id: &str,
+) -> Result<ApiResponse, ApiError>
+where
+    D: Database,
+    V: VectorIndex,
+    E: Embedder,
+    Q: JobQueue,
+    C: Clock,
+{
+    let view = p
+        .backfill_view(&percent_decode(id)?)
+        .await
+        .map_err(ApiError::from_port)?;
+    match view {
+        Some(view) => Ok(ok(200, to_json(view)?)),
+        None => Err(refused(Refused::BackfillNotFound)),
+    }
+}
+
+/// `POST reindex/{id}/pause`, `…/resume` or `…/cancel`.
+async fn reindex_action<D, V, E, Q, C>(
+    p: &Pipeline<D, V, E, Q, C>,
+    id: &str,
+    action: BackfillAction,
+) -> Result<ApiResponse, ApiError>
+where
+    D: Database,
+    V: VectorIndex,
+    E: Embedder,
+    Q: JobQueue,
+    C: Clock,
+{
+    let out = p
+        .backfill_transition(&percent_decode(id)?, action)
+        .await
+        .map_err(ApiError::from_port)?;
+    Ok(ok(200, to_json(out.map_err(refused)?)?))
+}
+
+/// The action of `POST reindex/{id}/{action}`; `None`: not one.
+fn parse_backfill_action(action: &str) -> Option<BackfillAction> {
+    match action {
+        "pause" => Some(BackfillAction::Pause),
+        "resume" => Some(BackfillAction::Resume),
+        "cancel" => Some(BackfillAction::Cancel),
+        _ => None,
+    }
+}
+
+/// The body of `POST reindex`: `{"scope": "all" | "filter" | "config",
+/// "filter": {...} (scope filter only), "page_size": 1..=100}`.
+fn parse_backfill(cfg: &Config, body: &Value) -> Result<(BackfillScope, u32), ApiError> {
+    let obj = object(body)?;
+    only_fields(obj, &["scope", "filter", "page_size"], "")?;
+    let scope = match (obj.get("scope").and_then(Value::as_str), obj.get("filter")) {
+        (Some("all"), None) => BackfillScope::All,
+        (Some("config"), None) => BackfillScope::Config,
+        (Some("filter"), Some(Value::Object(f))) if !f.is_empty() => {
+            BackfillScope::Filter(parse_metadata(cfg, f, "filter")?)
+        }
+        (Some("filter"), _) => {
+            return Err(ApiError::field(
+                "filter",
+                "scope filter needs a non-empty object of metadata keys and values",
+            ))
+        }
+        (Some("all" | "config"), Some(_)) => {
+            return Err(ApiError::field(
+                "filter",
+                "only scope filter takes a filter",
+            ))
+        }
+        _ => {
+            return Err(ApiError::field(
+                "scope",
+                "must be \"all\", \"filter\" or \"config\"",
+            ))
+        }
+    };
+    let page_size = match obj.get("page_size") {
+        None | Some(Value::Null) => cfg.backfill_page_size,
+        Some(v) => match v.as_u64() {
+            Some(n) if (1..=100).contains(&n) => n as u32,
+            _ => {
+                return Err(ApiError::field(
+                    "page_size",
+                    "must be an integer in 1..=100",
+                ))
+            }
+        },
+    };
+    Ok((scope, page_size))
+}
+
+/// The body of `POST redrives`: `{"filter": {"bucket"?, "since"?, "until"?,
+/// "doc_ids"?}, "canary_size"? (3-5), "max_failed_canaries"?,
+/// "max_failure_ratio"?, "batch_size"?, "plan_id"?}`.
+fn parse_redrive(body: &Value) -> Result<(RedriveRequest, Option<String>), ApiError> {
+    let obj = object(body)?;
+    only_fields(
+        obj,
+        &[
+            "filter",
+            "canary_size",
+            "max_failed_canaries",
+            "max_failure_ratio",
+            "batch_size",
+            "plan_id",
+        ],
+        "",
+    )?;
+    let canary_size = uint_field(obj, "canary_size", 3, 3..=5)?;
+    let max_failed_canaries = uint_field(obj, "max_failed_canaries", 0, 0..=5)?;
+    let batch_size = uint_field(obj, "batch_size", 10, 1..=100)?;
+    let max_failure_ratio = match obj.get("max_failure_ratio") {
+        None | Some(Value::Null) => 0.2,
+        Some(v) => match v.as_f64() {
+            Some(r) if (0.0..=1.0).contains(&r) => r,
+            _ => {
+                return Err(ApiError::field(
+                    "max_failure_ratio",
+                    "must be a number in 0..=1",
+                ))
+            }
+        },
+    };
+    let mut rreq = RedriveRequest {
+        bucket: None,
+        since: None,
+        until: None,
+        doc_ids: None,
+        canary_size,
+        max_failed_canaries,
+        max_failure_ratio,
+        batch_size,
+    };
+    match obj.get("filter") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(f)) => parse_letter_filter(f, &mut rreq)?,
+        Some(_) => return Err(ApiError::field("filter", "must be an object")),
+    }
+    let plan_id = match obj.get("plan_id") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) if s.len() == 32 && s.bytes().all(|b| b.is_ascii_hexdigit()) => {
+            Some(s.clone())
+        }
+        Some(_) => {
+            return Err(ApiError::field(
+                "plan_id",
+                "must be a plan id from a preflight",
+            ))
+        }
+    };
+    Ok((rreq, plan_id))
+}
+
+/// A redrive's letter filter, into `rreq`.
+fn parse_letter_filter(f: &Map<String, Value>, rreq: &mut RedriveRequest) -> Result<(), ApiError> {
+    for (k, v) in f {
+        match (k.as_str(), v) {
+            ("bucket", Value::String(s)) if FailureBucket::parse(s).is_some() => {
+                rreq.bucket = Some(s.clone())
+            }
+            ("bucket", _) => {
+                return Err(ApiError::field("filter.bucket", "must be a failure bucket"))
+            }
+            ("since", v) if v.as_i64().is_some() => rreq.since = v.as_i64(),
+            ("until", v) if v.as_i64().is_some() => rreq.until = v.as_i64(),
+            ("since" | "until", _) => {
+                return Err(ApiError::field(
+                    "filter.since/until",
+                    "must be milliseconds since the epoch",
+                ))
+            }
+            ("doc_ids", Value::Array(ids)) if ids.len() <= 100 => {
+                rreq.doc_ids = Some(parse_doc_ids(ids)?);
+            }
+            ("doc_ids", _) => {
+                return Err(ApiError::field(
+                    "filter.doc_ids",
+                    "must be an array of at most 100 ids",
+                ))
+            }
+            _ => return Err(ApiError::unknown_field("filter.", k)),
+        }
+    }
+    Ok(())
+}
+
+fn parse_doc_ids(ids: &[Value]) -> Result<Vec<String>, ApiError> {
+    let mut out = Vec::with_capacity(ids.len());
+    for id in ids {
+        let Some(s) = id.as_str() else {
+            return Err(ApiError::field("filter.doc_ids", "must be strings"));
+        };
+        out.push(parse_doc_id(s, "filter.doc_ids")?.as_str().to_string());
+    }
+    Ok(out)
+}

@@ -1,0 +1,417 @@
+//! Documents and their jobs: write one (`PUT`, `POST`), a batch (`POST`
+//! with `documents`), delete one, read one's state, reindex one, and read a
+//! job. Each route parses with `&Config` (through `fields`), applies (calls
+//! the pipeline), and renders.
+//!
+//! May import: `config`, `core`, `pipeline`, `ports`, and `super` (errors,
+//! shared validation).
+
+use super::fields::{
+    json_body, object, only_fields, parse_doc_id, parse_metadata, path_doc_id, percent_decode,
+    truncate,
+};
+use super::{ok, refused, to_json, ApiError, ApiRequest, ApiResponse};
+use crate::config::Config;
+use crate::core::chunk::ContentType;
+use crate::core::ids::DocId;
+use crate::pipeline::{
+    DocumentInput, DocumentView, IntakeError, IntakeItem, IntakeOutcome, JobView, Pipeline, Refused,
+};
+use crate::ports::{Clock, Database, Embedder, JobQueue, VectorIndex};
+use serde_json::{json, Map, Value};
+
+/// `PUT /v1/documents/{doc_id}`.
+pub(super) async fn put<D, V, E, Q, C>(
+    p: &Pipeline<D, V, E, Q, C>,
+    req: &ApiRequest<'_>,
+    id: &str,
+) -> Result<ApiResponse, ApiError>
+where
+    D: Database,
+    V: VectorIndex,
+    E: Embedder,
+    Q: JobQueue,
+    C: Clock,
+{
+    let doc_id = path_doc_id(id)?;
+    let body = json_body(&p.cfg, req)?;
+    let input = parse_document(&p.cfg, &body, Some(doc_id))?;
+    write_one(p, IntakeItem::Put(input)).await
+}
+
+/// `POST /v1/documents`: one document, or a batch (`{"documents": [...]}`).
+pub(super) async fn post<D, V, E, Q, C>(
+    p: &Pipeline<D, V, E, Q, C>,
+    req: &ApiRequest<'_>,
+) -> Result<ApiResponse, ApiError>
+where
+    D: Database,
+    V: VectorIndex,
+    E: Embedder,
+    Q: JobQueue,
+    C: Clock,
+{
+    let body = json_body(&p.cfg, req)?;
+    if body.get("documents").is_some() {
+        return batch(p, &body).await;
+    }
+    let input = parse_document(&p.cfg, &body, None)?;
+    write_one(p, IntakeItem::Put(input)).await
+}
+
+/// `DELETE /v1/documents/{doc_id}`.
+pub(super) async fn delete<D, V, E, Q, C>(
+    p: &Pipeline<D, V, E, Q, C>,
+    id: &str,
+) -> Result<ApiResponse, ApiError>
+where
+    D: Database,
+    V: VectorIndex,
+    E: Embedder,
+    Q: JobQueue,
+    C: Clock,
+{
+    let doc_id = path_doc_id(id)?;
+    write_one(p, IntakeItem::Delete(doc_id)).await
+}
+
+/// `GET /v1/documents/{doc_id}`.
+pub(super) async fn get<D, V, E, Q, C>(
+    p: &Pipeline<D, V, E, Q, C>,
+    id: &str,
+) -> Result<ApiResponse, ApiError>
+where
+    D: Database,
+    V: VectorIndex,
+    E: Embedder,
+    Q: JobQueue,
+    C: Clock,
+{
+    let doc_id = path_doc_id(id)?;
+    let view = p
+        .document(doc_id.as_str())
+        .await
+        .map_err(ApiError::from_port)?;
+    match view {
+        Some(view) => Ok(ok(200, to_json(view)?)),
+        None => Err(refused(Refused::DocumentNotFound)),
+    }
+}
+
+/// `POST /v1/documents/{doc_id}/reindex`.
+pub(super) async fn reindex<D, V, E, Q, C>(
+    p: &Pipeline<D, V, E, Q, C>,
+    id: &str,
+) -> Result<ApiResponse, ApiError>
+where
+    D: Database,
+    V: VectorIndex,
+    E: Embedder,
+    Q: JobQueue,
+    C: Clock,
+{
+    let doc_id = path_doc_id(id)?;
+    let out = p
+        .reindex_document(doc_id.as_str())
+        .await
+        .map_err(ApiError::from_port)?;
+    let (version, job_id) = out.map_err(refused)?;
+    Ok(ok(
+        202,
+        json!({ "doc_id": doc_id.as_str(), "version": version, "job_id": job_id }),
+    ))
+}
+
+/// `GET /v1/jobs/{job_id}`.
+pub(super) async fn job<D, V, E, Q, C>(
+    p: &Pipeline<D, V, E, Q, C>,
+    id: &str,
+) -> Result<ApiResponse, ApiError>
+where
+    D: Database,
+    V: VectorIndex,
+    E: Embedder,
+    Q: JobQueue,
+    C: Clock,
+{
+    let job_id = percent_decode(id)?;
+    let row = p
+        .store
+        .job_view(&job_id)
+        .await
+        .map_err(ApiError::from_port)?;
+    match row {
+        Some(row) => Ok(ok(
+            200,
+            to_json(JobView::from_row(row, p.cfg.consume_subrequests_max))?,
+        )),
+        None => Err(ApiError::new(404, "job_not_found", "no such job")),
+    }
+}
+
+/// Validates one document object. `path_doc_id` is the ID from the URL (PUT).
+fn parse_document(
+    cfg: &Config,
+    body: &Value,
+    path_doc_id: Option<DocId>,
+) -> Result<DocumentInput, ApiError> {
+    let obj = object(body)?;
+    only_fields(obj, &["doc_id", "text", "metadata", "content_type"], "")?;
+    let doc_id = match (path_doc_id, obj.get("doc_id")) {
+        (Some(id), None) => id,
+        (Some(id), Some(Value::String(s))) if s == id.as_str() => id,
+        (Some(_), Some(_)) => {
+            return Err(ApiError::field(
+                "doc_id",
+                "must match the document ID in the path",
+            ))
+        }
+        (None, Some(Value::String(s))) => parse_doc_id(s, "doc_id")?,
+        (None, Some(_)) => return Err(ApiError::field("doc_id", "must be a string")),
+        (None, None) => return Err(ApiError::field("doc_id", "is required")),
+    };
+    Ok(DocumentInput {
+        doc_id,
+        text: parse_text(cfg, obj)?,
+        content_type: parse_content_type(obj)?,
+        metadata: match obj.get("metadata") {
+            None | Some(Value::Null) => Map::new(),
+            Some(Value::Object(m)) => parse_metadata(cfg, m, "metadata")?,
+            Some(_) => return Err(ApiError::field("metadata", "must be an object")),
+        },
+    })
+}
+
+/// A document's `text`: a string within `DOCUMENT_BYTES_MAX`, not blank.
+fn parse_text(cfg: &Config, obj: &Map<String, Value>) -> Result<String, ApiError> {
+    let text = match obj.get("text") {
+        Some(Value::String(s)) => s.clone(),
+        Some(_) => return Err(ApiError::field("text", "must be a string")),
+        None => return Err(ApiError::field("text", "is required")),
+    };
+    if text.len() > cfg.document_bytes_max {
+        return Err(ApiError::new(
+            413,
+            "document_too_large",
+            format!(
+                "text is {} bytes; the limit is {} bytes",
+                text.len(),
+                cfg.document_bytes_max
+            ),
+        ));
+    }
+    if text.trim().is_empty() {
+        return Err(ApiError::field(
+            "text",
+            "must contain non-whitespace characters",
+        ));
+    }
+    Ok(text)
+}
+
+fn parse_content_type(obj: &Map<String, Value>) -> Result<ContentType, ApiError> {
+    match obj.get("content_type") {
+        None | Some(Value::Null) => Ok(ContentType::Plain),
+        Some(Value::String(s)) => ContentType::parse(s).ok_or_else(|| {
+            ApiError::new(
+                415,
+                "unsupported_content_type",
+                "content_type must be text/plain or text/markdown",
+            )
+        }),
+        Some(_) => Err(ApiError::field("content_type", "must be a string")),
+    }
+}
+
+/// Writes one item and answers its outcome.
+async fn write_one<D, V, E, Q, C>(
+    p: &Pipeline<D, V, E, Q, C>,
+    item: IntakeItem,
+) -> Result<ApiResponse, ApiError>
+where
+    D: Database,
+    V: VectorIndex,
+    E: Embedder,
+    Q: JobQueue,
+    C: Clock,
+{
+    let out = intake(p, &[item]).await?;
+    let out = out
+        .into_iter()
+        .next()
+        .ok_or_else(|| ApiError::new(500, "internal", "the intake returned no outcome"))?;
+    let views = unchanged_views(p, std::slice::from_ref(&out)).await?;
+    let (status, body) = render_outcome(out, &views);
+    Ok(ok(status, body))
+}
+
+async fn intake<D, V, E, Q, C>(
+    p: &Pipeline<D, V, E, Q, C>,
+    items: &[IntakeItem],
+) -> Result<Vec<IntakeOutcome>, ApiError>
+where
+    D: Database,
+    V: VectorIndex,
+    E: Embedder,
+    Q: JobQueue,
+    C: Clock,
+{
+    p.intake(items).await.map_err(|e| match e {
+        IntakeError::Conflict => ApiError::new(
+            409,
+            "conflict",
+            "a concurrent write to the same document won; retry",
+        ),
+        IntakeError::Port(e) => ApiError::from_port(e),
+    })
+}
+
+/// The current state of the documents an intake left unchanged (read only
+/// if there is one).
+async fn unchanged_views<D, V, E, Q, C>(
+    p: &Pipeline<D, V, E, Q, C>,
+    outcomes: &[IntakeOutcome],
+) -> Result<Vec<DocumentView>, ApiError>
+where
+    D: Database,
+    V: VectorIndex,
+    E: Embedder,
+    Q: JobQueue,
+    C: Clock,
+{
+    let unchanged: Vec<&str> = outcomes
+        .iter()
+        .filter_map(|o| match o {
+            IntakeOutcome::Unchanged { doc_id, .. } => Some(doc_id.as_str()),
+            _ => None,
+        })
+        .collect();
+    if unchanged.is_empty() {
+        return Ok(Vec::new());
+    }
+    p.documents(&unchanged).await.map_err(ApiError::from_port)
+}
+
+/// One intake outcome as a status and body, with the document's current
+/// state for an unchanged one.
+fn render_outcome(out: IntakeOutcome, views: &[DocumentView]) -> (u16, Value) {
+    match out {
+        IntakeOutcome::Queued {
+            doc_id,
+            version,
+            job_id,
+        } => (
+            202,
+            json!({ "doc_id": doc_id, "version": version, "job_id": job_id, "state": "queued" }),
+        ),
+        IntakeOutcome::Unchanged { doc_id, version } => {
+            let state = views.iter().find(|v| v.doc_id == doc_id).map(|v| v.state);
+            (
+                200,
+                json!({ "doc_id": doc_id, "version": version, "state": state, "unchanged": true }),
+            )
+        }
+        IntakeOutcome::NotFound { .. } => {
+            let e = refused(Refused::DocumentNotFound);
+            (e.status, e.body())
+        }
+    }
+}
+
+/// `POST /v1/documents` with `{"documents": [...]}`: every item validated
+/// first, the valid ones written in one batch, one result per item.
+async fn batch<D, V, E, Q, C>(
+    p: &Pipeline<D, V, E, Q, C>,
+    body: &Value,
+) -> Result<ApiResponse, ApiError>
+where
+    D: Database,
+    V: VectorIndex,
+    E: Embedder,
+    Q: JobQueue,
+    C: Clock,
+{
+    let docs = parse_batch(&p.cfg, body)?;
+    // Each item's slot: its index among the valid items, or why it is not.
+    let mut slots: Vec<Result<usize, ApiError>> = Vec::with_capacity(docs.len());
+    let mut items = Vec::new();
+    for d in docs {
+        match parse_document(&p.cfg, d, None) {
+            Ok(input) => {
+                slots.push(Ok(items.len()));
+                items.push(IntakeItem::Put(input));
+            }
+            Err(e) => slots.push(Err(e)),
+        }
+    }
+    let outcomes = if items.is_empty() {
+        Vec::new()
+    } else {
+        intake(p, &items).await?
+    };
+    let views = unchanged_views(p, &outcomes).await?;
+    let results: Vec<Value> = slots
+        .into_iter()
+        .zip(docs)
+        .map(|(slot, raw)| render_item(slot, raw, &outcomes, &views))
+        .collect();
+    Ok(ok(200, json!({ "results": results })))
+}
+
+/// A batch body: only `documents`, a non-empty array within
+/// `INTAKE_BATCH_DOCUMENTS_MAX`.
+fn parse_batch<'a>(cfg: &Config, body: &'a Value) -> Result<&'a Vec<Value>, ApiError> {
+    let obj = object(body)?;
+    only_fields(obj, &["documents"], "")?;
+    let Some(Value::Array(docs)) = obj.get("documents") else {
+        return Err(ApiError::field("documents", "must be an array"));
+    };
+    if docs.is_empty() {
+        return Err(ApiError::field("documents", "must not be empty"));
+    }
+    if docs.len() > cfg.intake_batch_documents_max {
+        return Err(ApiError::new(
+            413,
+            "batch_too_large",
+            format!(
+                "a batch holds at most {} documents",
+                cfg.intake_batch_documents_max
+            ),
+        ));
+    }
+    Ok(docs)
+}
+
+/// One batch item's result: its outcome, or its validation error, with its
+/// status (and the `doc_id` it gave, for an invalid one).
+fn render_item(
+    slot: Result<usize, ApiError>,
+    raw: &Value,
+    outcomes: &[IntakeOutcome],
+    views: &[DocumentView],
+) -> Value {
+    match slot {
+        Ok(i) => match outcomes.get(i) {
+            Some(o) => {
+                let (status, mut body) = render_outcome(o.clone(), views);
+                if let Some(obj) = body.as_object_mut() {
+                    obj.insert("status".into(), json!(status));
+                }
+                body
+            }
+            None => {
+                json!({ "status": 500, "error": { "code": "internal", "message": "no outcome for this item" } })
+            }
+        },
+        Err(e) => {
+            let mut body = e.body();
+            if let Some(obj) = body.as_object_mut() {
+                obj.insert("status".into(), json!(e.status));
+                if let Some(id) = raw.get("doc_id").and_then(Value::as_str) {
+                    obj.insert("doc_id".into(), json!(truncate(id, 256)));
+                }
+            }
+            body
+        }
+    }
+}

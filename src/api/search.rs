@@ -1,0 +1,131 @@
+//! Search: `POST /v1/search` parses the request with `&Config` (query within
+//! the embedding model's token bound, `top_k`, a filter within the index's
+//! limit), applies it (the pipeline serves only what D1 holds as live), and
+//! renders the hits.
+//!
+//! May import: `config`, `pipeline`, `ports`, and `super` (errors, shared
+//! validation).
+
+use super::fields::{json_body, object, only_fields, parse_doc_id, parse_metadata};
+use super::{ok, ApiError, ApiRequest, ApiResponse};
+use crate::config::Config;
+use crate::pipeline::{Pipeline, SearchRequest};
+use crate::ports::{Clock, Database, Embedder, JobQueue, MetadataFilter, VectorIndex};
+use serde_json::{json, Map, Value};
+
+/// `POST /v1/search`.
+pub(super) async fn post<D, V, E, Q, C>(
+    p: &Pipeline<D, V, E, Q, C>,
+    req: &ApiRequest<'_>,
+) -> Result<ApiResponse, ApiError>
+where
+    D: Database,
+    V: VectorIndex,
+    E: Embedder,
+    Q: JobQueue,
+    C: Clock,
+{
+    let body = json_body(&p.cfg, req)?;
+    let sreq = parse_search(&p.cfg, &body)?;
+    let hits = p.search(&sreq).await.map_err(ApiError::from_port)?;
+    Ok(ok(200, json!({ "results": hits })))
+}
+
+/// `{"query", "top_k"?, "filter"?: {"doc_id"?, "metadata"?}}`.
+fn parse_search(cfg: &Config, body: &Value) -> Result<SearchRequest, ApiError> {
+    let obj = object(body)?;
+    only_fields(obj, &["query", "top_k", "filter"], "")?;
+    let query = parse_query_text(cfg, obj)?;
+    let top_k = match obj.get("top_k") {
+        None | Some(Value::Null) => cfg.search_top_k_default,
+        Some(v) => match v.as_u64() {
+            Some(k) if k >= 1 && k as usize <= cfg.search_top_k_max => k as usize,
+            _ => {
+                return Err(ApiError::field(
+                    "top_k",
+                    &format!("must be an integer in 1..={}", cfg.search_top_k_max),
+                ))
+            }
+        },
+    };
+    let (doc_id, metadata) = match obj.get("filter") {
+        None | Some(Value::Null) => (None, MetadataFilter::new()),
+        Some(Value::Object(f)) => parse_filter(cfg, f)?,
+        Some(_) => return Err(ApiError::field("filter", "must be an object")),
+    };
+    let req = SearchRequest {
+        query,
+        top_k,
+        doc_id,
+        metadata,
+    };
+    // The filter as the index gets it (with the largest generation number):
+    // over the index's limit it would be refused, not a 500.
+    let filter_bytes =
+        serde_json::to_string(&req.index_filter(u32::MAX)).map_or(usize::MAX, |f| f.len());
+    if filter_bytes > cfg.index_filter_bytes_max {
+        return Err(ApiError::field(
+            "filter",
+            &format!(
+                "is {filter_bytes} bytes for the index, over its {} (INDEX_FILTER_BYTES_MAX)",
+                cfg.index_filter_bytes_max
+            ),
+        ));
+    }
+    Ok(req)
+}
+
+/// The query: 1-4096 bytes, not blank, within the tokens the embedding
+/// model takes (it would truncate or refuse a longer one: refused here,
+/// never silently).
+fn parse_query_text(cfg: &Config, obj: &Map<String, Value>) -> Result<String, ApiError> {
+    let query = match obj.get("query") {
+        Some(Value::String(s)) if !s.trim().is_empty() && s.len() <= 4096 => s.clone(),
+        Some(Value::String(_)) => {
+            return Err(ApiError::field(
+                "query",
+                "must be 1-4096 bytes and not blank",
+            ))
+        }
+        Some(_) => return Err(ApiError::field("query", "must be a string")),
+        None => return Err(ApiError::field("query", "is required")),
+    };
+    let tokens = cfg.embedding_tokenizer.count(&query);
+    if tokens > cfg.query_tokens_max() {
+        return Err(ApiError::new(
+            422,
+            "query_too_long",
+            format!(
+                "the query may be {tokens} tokens for the embedding model ({} tokenizer bound); at most {} are taken",
+                cfg.embedding_tokenizer.as_str(),
+                cfg.query_tokens_max()
+            ),
+        ));
+    }
+    Ok(query)
+}
+
+/// The search filter: `doc_id` and `metadata` equalities.
+fn parse_filter(
+    cfg: &Config,
+    f: &Map<String, Value>,
+) -> Result<(Option<String>, MetadataFilter), ApiError> {
+    let mut doc_id = None;
+    let mut metadata = MetadataFilter::new();
+    for (k, v) in f {
+        match (k.as_str(), v) {
+            ("doc_id", Value::String(s)) => {
+                doc_id = Some(parse_doc_id(s, "filter.doc_id")?.as_str().to_string())
+            }
+            ("doc_id", _) => return Err(ApiError::field("filter.doc_id", "must be a string")),
+            ("metadata", Value::Object(m)) => {
+                metadata = parse_metadata(cfg, m, "filter.metadata")?
+                    .into_iter()
+                    .collect();
+            }
+            ("metadata", _) => return Err(ApiError::field("filter.metadata", "must be an object")),
+            _ => return Err(ApiError::unknown_field("filter.", k)),
+        }
+    }
+    Ok((doc_id, metadata))
+}

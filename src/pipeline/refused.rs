@@ -1,0 +1,50 @@
+//! Why an operation was refused: the domain's reasons, each carrying only
+//! what its message needs. The pipeline knows nothing of HTTP; `api` maps
+//! each reason to a status, a stable code and a message (one `match`).
+//!
+//! A refusal is an outcome, not a failure: the ledger answered, and said no.
+//! A failing port is a [`PortError`](crate::ports::PortError) instead, so
+//! the operations return `Result<Outcome<T>, PortError>`.
+
+/// What a refusable operation ends in.
+pub type Outcome<T> = Result<T, Refused>;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Refused {
+    /// No generation has this number.
+    GenerationNotFound { generation: u32 },
+    /// Only a retained generation can be made active again.
+    GenerationNotRetained { generation: u32, state: String },
+    /// The generation lacks vectors of live documents: no switch to it.
+    GenerationIncomplete { generation: u32 },
+    /// Only a retained or abandoned generation retires.
+    GenerationInUse { generation: u32, state: String },
+    /// Another generation is being built.
+    GenerationBuilding,
+    /// The running configuration is the active generation's: nothing to build.
+    ConfigUnchanged,
+    /// No such document.
+    DocumentNotFound,
+    /// The document has no live version (none yet, or it is deleted).
+    DocumentNotIndexed,
+    /// A newer version than the one to reindex is being indexed (it uses
+    /// the current configuration anyway).
+    VersionIndexing { version: u32 },
+    /// A newer version arrived between the read and the re-run.
+    NewerVersionArrived,
+    /// A backfill is running or paused: one at a time.
+    BackfillOpen,
+    /// Another start (concurrent, or an earlier attempt of a retried
+    /// request) won the race to start one.
+    BackfillStartedMeanwhile,
+    /// No such backfill.
+    BackfillNotFound,
+    /// The backfill's state does not allow the action.
+    BackfillState {
+        state: String,
+        action: super::BackfillAction,
+    },
+    /// The letters changed since the preflight that made the plan (or the
+    /// plan was executed already).
+    PlanChanged,
+}
