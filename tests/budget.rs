@@ -111,7 +111,7 @@ fn a_large_version_spans_invocations_within_the_budget() {
 
     // The job's own counters agree with the outside measurement.
     let j = job(&w, &job_id);
-    assert_eq!(j.state, "succeeded");
+    assert_eq!(j.state.as_str(), "succeeded");
     assert_eq!(j.usage.invocations as usize, runs.len());
     assert_eq!(
         j.usage.subrequests.total,
@@ -233,7 +233,7 @@ fn a_retry_after_a_failure_continues_from_the_checkpoint() {
         ConsumeOutcome::Retry { .. }
     ));
     let after_failure = job(&w, &job_id);
-    assert_eq!(after_failure.state, "up_for_retry");
+    assert_eq!(after_failure.state.as_str(), "up_for_retry");
     assert_eq!(
         after_failure.progress.chunks_done, done_before,
         "the failed page is not counted"
@@ -266,7 +266,7 @@ fn a_lost_continuation_is_requeued_by_cron() {
         w.queue.sent.borrow().is_empty(),
         "the continuation was lost"
     );
-    assert_eq!(job(&w, &job_id).state, "queued");
+    assert_eq!(job(&w, &job_id).state.as_str(), "queued");
     w.clock
         .advance_ms(i64::from(w.cfg.job_stall_seconds) * 1000 + 1);
     assert_eq!(w.cron().jobs_requeued, 1);

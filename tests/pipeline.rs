@@ -338,7 +338,7 @@ fn transient_failures_retry_with_backoff_then_succeed() {
     let job = futures::executor::block_on(w.p().store.job_view(&job_id))
         .unwrap()
         .unwrap();
-    assert_eq!(job.state, "succeeded");
+    assert_eq!(job.state.as_str(), "succeeded");
     assert_eq!(job.attempts, 3);
     assert_eq!(
         job.last_failure_bucket.as_deref(),

@@ -327,7 +327,11 @@ fn every_statement_is_exercised_by_the_flows() {
             .fail_next(1, FailureBucket::IndexRejected);
         settle(&w6);
         assert_eq!(
-            block_on(w6.p().backfill_view(&id)).unwrap().unwrap().state,
+            block_on(w6.p().backfill_view(&id))
+                .unwrap()
+                .unwrap()
+                .state
+                .as_str(),
             "completed"
         );
         block_on(w6.p().backfills(5)).unwrap();

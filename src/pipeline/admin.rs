@@ -14,6 +14,7 @@ use super::{
 };
 use crate::bugs::Bug;
 use crate::core::ids::{job_id, sha256_hex, DocId};
+use crate::core::state::{JobState, RedriveItemState as ItemState, RedrivePhase, RedriveState};
 use crate::ports::{Clock, Database, Embedder, JobMessage, JobQueue, PortError, VectorIndex};
 pub use crate::store::LetterFilter;
 use crate::store::{Candidate, ItemRow, NewItem, RedriveRow, RerunOf};
@@ -236,12 +237,12 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                 doc_id: &e.doc_id,
                 version: e.version,
                 phase: if i < req.canary_size {
-                    "canary"
+                    RedrivePhase::Canary
                 } else {
-                    "batch"
+                    RedrivePhase::Batch
                 },
                 seq: i,
-                state: "pending",
+                state: ItemState::Pending,
             })
             .collect();
         let params = serde_json::to_string(req).expect("request serializes");
@@ -265,7 +266,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         let Some(r) = self.redrive_row(redrive_id).await? else {
             return Ok(());
         };
-        if r.state != "canary" && r.state != "running" {
+        if !r.state.is_open() {
             return Ok(());
         }
         let req: RedriveRequest = serde_json::from_str(&r.params).map_err(|_| {
@@ -277,10 +278,13 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         let now = self.clock.now_ms();
         let mut items = self.redrive_items(redrive_id).await?;
         self.settle_items(redrive_id, &mut items).await?;
-        let in_flight = items.iter().any(|i| i.state == "sent");
+        let in_flight = items.iter().any(|i| i.state == ItemState::Sent);
         let (canaries, rest): (Vec<&ItemRow>, Vec<&ItemRow>) =
-            items.iter().partition(|i| i.phase == "canary");
-        let failed_canaries = canaries.iter().filter(|i| i.state == "failed").count();
+            items.iter().partition(|i| i.phase == RedrivePhase::Canary);
+        let failed_canaries = canaries
+            .iter()
+            .filter(|i| i.state == ItemState::Failed)
+            .count();
         if failed_canaries > req.max_failed_canaries {
             return self
                 .stop(
@@ -291,7 +295,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                 )
                 .await;
         }
-        let next = if r.state == "canary" {
+        let next = if r.state == RedriveState::Canary {
             self.after_canaries(redrive_id, &req, &canaries, &rest, in_flight, now)
                 .await?
         } else {
@@ -302,7 +306,8 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             // Waiting for the items in flight, or stopped.
             None => Ok(()),
             Some(to_send) if to_send.is_empty() => {
-                self.set_state(redrive_id, "completed", None, now).await?;
+                self.set_state(redrive_id, RedriveState::Completed, None, now)
+                    .await?;
                 self.audit(redrive_id, now, "completed", json!({})).await
             }
             Some(to_send) => self.send_items(redrive_id, to_send, now).await,
@@ -311,17 +316,24 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
 
     /// Settles the items sent whose jobs reached a final state.
     async fn settle_items(&self, redrive_id: &str, items: &mut [ItemRow]) -> Result<(), PortError> {
-        for it in items.iter_mut().filter(|i| i.state == "sent") {
-            let settled = match it.job_state.as_deref() {
-                Some("succeeded") => Some("succeeded"),
-                Some("failed" | "dead") => Some("failed"),
-                Some("superseded") => Some("skipped"),
+        for it in items.iter_mut().filter(|i| i.state == ItemState::Sent) {
+            let settled = match it.job_state {
+                Some(JobState::Succeeded) => Some(ItemState::Succeeded),
+                Some(JobState::Failed | JobState::Dead) => Some(ItemState::Failed),
+                Some(JobState::Superseded) => Some(ItemState::Skipped),
                 _ => None,
             };
             if let Some(s) = settled {
-                self.set_item(redrive_id, &it.letter_job_id, "sent", s, None, None)
-                    .await?;
-                it.state = s.to_string();
+                self.set_item(
+                    redrive_id,
+                    &it.letter_job_id,
+                    ItemState::Sent,
+                    s,
+                    None,
+                    None,
+                )
+                .await?;
+                it.state = s;
             }
         }
         Ok(())
@@ -342,7 +354,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         let pending: Vec<&ItemRow> = canaries
             .iter()
             .copied()
-            .filter(|i| i.state == "pending")
+            .filter(|i| i.state == ItemState::Pending)
             .collect();
         if !pending.is_empty() {
             return Ok(Some(pending));
@@ -350,7 +362,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         if in_flight {
             return Ok(None);
         }
-        if !canaries.iter().any(|i| i.state == "succeeded") {
+        if !canaries.iter().any(|i| i.state == ItemState::Succeeded) {
             // Skipped canaries prove nothing: with no canary that ran
             // and succeeded, the batches are not sent.
             self.stop(
@@ -362,7 +374,8 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             .await?;
             return Ok(None);
         }
-        self.set_state(redrive_id, "running", None, now).await?;
+        self.set_state(redrive_id, RedriveState::Running, None, now)
+            .await?;
         self.audit(
             redrive_id,
             now,
@@ -390,9 +403,9 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         let done: Vec<&ItemRow> = rest
             .iter()
             .copied()
-            .filter(|i| i.state == "succeeded" || i.state == "failed")
+            .filter(|i| matches!(i.state, ItemState::Succeeded | ItemState::Failed))
             .collect();
-        let failed = done.iter().filter(|i| i.state == "failed").count();
+        let failed = done.iter().filter(|i| i.state == ItemState::Failed).count();
         if !done.is_empty() && failed as f64 / done.len() as f64 > req.max_failure_ratio {
             self.stop(
                 redrive_id,
@@ -415,13 +428,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         now: i64,
     ) -> Result<(), PortError> {
         let mut sent = 0;
-        let phase = to_send.first().map_or("batch", |i| {
-            if i.phase == "canary" {
-                "canary"
-            } else {
-                "batch"
-            }
-        });
+        let phase = to_send.first().map_or(RedrivePhase::Batch, |i| i.phase);
         for it in to_send {
             if self.rerun_item(redrive_id, it).await?.is_some() {
                 sent += 1;
@@ -432,8 +439,8 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                 self.set_item(
                     redrive_id,
                     &it.letter_job_id,
-                    "pending",
-                    "skipped",
+                    ItemState::Pending,
+                    ItemState::Skipped,
                     None,
                     None,
                 )
@@ -483,8 +490,8 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                 self.set_item(
                     redrive_id,
                     &it.letter_job_id,
-                    "pending",
-                    "sent",
+                    ItemState::Pending,
+                    ItemState::Sent,
                     Some(job),
                     Some(*version),
                 )
@@ -570,8 +577,8 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         &self,
         redrive_id: &str,
         letter: &str,
-        from: &str,
-        state: &str,
+        from: ItemState,
+        state: ItemState,
         job: Option<&str>,
         version: Option<u32>,
     ) -> Result<(), PortError> {
@@ -583,7 +590,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
     async fn set_state(
         &self,
         redrive_id: &str,
-        state: &str,
+        state: RedriveState,
         reason: Option<&str>,
         now: i64,
     ) -> Result<(), PortError> {
@@ -599,7 +606,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         reason: &str,
         detail: Value,
     ) -> Result<(), PortError> {
-        self.set_state(redrive_id, "stopped", Some(reason), now)
+        self.set_state(redrive_id, RedriveState::Stopped, Some(reason), now)
             .await?;
         self.audit(
             redrive_id,
@@ -627,7 +634,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
 fn next_batch<'a>(rest: &[&'a ItemRow], size: usize) -> Vec<&'a ItemRow> {
     rest.iter()
         .copied()
-        .filter(|i| i.state == "pending")
+        .filter(|i| i.state == ItemState::Pending)
         .take(size)
         .collect()
 }
@@ -635,10 +642,7 @@ fn next_batch<'a>(rest: &[&'a ItemRow], size: usize) -> Vec<&'a ItemRow> {
 /// Why a redrive skips a letter (see [`SkippedItem::reason`]); `None`: it
 /// is eligible.
 fn skip_reason(c: &Candidate) -> Option<&'static str> {
-    let in_flight = matches!(
-        c.job_state_now.as_deref(),
-        Some("queued" | "running" | "up_for_retry")
-    );
+    let in_flight = c.job_state_now.is_some_and(JobState::is_open);
     match (c.latest_version, c.live_version) {
         _ if c.redriven > 0 => Some("already_redriven"),
         _ if in_flight => Some("in_flight"),

@@ -16,6 +16,7 @@ use super::{log_event, BackfillView, GenerationsView, Outcome, Pipeline, Refused
 use crate::bugs::Bug;
 use crate::core::failure::FailureBucket;
 use crate::core::ids::{job_id, DocId};
+use crate::core::state::{BackfillState, JobState};
 use crate::ports::{Clock, Database, Embedder, JobMessage, JobQueue, PortError, VectorIndex};
 use crate::store::{BackfillRow, NewBackfill, PageDoc};
 use serde_json::{json, Value};
@@ -64,11 +65,12 @@ impl BackfillAction {
     }
 
     /// The state the action moves to, and the states it moves from.
-    fn transition(self) -> (&'static str, &'static [&'static str]) {
+    fn transition(self) -> (BackfillState, &'static [BackfillState]) {
+        use BackfillState::{Cancelled, Paused, Running};
         match self {
-            BackfillAction::Pause => ("paused", &["running"]),
-            BackfillAction::Resume => ("running", &["paused"]),
-            BackfillAction::Cancel => ("cancelled", &["running", "paused"]),
+            BackfillAction::Pause => (Paused, &[Running]),
+            BackfillAction::Resume => (Running, &[Paused]),
+            BackfillAction::Cancel => (Cancelled, &[Running, Paused]),
         }
     }
 }
@@ -150,7 +152,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         };
         // A latest version that failed (not live) is re-run itself: the
         // client's way to resubmit it.
-        let latest_failed = matches!(d.job_state.as_deref(), Some("failed" | "dead"))
+        let latest_failed = d.job_state.is_some_and(JobState::is_failure)
             && d.live_version.is_none_or(|l| l < d.latest_version);
         if latest_failed {
             let rerun = self.rerun_version(doc_id, d.latest_version).await?;
@@ -220,7 +222,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
     async fn backfill_open(&self) -> Result<bool, PortError> {
         let open = self.store.backfill_running().await?;
         let paused = self.store.backfills(20).await?;
-        Ok(open.is_some() || paused.iter().any(|b| b.state == "paused"))
+        Ok(open.is_some() || paused.iter().any(|b| b.state == BackfillState::Paused))
     }
 
     /// The generation a `config` backfill builds: (the running
@@ -357,7 +359,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         let Some(b) = self.backfill_row(id).await? else {
             return Ok(false);
         };
-        if b.state != "running" {
+        if b.state != BackfillState::Running {
             return Ok(false);
         }
         let now = self.clock.now_ms();
@@ -466,7 +468,14 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             // Switched and completed in one batch.
         } else if b.passes >= self.cfg.backfill_passes_max {
             self.store
-                .backfill_set_state(id, &["running"], "failed", None, now, false)
+                .backfill_set_state(
+                    id,
+                    &[BackfillState::Running],
+                    BackfillState::Failed,
+                    None,
+                    now,
+                    false,
+                )
                 .await?;
             log_event(
                 "backfill_failed",

@@ -5,6 +5,7 @@ use super::log_event;
 use crate::core::chunk::ContentType;
 use crate::core::failure::FailureBucket;
 use crate::core::ids::{job_id, sha256_hex, DocId};
+use crate::core::state::JobKind;
 use crate::ports::{Clock, Database, Embedder, JobMessage, JobQueue, PortError, VectorIndex};
 use crate::store::{DocRow, JobRow, NewVersions, PartRow, VersionRow};
 use serde_json::{json, Map, Value};
@@ -248,8 +249,12 @@ impl<'a> Batch<'a> {
     ) -> String {
         let doc_id = item.doc_id().as_str();
         let is_delete = matches!(item, IntakeItem::Delete(_));
-        let kind = if is_delete { "delete" } else { "index" };
-        let jid = job_id(item.doc_id(), version, kind, 0);
+        let kind = if is_delete {
+            JobKind::Delete
+        } else {
+            JobKind::Index
+        };
+        let jid = job_id(item.doc_id(), version, kind.as_str(), 0);
         let (text, content_type, metadata) = match item {
             IntakeItem::Put(d) => (
                 d.text.as_str(),

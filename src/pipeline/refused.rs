@@ -41,7 +41,7 @@ pub enum Refused {
     BackfillNotFound,
     /// The backfill's state does not allow the action.
     BackfillState {
-        state: String,
+        state: crate::core::state::BackfillState,
         action: super::BackfillAction,
     },
     /// The letters changed since the preflight that made the plan (or the

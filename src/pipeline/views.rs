@@ -4,6 +4,9 @@
 //! them as they are.
 
 use super::Pipeline;
+use crate::core::state::{
+    BackfillState, JobKind, JobState, RedriveItemState as ItemState, RedriveState,
+};
 use crate::ports::{Clock, Database, Embedder, JobQueue, PortError, VectorIndex};
 use crate::store::{
     BackfillCounts, BackfillRow, DocumentViewRow, ItemRow, JobViewRow, RedriveRow, RepairRunRow,
@@ -41,7 +44,7 @@ pub struct DocumentView {
     pub chunk_count: u32,
     pub deleted: bool,
     pub job_id: Option<String>,
-    pub job_state: Option<String>,
+    pub job_state: Option<JobState>,
     pub job_step: Option<String>,
     pub last_failure_bucket: Option<String>,
     /// The chunker and embedding configuration that produced the live
@@ -66,10 +69,12 @@ impl DocumentView {
         } else {
             let wrote =
                 r.job_step.as_deref() == Some("staged") && r.job_chunks_done.unwrap_or(0) > 0;
-            match (r.job_state.as_deref(), wrote) {
-                (Some("running"), _) | (Some("queued"), true) => DocumentState::Indexing,
-                (Some("up_for_retry"), true) => DocumentState::PartiallyIndexed,
-                (Some("failed" | "dead"), _) => DocumentState::Failed,
+            match (r.job_state, wrote) {
+                (Some(JobState::Running), _) | (Some(JobState::Queued), true) => {
+                    DocumentState::Indexing
+                }
+                (Some(JobState::UpForRetry), true) => DocumentState::PartiallyIndexed,
+                (Some(JobState::Failed | JobState::Dead), _) => DocumentState::Failed,
                 _ => DocumentState::Queued,
             }
         };
@@ -127,11 +132,11 @@ pub struct JobView {
     pub job_id: String,
     pub doc_id: String,
     pub version: u32,
-    pub kind: String,
+    pub kind: JobKind,
     /// The generation a backfill's build job writes (null: an index job of
     /// a new version, written in every generation in use).
     pub build_generation: Option<u32>,
-    pub state: String,
+    pub state: JobState,
     pub step: String,
     /// Attempts since the job last made progress.
     pub attempts: u32,
@@ -208,7 +213,7 @@ impl JobView {
         } = r;
         JobView {
             progress: JobProgress {
-                chunks_total: if kind == "index" {
+                chunks_total: if kind == JobKind::Index {
                     chunk_count
                 } else {
                     Some(0)
@@ -291,7 +296,7 @@ pub struct BackfillView {
     pub scope: String,
     /// Scope `filter`'s metadata filter.
     pub filter: Option<Value>,
-    pub state: String,
+    pub state: BackfillState,
     /// Scope `config`: the generation it builds, and the one active when it started.
     pub generation: Option<GenerationMove>,
     pub cursor: String,
@@ -338,7 +343,7 @@ impl BackfillView {
                 .filter
                 .as_deref()
                 .and_then(|f| serde_json::from_str::<Value>(f).ok()),
-            state: b.state.clone(),
+            state: b.state,
             generation: b.to_generation.map(|to| GenerationMove {
                 from: b.from_generation,
                 to,
@@ -366,7 +371,7 @@ impl BackfillView {
 pub struct RedriveView {
     pub redrive_id: String,
     pub plan_id: String,
-    pub state: String,
+    pub state: RedriveState,
     pub stop_reason: Option<String>,
     /// The request it runs (a `RedriveRequest`).
     pub params: Value,
@@ -389,14 +394,14 @@ pub struct RedriveCounts {
 
 impl RedriveView {
     pub fn new(r: RedriveRow, items: Vec<ItemRow>, audit: Vec<Value>) -> RedriveView {
-        let count = |s: &str| items.iter().filter(|i| i.state == s).count();
+        let count = |s: ItemState| items.iter().filter(|i| i.state == s).count();
         let counts = RedriveCounts {
             total: items.len(),
-            pending: count("pending"),
-            sent: count("sent"),
-            succeeded: count("succeeded"),
-            failed: count("failed"),
-            skipped: count("skipped"),
+            pending: count(ItemState::Pending),
+            sent: count(ItemState::Sent),
+            succeeded: count(ItemState::Succeeded),
+            failed: count(ItemState::Failed),
+            skipped: count(ItemState::Skipped),
         };
         RedriveView {
             params: serde_json::from_str(&r.params).unwrap_or(Value::Null),

@@ -5,6 +5,7 @@
 //! May import: `ports`, `bugs`, `store::sql`.
 
 use super::{json_array, sql, Store};
+use crate::core::state::BackfillState;
 use crate::ports::{Database, PortError, SqlValue, Stmt};
 use serde::Deserialize;
 
@@ -16,7 +17,7 @@ pub struct BackfillRow {
     pub filter: Option<String>,
     pub from_generation: Option<u32>,
     pub to_generation: Option<u32>,
-    pub state: String,
+    pub state: BackfillState,
     pub cursor: String,
     pub passes: u32,
     pub page_size: u32,
@@ -147,8 +148,8 @@ impl<D: Database> Store<D> {
     pub async fn backfill_set_state(
         &self,
         id: &str,
-        from: &[&str],
-        to: &str,
+        from: &[BackfillState],
+        to: BackfillState,
         abandon_generation: Option<u32>,
         now: i64,
         split: bool,
@@ -157,7 +158,7 @@ impl<D: Database> Store<D> {
             sql::BACKFILL_SET_STATE,
             vec![
                 id.into(),
-                to.into(),
+                to.as_str().into(),
                 SqlValue::Int(now),
                 json_array(from).into(),
             ],

@@ -6,6 +6,7 @@
 
 use super::{json_array, json_pages, sql, Store};
 use crate::core::failure::FailureBucket;
+use crate::core::state::{JobKind, JobState};
 use crate::ports::{Database, PortError, SqlValue, Stmt};
 use serde::{Deserialize, Serialize};
 
@@ -31,7 +32,7 @@ pub struct DocumentViewRow {
     pub created_at: i64,
     pub updated_at: i64,
     pub job_id: Option<String>,
-    pub job_state: Option<String>,
+    pub job_state: Option<JobState>,
     pub job_step: Option<String>,
     pub job_chunks_done: Option<u32>,
     pub last_failure_bucket: Option<String>,
@@ -74,7 +75,7 @@ pub struct JobRow<'a> {
     pub job_id: String,
     pub doc_id: &'a str,
     pub version: u32,
-    pub kind: &'static str,
+    pub kind: JobKind,
 }
 
 /// Everything intake writes for a set of new versions, in one batch.

@@ -6,6 +6,7 @@
 use super::usage::usage_stmt;
 use super::{int, json_array, sql, Store, UsageSnapshot};
 use crate::core::failure::FailureBucket;
+use crate::core::state::{JobKind, JobState};
 use crate::ports::{Database, PortError, Stmt};
 use serde::{Deserialize, Serialize};
 
@@ -14,8 +15,8 @@ pub struct JobViewRow {
     pub job_id: String,
     pub doc_id: String,
     pub version: u32,
-    pub kind: String,
-    pub state: String,
+    pub kind: JobKind,
+    pub state: JobState,
     pub step: String,
     pub attempts: u32,
     pub last_failure_bucket: Option<String>,

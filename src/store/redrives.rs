@@ -4,6 +4,7 @@
 //! May import: `ports`, `bugs`, `store::sql`.
 
 use super::{json_array, sql, Store};
+use crate::core::state::{JobState, RedriveItemState, RedrivePhase, RedriveState};
 use crate::ports::{Database, PortError, SqlValue, Stmt};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -21,7 +22,7 @@ pub struct Candidate {
     pub redriven: i64,
     /// The letter's job as it is now: a letter Queues forwarded for a job
     /// still queued or running is evidence, not a failure to redrive.
-    pub job_state_now: Option<String>,
+    pub job_state_now: Option<JobState>,
 }
 
 /// A redrive (`redrives`).
@@ -29,7 +30,7 @@ pub struct Candidate {
 pub struct RedriveRow {
     pub redrive_id: String,
     pub plan_id: String,
-    pub state: String,
+    pub state: RedriveState,
     pub params: String,
     pub stop_reason: Option<String>,
     pub created_at: i64,
@@ -42,12 +43,12 @@ pub struct ItemRow {
     pub letter_job_id: String,
     pub doc_id: String,
     pub version: u32,
-    pub phase: String,
+    pub phase: RedrivePhase,
     pub seq: u32,
-    pub state: String,
+    pub state: RedriveItemState,
     pub new_job_id: Option<String>,
     pub new_version: Option<u32>,
-    pub job_state: Option<String>,
+    pub job_state: Option<JobState>,
 }
 
 /// An item as a redrive's creation writes it.
@@ -56,9 +57,9 @@ pub struct NewItem<'a> {
     pub job_id: &'a str,
     pub doc_id: &'a str,
     pub version: u32,
-    pub phase: &'static str,
+    pub phase: RedrivePhase,
     pub seq: usize,
-    pub state: &'static str,
+    pub state: RedriveItemState,
 }
 
 /// Which version a re-run copies, and the condition it is under.
@@ -186,18 +187,18 @@ impl<D: Database> Store<D> {
         &self,
         redrive_id: &str,
         letter: &str,
-        from: &str,
-        state: &str,
+        from: RedriveItemState,
+        state: RedriveItemState,
         job: Option<&str>,
         version: Option<u32>,
     ) -> Result<(), PortError> {
         let params = vec![
             redrive_id.into(),
             letter.into(),
-            state.into(),
+            state.as_str().into(),
             job.map_or(SqlValue::Null, Into::into),
             version.map_or(SqlValue::Null, Into::into),
-            from.into(),
+            from.as_str().into(),
         ];
         self.db
             .execute(Stmt::new(sql::REDRIVE_ITEM_SET, params))
@@ -208,13 +209,13 @@ impl<D: Database> Store<D> {
     pub async fn redrive_set_state(
         &self,
         redrive_id: &str,
-        state: &str,
+        state: RedriveState,
         reason: Option<&str>,
         now: i64,
     ) -> Result<(), PortError> {
         let params = vec![
             redrive_id.into(),
-            state.into(),
+            state.as_str().into(),
             opt_text(reason),
             SqlValue::Int(now),
         ];

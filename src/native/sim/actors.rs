@@ -284,12 +284,10 @@ async fn poll_redrive(p: &Simulated<'_>, sched: &Sched, id: &str) {
     loop {
         // Polling advances it, like cron.
         let _ = p.redrive_advance(id).await;
-        let state = match p.redrive_view(id).await {
-            Ok(Some(v)) => v.state,
-            _ => String::new(),
-        };
-        if state == "completed" || state == "stopped" {
-            break;
+        if let Ok(Some(v)) = p.redrive_view(id).await {
+            if !v.state.is_open() {
+                break;
+            }
         }
         sleep_until(sched, sched.now_ms.get() + 1000).await;
     }
