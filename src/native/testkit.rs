@@ -8,7 +8,7 @@
 //! ([`paragraph`], [`document`], [`chunk_texts`], [`changed_chunks`]).
 //! What a test checks of the ledger it reads through the oracle.
 //!
-//! `tests/common/mod.rs` re-exports all of it. The simulation shares the
+//! `tests/it/common/mod.rs` re-exports all of it. The simulation shares the
 //! time origin [`T0`], [`local_embedder`] and [`yield_now`]; its world is
 //! its own (a broker instead of [`MemQueue`], every port wrapped by the
 //! scheduler).

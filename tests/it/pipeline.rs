@@ -2,9 +2,9 @@
 //! re-ingest, update, delete, redelivery, out-of-order messages, failures,
 //! and the side-effect order upsert → replace → cleanup.
 
-mod common;
+use crate::common;
 
-use common::{queued, World, VOLATILE};
+use crate::common::{queued, World, VOLATILE};
 use ingest_pipeline::core::failure::FailureBucket;
 use ingest_pipeline::pipeline::{ConsumeOutcome, DocumentState, IntakeOutcome};
 use ingest_pipeline::store::sql;

@@ -1,9 +1,9 @@
 //! Every SQL statement the Worker runs, on real SQLite (bundled, foreign
 //! keys on) with the same `migrations/` that `wrangler d1 migrations` applies.
 
-mod common;
+use crate::common;
 
-use common::World;
+use crate::common::World;
 use futures::executor::block_on;
 use ingest_pipeline::adapters::local_index::LocalIndex;
 use ingest_pipeline::adapters::IndexLimits;
@@ -69,7 +69,7 @@ fn embedded_migrations_are_the_migration_folders() {
 
 #[test]
 fn sql_all_lists_every_statement() {
-    let src = include_str!("../src/store/sql.rs");
+    let src = include_str!("../../src/store/sql.rs");
     let declared: BTreeSet<&str> = src
         .lines()
         .filter_map(|l| l.strip_prefix("pub const "))

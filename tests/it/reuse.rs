@@ -4,9 +4,7 @@
 //! the protocol stays the same (vectors under the new version's own IDs,
 //! upsert before replace, old vectors deleted through intents).
 
-mod common;
-
-use common::{changed_chunks, chunk_texts, counted, document, paragraph, Counted, World};
+use crate::common::{changed_chunks, chunk_texts, counted, document, paragraph, Counted, World};
 use futures::executor::block_on;
 use ingest_pipeline::core::failure::FailureBucket;
 use ingest_pipeline::core::ids::sha256_hex;
@@ -165,7 +163,7 @@ fn a_configuration_change_takes_effect_through_a_new_generation_only() {
     // A chunker change alone changes nothing served: a new version is still
     // written in the active generation, with that generation's chunker
     // (so reuse applies as before); the change takes effect through a
-    // backfill to a new generation (tests/generations.rs).
+    // backfill to a new generation (tests/it/generations.rs).
     let mut w = World::new();
     w.put("doc", &v1);
     w.deliver_all();

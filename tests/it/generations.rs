@@ -2,9 +2,9 @@
 //! and a configuration change built as a new index generation alongside
 //! the served one, switched atomically, rolled back, and retired.
 
-mod common;
+use crate::common;
 
-use common::{document, World};
+use crate::common::{document, World};
 use futures::executor::block_on;
 use ingest_pipeline::core::chunk::tokens::TokenFamily;
 use ingest_pipeline::core::chunk::{Chunker, ContentType};

@@ -1,9 +1,9 @@
 //! Dead letters, diagnosis, canary redrives and repair-run reports, through
 //! the HTTP contract (`/v1/admin/*`, admin token only).
 
-mod common;
+use crate::common;
 
-use common::World;
+use crate::common::World;
 use futures::executor::block_on;
 use ingest_pipeline::api::{handle, ApiRequest, ApiResponse, Secrets};
 use ingest_pipeline::core::failure::FailureBucket;

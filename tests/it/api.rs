@@ -1,9 +1,7 @@
 //! The HTTP contract, natively: statuses, stable error codes, and that bad
 //! input changes nothing.
 
-mod common;
-
-use common::World;
+use crate::common::World;
 use futures::executor::block_on;
 use ingest_pipeline::api::{handle, ApiRequest, ApiResponse, Secrets};
 use serde_json::{json, Value};
