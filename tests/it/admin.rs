@@ -3,7 +3,7 @@
 
 use crate::common;
 
-use crate::common::World;
+use crate::common::{oracle, World};
 use futures::executor::block_on;
 use ingest_pipeline::api::{handle, ApiRequest, ApiResponse, Secrets};
 use ingest_pipeline::core::failure::FailureBucket;
@@ -185,7 +185,7 @@ fn a_permanent_failure_is_archived_diagnosed_and_redriven_by_canary() {
         events,
         vec!["created", "sent", "canaries_passed", "completed"]
     );
-    assert_eq!(w.count("SELECT count(*) AS n FROM dead_letters"), 1);
+    assert_eq!(oracle::archived_letters(&w.db).len(), 1);
     // The same plan cannot run twice: the letter is now redriven.
     let r = call(
         &w,
@@ -394,7 +394,7 @@ fn a_cron_run_stops_at_its_subrequest_budget_and_the_next_run_goes_on() {
         "1 sweep + 2 for retiring generations + 2 batches of 3 calls fit in 10"
     );
     let mut runs = 1;
-    while w.count("SELECT count(*) AS n FROM cleanup_intents") > 0 {
+    while oracle::cleanup_intents(&w.db) > 0 {
         let r = w.cron();
         assert!(r.subrequests_used <= 10);
         runs += 1;
@@ -716,11 +716,7 @@ fn a_redrive_whose_canaries_were_all_skipped_stops_without_evidence() {
 }
 
 fn letter_row(w: &World, job_id: &str) -> Value {
-    let rows: Vec<Value> = w.db.inspect(
-        "SELECT * FROM dead_letters WHERE job_id = ?1",
-        vec![job_id.into()],
-    );
-    rows.into_iter().next().unwrap_or(Value::Null)
+    oracle::dead_letter(&w.db, job_id).unwrap_or(Value::Null)
 }
 
 #[test]

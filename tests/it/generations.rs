@@ -4,7 +4,7 @@
 
 use crate::common;
 
-use crate::common::{document, World};
+use crate::common::{document, oracle, World};
 use futures::executor::block_on;
 use ingest_pipeline::core::chunk::tokens::TokenFamily;
 use ingest_pipeline::core::chunk::{Chunker, ContentType};
@@ -220,11 +220,7 @@ fn a_chunk_size_change_is_built_alongside_switched_rolled_back_and_retired() {
     }
     assert_eq!(generation(&w, 1)["state"], "retired");
     assert_eq!(generation(&w, 1)["chunks"], 0);
-    let left: Vec<Value> = w.db.inspect(
-        "SELECT count(*) AS n FROM chunks WHERE generation = 1",
-        vec![],
-    );
-    assert_eq!(left[0]["n"], 0);
+    assert_eq!(oracle::chunks_in_generation(&w.db, 1), 0);
     // The index holds exactly the served vectors, all of generation 2.
     assert_eq!(w.index.ids(), w.live_vector_ids());
     assert!(w
@@ -288,9 +284,7 @@ fn a_failed_build_is_retried_in_another_pass_and_the_switch_waits_for_it() {
         w.live_vector_ids(),
         "no orphan vector of the failed build"
     );
-    let intents: Vec<Value> =
-        w.db.inspect("SELECT count(*) AS n FROM cleanup_intents", vec![]);
-    assert_eq!(intents[0]["n"], 0);
+    assert_eq!(oracle::cleanup_intents(&w.db), 0);
 }
 
 #[test]
@@ -429,18 +423,6 @@ fn a_filter_backfill_and_a_single_document_reindex_rerun_versions() {
     assert_eq!(list[0]["scope"], "all", "newest first");
 }
 
-/// The chunk texts D1 holds for a document's live version in `generation`.
-fn chunk_rows(w: &World, doc: &str, generation: u32) -> Vec<String> {
-    let rows: Vec<Value> = w.db.inspect(
-        "SELECT c.text FROM chunks c JOIN documents d ON d.doc_id = c.doc_id AND d.live_version = c.version \
-         WHERE c.doc_id = ?1 AND c.generation = ?2 ORDER BY c.chunk_index",
-        vec![doc.into(), generation.into()],
-    );
-    rows.iter()
-        .map(|r| r["text"].as_str().unwrap().to_string())
-        .collect()
-}
-
 #[test]
 fn a_greedy_v1_generation_keeps_its_chunker_until_a_config_backfill_moves_it_to_unicode_v2() {
     // A deployment from before `unicode-v2`: generation 1 was recorded with
@@ -470,7 +452,7 @@ fn a_greedy_v1_generation_keeps_its_chunker_until_a_config_backfill_moves_it_to_
             .collect::<Vec<_>>()
     };
     assert_eq!(
-        chunk_rows(&w, "legacy", 1),
+        oracle::live_chunk_texts(&w.db, "legacy", 1),
         texts(greedy),
         "written with the generation's own chunker"
     );
@@ -488,8 +470,11 @@ fn a_greedy_v1_generation_keeps_its_chunker_until_a_config_backfill_moves_it_to_
     let served = run_to_end(&w, &id);
     assert_eq!(served, vec![1, 2]);
     assert_eq!(generation(&w, 2)["index_config"]["chunker"], "unicode-v2");
-    assert_eq!(chunk_rows(&w, "legacy", 2), texts(w.cfg.chunker()));
-    for t in chunk_rows(&w, "legacy", 2) {
+    assert_eq!(
+        oracle::live_chunk_texts(&w.db, "legacy", 2),
+        texts(w.cfg.chunker())
+    );
+    for t in oracle::live_chunk_texts(&w.db, "legacy", 2) {
         assert!(
             TokenFamily::WordPiece.count(&t) <= w.cfg.chunk_size_max_tokens,
             "{t}"
@@ -500,15 +485,9 @@ fn a_greedy_v1_generation_keeps_its_chunker_until_a_config_backfill_moves_it_to_
 /// Every chunk search may serve (a live version's, in the active
 /// generation) has its vector in the index (the simulation's I1).
 fn served_chunks_have_vectors(w: &World) -> Result<(), String> {
-    let active = generations(w)["active"].as_i64().unwrap();
-    let rows: Vec<Value> = w.db.inspect(
-        "SELECT c.vector_id FROM chunks c JOIN documents d ON d.doc_id = c.doc_id AND d.live_version = c.version WHERE c.generation = ?1",
-        vec![active.into()],
-    );
     let have: BTreeSet<String> = w.index.ids().into_iter().collect();
-    let missing: Vec<String> = rows
-        .iter()
-        .map(|r| r["vector_id"].as_str().unwrap().to_string())
+    let missing: Vec<String> = oracle::served_vector_ids(&w.db)
+        .into_iter()
         .filter(|id| !have.contains(id))
         .collect();
     if missing.is_empty() {
@@ -796,11 +775,11 @@ fn an_index_job_does_not_stage_into_a_generation_retired_since_it_read_its_targe
             reason: "committed"
         }
     );
-    let orphans: Vec<Value> = w.db.inspect(
-        "SELECT count(*) AS n FROM chunks c JOIN generations g ON g.generation = c.generation WHERE g.state = 'retired'",
-        vec![],
+    assert_eq!(
+        oracle::chunks_in_retired_generations(&w.db),
+        0,
+        "rows in a retired generation"
     );
-    assert_eq!(orphans[0]["n"], 0, "rows in a retired generation");
     assert_eq!(w.state("doc-00"), DocumentState::Indexed);
     served_chunks_have_vectors(&w).unwrap();
 }
@@ -826,13 +805,9 @@ fn a_version_records_the_active_generations_chunk_count_and_configuration() {
         ic["chunk_size_max_tokens"], 64,
         "the active generation's: {ic}"
     );
-    let rows: Vec<Value> = w.db.inspect(
-        "SELECT count(*) AS n FROM chunks c JOIN documents d ON d.doc_id = c.doc_id AND d.live_version = c.version WHERE c.doc_id = 'doc-00' AND c.generation = 2",
-        vec![],
-    );
     assert_eq!(
-        Some(doc.chunk_count as i64),
-        rows[0]["n"].as_i64(),
+        doc.chunk_count as usize,
+        oracle::live_chunk_texts(&w.db, "doc-00", 2).len(),
         "the active generation's chunk count"
     );
 }
@@ -873,7 +848,7 @@ fn generation_one_adopts_the_configuration_its_versions_were_indexed_with() {
         .map(|c| c.text.to_string())
         .collect();
     assert_eq!(
-        chunk_rows(&w, "new", 1),
+        oracle::live_chunk_texts(&w.db, "new", 1),
         want,
         "the new version is chunked as generation 1's vectors were"
     );
@@ -921,7 +896,7 @@ fn the_switch_waits_for_an_index_job_in_flight_that_has_not_staged_yet() {
     assert_eq!(view(&w, &id)["state"], "completed", "{}", view(&w, &id));
     assert_eq!(generation(&w, 2)["state"], "active");
     assert!(
-        !chunk_rows(&w, "doc-00", 2).is_empty(),
+        !oracle::live_chunk_texts(&w.db, "doc-00", 2).is_empty(),
         "doc-00 has rows in generation 2"
     );
     served_chunks_have_vectors(&w).unwrap();

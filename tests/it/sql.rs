@@ -3,7 +3,7 @@
 
 use crate::common;
 
-use crate::common::World;
+use crate::common::{oracle, World};
 use futures::executor::block_on;
 use ingest_pipeline::adapters::local_index::LocalIndex;
 use ingest_pipeline::adapters::IndexLimits;
@@ -124,9 +124,9 @@ fn batches_are_atomic() {
     );
     let bad = Stmt::new("INSERT INTO versions (doc_id) VALUES ('a')", vec![]);
     assert!(block_on(db.batch(vec![ok, bad])).is_err());
-    assert!(
-        db.inspect::<serde_json::Value>("SELECT * FROM documents", vec![])
-            .is_empty(),
+    assert_eq!(
+        oracle::document_count(&db),
+        0,
         "the first statement was rolled back"
     );
 }
@@ -178,12 +178,7 @@ fn every_statement_is_exercised_by_the_flows() {
             .faults
             .fail_next(1, FailureBucket::QueueUnavailable);
         w2.put("f", "xi");
-        let jid = w2
-            .db
-            .inspect::<serde_json::Value>("SELECT job_id FROM jobs", vec![])[0]["job_id"]
-            .as_str()
-            .unwrap()
-            .to_string();
+        let jid = oracle::job_ids(&w2.db).remove(0);
         block_on(w2.p().store.claim(&jid, w2.clock.0.get(), w2.clock.0.get())).unwrap();
         w2.clock
             .advance_ms(i64::from(w2.cfg.job_stall_seconds) * 1000 + 1);
