@@ -112,6 +112,34 @@ impl World {
         )
     }
 
+    /// The pipeline over `db` (one of the ledger's wrappers: [`Interleaved`],
+    /// [`Uneven`], [`Hooked`], [`FailOn`]) and the world's other ports, under
+    /// its configuration.
+    pub fn p_over<D: Database>(
+        &self,
+        db: D,
+    ) -> Pipeline<D, &MemIndex, &LocalEmbedder, &MemQueue, &ManualClock> {
+        Pipeline::new(
+            self.cfg.clone(),
+            db,
+            &self.index,
+            &self.embedder,
+            &self.queue,
+            &self.clock,
+        )
+    }
+
+    /// Runs cron `runs` times, a minute apart (the clock moves a minute
+    /// before each run); returns the last report.
+    pub fn cron_runs(&self, runs: usize) -> Option<RepairReport> {
+        let mut last = None;
+        for _ in 0..runs {
+            self.clock.advance_ms(60_000);
+            last = Some(self.cron());
+        }
+        last
+    }
+
     /// Puts plain `text` as document `doc`, without metadata.
     pub fn put(&self, doc: &str, text: &str) -> IntakeOutcome {
         self.put_with(doc, text, serde_json::Map::new(), ContentType::Plain)

@@ -9,7 +9,9 @@ use futures::executor::block_on;
 use ingest_pipeline::core::chunk::tokens::TokenFamily;
 use ingest_pipeline::core::chunk::{Chunker, ContentType};
 use ingest_pipeline::core::failure::FailureBucket;
-use ingest_pipeline::pipeline::{BackfillScope, DocumentState, SearchHit, SearchRequest};
+use ingest_pipeline::pipeline::{
+    BackfillScope, ConsumeOutcome, DocumentState, SearchHit, SearchRequest,
+};
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 
@@ -34,6 +36,22 @@ fn world() -> World {
     }
     w.deliver_all();
     w
+}
+
+/// [`world`], then the chunk size changes to `tokens`: a config backfill
+/// has a new generation to build.
+fn rechunked_world(tokens: usize) -> World {
+    let mut w = world();
+    w.cfg.chunk_size_max_tokens = tokens;
+    w
+}
+
+/// Starts a config backfill with pages of `page` documents; returns its id.
+fn start_config(w: &World, page: u32) -> String {
+    start(w, BackfillScope::Config, page)["backfill_id"]
+        .as_str()
+        .unwrap()
+        .to_string()
 }
 
 fn search(w: &World, q: &str) -> Vec<SearchHit> {
@@ -106,9 +124,7 @@ fn run_to_end(w: &World, id: &str) -> Vec<u32> {
         loop {
             let next = w.queue.sent.borrow_mut().pop_front();
             let Some(m) = next else { break };
-            if let ingest_pipeline::pipeline::ConsumeOutcome::Retry { delay_seconds } =
-                w.consume(&m)
-            {
+            if let ConsumeOutcome::Retry { delay_seconds } = w.consume(&m) {
                 w.clock.advance_ms(i64::from(delay_seconds) * 1000);
                 w.queue.sent.borrow_mut().push_back(m);
             }
@@ -214,10 +230,7 @@ fn a_chunk_size_change_is_built_alongside_switched_rolled_back_and_retired() {
         "generation_in_use"
     );
     block_on(w.p().retire_generation(1)).unwrap().unwrap();
-    for _ in 0..10 {
-        w.clock.advance_ms(60_000);
-        w.cron();
-    }
+    w.cron_runs(10);
     assert_eq!(generation(&w, 1)["state"], "retired");
     assert_eq!(generation(&w, 1)["chunks"], 0);
     assert_eq!(oracle::chunks_in_generation(&w.db, 1), 0);
@@ -243,12 +256,8 @@ fn a_chunk_size_change_is_built_alongside_switched_rolled_back_and_retired() {
 
 #[test]
 fn a_failed_build_is_retried_in_another_pass_and_the_switch_waits_for_it() {
-    let mut w = world();
-    w.cfg.chunk_size_max_tokens = 120;
-    let id = start(&w, BackfillScope::Config, 20)["backfill_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let w = rechunked_world(120);
+    let id = start_config(&w, 20);
     // The first build's upsert is rejected: that job fails permanently.
     w.index
         .upsert_faults
@@ -275,10 +284,7 @@ fn a_failed_build_is_retried_in_another_pass_and_the_switch_waits_for_it() {
     }
     // The failed build's vectors are deleted through intents: the index
     // holds exactly the live chunks of both generations (1 is retained).
-    for _ in 0..5 {
-        w.clock.advance_ms(60_000);
-        w.cron();
-    }
+    w.cron_runs(5);
     assert_eq!(
         w.index.ids(),
         w.live_vector_ids(),
@@ -289,12 +295,8 @@ fn a_failed_build_is_retried_in_another_pass_and_the_switch_waits_for_it() {
 
 #[test]
 fn pause_resume_cancel_and_an_abandoned_generation_is_cleaned_up() {
-    let mut w = world();
-    w.cfg.chunk_size_max_tokens = 120;
-    let id = start(&w, BackfillScope::Config, 3)["backfill_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let w = rechunked_world(120);
+    let id = start_config(&w, 3);
     let p = block_on(w.p().backfill_transition(&id, "pause"))
         .unwrap()
         .unwrap()
@@ -463,10 +465,7 @@ fn a_greedy_v1_generation_keeps_its_chunker_until_a_config_backfill_moves_it_to_
     );
 
     // A config backfill builds generation 2 with `unicode-v2` and switches.
-    let id = start(&w, BackfillScope::Config, 5)["backfill_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = start_config(&w, 5);
     let served = run_to_end(&w, &id);
     assert_eq!(served, vec![1, 2]);
     assert_eq!(generation(&w, 2)["index_config"]["chunker"], "unicode-v2");
@@ -506,22 +505,15 @@ fn a_build_job_cron_ends_dead_leaves_a_gap_the_switch_waits_for() {
     // Issue: cron ended a stalled build job `dead` with the loser statement,
     // which skips live versions, so its staged rows had no intents and the
     // switch went ahead with that document's vectors missing.
-    let mut w = world();
-    w.cfg.chunk_size_max_tokens = 96;
-    let id = start(&w, BackfillScope::Config, 20)["backfill_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let mut w = rechunked_world(96);
+    let id = start_config(&w, 20);
     // The first build job stages its rows in generation 2, then its upsert
     // fails transiently: it waits `up_for_retry` with its rows staged.
     let first = w.queue.sent.borrow_mut().pop_front().expect("a build job");
     w.index
         .upsert_faults
         .fail_next(1, FailureBucket::IndexUnavailable);
-    assert!(matches!(
-        w.consume(&first),
-        ingest_pipeline::pipeline::ConsumeOutcome::Retry { .. }
-    ));
+    assert!(matches!(w.consume(&first), ConsumeOutcome::Retry { .. }));
     // Its retry message is lost; meanwhile the attempts limit is lowered to
     // what it used, so cron ends it `dead` instead of re-enqueueing it.
     w.cfg.job_attempts_max = 1;
@@ -538,24 +530,9 @@ fn a_build_job_cron_ends_dead_leaves_a_gap_the_switch_waits_for() {
 fn two_identical_config_reindex_requests_at_once_start_one_backfill_and_keep_its_generation() {
     // Issue: the loser of two concurrent POSTs (a client retrying after a
     // timeout) abandoned the generation the winner had just created.
-    let mut w = world();
-    w.cfg.chunk_size_max_tokens = 96;
-    let a = ingest_pipeline::pipeline::Pipeline::new(
-        w.cfg.clone(),
-        common::Interleaved(&w.db),
-        &w.index,
-        &w.embedder,
-        &w.queue,
-        &w.clock,
-    );
-    let b = ingest_pipeline::pipeline::Pipeline::new(
-        w.cfg.clone(),
-        common::Interleaved(&w.db),
-        &w.index,
-        &w.embedder,
-        &w.queue,
-        &w.clock,
-    );
+    let w = rechunked_world(96);
+    let a = w.p_over(common::Interleaved(&w.db));
+    let b = w.p_over(common::Interleaved(&w.db));
     let (ra, rb) = block_on(futures::future::join(
         a.start_backfill(&BackfillScope::Config, 5),
         b.start_backfill(&BackfillScope::Config, 5),
@@ -587,19 +564,11 @@ fn a_reindex_start_that_fails_leaves_no_generation_building_without_its_backfill
     // generation stayed `building` with no backfill: every index job wrote
     // it too, and once a retry's backfill had switched, a later start found
     // the configuration active and left it building for good.
-    let mut w = world();
-    w.cfg.chunk_size_max_tokens = 96;
-    let failing = ingest_pipeline::pipeline::Pipeline::new(
-        w.cfg.clone(),
-        common::FailOn {
-            db: &w.db,
-            sql: ingest_pipeline::store::sql::BACKFILL_INSERT,
-        },
-        &w.index,
-        &w.embedder,
-        &w.queue,
-        &w.clock,
-    );
+    let w = rechunked_world(96);
+    let failing = w.p_over(common::FailOn {
+        db: &w.db,
+        sql: ingest_pipeline::store::sql::BACKFILL_INSERT,
+    });
     assert!(
         block_on(failing.start_backfill(&BackfillScope::Config, 5)).is_err(),
         "the start fails"
@@ -629,21 +598,13 @@ fn a_cancel_that_fails_halfway_does_not_leave_its_generation_building() {
     // cancelled, then abandoning its generation failed; the retry was
     // refused (a cancelled backfill cannot cancel) and the generation
     // stayed `building` for good.
-    let mut w = world();
-    w.cfg.chunk_size_max_tokens = 96;
+    let w = rechunked_world(96);
     let started = start(&w, BackfillScope::Config, 5);
     let id = started["backfill_id"].as_str().unwrap().to_string();
-    let failing = ingest_pipeline::pipeline::Pipeline::new(
-        w.cfg.clone(),
-        common::FailOn {
-            db: &w.db,
-            sql: ingest_pipeline::store::sql::GENERATION_ABANDON,
-        },
-        &w.index,
-        &w.embedder,
-        &w.queue,
-        &w.clock,
-    );
+    let failing = w.p_over(common::FailOn {
+        db: &w.db,
+        sql: ingest_pipeline::store::sql::GENERATION_ABANDON,
+    });
     assert!(
         block_on(failing.backfill_transition(&id, "cancel")).is_err(),
         "the cancel fails"
@@ -685,12 +646,8 @@ fn switch_batch(w: &World, g: u32) -> Vec<u64> {
 fn a_switch_that_does_not_apply_retires_nothing() {
     // Issue: the statement retiring the retained generation had no gap
     // condition, so a switch refused for a gap still retired the rollback.
-    let mut w = world();
-    w.cfg.chunk_size_max_tokens = 96;
-    let id = start(&w, BackfillScope::Config, 20)["backfill_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let mut w = rechunked_world(96);
+    let id = start_config(&w, 20);
     run_to_end(&w, &id);
     assert_eq!(
         (
@@ -717,12 +674,8 @@ fn a_switch_that_does_not_apply_retires_nothing() {
 fn a_crash_between_the_switch_and_completing_the_backfill_still_completes_it() {
     // Issue: the switch and BACKFILL_COMPLETE were separate calls; after a
     // crash between them the backfill looped to `failed` over a done switch.
-    let mut w = world();
-    w.cfg.chunk_size_max_tokens = 96;
-    let id = start(&w, BackfillScope::Config, 20)["backfill_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let w = rechunked_world(96);
+    let id = start_config(&w, 20);
     *w.db.fail_sql.borrow_mut() = Some((
         ingest_pipeline::store::sql::BACKFILL_COMPLETE,
         FailureBucket::DbUnavailable,
@@ -736,12 +689,8 @@ fn a_crash_between_the_switch_and_completing_the_backfill_still_completes_it() {
 fn an_index_job_does_not_stage_into_a_generation_retired_since_it_read_its_targets() {
     // Issue: staging ignored the generations' state, so a job that read its
     // targets before cron retired one wrote rows there, orphaned for good.
-    let mut w = world();
-    w.cfg.chunk_size_max_tokens = 96;
-    let id = start(&w, BackfillScope::Config, 20)["backfill_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let w = rechunked_world(96);
+    let id = start_config(&w, 20);
     run_to_end(&w, &id);
     assert_eq!(generation(&w, 1)["state"], "retained");
     w.put("doc-00", &document(4, None));
@@ -760,18 +709,11 @@ fn an_index_job_does_not_stage_into_a_generation_retired_since_it_read_its_targe
             let _: Vec<Value> = db.inspect("UPDATE generations SET state = 'retired' WHERE generation = 1 RETURNING generation", vec![]);
         }))),
     };
-    let p = ingest_pipeline::pipeline::Pipeline::new(
-        w.cfg.clone(),
-        db,
-        &w.index,
-        &w.embedder,
-        &w.queue,
-        &w.clock,
-    );
+    let p = w.p_over(db);
     let out = block_on(p.consume(&msg));
     assert_eq!(
         out,
-        ingest_pipeline::pipeline::ConsumeOutcome::Ack {
+        ConsumeOutcome::Ack {
             reason: "committed"
         }
     );
@@ -788,12 +730,8 @@ fn an_index_job_does_not_stage_into_a_generation_retired_since_it_read_its_targe
 fn a_version_records_the_active_generations_chunk_count_and_configuration() {
     // Issue: with two generations written, a version recorded the lowest
     // generation's chunk count and configuration, not the served one's.
-    let mut w = world();
-    w.cfg.chunk_size_max_tokens = 64;
-    let id = start(&w, BackfillScope::Config, 20)["backfill_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let w = rechunked_world(64);
+    let id = start_config(&w, 20);
     run_to_end(&w, &id);
     assert_eq!(generations(&w)["active"], 2);
     // A new version is written in generation 1 (retained) and 2 (active).
@@ -871,10 +809,7 @@ fn the_switch_waits_for_an_index_job_in_flight_that_has_not_staged_yet() {
         .unwrap()
         .expect("claimed");
     w.cfg.chunk_size_max_tokens = 96;
-    let id = start(&w, BackfillScope::Config, 20)["backfill_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = start_config(&w, 20);
     // Every build job runs, and cron looks again and again.
     for _ in 0..5 {
         w.deliver_all();

@@ -343,22 +343,8 @@ fn every_statement_is_exercised_by_the_flows() {
         // Two identical starts at once: one starts, the other gives up
         // without abandoning the generation the first builds.
         w6.cfg.chunk_size_max_tokens = 104;
-        let pa = ingest_pipeline::pipeline::Pipeline::new(
-            w6.cfg.clone(),
-            common::Interleaved(&w6.db),
-            &w6.index,
-            &w6.embedder,
-            &w6.queue,
-            &w6.clock,
-        );
-        let pb = ingest_pipeline::pipeline::Pipeline::new(
-            w6.cfg.clone(),
-            common::Interleaved(&w6.db),
-            &w6.index,
-            &w6.embedder,
-            &w6.queue,
-            &w6.clock,
-        );
+        let pa = w6.p_over(common::Interleaved(&w6.db));
+        let pb = w6.p_over(common::Interleaved(&w6.db));
         let (ra, rb) = block_on(futures::future::join(
             pa.start_backfill(&BackfillScope::Config, 1),
             pb.start_backfill(&BackfillScope::Config, 1),
