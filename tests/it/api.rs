@@ -184,6 +184,10 @@ fn batch_answers_per_item() {
     assert_eq!((r.status, code(&r)), (413, "batch_too_large"));
 }
 
+/// A bad request and its answer: method, path, content type, body, status
+/// and error code.
+type Case<'a> = (&'a str, &'a str, Option<&'a str>, Vec<u8>, u16, &'a str);
+
 #[test]
 fn bad_input_gets_a_stable_code_and_changes_nothing() {
     let mut cfg = World::new().cfg;
@@ -198,7 +202,7 @@ fn bad_input_gets_a_stable_code_and_changes_nothing() {
     let before = w.db.dump(&[]);
     let big = "x".repeat(101);
     let long_path = format!("/v1/documents/{}", "x".repeat(257));
-    let cases: Vec<(&str, &str, Option<&str>, Vec<u8>, u16, &str)> = vec![
+    let cases: Vec<Case> = vec![
         (
             "PUT",
             "/v1/documents/a",

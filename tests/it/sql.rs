@@ -368,7 +368,7 @@ fn every_statement_is_exercised_by_the_flows() {
         values: vec![1.0, 0.0, 0.0, 0.0],
         metadata: md.clone(),
     };
-    block_on(idx.upsert(&[rec.clone()])).unwrap();
+    block_on(idx.upsert(std::slice::from_ref(&rec))).unwrap();
     assert_eq!(block_on(idx.get_by_ids(&["v1".into()])).unwrap(), vec![rec]);
     let hits = block_on(idx.query(&[1.0, 0.0, 0.0, 0.0], 5, &md)).unwrap();
     assert_eq!(hits[0].id, "v1");
