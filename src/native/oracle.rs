@@ -43,6 +43,11 @@ pub fn count(db: &SqliteDb, sql: &str) -> i64 {
     db.inspect::<CountRow>(sql, Vec::<SqlValue>::new())[0].n
 }
 
+/// As [`count`], with `params` bound to `sql`'s parameters.
+fn count_with(db: &SqliteDb, sql: &str, params: Vec<SqlValue>) -> i64 {
+    db.inspect::<CountRow>(sql, params)[0].n
+}
+
 // ------------------------------------------------------------------ vectors
 
 /// Vector IDs of live chunks in every generation that has rows (retiring,
@@ -91,6 +96,81 @@ pub fn known_vector_ids(db: &SqliteDb) -> BTreeSet<String> {
     .collect()
 }
 
+// ------------------------------------------------------------------ chunks
+
+/// A live chunk's row (see [`live_chunks`]).
+#[derive(Debug, Deserialize)]
+pub struct LiveChunk {
+    pub vector_id: String,
+    pub version: u32,
+    pub chunk_index: u32,
+    pub text: String,
+}
+
+/// Live chunks in every generation (as [`live_vector_ids`]), in
+/// `vector_id` order.
+pub fn live_chunks(db: &SqliteDb) -> Vec<LiveChunk> {
+    db.inspect(
+        "SELECT c.vector_id, c.version, c.chunk_index, c.text FROM chunks c
+         JOIN documents d ON d.doc_id = c.doc_id AND d.live_version = c.version ORDER BY c.vector_id",
+        vec![],
+    )
+}
+
+/// The texts of document `doc_id`'s live chunks in `generation`, in
+/// `chunk_index` order.
+pub fn live_chunk_texts(db: &SqliteDb, doc_id: &str, generation: u32) -> Vec<String> {
+    #[derive(Deserialize)]
+    struct TextRow {
+        text: String,
+    }
+    let rows: Vec<TextRow> = db.inspect(
+        "SELECT c.text FROM chunks c JOIN documents d ON d.doc_id = c.doc_id AND d.live_version = c.version \
+         WHERE c.doc_id = ?1 AND c.generation = ?2 ORDER BY c.chunk_index",
+        vec![doc_id.into(), generation.into()],
+    );
+    rows.into_iter().map(|r| r.text).collect()
+}
+
+/// Chunk rows of version `version` of any document, in any generation.
+pub fn chunks_of_version(db: &SqliteDb, version: u32) -> i64 {
+    count_with(
+        db,
+        "SELECT count(*) AS n FROM chunks WHERE version = ?1",
+        vec![version.into()],
+    )
+}
+
+/// Chunk rows in `generation`, of any version.
+pub fn chunks_in_generation(db: &SqliteDb, generation: u32) -> i64 {
+    count_with(
+        db,
+        "SELECT count(*) AS n FROM chunks WHERE generation = ?1",
+        vec![generation.into()],
+    )
+}
+
+/// Chunk rows in a `retired` generation: orphans, since retiring deletes
+/// a generation's rows.
+pub fn chunks_in_retired_generations(db: &SqliteDb) -> i64 {
+    count(
+        db,
+        "SELECT count(*) AS n FROM chunks c JOIN generations g ON g.generation = c.generation WHERE g.state = 'retired'",
+    )
+}
+
+/// Every chunk row's `content_hash` and `text`, any version, any
+/// generation, as pairs.
+pub fn chunk_hashes_and_texts(db: &SqliteDb) -> Vec<(String, String)> {
+    #[derive(Deserialize)]
+    struct HashRow {
+        content_hash: String,
+        text: String,
+    }
+    let rows: Vec<HashRow> = db.inspect("SELECT content_hash, text FROM chunks", vec![]);
+    rows.into_iter().map(|r| (r.content_hash, r.text)).collect()
+}
+
 // ------------------------------------------------------------------ documents and generations
 
 /// Each document's `live_version` (`None` until one went live).
@@ -104,6 +184,26 @@ pub fn live_versions(db: &SqliteDb) -> BTreeMap<String, Option<u32>> {
     rows.into_iter()
         .map(|r| (r.doc_id, r.live_version))
         .collect()
+}
+
+/// Document rows (one per document ever accepted, deleted ones included).
+pub fn document_count(db: &SqliteDb) -> i64 {
+    count(db, "SELECT count(*) AS n FROM documents")
+}
+
+/// Version part rows (a version's text is stored in parts), of every
+/// version.
+pub fn version_parts(db: &SqliteDb) -> i64 {
+    count(db, "SELECT count(*) AS n FROM version_parts")
+}
+
+/// The number of parts version `version` of `doc_id` recorded.
+pub fn part_count(db: &SqliteDb, doc_id: &str, version: u32) -> u32 {
+    count_with(
+        db,
+        "SELECT part_count AS n FROM versions WHERE doc_id = ?1 AND version = ?2",
+        vec![doc_id.into(), version.into()],
+    ) as u32
 }
 
 /// The active generation (0 if none is, which the ledger forbids).
@@ -174,6 +274,36 @@ pub fn cleanup_intents(db: &SqliteDb) -> i64 {
     count(db, "SELECT count(*) AS n FROM cleanup_intents")
 }
 
+/// Every job's id, in `job_id` order.
+pub fn job_ids(db: &SqliteDb) -> Vec<String> {
+    #[derive(Deserialize)]
+    struct JobRow {
+        job_id: String,
+    }
+    let rows: Vec<JobRow> = db.inspect("SELECT job_id FROM jobs ORDER BY job_id", vec![]);
+    rows.into_iter().map(|r| r.job_id).collect()
+}
+
+/// Job `job_id`'s attempts so far.
+pub fn job_attempts(db: &SqliteDb, job_id: &str) -> i64 {
+    count_with(
+        db,
+        "SELECT attempts AS n FROM jobs WHERE job_id = ?1",
+        vec![job_id.into()],
+    )
+}
+
+/// Job `job_id`'s last failure bucket (`None` if it never failed).
+pub fn last_failure_bucket(db: &SqliteDb, job_id: &str) -> Option<String> {
+    let rows: Vec<serde_json::Value> = db.inspect(
+        "SELECT last_failure_bucket FROM jobs WHERE job_id = ?1",
+        vec![job_id.into()],
+    );
+    rows.first()
+        .and_then(|r| r["last_failure_bucket"].as_str())
+        .map(str::to_string)
+}
+
 /// Work left: jobs not yet ended plus cleanup intents not yet drained.
 /// Zero in a quiescent ledger.
 pub fn open_jobs_and_intents(db: &SqliteDb) -> i64 {
@@ -188,6 +318,15 @@ pub fn archived_letters(db: &SqliteDb) -> Vec<String> {
     rows.iter()
         .filter_map(|r| r["job_id"].as_str().map(str::to_string))
         .collect()
+}
+
+/// The archived dead letter of `job_id`, every column, if there is one.
+pub fn dead_letter(db: &SqliteDb, job_id: &str) -> Option<serde_json::Value> {
+    let rows: Vec<serde_json::Value> = db.inspect(
+        "SELECT * FROM dead_letters WHERE job_id = ?1",
+        vec![job_id.into()],
+    );
+    rows.into_iter().next()
 }
 
 /// Jobs that ended `failed` or `dead` whose letter is not archived with

@@ -8,7 +8,7 @@
 //! ([`paragraph`], [`document`], [`chunk_texts`], [`changed_chunks`]).
 //! What a test checks of the ledger it reads through the oracle.
 //!
-//! `tests/common/mod.rs` re-exports all of it. The simulation shares the
+//! `tests/it/common/mod.rs` re-exports all of it. The simulation shares the
 //! time origin [`T0`], [`local_embedder`] and [`yield_now`]; its world is
 //! its own (a broker instead of [`MemQueue`], every port wrapped by the
 //! scheduler).
@@ -110,6 +110,34 @@ impl World {
             &self.queue,
             &self.clock,
         )
+    }
+
+    /// The pipeline over `db` (one of the ledger's wrappers: [`Interleaved`],
+    /// [`Uneven`], [`Hooked`], [`FailOn`]) and the world's other ports, under
+    /// its configuration.
+    pub fn p_over<D: Database>(
+        &self,
+        db: D,
+    ) -> Pipeline<D, &MemIndex, &LocalEmbedder, &MemQueue, &ManualClock> {
+        Pipeline::new(
+            self.cfg.clone(),
+            db,
+            &self.index,
+            &self.embedder,
+            &self.queue,
+            &self.clock,
+        )
+    }
+
+    /// Runs cron `runs` times, a minute apart (the clock moves a minute
+    /// before each run); returns the last report.
+    pub fn cron_runs(&self, runs: usize) -> Option<RepairReport> {
+        let mut last = None;
+        for _ in 0..runs {
+            self.clock.advance_ms(60_000);
+            last = Some(self.cron());
+        }
+        last
     }
 
     /// Puts plain `text` as document `doc`, without metadata.

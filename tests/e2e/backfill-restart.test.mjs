@@ -14,7 +14,22 @@
 
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { admin, api, docPath, search, sleep, startWorker, tokens, triggerCron, waitForState, withLogs } from './helpers.mjs';
+import {
+  admin,
+  api,
+  checkBackfillCounts,
+  docPath,
+  getBackfill as getBackfillView,
+  getGenerations,
+  pageChecks,
+  search,
+  sleep,
+  startWorker,
+  tokens,
+  triggerCron,
+  waitForState,
+  withLogs,
+} from './helpers.mjs';
 
 const STEP = { timeout: 300_000 };
 // CONSUME_WALL_SECONDS_MAX < INVOCATION_WALL_SECONDS_MAX < JOB_LEASE_SECONDS (config_invalid otherwise).
@@ -61,60 +76,11 @@ const DOCS = Array.from({ length: 20 }, (_, i) => {
   return { doc_id: `bfr/doc-${String(i + 1).padStart(2, '0')}`, code, text: makeText(code, i) };
 });
 
-/** The invariants of a backfill view's counts, at every moment. */
-function checkCounts(v, what = 'backfill view') {
-  const ctx = `${what}: ${JSON.stringify(v)}`;
-  const p = v?.progress;
-  assert.equal(typeof p, 'object', ctx);
-  for (const k of ['total', 'enqueued', 'done', 'pending', 'failed', 'not_enqueued', 'remaining']) {
-    assert.ok(Number.isInteger(p[k]) && p[k] >= 0, `${k} must be a non-negative integer; ${ctx}`);
-  }
-  assert.equal(p.enqueued, p.done + p.pending + p.failed, `enqueued == done + pending + failed; ${ctx}`);
-  assert.equal(p.remaining, p.pending + p.not_enqueued, `remaining == pending + not_enqueued; ${ctx}`);
-  assert.equal(typeof v.cursor, 'string', ctx);
-  assert.ok(Number.isInteger(v.passes) && v.passes >= 0, ctx);
-}
-
-async function getBackfill(id) {
-  const res = await admin(base, 'GET', `/v1/admin/reindex/${encodeURIComponent(id)}`);
-  assert.equal(res.status, 200, res.text);
-  checkCounts(res.body, `GET /v1/admin/reindex/${id}`);
-  return res.body;
-}
-
-async function generations() {
-  const res = await admin(base, 'GET', '/v1/admin/generations');
-  assert.equal(res.status, 200, res.text);
-  return res.body;
-}
-
-/**
- * Between two polls with at most one cron run in between, within one pass:
- * `enqueued` never drops and the cursor (a doc_id, in doc_id order) never goes
- * back. A run that enqueued more than one page (page_size documents) is
- * collected in `pageViolations` and asserted at the end of the step, so that
- * the rest of the test still runs.
- */
-const pageViolations = [];
-function assertForward(prev, v) {
-  if (v.passes !== prev.passes) return;
-  const added = v.progress.enqueued - prev.progress.enqueued;
-  assert.ok(added >= 0, `enqueued dropped: ${JSON.stringify(prev.progress)} → ${JSON.stringify(v.progress)}`);
-  if (v.state === 'running' && prev.state === 'running') {
-    assert.ok(v.cursor >= prev.cursor, `cursor went back within pass ${v.passes}: ${prev.cursor} → ${v.cursor}`);
-  }
-  if (added > v.page_size) {
-    pageViolations.push(
-      `one cron run enqueues at most one page of ${v.page_size} documents; it enqueued ${added}: ` +
-        `${JSON.stringify(prev)} → ${JSON.stringify(v)}`,
-    );
-  }
-}
-
-function assertNoPageViolations() {
-  const found = pageViolations.splice(0);
-  assert.deepEqual(found, [], found.join('\n'));
-}
+const checkCounts = checkBackfillCounts;
+const getBackfill = (id) => getBackfillView(base, id);
+const generations = async () => (await getGenerations(base)).body;
+// The one-page check of every cron run (`pageChecks`).
+const { assertOnePage: assertForward, assertNone: assertNoPageViolations } = pageChecks();
 
 describe('a backfill interrupted by a worker restart resumes from its cursor', () => {
   let id;

@@ -12,10 +12,16 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import {
+  BACKFILL_STATES,
   REPO_ROOT,
   admin,
   api,
+  assertErrorCode,
+  checkBackfillCounts,
   docPath,
+  getBackfill as getBackfillView,
+  getGenerations,
+  pageChecks,
   search,
   sleep,
   startWorker,
@@ -116,40 +122,19 @@ const docById = new Map(ALL_DOCS.map((d) => [d.doc_id, d]));
 // ---------------------------------------------------------------------------
 // Local helpers.
 
-function assertError(res, status, code, what) {
-  const ctx = `${what}: got ${res.status} ${res.text}`;
-  assert.equal(res.status, status, ctx);
-  assert.equal(typeof res.body?.error, 'object', ctx);
-  assert.equal(res.body.error.code, code, ctx);
-}
-
-/** The invariants of a backfill view's counts, at every moment. */
+/** The invariants of a backfill view's counts, at every moment, and its state. */
 function checkCounts(v, what = 'backfill view') {
-  const ctx = `${what}: ${JSON.stringify(v)}`;
-  const p = v?.progress;
-  assert.equal(typeof p, 'object', ctx);
-  for (const k of ['total', 'enqueued', 'done', 'pending', 'failed', 'not_enqueued', 'remaining']) {
-    assert.equal(typeof p[k], 'number', `${k} ${ctx}`);
-    assert.ok(Number.isInteger(p[k]) && p[k] >= 0, `${k} must be a non-negative integer; ${ctx}`);
-  }
-  assert.equal(p.enqueued, p.done + p.pending + p.failed, `enqueued == done + pending + failed; ${ctx}`);
-  assert.equal(p.remaining, p.pending + p.not_enqueued, `remaining == pending + not_enqueued; ${ctx}`);
-  assert.ok(['running', 'paused', 'cancelled', 'completed'].includes(v.state), ctx);
-  assert.equal(typeof v.cursor, 'string', ctx);
-  assert.ok(Number.isInteger(v.passes) && v.passes >= 0, ctx);
+  checkBackfillCounts(v, what, { states: BACKFILL_STATES });
 }
 
 async function getBackfill(id) {
-  const res = await admin(base, 'GET', `/v1/admin/reindex/${encodeURIComponent(id)}`);
-  assert.equal(res.status, 200, res.text);
-  checkCounts(res.body, `GET /v1/admin/reindex/${id}`);
-  assert.equal(res.body.backfill_id, id, res.text);
-  return res.body;
+  const v = await getBackfillView(base, id, checkCounts);
+  assert.equal(v.backfill_id, id, JSON.stringify(v));
+  return v;
 }
 
 async function generations() {
-  const res = await admin(base, 'GET', '/v1/admin/generations');
-  assert.equal(res.status, 200, res.text);
+  const res = await getGenerations(base);
   const b = res.body;
   assert.equal(typeof b.active, 'number', res.text);
   assert.equal(typeof b.configured, 'object', res.text);
@@ -239,33 +224,12 @@ async function runToCompletion(id, { timeoutMs = 120_000, pauseMs = 400 } = {}) 
   return v;
 }
 
-/**
- * Between two polls with one cron run in between: `enqueued` did not drop and
- * the cursor did not go back (within one pass). Whether the run enqueued more
- * than one page (page_size documents) is returned as a message, collected in
- * `pageViolations` and asserted at the end of the step, so that the rest of
- * the step still runs.
- */
-const pageViolations = [];
-function assertOnePage(prev, v) {
-  if (v.passes !== prev.passes) return;
-  const added = v.progress.enqueued - prev.progress.enqueued;
-  assert.ok(added >= 0, `enqueued dropped: ${JSON.stringify(prev.progress)} → ${JSON.stringify(v.progress)}`);
-  if (v.state === 'running' && prev.state === 'running') {
-    assert.ok(v.cursor >= prev.cursor, `the cursor went back: ${prev.cursor} → ${v.cursor}`);
-  }
-  if (added > v.page_size) {
-    pageViolations.push(
-      `one cron run enqueues at most one page of ${v.page_size} documents; it enqueued ${added}: ` +
-        `${JSON.stringify(prev)} → ${JSON.stringify(v)}`,
-    );
-  }
-}
-
-function assertNoPageViolations() {
-  const found = pageViolations.splice(0);
-  assert.deepEqual(found, [], found.join('\n'));
-}
+// The one-page check of every cron run (`pageChecks`); this test's own
+// violations (invalid fields) are collected with them.
+const pages = pageChecks();
+const pageViolations = pages.violations;
+const assertOnePage = pages.assertOnePage;
+const assertNoPageViolations = pages.assertNone;
 
 const QUERIES = [...DOCS.filter((_, i) => i % 3 === 0).map((d) => `${d.code} readings`), 'granite meadow lantern orchard'];
 
@@ -309,7 +273,7 @@ describe('a chunk size change, backfilled while search keeps serving one generat
 
   step('b. scope config with an unchanged configuration → 409 config_unchanged', async () => {
     const res = await admin(base, 'POST', '/v1/admin/reindex', { scope: 'config' });
-    assertError(res, 409, 'config_unchanged', 'config backfill, nothing changed');
+    assertErrorCode(res, 409, 'config_unchanged', 'config backfill, nothing changed');
     const list = await admin(base, 'GET', '/v1/admin/reindex');
     assert.equal(list.status, 200, list.text);
     assert.deepEqual(list.body.backfills, [], list.text);
@@ -367,7 +331,7 @@ describe('a chunk size change, backfilled while search keeps serving one generat
     assert.deepEqual(gen(gs, 2).index_config, gs.configured, JSON.stringify(gs));
 
     // A second backfill while this one runs.
-    assertError(await admin(base, 'POST', '/v1/admin/reindex', { scope: 'all' }), 409, 'backfill_active', 'second backfill');
+    assertErrorCode(await admin(base, 'POST', '/v1/admin/reindex', { scope: 'all' }), 409, 'backfill_active', 'second backfill');
 
     const list = await admin(base, 'GET', '/v1/admin/reindex');
     assert.equal(list.status, 200, list.text);
@@ -442,9 +406,9 @@ describe('a chunk size change, backfilled while search keeps serving one generat
     assert.deepEqual(gen(gs, 1).index_config, gen1Config, JSON.stringify(gs));
 
     // Errors first: the active one, an unknown one, retiring the active one.
-    assertError(await admin(base, 'POST', '/v1/admin/generations/2/activate'), 409, 'generation_not_retained', 'activate active');
+    assertErrorCode(await admin(base, 'POST', '/v1/admin/generations/2/activate'), 409, 'generation_not_retained', 'activate active');
     assert.equal((await admin(base, 'POST', '/v1/admin/generations/99/activate')).status, 404);
-    assertError(await admin(base, 'POST', '/v1/admin/generations/2/retire'), 409, 'generation_in_use', 'retire active');
+    assertErrorCode(await admin(base, 'POST', '/v1/admin/generations/2/retire'), 409, 'generation_in_use', 'retire active');
 
     const back = await admin(base, 'POST', '/v1/admin/generations/1/activate');
     assert.equal(back.status, 200, back.text);
@@ -468,7 +432,7 @@ describe('a chunk size change, backfilled while search keeps serving one generat
       assert.equal(generation, 2, `forward again: ${q}`);
     }
     // The running configuration is the active generation's again.
-    assertError(await admin(base, 'POST', '/v1/admin/reindex', { scope: 'config' }), 409, 'config_unchanged', 'config backfill after the switch');
+    assertErrorCode(await admin(base, 'POST', '/v1/admin/reindex', { scope: 'config' }), 409, 'config_unchanged', 'config backfill after the switch');
   });
 
   step('f. generation 1 retired: chunk rows and vectors go, generation 2 stays', async () => {
@@ -477,7 +441,7 @@ describe('a chunk size change, backfilled while search keeps serving one generat
     let gs = await generations();
     assert.ok(['retiring', 'retired'].includes(gen(gs, 1).state), JSON.stringify(gs));
     if (gen(gs, 1).state === 'retiring') {
-      assertError(await admin(base, 'POST', '/v1/admin/generations/1/activate'), 409, 'generation_not_retained', 'activate retiring');
+      assertErrorCode(await admin(base, 'POST', '/v1/admin/generations/1/activate'), 409, 'generation_not_retained', 'activate retiring');
     }
 
     for (let run = 0; run < 30; run++) {
@@ -492,7 +456,7 @@ describe('a chunk size change, backfilled while search keeps serving one generat
     assert.equal(gen(gs, 1).chunks, 0, JSON.stringify(gs));
     assert.equal(gs.active, 2, JSON.stringify(gs));
     assert.ok(gen(gs, 2).chunks > 0, JSON.stringify(gs));
-    assertError(await admin(base, 'POST', '/v1/admin/generations/1/activate'), 409, 'generation_not_retained', 'activate retired');
+    assertErrorCode(await admin(base, 'POST', '/v1/admin/generations/1/activate'), 409, 'generation_not_retained', 'activate retired');
 
     // Read the local index with the worker stopped: a second process on the
     // same SQLite files while workerd runs made the running worker drop
@@ -563,14 +527,14 @@ describe('a chunk size change, backfilled while search keeps serving one generat
     assert.equal(after1.job_id, re.body.job_id, JSON.stringify(after1));
     const found = await assertFound(one, 2, 'after its reindex');
     assert.ok(found.results.every((r) => r.version === v0 + 1), JSON.stringify(found.results));
-    assertError(await api(base, 'POST', `${docPath('bf/no-such-doc')}/reindex`), 404, 'document_not_found', 'reindex unknown');
+    assertErrorCode(await api(base, 'POST', `${docPath('bf/no-such-doc')}/reindex`), 404, 'document_not_found', 'reindex unknown');
 
     const gone = { doc_id: 'bf/zz-gone', text: 'A short note about a quince orchard, soon deleted.' };
     assert.equal((await api(base, 'PUT', docPath(gone.doc_id), { text: gone.text })).status, 202);
     await waitForState(base, gone.doc_id, 'indexed', { timeoutMs: 60_000 });
     assert.equal((await api(base, 'DELETE', docPath(gone.doc_id))).status, 202);
     await waitForState(base, gone.doc_id, 'deleted', { timeoutMs: 60_000 });
-    assertError(await api(base, 'POST', `${docPath(gone.doc_id)}/reindex`), 409, 'document_not_indexed', 'reindex deleted');
+    assertErrorCode(await api(base, 'POST', `${docPath(gone.doc_id)}/reindex`), 409, 'document_not_indexed', 'reindex deleted');
 
     // backfill_active while running and while paused; transitions.
     const all = await admin(base, 'POST', '/v1/admin/reindex', { scope: 'all', page_size: 1 });
@@ -582,18 +546,18 @@ describe('a chunk size change, backfilled while search keeps serving one generat
     assert.equal(ab.page_size, 1, all.text);
     assert.ok(ab.progress.enqueued <= 1, all.text);
     const abPath = `/v1/admin/reindex/${encodeURIComponent(ab.backfill_id)}`;
-    assertError(
+    assertErrorCode(
       await admin(base, 'POST', '/v1/admin/reindex', { scope: 'filter', filter: { lang: 'en' } }),
       409,
       'backfill_active',
       'second backfill while running',
     );
-    assertError(await admin(base, 'POST', `${abPath}/resume`), 409, 'backfill_state', 'resume a running one');
+    assertErrorCode(await admin(base, 'POST', `${abPath}/resume`), 409, 'backfill_state', 'resume a running one');
     const paused = await admin(base, 'POST', `${abPath}/pause`);
     assert.equal(paused.status, 200, paused.text);
     checkCounts(paused.body, 'paused');
     assert.equal(paused.body.state, 'paused', paused.text);
-    assertError(await admin(base, 'POST', '/v1/admin/reindex', { scope: 'all' }), 409, 'backfill_active', 'second backfill while paused');
+    assertErrorCode(await admin(base, 'POST', '/v1/admin/reindex', { scope: 'all' }), 409, 'backfill_active', 'second backfill while paused');
     // Pausing stops enqueuing: a cron run leaves it where it was.
     assert.equal((await triggerCron(base)).trim(), 'ok');
     const stillPaused = await getBackfill(ab.backfill_id);
@@ -608,7 +572,7 @@ describe('a chunk size change, backfilled while search keeps serving one generat
     checkCounts(cancelled.body, 'cancelled');
     assert.equal(cancelled.body.state, 'cancelled', cancelled.text);
     for (const t of ['pause', 'resume', 'cancel']) {
-      assertError(await admin(base, 'POST', `${abPath}/${t}`), 409, 'backfill_state', `${t} a cancelled one`);
+      assertErrorCode(await admin(base, 'POST', `${abPath}/${t}`), 409, 'backfill_state', `${t} a cancelled one`);
     }
     assert.equal((await triggerCron(base)).trim(), 'ok');
     assert.equal((await getBackfill(ab.backfill_id)).state, 'cancelled');
@@ -622,7 +586,7 @@ describe('a chunk size change, backfilled while search keeps serving one generat
     assert.equal(noneDone.progress.enqueued, 0, JSON.stringify(noneDone));
     const nonePath = `/v1/admin/reindex/${encodeURIComponent(noneDone.backfill_id)}`;
     for (const t of ['pause', 'resume', 'cancel']) {
-      assertError(await admin(base, 'POST', `${nonePath}/${t}`), 409, 'backfill_state', `${t} a completed one`);
+      assertErrorCode(await admin(base, 'POST', `${nonePath}/${t}`), 409, 'backfill_state', `${t} a completed one`);
     }
 
     const list = await admin(base, 'GET', '/v1/admin/reindex');
@@ -631,7 +595,7 @@ describe('a chunk size change, backfilled while search keeps serving one generat
     assert.deepEqual(ids.slice(0, 4), [noneDone.backfill_id, ab.backfill_id, fb.backfill_id, backfill.backfill_id], list.text);
     for (const b of list.body.backfills) checkCounts(b, 'listed');
     const unknown = typeof ab.backfill_id === 'number' ? '999999' : 'no-such-backfill';
-    assertError(await admin(base, 'GET', `/v1/admin/reindex/${unknown}`), 404, 'backfill_not_found', 'unknown backfill');
+    assertErrorCode(await admin(base, 'GET', `/v1/admin/reindex/${unknown}`), 404, 'backfill_not_found', 'unknown backfill');
 
     // The cancelled backfill's page jobs still end; everything ends indexed.
     for (const d of ALL_DOCS) {

@@ -16,7 +16,7 @@
 
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { admin, api, docPath, INGEST_TOKEN, ADMIN_TOKEN, lettersReceived, search, sleep, startWorker, waitFor, waitForState, withLogs } from './helpers.mjs';
+import { ADMIN_TOKEN, INGEST_TOKEN, admin, api, assertError, docPath, lettersReceived, search, sleep, startWorker, waitFor, waitForState, withLogs } from './helpers.mjs';
 
 const POISON_VARS = { LOCAL_INDEX_REJECT_DOC_PREFIX: 'poison-' };
 const FIRST = 'poison-1';
@@ -42,13 +42,6 @@ before(
 after(async () => {
   await worker?.stop();
 });
-
-function assertError(res, status, code, what) {
-  const ctx = `${what}: got ${res.status} ${res.text}`;
-  assert.equal(res.status, status, ctx);
-  assert.equal(res.body?.error?.code, code, ctx);
-  assert.equal(typeof res.body.error.message, 'string', ctx);
-}
 
 /** Every letter matching `query` (a query string without `limit`/`cursor`), paging with `limit`. */
 async function allLetters(query = '', limit = 50) {

@@ -493,3 +493,98 @@ export function lettersReceived(text, jobIds) {
   const seen = new Set(eventsIn(text, 'dead_letter_received').map((e) => e.job_id));
   return jobIds.every((id) => seen.has(id));
 }
+
+/**
+ * An error answer: `status`, and a JSON error object whose `code` is `code`.
+ * `what` names the request in the failure message.
+ */
+export function assertErrorCode(res, status, code, what) {
+  const ctx = `${what}: got ${res.status} ${res.text}`;
+  assert.equal(res.status, status, ctx);
+  assert.equal(typeof res.body?.error, 'object', ctx);
+  assert.equal(res.body.error.code, code, ctx);
+}
+
+/** As `assertErrorCode`, and the error carries a `message` string. */
+export function assertError(res, status, code, what) {
+  assertErrorCode(res, status, code, what);
+  assert.equal(typeof res.body.error.message, 'string', `${what}: got ${res.status} ${res.text}`);
+}
+
+// ---------------------------------------------------------------------------
+// Backfills (`/v1/admin/reindex`) and generations (`/v1/admin/generations`).
+
+/** Every state a backfill view may be in. */
+export const BACKFILL_STATES = ['running', 'paused', 'cancelled', 'completed'];
+
+/**
+ * The invariants of a backfill view's counts, at every moment: every count a
+ * non-negative integer, `enqueued == done + pending + failed`,
+ * `remaining == pending + not_enqueued`, a string cursor and an integer
+ * pass count; with `states`, the view's state is one of them.
+ */
+export function checkBackfillCounts(v, what = 'backfill view', { states } = {}) {
+  const ctx = `${what}: ${JSON.stringify(v)}`;
+  const p = v?.progress;
+  assert.equal(typeof p, 'object', ctx);
+  for (const k of ['total', 'enqueued', 'done', 'pending', 'failed', 'not_enqueued', 'remaining']) {
+    assert.equal(typeof p[k], 'number', `${k} ${ctx}`);
+    assert.ok(Number.isInteger(p[k]) && p[k] >= 0, `${k} must be a non-negative integer; ${ctx}`);
+  }
+  assert.equal(p.enqueued, p.done + p.pending + p.failed, `enqueued == done + pending + failed; ${ctx}`);
+  assert.equal(p.remaining, p.pending + p.not_enqueued, `remaining == pending + not_enqueued; ${ctx}`);
+  if (states !== undefined) assert.ok(states.includes(v.state), ctx);
+  assert.equal(typeof v.cursor, 'string', ctx);
+  assert.ok(Number.isInteger(v.passes) && v.passes >= 0, ctx);
+}
+
+/**
+ * `GET /v1/admin/reindex/{id}`: asserts 200 and checks the view with `check`
+ * (by default `checkBackfillCounts`); returns the view.
+ */
+export async function getBackfill(base, id, check = checkBackfillCounts) {
+  const res = await admin(base, 'GET', `/v1/admin/reindex/${encodeURIComponent(id)}`);
+  assert.equal(res.status, 200, res.text);
+  check(res.body, `GET /v1/admin/reindex/${id}`);
+  return res.body;
+}
+
+/** `GET /v1/admin/generations`: asserts 200; returns the response (`{ status, body, text }`). */
+export async function getGenerations(base) {
+  const res = await admin(base, 'GET', '/v1/admin/generations');
+  assert.equal(res.status, 200, res.text);
+  return res;
+}
+
+/**
+ * The one-page check between two polls of a backfill with at most one cron
+ * run in between, within one pass: `enqueued` never drops and the cursor (a
+ * doc_id, in doc_id order) never goes back. A run that enqueued more than
+ * one page (page_size documents) is collected in `violations` (a test may
+ * add its own) and asserted by `assertNone()` at the end of the step, so
+ * that the rest of the step still runs.
+ */
+export function pageChecks() {
+  const violations = [];
+  return {
+    violations,
+    assertOnePage(prev, v) {
+      if (v.passes !== prev.passes) return;
+      const added = v.progress.enqueued - prev.progress.enqueued;
+      assert.ok(added >= 0, `enqueued dropped: ${JSON.stringify(prev.progress)} → ${JSON.stringify(v.progress)}`);
+      if (v.state === 'running' && prev.state === 'running') {
+        assert.ok(v.cursor >= prev.cursor, `the cursor went back within pass ${v.passes}: ${prev.cursor} → ${v.cursor}`);
+      }
+      if (added > v.page_size) {
+        violations.push(
+          `one cron run enqueues at most one page of ${v.page_size} documents; it enqueued ${added}: ` +
+            `${JSON.stringify(prev)} → ${JSON.stringify(v)}`,
+        );
+      }
+    },
+    assertNone() {
+      const found = violations.splice(0);
+      assert.deepEqual(found, [], found.join('\n'));
+    },
+  };
+}

@@ -7,7 +7,7 @@
 
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { api, docPath, search, startWorker, waitForState, withLogs } from './helpers.mjs';
+import { api, assertError, docPath, search, startWorker, waitForState, withLogs } from './helpers.mjs';
 
 let worker;
 let base;
@@ -26,14 +26,6 @@ before(
 after(async () => {
   await worker?.stop();
 });
-
-function assertError(res, status, code, what) {
-  const ctx = `${what}: got ${res.status} ${res.text}`;
-  assert.equal(res.status, status, ctx);
-  assert.equal(typeof res.body?.error, 'object', ctx);
-  assert.equal(res.body.error.code, code, ctx);
-  assert.equal(typeof res.body.error.message, 'string', ctx);
-}
 
 async function putDoc(docId, doc) {
   return api(base, 'PUT', docPath(docId), doc);

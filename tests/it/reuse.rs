@@ -4,9 +4,9 @@
 //! the protocol stays the same (vectors under the new version's own IDs,
 //! upsert before replace, old vectors deleted through intents).
 
-mod common;
-
-use common::{changed_chunks, chunk_texts, counted, document, paragraph, Counted, World};
+use crate::common::{
+    changed_chunks, chunk_texts, counted, document, oracle, paragraph, Counted, World,
+};
 use futures::executor::block_on;
 use ingest_pipeline::core::failure::FailureBucket;
 use ingest_pipeline::core::ids::sha256_hex;
@@ -16,29 +16,12 @@ use ingest_pipeline::native::{CountingEmbedder, CountingIndex, MemIndex};
 use ingest_pipeline::pipeline::bugs::Bugs;
 use ingest_pipeline::pipeline::{ConsumeOutcome, DocumentState, SearchRequest};
 use ingest_pipeline::ports::{MetadataFilter, PortError, VectorIndex, VectorMatch, VectorRecord};
-use serde::Deserialize;
 use std::collections::BTreeSet;
-
-#[derive(Deserialize)]
-struct ChunkRow {
-    vector_id: String,
-    version: u32,
-    chunk_index: u32,
-    text: String,
-}
-
-fn live_chunks(w: &World) -> Vec<ChunkRow> {
-    w.db.inspect(
-        "SELECT c.vector_id, c.version, c.chunk_index, c.text FROM chunks c
-         JOIN documents d ON d.doc_id = c.doc_id AND d.live_version = c.version ORDER BY c.vector_id",
-        vec![],
-    )
-}
 
 /// Every live chunk's vector holds exactly what embedding its text gives
 /// (the local embedder is deterministic), with this version's metadata.
 fn assert_vectors_are_fresh_embeddings(w: &World) {
-    let rows = live_chunks(w);
+    let rows = oracle::live_chunks(&w.db);
     assert!(!rows.is_empty());
     let index = w.index.vectors.borrow();
     for r in &rows {
@@ -129,7 +112,7 @@ fn reingest_with_one_paragraph_changed_embeds_only_the_changed_chunks() {
         "v1's vectors were deleted after the replace"
     );
     assert!(w.live_vector_ids().iter().all(|id| id.contains(":2:")));
-    assert_eq!(w.count("SELECT count(*) AS n FROM cleanup_intents"), 0);
+    assert_eq!(oracle::cleanup_intents(&w.db), 0);
     assert_vectors_are_fresh_embeddings(&w);
 
     // Search finds the new text and the reused text, both in version 2.
@@ -165,7 +148,7 @@ fn a_configuration_change_takes_effect_through_a_new_generation_only() {
     // A chunker change alone changes nothing served: a new version is still
     // written in the active generation, with that generation's chunker
     // (so reuse applies as before); the change takes effect through a
-    // backfill to a new generation (tests/generations.rs).
+    // backfill to a new generation (tests/it/generations.rs).
     let mut w = World::new();
     w.put("doc", &v1);
     w.deliver_all();
@@ -206,12 +189,10 @@ fn a_configuration_change_takes_effect_through_a_new_generation_only() {
     w.put("doc", &v2);
     let m = w.queue.take_all().remove(0);
     assert!(matches!(w.consume(&m), ConsumeOutcome::Retry { .. }));
-    let job: serde_json::Value = w.db.inspect::<serde_json::Value>(
-        "SELECT state, last_failure_bucket FROM jobs WHERE job_id = ?1",
-        vec![m.job_id.as_str().into()],
-    )[0]
-    .clone();
-    assert_eq!(job["last_failure_bucket"], "index_misconfigured");
+    assert_eq!(
+        oracle::last_failure_bucket(&w.db, &m.job_id).as_deref(),
+        Some("index_misconfigured")
+    );
     assert_eq!(w.live_vector_ids(), served);
     let doc = block_on(w.p().document("doc")).unwrap().unwrap();
     assert_eq!(doc.live_version, Some(1), "the old version is still served");
@@ -332,17 +313,11 @@ fn reuse_is_recorded_per_chunk_hash_in_d1() {
     let w = World::new();
     w.put("doc", &document(5, None));
     w.deliver_all();
-    #[derive(Deserialize)]
-    struct H {
-        content_hash: String,
-        text: String,
-    }
-    let rows: Vec<H> =
-        w.db.inspect("SELECT content_hash, text FROM chunks", vec![]);
+    let rows = oracle::chunk_hashes_and_texts(&w.db);
     assert!(!rows.is_empty());
     assert!(rows
         .iter()
-        .all(|r| r.content_hash == sha256_hex(r.text.as_bytes())));
+        .all(|(hash, text)| *hash == sha256_hex(text.as_bytes())));
 }
 
 // ------------------------------------------------------------------ simulation

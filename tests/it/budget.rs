@@ -3,9 +3,9 @@
 //! a new message, never exceeding the budget, never redoing finished pages,
 //! and ends exactly as a single-invocation run would.
 
-mod common;
+use crate::common;
 
-use common::{changed_chunks, chunk_texts, counted, document, Counted, World};
+use crate::common::{changed_chunks, chunk_texts, counted, document, Counted, World};
 use futures::executor::block_on;
 use ingest_pipeline::config::Config;
 use ingest_pipeline::core::failure::FailureBucket;

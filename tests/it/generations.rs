@@ -2,15 +2,16 @@
 //! and a configuration change built as a new index generation alongside
 //! the served one, switched atomically, rolled back, and retired.
 
-mod common;
+use crate::common;
 
-use common::{document, World};
+use crate::common::{document, oracle, World};
 use futures::executor::block_on;
 use ingest_pipeline::core::chunk::tokens::TokenFamily;
 use ingest_pipeline::core::chunk::{Chunker, ContentType};
 use ingest_pipeline::core::failure::FailureBucket;
 use ingest_pipeline::pipeline::{
-    BackfillAction, BackfillScope, DocumentState, Refused, SearchHit, SearchRequest,
+    BackfillAction, BackfillScope, ConsumeOutcome, DocumentState, Refused, SearchHit,
+    SearchRequest,
 };
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
@@ -36,6 +37,22 @@ fn world() -> World {
     }
     w.deliver_all();
     w
+}
+
+/// [`world`], then the chunk size changes to `tokens`: a config backfill
+/// has a new generation to build.
+fn rechunked_world(tokens: usize) -> World {
+    let mut w = world();
+    w.cfg.chunk_size_max_tokens = tokens;
+    w
+}
+
+/// Starts a config backfill with pages of `page` documents; returns its id.
+fn start_config(w: &World, page: u32) -> String {
+    start(w, BackfillScope::Config, page)["backfill_id"]
+        .as_str()
+        .unwrap()
+        .to_string()
 }
 
 fn search(w: &World, q: &str) -> Vec<SearchHit> {
@@ -115,9 +132,7 @@ fn run_to_end(w: &World, id: &str) -> Vec<u32> {
         loop {
             let next = w.queue.sent.borrow_mut().pop_front();
             let Some(m) = next else { break };
-            if let ingest_pipeline::pipeline::ConsumeOutcome::Retry { delay_seconds } =
-                w.consume(&m)
-            {
+            if let ConsumeOutcome::Retry { delay_seconds } = w.consume(&m) {
                 w.clock.advance_ms(i64::from(delay_seconds) * 1000);
                 w.queue.sent.borrow_mut().push_back(m);
             }
@@ -178,9 +193,8 @@ fn a_chunk_size_change_is_built_alongside_switched_rolled_back_and_retired() {
     let gens = generations(&w);
     assert_eq!(gens["active"], 2);
     assert_eq!(generation(&w, 1)["state"], "retained");
-    assert_eq!(
+    assert!(
         generation(&w, 1)["chunks"].as_u64().unwrap() >= chunks_g1,
-        true,
         "generation 1 kept for a rollback"
     );
     // Generation 2 is the new chunker's: no chunk over 96 tokens.
@@ -220,17 +234,10 @@ fn a_chunk_size_change_is_built_alongside_switched_rolled_back_and_retired() {
         Refused::GenerationInUse { generation: 2, .. }
     ));
     block_on(w.p().retire_generation(1)).unwrap().unwrap();
-    for _ in 0..10 {
-        w.clock.advance_ms(60_000);
-        w.cron();
-    }
+    w.cron_runs(10);
     assert_eq!(generation(&w, 1)["state"], "retired");
     assert_eq!(generation(&w, 1)["chunks"], 0);
-    let left: Vec<Value> = w.db.inspect(
-        "SELECT count(*) AS n FROM chunks WHERE generation = 1",
-        vec![],
-    );
-    assert_eq!(left[0]["n"], 0);
+    assert_eq!(oracle::chunks_in_generation(&w.db, 1), 0);
     // The index holds exactly the served vectors, all of generation 2.
     assert_eq!(w.index.ids(), w.live_vector_ids());
     assert!(w
@@ -253,12 +260,8 @@ fn a_chunk_size_change_is_built_alongside_switched_rolled_back_and_retired() {
 
 #[test]
 fn a_failed_build_is_retried_in_another_pass_and_the_switch_waits_for_it() {
-    let mut w = world();
-    w.cfg.chunk_size_max_tokens = 120;
-    let id = start(&w, BackfillScope::Config, 20)["backfill_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let w = rechunked_world(120);
+    let id = start_config(&w, 20);
     // The first build's upsert is rejected: that job fails permanently.
     w.index
         .upsert_faults
@@ -285,28 +288,19 @@ fn a_failed_build_is_retried_in_another_pass_and_the_switch_waits_for_it() {
     }
     // The failed build's vectors are deleted through intents: the index
     // holds exactly the live chunks of both generations (1 is retained).
-    for _ in 0..5 {
-        w.clock.advance_ms(60_000);
-        w.cron();
-    }
+    w.cron_runs(5);
     assert_eq!(
         w.index.ids(),
         w.live_vector_ids(),
         "no orphan vector of the failed build"
     );
-    let intents: Vec<Value> =
-        w.db.inspect("SELECT count(*) AS n FROM cleanup_intents", vec![]);
-    assert_eq!(intents[0]["n"], 0);
+    assert_eq!(oracle::cleanup_intents(&w.db), 0);
 }
 
 #[test]
 fn pause_resume_cancel_and_an_abandoned_generation_is_cleaned_up() {
-    let mut w = world();
-    w.cfg.chunk_size_max_tokens = 120;
-    let id = start(&w, BackfillScope::Config, 3)["backfill_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let w = rechunked_world(120);
+    let id = start_config(&w, 3);
     let p = transition(&w, &id, BackfillAction::Pause).unwrap();
     assert_eq!(p["state"], "paused");
     check_counts(&p);
@@ -416,18 +410,6 @@ fn a_filter_backfill_and_a_single_document_reindex_rerun_versions() {
     assert_eq!(list[0].scope, "all", "newest first");
 }
 
-/// The chunk texts D1 holds for a document's live version in `generation`.
-fn chunk_rows(w: &World, doc: &str, generation: u32) -> Vec<String> {
-    let rows: Vec<Value> = w.db.inspect(
-        "SELECT c.text FROM chunks c JOIN documents d ON d.doc_id = c.doc_id AND d.live_version = c.version \
-         WHERE c.doc_id = ?1 AND c.generation = ?2 ORDER BY c.chunk_index",
-        vec![doc.into(), generation.into()],
-    );
-    rows.iter()
-        .map(|r| r["text"].as_str().unwrap().to_string())
-        .collect()
-}
-
 #[test]
 fn a_greedy_v1_generation_keeps_its_chunker_until_a_config_backfill_moves_it_to_unicode_v2() {
     // A deployment from before `unicode-v2`: generation 1 was recorded with
@@ -457,7 +439,7 @@ fn a_greedy_v1_generation_keeps_its_chunker_until_a_config_backfill_moves_it_to_
             .collect::<Vec<_>>()
     };
     assert_eq!(
-        chunk_rows(&w, "legacy", 1),
+        oracle::live_chunk_texts(&w.db, "legacy", 1),
         texts(greedy),
         "written with the generation's own chunker"
     );
@@ -468,15 +450,15 @@ fn a_greedy_v1_generation_keeps_its_chunker_until_a_config_backfill_moves_it_to_
     );
 
     // A config backfill builds generation 2 with `unicode-v2` and switches.
-    let id = start(&w, BackfillScope::Config, 5)["backfill_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = start_config(&w, 5);
     let served = run_to_end(&w, &id);
     assert_eq!(served, vec![1, 2]);
     assert_eq!(generation(&w, 2)["index_config"]["chunker"], "unicode-v2");
-    assert_eq!(chunk_rows(&w, "legacy", 2), texts(w.cfg.chunker()));
-    for t in chunk_rows(&w, "legacy", 2) {
+    assert_eq!(
+        oracle::live_chunk_texts(&w.db, "legacy", 2),
+        texts(w.cfg.chunker())
+    );
+    for t in oracle::live_chunk_texts(&w.db, "legacy", 2) {
         assert!(
             TokenFamily::WordPiece.count(&t) <= w.cfg.chunk_size_max_tokens,
             "{t}"
@@ -487,15 +469,9 @@ fn a_greedy_v1_generation_keeps_its_chunker_until_a_config_backfill_moves_it_to_
 /// Every chunk search may serve (a live version's, in the active
 /// generation) has its vector in the index (the simulation's I1).
 fn served_chunks_have_vectors(w: &World) -> Result<(), String> {
-    let active = generations(w)["active"].as_i64().unwrap();
-    let rows: Vec<Value> = w.db.inspect(
-        "SELECT c.vector_id FROM chunks c JOIN documents d ON d.doc_id = c.doc_id AND d.live_version = c.version WHERE c.generation = ?1",
-        vec![active.into()],
-    );
     let have: BTreeSet<String> = w.index.ids().into_iter().collect();
-    let missing: Vec<String> = rows
-        .iter()
-        .map(|r| r["vector_id"].as_str().unwrap().to_string())
+    let missing: Vec<String> = oracle::served_vector_ids(&w.db)
+        .into_iter()
         .filter(|id| !have.contains(id))
         .collect();
     if missing.is_empty() {
@@ -514,22 +490,15 @@ fn a_build_job_cron_ends_dead_leaves_a_gap_the_switch_waits_for() {
     // Issue: cron ended a stalled build job `dead` with the loser statement,
     // which skips live versions, so its staged rows had no intents and the
     // switch went ahead with that document's vectors missing.
-    let mut w = world();
-    w.cfg.chunk_size_max_tokens = 96;
-    let id = start(&w, BackfillScope::Config, 20)["backfill_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let mut w = rechunked_world(96);
+    let id = start_config(&w, 20);
     // The first build job stages its rows in generation 2, then its upsert
     // fails transiently: it waits `up_for_retry` with its rows staged.
     let first = w.queue.sent.borrow_mut().pop_front().expect("a build job");
     w.index
         .upsert_faults
         .fail_next(1, FailureBucket::IndexUnavailable);
-    assert!(matches!(
-        w.consume(&first),
-        ingest_pipeline::pipeline::ConsumeOutcome::Retry { .. }
-    ));
+    assert!(matches!(w.consume(&first), ConsumeOutcome::Retry { .. }));
     // Its retry message is lost; meanwhile the attempts limit is lowered to
     // what it used, so cron ends it `dead` instead of re-enqueueing it.
     w.cfg.job_attempts_max = 1;
@@ -546,24 +515,9 @@ fn a_build_job_cron_ends_dead_leaves_a_gap_the_switch_waits_for() {
 fn two_identical_config_reindex_requests_at_once_start_one_backfill_and_keep_its_generation() {
     // Issue: the loser of two concurrent POSTs (a client retrying after a
     // timeout) abandoned the generation the winner had just created.
-    let mut w = world();
-    w.cfg.chunk_size_max_tokens = 96;
-    let a = ingest_pipeline::pipeline::Pipeline::new(
-        w.cfg.clone(),
-        common::Interleaved(&w.db),
-        &w.index,
-        &w.embedder,
-        &w.queue,
-        &w.clock,
-    );
-    let b = ingest_pipeline::pipeline::Pipeline::new(
-        w.cfg.clone(),
-        common::Interleaved(&w.db),
-        &w.index,
-        &w.embedder,
-        &w.queue,
-        &w.clock,
-    );
+    let w = rechunked_world(96);
+    let a = w.p_over(common::Interleaved(&w.db));
+    let b = w.p_over(common::Interleaved(&w.db));
     let (ra, rb) = block_on(futures::future::join(
         a.start_backfill(&BackfillScope::Config, 5),
         b.start_backfill(&BackfillScope::Config, 5),
@@ -598,19 +552,11 @@ fn a_reindex_start_that_fails_leaves_no_generation_building_without_its_backfill
     // generation stayed `building` with no backfill: every index job wrote
     // it too, and once a retry's backfill had switched, a later start found
     // the configuration active and left it building for good.
-    let mut w = world();
-    w.cfg.chunk_size_max_tokens = 96;
-    let failing = ingest_pipeline::pipeline::Pipeline::new(
-        w.cfg.clone(),
-        common::FailOn {
-            db: &w.db,
-            sql: ingest_pipeline::store::sql::BACKFILL_INSERT,
-        },
-        &w.index,
-        &w.embedder,
-        &w.queue,
-        &w.clock,
-    );
+    let w = rechunked_world(96);
+    let failing = w.p_over(common::FailOn {
+        db: &w.db,
+        sql: ingest_pipeline::store::sql::BACKFILL_INSERT,
+    });
     assert!(
         block_on(failing.start_backfill(&BackfillScope::Config, 5)).is_err(),
         "the start fails"
@@ -640,21 +586,13 @@ fn a_cancel_that_fails_halfway_does_not_leave_its_generation_building() {
     // cancelled, then abandoning its generation failed; the retry was
     // refused (a cancelled backfill cannot cancel) and the generation
     // stayed `building` for good.
-    let mut w = world();
-    w.cfg.chunk_size_max_tokens = 96;
+    let w = rechunked_world(96);
     let started = start(&w, BackfillScope::Config, 5);
     let id = started["backfill_id"].as_str().unwrap().to_string();
-    let failing = ingest_pipeline::pipeline::Pipeline::new(
-        w.cfg.clone(),
-        common::FailOn {
-            db: &w.db,
-            sql: ingest_pipeline::store::sql::GENERATION_ABANDON,
-        },
-        &w.index,
-        &w.embedder,
-        &w.queue,
-        &w.clock,
-    );
+    let failing = w.p_over(common::FailOn {
+        db: &w.db,
+        sql: ingest_pipeline::store::sql::GENERATION_ABANDON,
+    });
     assert!(
         block_on(failing.backfill_transition(&id, BackfillAction::Cancel)).is_err(),
         "the cancel fails"
@@ -694,12 +632,8 @@ fn switch_batch(w: &World, g: u32) -> Vec<u64> {
 fn a_switch_that_does_not_apply_retires_nothing() {
     // Issue: the statement retiring the retained generation had no gap
     // condition, so a switch refused for a gap still retired the rollback.
-    let mut w = world();
-    w.cfg.chunk_size_max_tokens = 96;
-    let id = start(&w, BackfillScope::Config, 20)["backfill_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let mut w = rechunked_world(96);
+    let id = start_config(&w, 20);
     run_to_end(&w, &id);
     assert_eq!(
         (
@@ -726,12 +660,8 @@ fn a_switch_that_does_not_apply_retires_nothing() {
 fn a_crash_between_the_switch_and_completing_the_backfill_still_completes_it() {
     // Issue: the switch and BACKFILL_COMPLETE were separate calls; after a
     // crash between them the backfill looped to `failed` over a done switch.
-    let mut w = world();
-    w.cfg.chunk_size_max_tokens = 96;
-    let id = start(&w, BackfillScope::Config, 20)["backfill_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let w = rechunked_world(96);
+    let id = start_config(&w, 20);
     *w.db.fail_sql.borrow_mut() = Some((
         ingest_pipeline::store::sql::BACKFILL_COMPLETE,
         FailureBucket::DbUnavailable,
@@ -745,12 +675,8 @@ fn a_crash_between_the_switch_and_completing_the_backfill_still_completes_it() {
 fn an_index_job_does_not_stage_into_a_generation_retired_since_it_read_its_targets() {
     // Issue: staging ignored the generations' state, so a job that read its
     // targets before cron retired one wrote rows there, orphaned for good.
-    let mut w = world();
-    w.cfg.chunk_size_max_tokens = 96;
-    let id = start(&w, BackfillScope::Config, 20)["backfill_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let w = rechunked_world(96);
+    let id = start_config(&w, 20);
     run_to_end(&w, &id);
     assert_eq!(generation(&w, 1)["state"], "retained");
     w.put("doc-00", &document(4, None));
@@ -769,26 +695,19 @@ fn an_index_job_does_not_stage_into_a_generation_retired_since_it_read_its_targe
             let _: Vec<Value> = db.inspect("UPDATE generations SET state = 'retired' WHERE generation = 1 RETURNING generation", vec![]);
         }))),
     };
-    let p = ingest_pipeline::pipeline::Pipeline::new(
-        w.cfg.clone(),
-        db,
-        &w.index,
-        &w.embedder,
-        &w.queue,
-        &w.clock,
-    );
+    let p = w.p_over(db);
     let out = block_on(p.consume(&msg));
     assert_eq!(
         out,
-        ingest_pipeline::pipeline::ConsumeOutcome::Ack {
+        ConsumeOutcome::Ack {
             reason: "committed"
         }
     );
-    let orphans: Vec<Value> = w.db.inspect(
-        "SELECT count(*) AS n FROM chunks c JOIN generations g ON g.generation = c.generation WHERE g.state = 'retired'",
-        vec![],
+    assert_eq!(
+        oracle::chunks_in_retired_generations(&w.db),
+        0,
+        "rows in a retired generation"
     );
-    assert_eq!(orphans[0]["n"], 0, "rows in a retired generation");
     assert_eq!(w.state("doc-00"), DocumentState::Indexed);
     served_chunks_have_vectors(&w).unwrap();
 }
@@ -797,12 +716,8 @@ fn an_index_job_does_not_stage_into_a_generation_retired_since_it_read_its_targe
 fn a_version_records_the_active_generations_chunk_count_and_configuration() {
     // Issue: with two generations written, a version recorded the lowest
     // generation's chunk count and configuration, not the served one's.
-    let mut w = world();
-    w.cfg.chunk_size_max_tokens = 64;
-    let id = start(&w, BackfillScope::Config, 20)["backfill_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let w = rechunked_world(64);
+    let id = start_config(&w, 20);
     run_to_end(&w, &id);
     assert_eq!(generations(&w)["active"], 2);
     // A new version is written in generation 1 (retained) and 2 (active).
@@ -814,13 +729,9 @@ fn a_version_records_the_active_generations_chunk_count_and_configuration() {
         ic["chunk_size_max_tokens"], 64,
         "the active generation's: {ic}"
     );
-    let rows: Vec<Value> = w.db.inspect(
-        "SELECT count(*) AS n FROM chunks c JOIN documents d ON d.doc_id = c.doc_id AND d.live_version = c.version WHERE c.doc_id = 'doc-00' AND c.generation = 2",
-        vec![],
-    );
     assert_eq!(
-        Some(doc.chunk_count as i64),
-        rows[0]["n"].as_i64(),
+        doc.chunk_count as usize,
+        oracle::live_chunk_texts(&w.db, "doc-00", 2).len(),
         "the active generation's chunk count"
     );
 }
@@ -861,7 +772,7 @@ fn generation_one_adopts_the_configuration_its_versions_were_indexed_with() {
         .map(|c| c.text.to_string())
         .collect();
     assert_eq!(
-        chunk_rows(&w, "new", 1),
+        oracle::live_chunk_texts(&w.db, "new", 1),
         want,
         "the new version is chunked as generation 1's vectors were"
     );
@@ -884,10 +795,7 @@ fn the_switch_waits_for_an_index_job_in_flight_that_has_not_staged_yet() {
         .unwrap()
         .expect("claimed");
     w.cfg.chunk_size_max_tokens = 96;
-    let id = start(&w, BackfillScope::Config, 20)["backfill_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let id = start_config(&w, 20);
     // Every build job runs, and cron looks again and again.
     for _ in 0..5 {
         w.deliver_all();
@@ -909,7 +817,7 @@ fn the_switch_waits_for_an_index_job_in_flight_that_has_not_staged_yet() {
     assert_eq!(view(&w, &id)["state"], "completed", "{}", view(&w, &id));
     assert_eq!(generation(&w, 2)["state"], "active");
     assert!(
-        !chunk_rows(&w, "doc-00", 2).is_empty(),
+        !oracle::live_chunk_texts(&w.db, "doc-00", 2).is_empty(),
         "doc-00 has rows in generation 2"
     );
     served_chunks_have_vectors(&w).unwrap();

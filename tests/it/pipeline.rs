@@ -2,9 +2,9 @@
 //! re-ingest, update, delete, redelivery, out-of-order messages, failures,
 //! and the side-effect order upsert → replace → cleanup.
 
-mod common;
+use crate::common;
 
-use common::{queued, World, VOLATILE};
+use crate::common::{oracle, queued, World, VOLATILE};
 use ingest_pipeline::core::failure::FailureBucket;
 use ingest_pipeline::pipeline::{ConsumeOutcome, DocumentState, IntakeOutcome};
 use ingest_pipeline::store::sql;
@@ -109,7 +109,7 @@ fn update_replaces_old_vectors_and_old_text_is_never_served() {
             .all(|h| h.version == 2 && !h.text.contains("Queues")),
         "{hits:?}"
     );
-    assert_eq!(w.count("SELECT count(*) AS n FROM cleanup_intents"), 0);
+    assert_eq!(oracle::cleanup_intents(&w.db), 0);
 }
 
 #[test]
@@ -250,10 +250,7 @@ fn a_version_that_loses_the_race_cleans_up_its_own_vectors() {
         w.live_vector_ids(),
         "v1's abandoned vectors were swept"
     );
-    assert_eq!(
-        w.count("SELECT count(*) AS n FROM chunks WHERE version = 1"),
-        0
-    );
+    assert_eq!(oracle::chunks_of_version(&w.db, 1), 0);
 }
 
 #[test]
@@ -275,7 +272,7 @@ fn side_effect_order_is_upsert_then_replace_then_cleanup() {
     assert_eq!(w.index.ids(), v1_ids);
     assert_eq!(w.live_vector_ids(), v1_ids);
     assert_eq!(w.state("a"), DocumentState::Queued);
-    assert_eq!(w.count("SELECT count(*) AS n FROM cleanup_intents"), 0);
+    assert_eq!(oracle::cleanup_intents(&w.db), 0);
 
     // If the replace fails after the upsert, the old version is still live
     // and none of its vectors was deleted.
@@ -303,10 +300,7 @@ fn side_effect_order_is_upsert_then_replace_then_cleanup() {
         }
     );
     assert_eq!(w.state("a"), DocumentState::Indexed);
-    assert_eq!(
-        w.count("SELECT count(*) AS n FROM cleanup_intents"),
-        v1_ids.len() as i64
-    );
+    assert_eq!(oracle::cleanup_intents(&w.db), v1_ids.len() as i64);
     w.clock.advance_ms(60_000);
     let report = w.cron();
     assert_eq!(report.intents_deleted, v1_ids.len() as u64);
@@ -483,7 +477,10 @@ fn batch_intake_uses_one_read_and_one_write() {
     assert_eq!(w.queue.send_calls.get(), 1);
     w.deliver_all();
     assert_eq!(
-        w.count("SELECT count(*) AS n FROM documents WHERE live_version = 1"),
+        oracle::live_versions(&w.db)
+            .values()
+            .filter(|v| **v == Some(1))
+            .count(),
         100
     );
 }
@@ -496,11 +493,11 @@ fn large_documents_are_split_into_parts_and_round_trip() {
     let w = World::with(cfg);
     let text: String = (0..3000).map(|i| format!("語{i} ")).collect();
     w.put("big", &text);
-    assert!(w.count("SELECT count(*) AS n FROM version_parts") > 3);
+    assert!(oracle::version_parts(&w.db) > 3);
     let back = futures::executor::block_on(w.p().store.load_text(
         "big",
         1,
-        w.count("SELECT part_count AS n FROM versions") as u32,
+        oracle::part_count(&w.db, "big", 1),
     ))
     .unwrap();
     assert_eq!(back, text);
@@ -842,7 +839,7 @@ fn a_duplicate_delivery_before_the_retry_time_is_not_an_attempt() {
     let ConsumeOutcome::Retry { delay_seconds } = w.consume(&m) else {
         panic!("not retried")
     };
-    let attempts = || w.count("SELECT attempts AS n FROM jobs");
+    let attempts = || oracle::job_attempts(&w.db, &m.job_id);
     assert_eq!(attempts(), 1);
     // The duplicate, a second later: it waits for the retry time.
     w.clock.advance_ms(1000);

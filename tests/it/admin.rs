@@ -1,13 +1,14 @@
 //! Dead letters, diagnosis, canary redrives and repair-run reports, through
 //! the HTTP contract (`/v1/admin/*`, admin token only).
 
-mod common;
+use crate::common;
 
-use common::World;
+use crate::common::{oracle, World};
 use futures::executor::block_on;
 use ingest_pipeline::api::{handle, ApiRequest, ApiResponse, Secrets};
 use ingest_pipeline::core::failure::FailureBucket;
-use ingest_pipeline::pipeline::ConsumeOutcome;
+use ingest_pipeline::pipeline::{ConsumeOutcome, DocumentState};
+use ingest_pipeline::ports::JobMessage;
 use serde_json::{json, Value};
 
 const ADMIN: &str = "Bearer t-admin";
@@ -27,6 +28,46 @@ fn call(w: &World, method: &str, path: &str, auth: &str, body: Option<Value>) ->
         body: &bytes,
     };
     block_on(handle(&w.p(), &secrets, req))
+}
+
+/// `PUT /v1/documents/{doc}` of plain `text`, with the ingest token.
+fn put(w: &World, doc: &str, text: impl AsRef<str>) -> ApiResponse {
+    call(
+        w,
+        "PUT",
+        &format!("/v1/documents/{doc}"),
+        INGEST,
+        Some(json!({"text": text.as_ref()})),
+    )
+}
+
+/// `POST /v1/admin/redrives` of `body`: a preflight, or with a `plan_id` an
+/// execution.
+fn redrives(w: &World, body: Value) -> ApiResponse {
+    call(w, "POST", "/v1/admin/redrives", ADMIN, Some(body))
+}
+
+/// `GET /v1/admin/redrives/{id}`.
+fn redrive(w: &World, id: &str) -> ApiResponse {
+    call(w, "GET", &format!("/v1/admin/redrives/{id}"), ADMIN, None)
+}
+
+/// The plan id of a preflight's answer.
+fn plan_id(r: &ApiResponse) -> String {
+    r.body["plan"]["plan_id"].as_str().unwrap().to_string()
+}
+
+/// A world where document `a` was put (`text`) and the index rejects its
+/// first upsert (a permanent failure); returns it and `a`'s message, taken
+/// from the queue, not yet delivered.
+fn a_rejected_message(text: &str) -> (World, JobMessage) {
+    let w = World::new();
+    put(&w, "a", text);
+    w.index
+        .upsert_faults
+        .fail_next(1, FailureBucket::IndexRejected);
+    let msg = w.queue.take_all().remove(0);
+    (w, msg)
 }
 
 /// Delivers messages like the Worker's queue handler: a dead letter is
@@ -81,17 +122,7 @@ fn admin_routes_need_the_admin_token() {
 #[test]
 fn a_permanent_failure_is_archived_diagnosed_and_redriven_by_canary() {
     let w = World::new();
-    assert_eq!(
-        call(
-            &w,
-            "PUT",
-            "/v1/documents/a",
-            INGEST,
-            Some(json!({"text": "alpha bravo charlie"}))
-        )
-        .status,
-        202
-    );
+    assert_eq!(put(&w, "a", "alpha bravo charlie").status, 202);
     w.index
         .upsert_faults
         .fail_next(1, FailureBucket::IndexRejected);
@@ -99,10 +130,7 @@ fn a_permanent_failure_is_archived_diagnosed_and_redriven_by_canary() {
         deliver(&w),
         vec![ConsumeOutcome::DeadLetter { reason: "failed" }]
     );
-    assert_eq!(
-        w.state("a"),
-        ingest_pipeline::pipeline::DocumentState::Failed
-    );
+    assert_eq!(w.state("a"), DocumentState::Failed);
 
     // Read-only diagnosis.
     let r = call(&w, "GET", "/v1/admin/dead-letters/summary", ADMIN, None);
@@ -128,51 +156,36 @@ fn a_permanent_failure_is_archived_diagnosed_and_redriven_by_canary() {
 
     // The cause is gone (no more injected faults). A preflight changes nothing.
     let before = w.db.dump(&[]);
-    let r = call(
-        &w,
-        "POST",
-        "/v1/admin/redrives",
-        ADMIN,
-        Some(json!({"filter": {"bucket": "index_rejected"}})),
-    );
+    let r = redrives(&w, json!({"filter": {"bucket": "index_rejected"}}));
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.body["plan"]["matched"], 1);
     assert_eq!(r.body["plan"]["documents"], json!(["a"]));
-    let plan_id = r.body["plan"]["plan_id"].as_str().unwrap().to_string();
+    let plan_id = plan_id(&r);
     assert_eq!(w.db.dump(&[]), before, "the preflight wrote something");
     assert!(w.queue.take_all().is_empty());
 
     // Execute: the canary is sent, indexed, and the redrive completes.
-    let r = call(
+    let r = redrives(
         &w,
-        "POST",
-        "/v1/admin/redrives",
-        ADMIN,
-        Some(json!({"filter": {"bucket": "index_rejected"}, "plan_id": plan_id})),
+        json!({"filter": {"bucket": "index_rejected"}, "plan_id": plan_id}),
     );
     assert_eq!(r.status, 202, "{}", r.body);
     let id = r.body["redrive_id"].as_str().unwrap().to_string();
     assert_eq!(r.body["counts"]["sent"], 1);
     // A plan runs at most once.
-    let again = call(
+    let again = redrives(
         &w,
-        "POST",
-        "/v1/admin/redrives",
-        ADMIN,
-        Some(json!({"filter": {"bucket": "index_rejected"}, "plan_id": plan_id})),
+        json!({"filter": {"bucket": "index_rejected"}, "plan_id": plan_id}),
     );
     assert_eq!(
         (again.status, again.body["error"]["code"].as_str()),
         (409, Some("plan_changed"))
     );
     deliver(&w);
-    let r = call(&w, "GET", &format!("/v1/admin/redrives/{id}"), ADMIN, None);
+    let r = redrive(&w, &id);
     assert_eq!(r.body["state"], "completed", "{}", r.body);
     assert_eq!(r.body["counts"]["succeeded"], 1);
-    assert_eq!(
-        w.state("a"),
-        ingest_pipeline::pipeline::DocumentState::Indexed
-    );
+    assert_eq!(w.state("a"), DocumentState::Indexed);
     assert!(w.search("alpha", 3).iter().any(|h| h.doc_id == "a"));
     // Every step is in the audit trail; the letter is kept.
     let events: Vec<&str> = r.body["audit"]
@@ -185,15 +198,9 @@ fn a_permanent_failure_is_archived_diagnosed_and_redriven_by_canary() {
         events,
         vec!["created", "sent", "canaries_passed", "completed"]
     );
-    assert_eq!(w.count("SELECT count(*) AS n FROM dead_letters"), 1);
+    assert_eq!(oracle::archived_letters(&w.db).len(), 1);
     // The same plan cannot run twice: the letter is now redriven.
-    let r = call(
-        &w,
-        "POST",
-        "/v1/admin/redrives",
-        ADMIN,
-        Some(json!({"filter": {"bucket": "index_rejected"}})),
-    );
+    let r = redrives(&w, json!({"filter": {"bucket": "index_rejected"}}));
     assert_eq!(r.body["plan"]["eligible"], json!([]));
     assert_eq!(r.body["plan"]["skipped"][0]["reason"], "already_redriven");
     // Cron cleans the failed version's vectors up; the index matches D1.
@@ -204,36 +211,12 @@ fn a_permanent_failure_is_archived_diagnosed_and_redriven_by_canary() {
 #[test]
 fn a_redrive_whose_canary_fails_stops_without_sending_the_rest() {
     let w = World::new();
-    for d in ["a", "b", "c", "d", "e"] {
-        call(
-            &w,
-            "PUT",
-            &format!("/v1/documents/{d}"),
-            INGEST,
-            Some(json!({"text": format!("text of {d}")})),
-        );
-    }
-    w.index
-        .upsert_faults
-        .fail_next(5, FailureBucket::IndexRejected);
-    deliver(&w);
-    let r = call(
-        &w,
-        "POST",
-        "/v1/admin/redrives",
-        ADMIN,
-        Some(json!({"canary_size": 3})),
-    );
+    five_letters(&w);
+    let r = redrives(&w, json!({"canary_size": 3}));
     assert_eq!(r.body["plan"]["eligible"].as_array().unwrap().len(), 5);
-    let plan_id = r.body["plan"]["plan_id"].as_str().unwrap().to_string();
+    let plan_id = plan_id(&r);
     // A stale plan id is refused.
-    let r2 = call(
-        &w,
-        "POST",
-        "/v1/admin/redrives",
-        ADMIN,
-        Some(json!({"canary_size": 4, "plan_id": plan_id})),
-    );
+    let r2 = redrives(&w, json!({"canary_size": 4, "plan_id": plan_id}));
     assert_eq!(
         (r2.status, r2.body["error"]["code"].as_str()),
         (409, Some("plan_changed"))
@@ -242,18 +225,12 @@ fn a_redrive_whose_canary_fails_stops_without_sending_the_rest() {
     w.index
         .upsert_faults
         .fail_next(3, FailureBucket::IndexRejected);
-    let r = call(
-        &w,
-        "POST",
-        "/v1/admin/redrives",
-        ADMIN,
-        Some(json!({"canary_size": 3, "plan_id": plan_id})),
-    );
+    let r = redrives(&w, json!({"canary_size": 3, "plan_id": plan_id}));
     assert_eq!(r.body["counts"]["sent"], 3);
     let id = r.body["redrive_id"].as_str().unwrap().to_string();
     deliver(&w);
     w.cron(); // cron advances redrives too
-    let r = call(&w, "GET", &format!("/v1/admin/redrives/{id}"), ADMIN, None);
+    let r = redrive(&w, &id);
     assert_eq!(
         (r.body["state"].as_str(), r.body["stop_reason"].as_str()),
         (Some("stopped"), Some("canary_failed")),
@@ -268,21 +245,9 @@ fn a_redrive_whose_canary_fails_stops_without_sending_the_rest() {
 #[test]
 fn repair_runs_are_recorded_and_listed() {
     let w = World::new();
-    call(
-        &w,
-        "PUT",
-        "/v1/documents/a",
-        INGEST,
-        Some(json!({"text": "one two three"})),
-    );
+    put(&w, "a", "one two three");
     deliver(&w);
-    call(
-        &w,
-        "PUT",
-        "/v1/documents/a",
-        INGEST,
-        Some(json!({"text": "four five six"})),
-    );
+    put(&w, "a", "four five six");
     w.index
         .delete_faults
         .fail_next(1, FailureBucket::IndexUnavailable);
@@ -305,20 +270,8 @@ fn repair_runs_are_recorded_and_listed() {
 #[test]
 fn cron_finds_missing_live_vectors_and_repairs_the_document() {
     let w = World::new();
-    call(
-        &w,
-        "PUT",
-        "/v1/documents/a",
-        INGEST,
-        Some(json!({"text": "sierra tango uniform. ".repeat(30)})),
-    );
-    call(
-        &w,
-        "PUT",
-        "/v1/documents/b",
-        INGEST,
-        Some(json!({"text": "victor whiskey"})),
-    );
+    put(&w, "a", "sierra tango uniform. ".repeat(30));
+    put(&w, "b", "victor whiskey");
     deliver(&w);
     // Too recent to verify: nothing is checked yet.
     assert_eq!(w.cron().chunks_verified, 0);
@@ -334,19 +287,13 @@ fn cron_finds_missing_live_vectors_and_repairs_the_document() {
     let report = w.cron();
     assert!(report.chunks_verified > 1);
     assert_eq!(report.documents_repaired, 1);
-    assert_eq!(
-        w.state("a"),
-        ingest_pipeline::pipeline::DocumentState::RepairNeeded
-    );
-    assert_eq!(
-        w.state("b"),
-        ingest_pipeline::pipeline::DocumentState::Indexed
-    );
+    assert_eq!(w.state("a"), DocumentState::RepairNeeded);
+    assert_eq!(w.state("b"), DocumentState::Indexed);
     deliver(&w);
     let doc = block_on(w.p().document("a")).unwrap().unwrap();
     assert_eq!(
         (doc.state, doc.live_version),
-        (ingest_pipeline::pipeline::DocumentState::Indexed, Some(2))
+        (DocumentState::Indexed, Some(2))
     );
     w.cron();
     assert_eq!(w.index.ids(), w.live_vector_ids(), "no hole, no orphan");
@@ -364,23 +311,11 @@ fn a_cron_run_stops_at_its_subrequest_budget_and_the_next_run_goes_on() {
     cfg.cron_subrequests_max = 10;
     cfg.delete_batch_size = 2;
     let w = World::with(cfg);
-    call(
-        &w,
-        "PUT",
-        "/v1/documents/a",
-        INGEST,
-        Some(json!({"text": "alpha bravo charlie delta echo. ".repeat(40)})),
-    );
+    put(&w, "a", "alpha bravo charlie delta echo. ".repeat(40));
     deliver(&w);
     let old = w.live_vector_ids().len();
     assert!(old >= 8, "{old} chunks");
-    call(
-        &w,
-        "PUT",
-        "/v1/documents/a",
-        INGEST,
-        Some(json!({"text": "foxtrot"})),
-    );
+    put(&w, "a", "foxtrot");
     w.index
         .delete_faults
         .fail_next(1, FailureBucket::IndexUnavailable);
@@ -394,7 +329,7 @@ fn a_cron_run_stops_at_its_subrequest_budget_and_the_next_run_goes_on() {
         "1 sweep + 2 for retiring generations + 2 batches of 3 calls fit in 10"
     );
     let mut runs = 1;
-    while w.count("SELECT count(*) AS n FROM cleanup_intents") > 0 {
+    while oracle::cleanup_intents(&w.db) > 0 {
         let r = w.cron();
         assert!(r.subrequests_used <= 10);
         runs += 1;
@@ -455,10 +390,7 @@ fn a_client_can_resubmit_a_failed_latest_version() {
         .upsert_faults
         .fail_next(1, FailureBucket::IndexRejected);
     deliver(&w);
-    assert_eq!(
-        w.state("a"),
-        ingest_pipeline::pipeline::DocumentState::Failed
-    );
+    assert_eq!(w.state("a"), DocumentState::Failed);
     // The same content again is a resubmission, not "unchanged".
     let r = call(&w, "PUT", "/v1/documents/a", INGEST, Some(body.clone()));
     assert_eq!(
@@ -468,10 +400,7 @@ fn a_client_can_resubmit_a_failed_latest_version() {
         r.body
     );
     deliver(&w);
-    assert_eq!(
-        w.state("a"),
-        ingest_pipeline::pipeline::DocumentState::Indexed
-    );
+    assert_eq!(w.state("a"), DocumentState::Indexed);
     // Once indexed, the same content is unchanged again.
     let r = call(&w, "PUT", "/v1/documents/a", INGEST, Some(body.clone()));
     assert_eq!(
@@ -482,22 +411,13 @@ fn a_client_can_resubmit_a_failed_latest_version() {
     );
 
     // A failed update over a live version: /reindex re-runs the failed version.
-    let r = call(
-        &w,
-        "PUT",
-        "/v1/documents/a",
-        INGEST,
-        Some(json!({"text": "delta echo"})),
-    );
+    let r = put(&w, "a", "delta echo");
     assert_eq!(r.status, 202);
     w.index
         .upsert_faults
         .fail_next(1, FailureBucket::IndexRejected);
     deliver(&w);
-    assert_eq!(
-        w.state("a"),
-        ingest_pipeline::pipeline::DocumentState::Failed
-    );
+    assert_eq!(w.state("a"), DocumentState::Failed);
     let r = call(&w, "POST", "/v1/documents/a/reindex", INGEST, None);
     assert_eq!(
         (r.status, r.body["version"].as_u64()),
@@ -506,10 +426,7 @@ fn a_client_can_resubmit_a_failed_latest_version() {
         r.body
     );
     deliver(&w);
-    assert_eq!(
-        w.state("a"),
-        ingest_pipeline::pipeline::DocumentState::Indexed
-    );
+    assert_eq!(w.state("a"), DocumentState::Indexed);
     assert!(w
         .search("delta echo", 3)
         .iter()
@@ -519,13 +436,7 @@ fn a_client_can_resubmit_a_failed_latest_version() {
 /// Five documents whose first version failed for good: five letters.
 fn five_letters(w: &World) {
     for d in ["a", "b", "c", "d", "e"] {
-        call(
-            w,
-            "PUT",
-            &format!("/v1/documents/{d}"),
-            INGEST,
-            Some(json!({"text": format!("text of {d}")})),
-        );
+        put(w, d, format!("text of {d}"));
     }
     w.index
         .upsert_faults
@@ -542,50 +453,26 @@ fn two_advances_of_one_redrive_at_once_track_every_item() {
     for (offset, slow) in (0..24).flat_map(|o| (1..4).map(move |s| (o, s))) {
         let w = World::new();
         five_letters(&w);
-        let r = call(
+        let r = redrives(&w, json!({"canary_size": 3, "batch_size": 2}));
+        let plan_id = plan_id(&r);
+        let r = redrives(
             &w,
-            "POST",
-            "/v1/admin/redrives",
-            ADMIN,
-            Some(json!({"canary_size": 3, "batch_size": 2})),
-        );
-        let plan_id = r.body["plan"]["plan_id"].as_str().unwrap().to_string();
-        let r = call(
-            &w,
-            "POST",
-            "/v1/admin/redrives",
-            ADMIN,
-            Some(json!({"canary_size": 3, "batch_size": 2, "plan_id": plan_id})),
+            json!({"canary_size": 3, "batch_size": 2, "plan_id": plan_id}),
         );
         let id = r.body["redrive_id"].as_str().unwrap().to_string();
         deliver(&w);
-        let a = ingest_pipeline::pipeline::Pipeline::new(
-            w.cfg.clone(),
-            common::Uneven(&w.db, slow),
-            &w.index,
-            &w.embedder,
-            &w.queue,
-            &w.clock,
-        );
-        let b = ingest_pipeline::pipeline::Pipeline::new(
-            w.cfg.clone(),
-            common::Interleaved(&w.db),
-            &w.index,
-            &w.embedder,
-            &w.queue,
-            &w.clock,
-        );
+        let a = w.p_over(common::Uneven(&w.db, slow));
+        let b = w.p_over(common::Interleaved(&w.db));
         let later = async {
             for _ in 0..offset {
                 common::yield_now().await;
             }
             b.redrive_advance(&id).await
         };
-        let (ra, rb) =
-            futures::executor::block_on(futures::future::join(a.redrive_advance(&id), later));
+        let (ra, rb) = block_on(futures::future::join(a.redrive_advance(&id), later));
         ra.unwrap();
         rb.unwrap();
-        let r = call(&w, "GET", &format!("/v1/admin/redrives/{id}"), ADMIN, None);
+        let r = redrive(&w, &id);
         assert_eq!(
             r.body["counts"]["skipped"], 0,
             "offset {offset}, slow {slow}: {}",
@@ -598,7 +485,7 @@ fn two_advances_of_one_redrive_at_once_track_every_item() {
             );
         }
         deliver(&w);
-        let r = call(&w, "GET", &format!("/v1/admin/redrives/{id}"), ADMIN, None);
+        let r = redrive(&w, &id);
         assert_eq!(
             (
                 r.body["state"].as_str(),
@@ -620,14 +507,14 @@ fn a_letter_waiting_in_an_active_redrive_is_not_redriven_by_a_second_one() {
     let w = World::new();
     five_letters(&w);
     let body = json!({"canary_size": 3, "batch_size": 1});
-    let r = call(&w, "POST", "/v1/admin/redrives", ADMIN, Some(body.clone()));
+    let r = redrives(&w, body.clone());
     let plan_id = r.body["plan"]["plan_id"]
         .as_str()
         .unwrap_or_else(|| panic!("{}", r.body))
         .to_string();
     let mut execute = body.clone();
     execute["plan_id"] = json!(plan_id);
-    let first = call(&w, "POST", "/v1/admin/redrives", ADMIN, Some(execute));
+    let first = redrives(&w, execute);
     assert_eq!(
         (
             first.body["counts"]["sent"].as_u64(),
@@ -638,7 +525,7 @@ fn a_letter_waiting_in_an_active_redrive_is_not_redriven_by_a_second_one() {
         first.body
     );
     // The operator plans again before the first one finished.
-    let again = call(&w, "POST", "/v1/admin/redrives", ADMIN, Some(body));
+    let again = redrives(&w, body);
     assert_eq!(
         again.body["plan"]["eligible"].as_array().map(Vec::len),
         Some(0),
@@ -660,14 +547,8 @@ fn a_redrive_whose_canaries_were_all_skipped_stops_without_evidence() {
     // were all skipped went on to its batches with no evidence.
     let w = World::new();
     five_letters(&w);
-    let r = call(
-        &w,
-        "POST",
-        "/v1/admin/redrives",
-        ADMIN,
-        Some(json!({"canary_size": 3})),
-    );
-    let plan_id = r.body["plan"]["plan_id"].as_str().unwrap().to_string();
+    let r = redrives(&w, json!({"canary_size": 3}));
+    let plan_id = plan_id(&r);
     // The canaries (the first three letters) are each replaced by a new
     // version after the plan... by the planner's clock, at execution.
     let canary_jobs: Vec<&Value> = r.body["plan"]["canaries"]
@@ -683,28 +564,16 @@ fn a_redrive_whose_canaries_were_all_skipped_stops_without_evidence() {
         .map(|e| e["doc_id"].as_str().unwrap().to_string())
         .collect();
     assert_eq!(first3.len(), 3, "{}", r.body);
-    let r = call(
-        &w,
-        "POST",
-        "/v1/admin/redrives",
-        ADMIN,
-        Some(json!({"canary_size": 3, "plan_id": plan_id})),
-    );
+    let r = redrives(&w, json!({"canary_size": 3, "plan_id": plan_id}));
     let id = r.body["redrive_id"].as_str().unwrap().to_string();
     // Every canary's re-run is superseded by a newer client version.
     for d in &first3 {
-        let r = call(
-            &w,
-            "PUT",
-            &format!("/v1/documents/{d}"),
-            INGEST,
-            Some(json!({"text": format!("newer text of {d}")})),
-        );
+        let r = put(&w, d, format!("newer text of {d}"));
         assert_eq!(r.status, 202, "{}", r.body);
     }
     deliver(&w);
     w.cron();
-    let r = call(&w, "GET", &format!("/v1/admin/redrives/{id}"), ADMIN, None);
+    let r = redrive(&w, &id);
     assert_eq!(r.body["counts"]["succeeded"], 0, "{}", r.body);
     assert_eq!(
         (r.body["state"].as_str(), r.body["stop_reason"].as_str()),
@@ -716,11 +585,7 @@ fn a_redrive_whose_canaries_were_all_skipped_stops_without_evidence() {
 }
 
 fn letter_row(w: &World, job_id: &str) -> Value {
-    let rows: Vec<Value> = w.db.inspect(
-        "SELECT * FROM dead_letters WHERE job_id = ?1",
-        vec![job_id.into()],
-    );
-    rows.into_iter().next().unwrap_or(Value::Null)
+    oracle::dead_letter(&w.db, job_id).unwrap_or(Value::Null)
 }
 
 #[test]
@@ -728,25 +593,11 @@ fn a_dead_letter_is_archived_once_sent_marked_and_confirmed_without_counting_twi
     // Issue: the consumer and the DLQ consumer both archived each letter,
     // doubling times_seen.
     use ingest_pipeline::pipeline::Settle;
-    let w = World::new();
-    call(
-        &w,
-        "PUT",
-        "/v1/documents/a",
-        INGEST,
-        Some(json!({"text": "alpha"})),
-    );
-    w.index
-        .upsert_faults
-        .fail_next(1, FailureBucket::IndexRejected);
-    let msg = w.queue.take_all().remove(0);
+    let (w, msg) = a_rejected_message("alpha");
     let p = w.p();
-    let outcome = futures::executor::block_on(p.consume(&msg));
+    let outcome = block_on(p.consume(&msg));
     assert_eq!(outcome, ConsumeOutcome::DeadLetter { reason: "failed" });
-    assert_eq!(
-        futures::executor::block_on(p.settle("m-1", &msg, outcome)),
-        Settle::Ack
-    );
+    assert_eq!(block_on(p.settle("m-1", &msg, outcome)), Settle::Ack);
     let sent = w
         .queue
         .dead
@@ -760,71 +611,54 @@ fn a_dead_letter_is_archived_once_sent_marked_and_confirmed_without_counting_twi
     );
     // The dead-letter consumer confirms it: still seen once.
     assert_eq!(
-        futures::executor::block_on(p.consume_dead_letter("d-1", Some(&sent), 0)),
+        block_on(p.consume_dead_letter("d-1", Some(&sent), 0)),
         Settle::Ack
     );
     assert_eq!(letter_row(&w, &msg.job_id)["times_seen"], 1);
     // A letter Queues forwarded itself (its retries used up) is a new sighting.
     assert_eq!(
-        futures::executor::block_on(p.consume_dead_letter("d-2", Some(&msg), 0)),
+        block_on(p.consume_dead_letter("d-2", Some(&msg), 0)),
         Settle::Ack
     );
     assert_eq!(letter_row(&w, &msg.job_id)["times_seen"], 2);
     // A body that is not a pointer is kept as evidence.
-    assert_eq!(
-        futures::executor::block_on(p.consume_dead_letter("d-3", None, 0)),
-        Settle::Ack
-    );
+    assert_eq!(block_on(p.consume_dead_letter("d-3", None, 0)), Settle::Ack);
     assert_eq!(letter_row(&w, "malformed:d-3")["times_seen"], 1);
 }
 
 #[test]
 fn a_dead_letter_that_cannot_be_archived_or_sent_is_retried_and_nothing_is_lost() {
     use ingest_pipeline::pipeline::Settle;
-    let w = World::new();
-    call(
-        &w,
-        "PUT",
-        "/v1/documents/a",
-        INGEST,
-        Some(json!({"text": "alpha"})),
-    );
-    w.index
-        .upsert_faults
-        .fail_next(1, FailureBucket::IndexRejected);
-    let msg = w.queue.take_all().remove(0);
+    let (w, msg) = a_rejected_message("alpha");
     let p = w.p();
-    let outcome = futures::executor::block_on(p.consume(&msg));
+    let outcome = block_on(p.consume(&msg));
     // The dead-letter queue is down: retried, then settled.
     w.queue
         .dead_faults
         .fail_next(1, FailureBucket::QueueUnavailable);
     assert!(matches!(
-        futures::executor::block_on(p.settle("m-1", &msg, outcome)),
+        block_on(p.settle("m-1", &msg, outcome)),
         Settle::Retry { .. }
     ));
-    let again = futures::executor::block_on(p.consume(&msg));
+    let again = block_on(p.consume(&msg));
     assert_eq!(
         again,
         ConsumeOutcome::DeadLetter {
             reason: "already_failed"
         }
     );
-    assert_eq!(
-        futures::executor::block_on(p.settle("m-1", &msg, outcome)),
-        Settle::Ack
-    );
+    assert_eq!(block_on(p.settle("m-1", &msg, outcome)), Settle::Ack);
     assert_eq!(w.queue.dead.borrow().len(), 1);
     // D1 is down for the dead-letter consumer: retried later the older the
     // letter is, up to RETRY_MAX_DELAY_SECONDS.
-    let forwarded = ingest_pipeline::ports::JobMessage::new("j-x", "x", 1);
+    let forwarded = JobMessage::new("j-x", "x", 1);
     let now = ingest_pipeline::ports::Clock::now_ms(&w.clock);
     *w.db.fail_sql.borrow_mut() = Some((
         ingest_pipeline::store::sql::DEAD_LETTER_ARCHIVE,
         FailureBucket::DbUnavailable,
     ));
     assert_eq!(
-        futures::executor::block_on(p.consume_dead_letter("d-1", Some(&forwarded), now)),
+        block_on(p.consume_dead_letter("d-1", Some(&forwarded), now)),
         Settle::Retry { delay_seconds: 60 }
     );
     *w.db.fail_sql.borrow_mut() = Some((
@@ -832,17 +666,13 @@ fn a_dead_letter_that_cannot_be_archived_or_sent_is_retried_and_nothing_is_lost(
         FailureBucket::DbUnavailable,
     ));
     assert_eq!(
-        futures::executor::block_on(p.consume_dead_letter(
-            "d-1",
-            Some(&forwarded),
-            now - 4 * 3_600_000
-        )),
+        block_on(p.consume_dead_letter("d-1", Some(&forwarded), now - 4 * 3_600_000)),
         Settle::Retry {
             delay_seconds: 3600
         }
     );
     assert_eq!(
-        futures::executor::block_on(p.consume_dead_letter("d-1", Some(&forwarded), now)),
+        block_on(p.consume_dead_letter("d-1", Some(&forwarded), now)),
         Settle::Ack
     );
     assert_eq!(letter_row(&w, "j-x")["times_seen"], 1);
@@ -852,21 +682,10 @@ fn a_dead_letter_that_cannot_be_archived_or_sent_is_retried_and_nothing_is_lost(
 fn a_repeated_archive_keeps_the_first_final_evidence() {
     // Issue: archiving a letter again overwrote the first failure's
     // evidence (state, bucket, attempts).
-    let w = World::new();
-    call(
-        &w,
-        "PUT",
-        "/v1/documents/a",
-        INGEST,
-        Some(json!({"text": "alpha"})),
-    );
-    w.index
-        .upsert_faults
-        .fail_next(1, FailureBucket::IndexRejected);
-    let msg = w.queue.take_all().remove(0);
+    let (w, msg) = a_rejected_message("alpha");
     let p = w.p();
-    futures::executor::block_on(p.consume(&msg));
-    futures::executor::block_on(p.archive_dead_letter("m-1", &msg)).unwrap();
+    block_on(p.consume(&msg));
+    block_on(p.archive_dead_letter("m-1", &msg)).unwrap();
     let first = letter_row(&w, &msg.job_id);
     assert_eq!(
         (
@@ -878,7 +697,7 @@ fn a_repeated_archive_keeps_the_first_final_evidence() {
     // The job row says something else later (as a misbehaving writer could):
     // the letter keeps what it recorded first.
     let _: Vec<Value> = w.db.inspect("UPDATE jobs SET last_failure_bucket = 'db_busy', attempts = 9 WHERE job_id = ?1 RETURNING job_id", vec![msg.job_id.as_str().into()]);
-    futures::executor::block_on(p.archive_dead_letter("m-2", &msg)).unwrap();
+    block_on(p.archive_dead_letter("m-2", &msg)).unwrap();
     let second = letter_row(&w, &msg.job_id);
     assert_eq!(
         (
@@ -900,13 +719,7 @@ fn a_letter_of_a_job_still_in_flight_is_not_redriven_and_busy_deliveries_wait_fo
     // being written.
     use ingest_pipeline::pipeline::Settle;
     let w = World::new();
-    call(
-        &w,
-        "PUT",
-        "/v1/documents/a",
-        INGEST,
-        Some(json!({"text": "alpha bravo"})),
-    );
+    put(&w, "a", "alpha bravo");
     let msg = w.queue.take_all().remove(0);
     // An invocation claims the job and dies (its lease is held).
     let lease =
@@ -917,7 +730,7 @@ fn a_letter_of_a_job_still_in_flight_is_not_redriven_and_busy_deliveries_wait_fo
     );
     // A redelivery finds it busy: it looks again when the lease ends, not
     // every CLAIM_BUSY_RETRY_SECONDS.
-    let out = futures::executor::block_on(w.p().consume(&msg));
+    let out = block_on(w.p().consume(&msg));
     let ConsumeOutcome::Retry { delay_seconds } = out else {
         panic!("{out:?}")
     };
@@ -928,10 +741,10 @@ fn a_letter_of_a_job_still_in_flight_is_not_redriven_and_busy_deliveries_wait_fo
     // Queues gives up on the message anyway (its retries used up): the
     // letter is kept, but a redrive does not touch a job still in flight.
     assert_eq!(
-        futures::executor::block_on(w.p().consume_dead_letter("d-1", Some(&msg), 0)),
+        block_on(w.p().consume_dead_letter("d-1", Some(&msg), 0)),
         Settle::Ack
     );
-    let r = call(&w, "POST", "/v1/admin/redrives", ADMIN, Some(json!({})));
+    let r = redrives(&w, json!({}));
     assert_eq!(
         r.body["plan"]["eligible"].as_array().unwrap().len(),
         0,

@@ -1,0 +1,30 @@
+//! The integration tests, one binary (the simulation's, `tests/sim.rs` and
+//! `tests/sim_bugs.rs`, are their own). Each module is one former test
+//! file; a test's name starts with its module, so `cargo test --test it
+//! token_bound` or `cargo test --test it chunk_props` runs one of them.
+//!
+//! - `pipeline` — scenarios of intake, consume and repair.
+//! - `sql` — every statement on SQLite, the migrations, the local index.
+//! - `api` — the HTTP contract.
+//! - `budget` — the consumer's invocation budget.
+//! - `generations` — backfills and index generations.
+//! - `reuse` — embedding reuse.
+//! - `admin` — dead letters, redrives and repair runs, through the API.
+//! - `chunk_props` — property tests of the chunkers over arbitrary Unicode
+//!   (`PROPTEST_CASES` per property).
+//! - `token_bound` — the token bound against every scalar value and a real
+//!   WordPiece tokenizer (`--ignored`).
+//! - `layers` — the dependency direction of `src/`'s modules.
+//! - `common` — the test kit (`src/native/testkit.rs`), re-exported.
+
+mod admin;
+mod api;
+mod budget;
+mod chunk_props;
+mod common;
+mod generations;
+mod layers;
+mod pipeline;
+mod reuse;
+mod sql;
+mod token_bound;
