@@ -157,7 +157,7 @@ impl TokenFamily {
         }
     }
 
-    /// The most any one character weighs (`tests/token_bound.rs` checks it
+    /// The most any one character weighs (`tests/it/token_bound.rs` checks it
     /// against every scalar value): 3 for a Hangul syllable, 18 for `ﷺ`
     /// (NFKC: 18 characters), 33 for its UTF-8.
     pub fn char_weight_max(self) -> usize {

@@ -5,7 +5,7 @@
 //! It handles untrusted input (document text, ids), so it may not panic:
 //! indexing, slicing, `unwrap`, `expect` and `panic!` are denied outside
 //! tests (`cargo clippy`, run by `make test`), and the property tests in
-//! `tests/chunk_props.rs` feed the chunkers arbitrary Unicode.
+//! `tests/it/chunk_props.rs` feed the chunkers arbitrary Unicode.
 //!
 //! Here: chunking ([`chunk`]), identifiers ([`ids`]), failure buckets and
 //! the retry policy ([`failure`]), the ledger's state enums ([`state`]),

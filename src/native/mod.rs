@@ -28,7 +28,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, VecDeque};
 
 /// The ledger's migrations, in order, as `wrangler d1 migrations` applies them.
-/// `tests/sql.rs` checks this list against the `migrations/` folder.
+/// `tests/it/sql.rs` checks this list against the `migrations/` folder.
 pub const LEDGER_MIGRATIONS: &[(&str, &str)] = &[
     (
         "0001_init.sql",

@@ -1,7 +1,7 @@
 //! Every SQL statement the Worker runs against the ledger, written once.
 //! Each value is a bound parameter; bulk rows travel as one JSON parameter
 //! read with `json_each`, so statement counts grow with bytes, not rows.
-//! `tests/sql.rs` runs each of them on real SQLite with the same migrations.
+//! `tests/it/sql.rs` runs each of them on real SQLite with the same migrations.
 
 // ---------------------------------------------------------------- intake
 
@@ -804,7 +804,7 @@ pub const BACKFILL_COMPLETE: &str = "\
 UPDATE backfills SET state = 'completed', updated_at = ?2 WHERE backfill_id = ?1 AND state = 'running'
   AND (to_generation IS NULL OR EXISTS (SELECT 1 FROM generations g WHERE g.generation = backfills.to_generation AND g.state = 'active'))";
 
-/// Every statement above, by name (checked against this file by tests/sql.rs).
+/// Every statement above, by name (checked against this file by tests/it/sql.rs).
 pub const ALL: &[(&str, &str)] = &[
     ("LATEST_VERSIONS", LATEST_VERSIONS),
     ("INTAKE_UPSERT_DOCUMENTS", INTAKE_UPSERT_DOCUMENTS),

@@ -10,8 +10,7 @@ use ingest_pipeline::core::chunk::tokens::TokenFamily;
 use ingest_pipeline::core::chunk::{Chunker, ContentType};
 use ingest_pipeline::core::failure::FailureBucket;
 use ingest_pipeline::pipeline::{
-    BackfillAction, BackfillScope, ConsumeOutcome, DocumentState, Refused, SearchHit,
-    SearchRequest,
+    BackfillAction, BackfillScope, ConsumeOutcome, DocumentState, Refused, SearchHit, SearchRequest,
 };
 use serde_json::{json, Value};
 use std::collections::BTreeSet;

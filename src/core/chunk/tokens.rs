@@ -27,7 +27,7 @@
 //!
 //! The model's special tokens (`[CLS]`/`[SEP]`, `<s>`/`</s>`) come on top:
 //! [`SPECIAL_TOKENS`]. The per-character weights are a generated table
-//! (`token_table.rs`); `tests/token_bound.rs` recomputes it from the Unicode
+//! (`token_table.rs`); `tests/it/token_bound.rs` recomputes it from the Unicode
 //! normalization data for every scalar value and checks the bound against
 //! a real WordPiece tokenizer.
 
