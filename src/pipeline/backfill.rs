@@ -16,7 +16,7 @@ use super::{log_event, BackfillView, GenerationsView, Outcome, Pipeline, Refused
 use crate::bugs::Bug;
 use crate::core::failure::FailureBucket;
 use crate::core::ids::{job_id, DocId};
-use crate::core::state::{BackfillState, JobState};
+use crate::core::state::{BackfillState, GenerationState, JobState};
 use crate::ports::{Clock, Database, Embedder, JobMessage, JobQueue, PortError, VectorIndex};
 use crate::store::{BackfillRow, NewBackfill, PageDoc};
 use serde_json::{json, Value};
@@ -91,7 +91,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         let Some(state) = self.generation_state(generation).await? else {
             return Ok(Err(Refused::GenerationNotFound { generation }));
         };
-        if state != "retained" {
+        if state != GenerationState::Retained {
             return Ok(Err(Refused::GenerationNotRetained { generation, state }));
         }
         if !self.switch_to(generation, None).await? {
@@ -110,18 +110,21 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         };
         let now = self.clock.now_ms();
         let changed = self.store.generation_retire(generation, now).await?;
-        if !changed && !matches!(state.as_str(), "retiring" | "retired") {
+        if !changed && !matches!(state, GenerationState::Retiring | GenerationState::Retired) {
             return Ok(Err(Refused::GenerationInUse { generation, state }));
         }
         Ok(Ok(self.generations_view().await?))
     }
 
-    async fn generation_state(&self, generation: u32) -> Result<Option<String>, PortError> {
+    async fn generation_state(
+        &self,
+        generation: u32,
+    ) -> Result<Option<GenerationState>, PortError> {
         let rows = self.store.generations_list().await?;
         Ok(rows
             .iter()
-            .find(|r| r["generation"].as_u64() == Some(u64::from(generation)))
-            .and_then(|r| r["state"].as_str().map(str::to_string)))
+            .find(|r| r.generation == generation)
+            .map(|r| r.state))
     }
 
     /// The switch: `generation` (being built, or retained) becomes active,

@@ -14,11 +14,17 @@ pub enum Refused {
     /// No generation has this number.
     GenerationNotFound { generation: u32 },
     /// Only a retained generation can be made active again.
-    GenerationNotRetained { generation: u32, state: String },
+    GenerationNotRetained {
+        generation: u32,
+        state: crate::core::state::GenerationState,
+    },
     /// The generation lacks vectors of live documents: no switch to it.
     GenerationIncomplete { generation: u32 },
     /// Only a retained or abandoned generation retires.
-    GenerationInUse { generation: u32, state: String },
+    GenerationInUse {
+        generation: u32,
+        state: crate::core::state::GenerationState,
+    },
     /// Another generation is being built.
     GenerationBuilding,
     /// The running configuration is the active generation's: nothing to build.

@@ -5,11 +5,12 @@
 
 use super::Pipeline;
 use crate::core::state::{
-    BackfillState, JobKind, JobState, RedriveItemState as ItemState, RedriveState,
+    BackfillState, GenerationState, JobKind, JobState, RedriveItemState as ItemState, RedriveState,
 };
 use crate::ports::{Clock, Database, Embedder, JobQueue, PortError, VectorIndex};
 use crate::store::{
-    BackfillCounts, BackfillRow, DocumentViewRow, ItemRow, JobViewRow, RedriveRow, RepairRunRow,
+    BackfillCounts, BackfillRow, DocumentViewRow, GenerationListRow, ItemRow, JobViewRow,
+    RedriveRow, RepairRunRow,
 };
 use serde::Serialize;
 use serde_json::Value;
@@ -261,23 +262,43 @@ pub struct GenerationsView {
     pub configured: Value,
     /// Each generation's row, its index configuration parsed (generation
     /// 1 before its first staging shows the running configuration).
-    pub generations: Vec<Value>,
+    pub generations: Vec<GenerationView>,
+}
+
+/// One generation: its state, configuration and chunk rows.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct GenerationView {
+    pub generation: u32,
+    pub state: GenerationState,
+    pub index_config: Value,
+    pub chunks: u64,
+    pub created_at: i64,
+    pub updated_at: i64,
 }
 
 impl GenerationsView {
     /// `ours`: the running configuration's canonical JSON.
-    pub fn new(rows: Vec<Value>, ours: &str) -> GenerationsView {
-        let mut active = None;
+    pub fn new(rows: Vec<GenerationListRow>, ours: &str) -> GenerationsView {
+        let active = rows
+            .iter()
+            .find(|r| r.state == GenerationState::Active)
+            .map(|r| u64::from(r.generation));
         let generations = rows
             .into_iter()
-            .map(|mut r| {
-                if r["state"] == "active" {
-                    active = r["generation"].as_u64();
+            .map(|r| {
+                let raw = if r.index_config.is_empty() {
+                    ours
+                } else {
+                    r.index_config.as_str()
+                };
+                GenerationView {
+                    generation: r.generation,
+                    state: r.state,
+                    index_config: serde_json::from_str(raw).unwrap_or(Value::Null),
+                    chunks: r.chunks,
+                    created_at: r.created_at,
+                    updated_at: r.updated_at,
                 }
-                let raw = r["index_config"].as_str().unwrap_or_default().to_string();
-                let raw = if raw.is_empty() { ours } else { raw.as_str() };
-                r["index_config"] = serde_json::from_str(raw).unwrap_or(Value::Null);
-                r
             })
             .collect();
         GenerationsView {

@@ -7,6 +7,8 @@ use super::{sql, Store};
 use crate::ports::{Database, PortError, Stmt};
 use serde::Deserialize;
 
+use crate::core::state::GenerationState;
+
 #[derive(Debug, Clone, Deserialize)]
 struct IndexConfigRow {
     index_config: String,
@@ -18,6 +20,18 @@ pub struct GenerationRow {
     pub generation: u32,
     pub index_config: String,
     pub state: String,
+}
+
+/// A generation as the operators' list shows it: its row and how many
+/// chunk rows D1 holds for it.
+#[derive(Debug, Clone, Deserialize)]
+pub struct GenerationListRow {
+    pub generation: u32,
+    pub index_config: String,
+    pub state: GenerationState,
+    pub chunks: u64,
+    pub created_at: i64,
+    pub updated_at: i64,
 }
 
 impl<D: Database> Store<D> {
@@ -60,8 +74,8 @@ impl<D: Database> Store<D> {
             .next())
     }
 
-    /// Every generation with its counts, as `GET /v1/admin/generations` lists them.
-    pub async fn generations_list(&self) -> Result<Vec<serde_json::Value>, PortError> {
+    /// Every generation with its counts, oldest first: what an operator lists.
+    pub async fn generations_list(&self) -> Result<Vec<GenerationListRow>, PortError> {
         self.db
             .query(Stmt::new(sql::GENERATIONS_LIST, vec![]))
             .await

@@ -21,7 +21,7 @@ pub use dead_letters::LetterFilter;
 pub use documents::{
     DocRow, DocumentViewRow, JobRow, LatestVersionRow, NewVersions, PartRow, VersionRow,
 };
-pub use generations::GenerationRow;
+pub use generations::{GenerationListRow, GenerationRow};
 pub use jobs::{ClaimRow, ConsumeRow, JobViewRow, StalledJobRow};
 pub use redrives::{Candidate, ItemRow, NewItem, RedriveRow, RerunOf};
 pub use repair::{RepairRunRow, VerifyRow};
