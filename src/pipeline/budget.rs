@@ -4,7 +4,7 @@
 //! Workers AI and Queues call), and bounds its wall time. The consumer wraps
 //! its ports in [`Metered`], so every call is counted by kind without the
 //! pipeline code having to remember to; before each step it asks the
-//! [`Usage`] whether the step still fits. Cron's run ([`super::repair`]) is
+//! [`Usage`] whether the step still fits. Cron's run (`pipeline/repair/`) is
 //! metered the same way.
 //!
 //! May import: `ports`, `store` (the usage snapshot), the pipeline itself.

@@ -7,15 +7,17 @@ use crate::core::failure::FailureBucket;
 use crate::pipeline::Pipeline;
 use crate::ports::{Clock, Database, Embedder, JobQueue, VectorIndex};
 
+/// Calls of one batch (exact): the due intents, the index delete, and the
+/// ledger update (the intents done, or backed off after a failed delete).
+const DRAIN_BATCH_CALLS: u64 = 3;
+
 impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D, V, E, Q, C> {
     /// Step 2: drains due intents, batch by batch, while the budget and the
     /// per-run cap last.
-    pub(super) async fn drain_intents(&self, run: &mut Run) {
+    pub(super) async fn drain_intents(&self, run: &mut Run<'_>) {
         let mut budget = self.cfg.cron_cleanup_intents_max;
-        // Each batch: the due intents, the index delete, the ledger update.
-        while budget > 0 && self.allows(run, 3) {
+        while budget > 0 && self.allows(run, DRAIN_BATCH_CALLS) {
             let limit = self.cfg.delete_batch_size.min(budget);
-            run.meter.spend(1);
             let ids = match self.store.intents_due(self.clock.now_ms(), limit).await {
                 Ok(ids) if ids.is_empty() => break,
                 Ok(ids) => ids,
@@ -25,7 +27,6 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                 }
             };
             budget = budget.saturating_sub(ids.len());
-            run.meter.spend(2);
             if self.delete_vectors(&ids).await {
                 run.report.intents_deleted += ids.len() as u64;
             } else {

@@ -3,7 +3,11 @@
 //! `docs/ARCHITECTURE.md`, "Repair, dead letters and redrives").
 //!
 //! This file keeps the order of the run's steps ([`Pipeline::repair`]) and
-//! its budget; each step lives in its own file:
+//! its budget. The run goes through [`Pipeline::metered`], as the
+//! consumer's invocation does: the budget spent is the count of the calls
+//! made, and each step asks, before it starts and between batches, whether
+//! its worst case still fits in what is left (each file names its worst
+//! cases, and says which are estimates). Each step lives in its own file:
 //!
 //! - `sweep.rs` — 1: abandoned versions' chunk rows become intents; 1b: so
 //!   do retiring generations' rows;
@@ -25,33 +29,26 @@ mod verify;
 
 pub use report::RepairReport;
 
+use super::budget::{Budget, Usage};
 use super::Pipeline;
 use crate::ports::{Clock, Database, Embedder, JobQueue, VectorIndex};
 
-/// The budget of one scheduled run: subrequests and wall time. Steps ask
-/// before they start and stop between batches once it is spent.
-struct Meter {
-    used: std::cell::Cell<u64>,
-    max: u64,
-    started_ms: i64,
-    wall_ms: i64,
-}
-
-impl Meter {
-    fn spend(&self, n: u64) {
-        self.used.set(self.used.get() + n);
-    }
-
-    /// Whether `next` more subrequests fit, and time is left.
-    fn allows(&self, now_ms: i64, next: u64) -> bool {
-        self.used.get() + next <= self.max && now_ms - self.started_ms < self.wall_ms
-    }
-}
-
-/// One run in progress: its budget and what it did so far.
-struct Run {
-    meter: Meter,
+/// One run in progress: its budget (`CRON_SUBREQUESTS_MAX`,
+/// `CRON_WALL_SECONDS_MAX`), the calls its metered ports counted, and what
+/// it did so far.
+struct Run<'u> {
+    budget: Budget,
+    usage: &'u Usage,
     report: RepairReport,
+}
+
+impl Run<'_> {
+    /// Subrequests left (the wall time is asked by [`Pipeline::allows`]).
+    fn left(&self) -> u64 {
+        self.budget
+            .subrequests_max
+            .saturating_sub(self.usage.total())
+    }
 }
 
 impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D, V, E, Q, C> {
@@ -59,33 +56,36 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
     /// a step that fails is reported and the run goes on.
     pub async fn repair(&self) -> RepairReport {
         let started_at = self.clock.now_ms();
+        let usage = Usage::default();
         let mut run = Run {
-            meter: Meter {
-                used: std::cell::Cell::new(0),
-                max: self.cfg.cron_subrequests_max,
+            budget: Budget {
+                subrequests_max: self.cfg.cron_subrequests_max,
                 started_ms: started_at,
                 wall_ms: i64::from(self.cfg.cron_wall_seconds_max) * 1000,
             },
+            usage: &usage,
             report: RepairReport::default(),
         };
-        self.sweep_abandoned(&mut run).await; // 1
-        self.retire_rows(&mut run).await; // 1b
-        self.drain_intents(&mut run).await; // 2
-        self.requeue_stalled(&mut run).await; // 3
-        self.verify_step(&mut run).await; // 4
-        self.advance_redrives_step(&mut run).await; // 5
-        self.advance_backfill_step(&mut run).await; // 6
+        let metered = self.metered(&usage);
+        metered.sweep_abandoned(&mut run).await; // 1
+        metered.retire_rows(&mut run).await; // 1b
+        metered.drain_intents(&mut run).await; // 2
+        metered.requeue_stalled(&mut run).await; // 3
+        metered.verify_step(&mut run).await; // 4
+        metered.advance_redrives_step(&mut run).await; // 5
+        metered.advance_backfill_step(&mut run).await; // 6
         let mut report = run.report;
-        report.subrequests_used = run.meter.used.get();
+        report.subrequests_used = usage.total();
         report.elapsed_ms = self.clock.now_ms() - started_at;
-        self.report_run(started_at, &report).await;
+        metered.report_run(started_at, &report).await;
         report
     }
 
-    /// Asks the run's budget whether `next` more subrequests fit; a refusal
-    /// marks the run as having hit its budget.
-    fn allows(&self, run: &mut Run, next: u64) -> bool {
-        let ok = run.meter.allows(self.clock.now_ms(), next);
+    /// Asks the run's budget whether `next` more subrequests fit (a step's
+    /// worst case), and time is left; a refusal marks the run as having hit
+    /// its budget.
+    fn allows(&self, run: &mut Run<'_>, next: u64) -> bool {
+        let ok = run.budget.allows(run.usage, self.clock.now_ms(), next, 0);
         run.report.budget_hit |= !ok;
         ok
     }

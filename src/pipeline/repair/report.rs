@@ -29,9 +29,9 @@ pub struct RepairReport {
     /// Whether a step stopped at its per-run cap, or the run at its
     /// subrequest or wall-time budget (work is left for the next run).
     pub budget_hit: bool,
-    /// Subrequests (D1, index and queue calls) the run made, as counted
-    /// against `CRON_SUBREQUESTS_MAX` (for the redrive and backfill steps,
-    /// whose cost depends on what they find, an upper bound).
+    /// Subrequests (D1, index and queue calls) the run made, counted by its
+    /// metered ports against `CRON_SUBREQUESTS_MAX` (the statement recording
+    /// this report excepted).
     pub subrequests_used: u64,
     /// Wall time of the run, in milliseconds (by the injected clock).
     pub elapsed_ms: i64,
