@@ -8,6 +8,8 @@
 //! - [`config`]: every tunable and platform limit, in one place, with defaults.
 //! - [`bugs`]: deliberate protocol bugs for testing the simulation (inert
 //!   unless built with the `protocol-bugs` feature).
+//! - [`log`]: the structured log line and its sink, installed by the entry
+//!   points (a leaf).
 //! - [`core`]: pure code, no I/O, no async: identifiers, chunking, the local
 //!   embedder, failure buckets and the retry policy.
 //! - [`ports`]: the small traits the pipeline is generic over (database,
@@ -27,6 +29,7 @@ pub mod api;
 pub mod bugs;
 pub mod config;
 pub mod core;
+pub mod log;
 pub mod pipeline;
 pub mod ports;
 pub mod store;

@@ -111,9 +111,25 @@ fn to_sqlite(v: &SqlValue) -> SqliteValue {
     }
 }
 
+/// The native log sink: each line to stderr when `INGEST_LOG` is set.
+fn stderr_sink(line: &str) {
+    if std::env::var_os("INGEST_LOG").is_some() {
+        eprintln!("{line}");
+    }
+}
+
+/// Installs the native log sink ([`crate::log::set_sink`]); idempotent.
+pub fn install_log_sink() {
+    crate::log::set_sink(stderr_sink);
+}
+
 impl SqliteDb {
     /// A fresh in-memory database with `migrations` applied.
     pub fn open(migrations: &[(&str, &str)]) -> SqliteDb {
+        // Every native pipeline (tests, simulation, bench) runs on a ledger
+        // opened here: its log lines go to stderr, as the Worker's go to the
+        // console.
+        install_log_sink();
         let conn = rusqlite::Connection::open_in_memory().expect("sqlite opens");
         conn.execute_batch("PRAGMA foreign_keys = ON;")
             .expect("pragma");

@@ -4,10 +4,14 @@
 //! Workers AI and Queues call), and bounds its wall time. The consumer wraps
 //! its ports in [`Metered`], so every call is counted by kind without the
 //! pipeline code having to remember to; before each step it asks the
-//! [`Usage`] whether the step still fits.
+//! [`Usage`] whether the step still fits. Cron's run (`pipeline/repair/`) is
+//! metered the same way.
+//!
+//! May import: `ports`, `store` (the usage snapshot), the pipeline itself.
 
+use super::Pipeline;
 use crate::ports::{
-    Database, Embedder, JobMessage, JobQueue, MetadataFilter, PortError, Stmt, VectorIndex,
+    Clock, Database, Embedder, JobMessage, JobQueue, MetadataFilter, PortError, Stmt, VectorIndex,
     VectorMatch, VectorRecord,
 };
 use serde::de::DeserializeOwned;
@@ -82,6 +86,36 @@ impl Budget {
 pub struct Metered<'u, P> {
     pub inner: P,
     pub usage: &'u Usage,
+}
+
+/// A pipeline whose every port call is counted in one [`Usage`].
+pub type MeteredPipeline<'a, D, V, E, Q, C> =
+    Pipeline<Metered<'a, &'a D>, Metered<'a, &'a V>, Metered<'a, &'a E>, Metered<'a, &'a Q>, &'a C>;
+
+impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D, V, E, Q, C> {
+    /// This pipeline with its ports wrapped in [`Metered`], counting every
+    /// D1, index, embedder and queue call in `usage`: how the consumer and
+    /// cron meter an invocation without the protocol code counting.
+    pub fn metered<'a>(&'a self, usage: &'a Usage) -> MeteredPipeline<'a, D, V, E, Q, C> {
+        Pipeline {
+            cfg: self.cfg.clone(),
+            store: self.store.wrap(|db| Metered { inner: db, usage }),
+            index: Metered {
+                inner: &self.index,
+                usage,
+            },
+            embedder: Metered {
+                inner: &self.embedder,
+                usage,
+            },
+            queue: Metered {
+                inner: &self.queue,
+                usage,
+            },
+            clock: &self.clock,
+            bugs: self.bugs,
+        }
+    }
 }
 
 impl<P: Database> Database for Metered<'_, P> {

@@ -21,6 +21,9 @@ pub use budget::{Budget, Metered, Usage, UsageSnapshot};
 pub use consume::ConsumeOutcome;
 // The consumer's fixed budget figures; `config` checks CONSUME_SUBREQUESTS_MAX against them.
 pub use crate::config::{CONSUME_RESERVE, CONSUME_SUBREQUESTS_MIN};
+/// The log line builder, at its old path (`crate::log`; the entry points
+/// install the sink).
+pub use crate::log::log_event;
 pub use intake::{DocumentInput, IntakeError, IntakeItem, IntakeOutcome};
 pub use refused::{Outcome, Refused};
 pub use repair::RepairReport;
@@ -70,27 +73,5 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             max_delay_seconds: self.cfg.retry_max_delay_seconds,
             window_seconds: self.cfg.job_retry_window_seconds,
         }
-    }
-}
-
-/// One structured log line: an event name and allow-listed fields only
-/// (buckets, codes, ids, counts), never raw error text or document content.
-pub fn log_event(event: &str, fields: serde_json::Value) {
-    let mut line = serde_json::json!({ "event": event });
-    if let (Some(obj), serde_json::Value::Object(extra)) = (line.as_object_mut(), fields) {
-        obj.extend(extra);
-    }
-    emit(&line.to_string());
-}
-
-#[cfg(target_arch = "wasm32")]
-fn emit(line: &str) {
-    worker::console_log!("{}", line);
-}
-
-#[cfg(not(target_arch = "wasm32"))]
-fn emit(line: &str) {
-    if std::env::var_os("INGEST_LOG").is_some() {
-        eprintln!("{line}");
     }
 }

@@ -58,9 +58,11 @@ pub fn json_array<T: Serialize>(items: &[T]) -> String {
     serde_json::to_string(items).expect("items serialize")
 }
 
-/// The ledger, over any [`Database`].
+/// The ledger, over any [`Database`]. Its handle is private: the rest of
+/// the crate reads and writes the ledger through the typed functions of
+/// this module's aggregates.
 pub struct Store<D> {
-    pub db: D,
+    db: D,
     pub json_param_bytes_max: usize,
 }
 
@@ -73,6 +75,16 @@ impl<D: Database> Store<D> {
         Store {
             db,
             json_param_bytes_max,
+        }
+    }
+
+    /// The same ledger through `wrap` applied to this store's handle (the
+    /// pipeline's metering, `pipeline/budget.rs`): the only way to reach
+    /// the handle from outside `store/`.
+    pub fn wrap<'a, W: Database>(&'a self, wrap: impl FnOnce(&'a D) -> W) -> Store<W> {
+        Store {
+            db: wrap(&self.db),
+            json_param_bytes_max: self.json_param_bytes_max,
         }
     }
 }

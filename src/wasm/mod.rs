@@ -518,9 +518,21 @@ async fn read_body_capped(req: &mut Request, max: usize) -> Option<Vec<u8>> {
     Some(body)
 }
 
+/// The Worker's log sink: `console.log` (Workers Logs).
+fn console_sink(line: &str) {
+    worker::console_log!("{}", line);
+}
+
+/// What every entry point does first: installs the log sink and the
+/// content-free panic hook.
+fn install() {
+    crate::log::set_sink(console_sink);
+    panic::install_hook();
+}
+
 #[event(fetch)]
 async fn fetch(mut req: Request, env: Env, _ctx: Context) -> worker::Result<Response> {
-    panic::install_hook();
+    install();
     let method = req.method().to_string();
     let path = req.url().map(|u| u.path().to_string()).unwrap_or_default();
     // The API sees the query string too (admin listings take filters).
@@ -639,7 +651,7 @@ async fn queue(
     env: Env,
     _ctx: Context,
 ) -> worker::Result<()> {
-    panic::install_hook();
+    install();
     let mut app = match app(&env) {
         Ok(a) => a,
         Err(e) => {
@@ -716,7 +728,7 @@ async fn queue(
 
 #[event(scheduled)]
 async fn scheduled(_event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
-    panic::install_hook();
+    install();
     match app(&env) {
         Ok(mut app) => {
             guard_index(&mut app, "scheduled").await;

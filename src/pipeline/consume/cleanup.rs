@@ -1,0 +1,89 @@
+//! Step 6, cleanup: deletes the vectors of due cleanup intents from the
+//! index in bounded batches, then removes the intents (cron's drain runs
+//! the same `delete_vectors`).
+
+use crate::bugs::Bug;
+use crate::pipeline::budget::{Budget, Usage};
+use crate::pipeline::{log_event, Pipeline};
+use crate::ports::{Clock, Database, Embedder, JobQueue, VectorIndex};
+use crate::store::{ConsumeRow, UsageSnapshot};
+use serde_json::json;
+
+impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D, V, E, Q, C> {
+    /// After a replace: deletes the replaced version's vectors, best effort,
+    /// in the budget left (each batch: read the intents, delete, record;
+    /// then one statement records the usage). A first version replaced
+    /// nothing: the lookup is skipped.
+    pub(super) async fn cleanup_replaced(
+        &self,
+        job: &ConsumeRow,
+        at_commit: &UsageSnapshot,
+        budget: &Budget,
+        usage: &Usage,
+    ) {
+        let batches = if job.live_version.is_some() {
+            budget.left(usage, self.clock.now_ms(), 1) / 3
+        } else {
+            0
+        };
+        if self.cleanup_doc(&job.doc_id, batches as usize).await > 0 {
+            let _ = self
+                .store
+                .add_usage(&job.job_id, &usage.snapshot(1, 0).minus(at_commit))
+                .await;
+        }
+    }
+
+    /// Deletes this document's due cleanup intents, in at most `batches`
+    /// bounded batches. Returns the batches attempted.
+    pub(in crate::pipeline) async fn cleanup_doc(&self, doc_id: &str, batches: usize) -> usize {
+        let mut budget = self.cfg.cron_cleanup_intents_max;
+        let mut attempted = 0;
+        while budget > 0 && attempted < batches {
+            let now = self.clock.now_ms();
+            let limit = self.cfg.delete_batch_size.min(budget);
+            attempted += 1;
+            let ids = match self.store.intents_due_for_doc(doc_id, now, limit).await {
+                Ok(ids) if !ids.is_empty() => ids,
+                _ => return attempted,
+            };
+            budget = budget.saturating_sub(ids.len());
+            if !self.delete_vectors(&ids).await {
+                return attempted;
+            }
+        }
+        attempted
+    }
+
+    /// Deletes `ids` from the index, then removes their intents; on a
+    /// failure, backs the intents off. Returns whether it succeeded.
+    pub(in crate::pipeline) async fn delete_vectors(&self, ids: &[String]) -> bool {
+        let now = self.clock.now_ms();
+        if self.bugs.has(Bug::IntentRemovedBeforeDelete)
+            && self.store.intents_done(ids).await.is_err()
+        {
+            return false;
+        }
+        match self.index.delete_by_ids(ids).await {
+            Ok(()) => match self.store.intents_done(ids).await {
+                Ok(()) => true,
+                Err(e) => {
+                    log_event(
+                        "cleanup_ledger_failed",
+                        json!({ "bucket": e.bucket.as_str(), "code": e.code }),
+                    );
+                    false
+                }
+            },
+            Err(e) => {
+                log_event(
+                    "cleanup_delete_failed",
+                    json!({ "bucket": e.bucket.as_str(), "code": e.code, "ids": ids.len() }),
+                );
+                let not_before = now + i64::from(self.cfg.retry_base_delay_seconds) * 1000;
+                let _ = self.store.intents_back_off(ids, not_before).await;
+                false
+            }
+        }
+    }
+}

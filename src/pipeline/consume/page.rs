@@ -1,0 +1,223 @@
+//! Steps 3 and 4, page by page: read a page of staged rows (`CONSUME_PAGE`),
+//! keep the prefix that fits in the budget, reuse the live version's vector
+//! values where the text and configuration match (`get_by_ids`, reads only),
+//! embed the rest, and upsert the page under this version's own IDs.
+
+use crate::config::CONSUME_RESERVE;
+use crate::core::failure::FailureBucket;
+use crate::pipeline::budget::{Budget, Usage};
+use crate::pipeline::{log_event, Pipeline};
+use crate::ports::{
+    Clock, Database, Embedder, JobQueue, PortError, VectorIndex, VectorMetadata, VectorRecord,
+};
+use crate::store::{ConsumeRow, PageRow};
+use serde_json::{json, Value};
+use std::cell::Cell;
+use std::collections::BTreeMap;
+
+impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D, V, E, Q, C> {
+    /// Steps 3 and 4 for every chunk from `done` on, page by page, while
+    /// the budget lasts. Returns whether all `chunk_count` are written
+    /// (`false`: checkpoint).
+    pub(super) async fn write_pages(
+        &self,
+        job: &ConsumeRow,
+        chunk_count: u32,
+        done: &Cell<u32>,
+        budget: &Budget,
+        usage: &Usage,
+    ) -> Result<bool, PortError> {
+        let base_metadata = self.vector_metadata(job)?;
+        while done.get() < chunk_count {
+            if !budget.allows(usage, self.clock.now_ms(), 3, CONSUME_RESERVE) {
+                return Ok(false);
+            }
+            match self
+                .embed_and_upsert_page(job, done.get(), &base_metadata, budget, usage)
+                .await?
+            {
+                0 => return Ok(false),
+                n => done.set(done.get() + n),
+            }
+        }
+        Ok(true)
+    }
+
+    /// Steps 3 and 4 for the chunks from `from` on: reads a page of staged
+    /// rows, keeps the prefix whose reads, embeddings and upsert fit in the
+    /// budget, and upserts it. Returns how many chunks now have vectors (0:
+    /// nothing fit; checkpoint).
+    async fn embed_and_upsert_page(
+        &self,
+        job: &ConsumeRow,
+        from: u32,
+        base_metadata: &VectorMetadata,
+        budget: &Budget,
+        usage: &Usage,
+    ) -> Result<u32, PortError> {
+        let mut rows = self
+            .store
+            .consume_page(
+                &job.doc_id,
+                job.version,
+                from,
+                self.cfg.upsert_batch_size,
+                job.build_generation,
+            )
+            .await?;
+        if rows.is_empty() {
+            // The version's chunk count promises rows the ledger does not hold.
+            return Err(PortError::new(FailureBucket::Internal, "chunks_missing"));
+        }
+        // Keep the longest prefix whose get and embed calls fit, with the upsert.
+        let left = budget.left(usage, self.clock.now_ms(), CONSUME_RESERVE + 1);
+        rows.truncate(self.fitting_prefix(&rows, left));
+        if rows.is_empty() {
+            return Ok(0);
+        }
+        let mut values = self.reused_values(&rows).await;
+        let copied: Vec<bool> = values.iter().map(Option::is_some).collect();
+        self.embed_misses(&rows, &mut values, budget, usage).await?;
+        let cut = values
+            .iter()
+            .position(Option::is_none)
+            .unwrap_or(values.len());
+        if cut == 0 {
+            return Ok(0);
+        }
+        let reused_here = copied[..cut].iter().filter(|&&c| c).count() as u64;
+        let records: Vec<VectorRecord> = rows[..cut]
+            .iter()
+            .zip(values)
+            .map(|(r, v)| {
+                let mut metadata = base_metadata.clone();
+                metadata.insert("chunk".into(), json!(r.chunk_index));
+                metadata.insert("generation".into(), json!(r.generation));
+                VectorRecord {
+                    id: r.vector_id.clone(),
+                    values: v.expect("the prefix has vectors"),
+                    metadata,
+                }
+            })
+            .collect();
+        self.index.upsert(&records).await?;
+        usage.reused.set(usage.reused.get() + reused_here);
+        Ok(cut as u32)
+    }
+
+    /// The length of the longest prefix of `rows` whose `get_by_ids` calls
+    /// (for the chunks to reuse) and embed calls (for the rest) fit in
+    /// `left` subrequests.
+    fn fitting_prefix(&self, rows: &[PageRow], left: u64) -> usize {
+        let (get_max, embed_max) = (
+            self.get_batch_size() as u64,
+            self.cfg.embed_batch_size as u64,
+        );
+        let (mut reuse, mut fresh, mut keep) = (0u64, 0u64, 0usize);
+        for r in rows {
+            let (r2, f2) = if r.reuse_id.is_some() {
+                (reuse + 1, fresh)
+            } else {
+                (reuse, fresh + 1)
+            };
+            if r2.div_ceil(get_max) + f2.div_ceil(embed_max) > left {
+                break;
+            }
+            (reuse, fresh, keep) = (r2, f2, keep + 1);
+        }
+        keep
+    }
+
+    /// Embeds the chunks of `rows` that have no value yet, in order; a reuse
+    /// that failed makes more to embed than planned, so each call asks the
+    /// budget again, and the page is cut (by the caller) before the first
+    /// chunk left without a vector.
+    async fn embed_misses(
+        &self,
+        rows: &[PageRow],
+        values: &mut [Option<Vec<f32>>],
+        budget: &Budget,
+        usage: &Usage,
+    ) -> Result<(), PortError> {
+        let misses: Vec<usize> = (0..rows.len()).filter(|&k| values[k].is_none()).collect();
+        for batch in misses.chunks(self.cfg.embed_batch_size) {
+            if !budget.allows(usage, self.clock.now_ms(), 2, CONSUME_RESERVE) {
+                break;
+            }
+            let texts: Vec<String> = batch.iter().map(|&k| rows[k].text.clone()).collect();
+            let vectors = self.embedder.embed(&texts).await?;
+            if vectors.len() != texts.len()
+                || vectors
+                    .iter()
+                    .any(|v| v.len() != self.cfg.embedding_dimensions)
+            {
+                return Err(PortError::new(FailureBucket::EmbedRejected, "embed_shape"));
+            }
+            usage
+                .embedded
+                .set(usage.embedded.get() + texts.len() as u64);
+            for (&k, v) in batch.iter().zip(vectors) {
+                values[k] = Some(v);
+            }
+        }
+        Ok(())
+    }
+
+    /// The values of the live vectors that the chunks in `rows` can reuse
+    /// (`reuse_id`), fetched from the index in batches the index accepts;
+    /// `None` for a chunk to embed. A vector the index does not return (not
+    /// visible yet, or gone), returns malformed, or a failed fetch, only
+    /// means embedding that chunk: reuse is an optimization, never a reason
+    /// for the job to fail.
+    async fn reused_values(&self, rows: &[PageRow]) -> Vec<Option<Vec<f32>>> {
+        let mut out: Vec<Option<Vec<f32>>> = vec![None; rows.len()];
+        // Live vector ID → positions in this page (a text may repeat).
+        let mut wanted: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+        for (k, r) in rows.iter().enumerate() {
+            if let Some(id) = &r.reuse_id {
+                wanted.entry(id.as_str()).or_default().push(k);
+            }
+        }
+        let wanted_ids: Vec<String> = wanted.keys().map(|id| id.to_string()).collect();
+        for batch in wanted_ids.chunks(self.get_batch_size()) {
+            let found = match self.index.get_by_ids(batch).await {
+                Ok(found) => found,
+                Err(e) => {
+                    log_event(
+                        "reuse_get_failed",
+                        json!({ "bucket": e.bucket.as_str(), "code": e.code, "ids": batch.len() }),
+                    );
+                    break;
+                }
+            };
+            for rec in found {
+                let ok = rec.values.len() == self.cfg.embedding_dimensions
+                    && rec.values.iter().all(|x| x.is_finite());
+                if let (true, Some(positions)) = (ok, wanted.get(rec.id.as_str())) {
+                    for &k in positions {
+                        out[k] = Some(rec.values.clone());
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// IDs per `get_by_ids` call: the limit the index adapters enforce
+    /// (`src/wasm/mod.rs` sets their `get_batch_max` to `DELETE_BATCH_SIZE`;
+    /// Vectorize documents none, 100 is safe).
+    fn get_batch_size(&self) -> usize {
+        self.cfg.delete_batch_size.max(1)
+    }
+
+    /// The metadata every vector of this version carries: `doc_id`,
+    /// `version` and the document's own (scalar) metadata.
+    pub(super) fn vector_metadata(&self, job: &ConsumeRow) -> Result<VectorMetadata, PortError> {
+        let user: serde_json::Map<String, Value> = serde_json::from_str(&job.metadata)
+            .map_err(|_| PortError::new(FailureBucket::InputInvalid, "metadata"))?;
+        let mut m: VectorMetadata = user.into_iter().collect();
+        m.insert("doc_id".into(), json!(job.doc_id));
+        m.insert("version".into(), json!(job.version));
+        Ok(m)
+    }
+}

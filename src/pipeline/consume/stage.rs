@@ -1,0 +1,240 @@
+//! Step 2, stage: the generations a version is written in, its chunks in
+//! each (with that generation's chunker), and one D1 batch that records
+//! every chunk row and vector ID before any vector is written.
+
+use crate::bugs::Bug;
+use crate::config::CONSUME_RESERVE;
+use crate::core::chunk::{Chunk, ContentType};
+use crate::core::failure::FailureBucket;
+use crate::core::ids::{sha256_hex, vector_id_in, DocId};
+use crate::pipeline::budget::{Budget, Usage};
+use crate::pipeline::Pipeline;
+use crate::ports::{Clock, Database, Embedder, JobQueue, PortError, VectorIndex, VectorRecord};
+use crate::store::{ClaimRow, ConsumeRow, GenerationRow, StagedChunk, Staging};
+
+/// One target generation's chunks of the version, their vector IDs and
+/// content hashes, in chunk order.
+struct TargetChunks<'t> {
+    generation: u32,
+    chunks: Vec<Chunk<'t>>,
+    ids: Vec<String>,
+    hashes: Vec<String>,
+}
+
+/// The chunk rows to stage, target by target, each in chunk order.
+fn staged_rows<'a>(per_target: &'a [TargetChunks<'a>]) -> Vec<StagedChunk<'a>> {
+    per_target
+        .iter()
+        .flat_map(|t| {
+            t.chunks
+                .iter()
+                .zip(t.ids.iter().zip(&t.hashes))
+                .map(move |(c, (id, h))| StagedChunk {
+                    g: t.generation,
+                    i: c.index,
+                    id,
+                    s: c.start,
+                    e: c.end,
+                    h,
+                    t: c.text,
+                })
+        })
+        .collect()
+}
+
+impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D, V, E, Q, C> {
+    /// The number of chunk rows to write: from the claim if an earlier
+    /// attempt staged them, else by staging now. `None`: staging does not
+    /// fit in the budget (checkpoint).
+    pub(super) async fn staged(
+        &self,
+        job: &ConsumeRow,
+        claim: &ClaimRow,
+        doc_id: &DocId,
+        budget: &Budget,
+        usage: &Usage,
+    ) -> Result<Option<u32>, PortError> {
+        if claim.step == "staged" {
+            return claim.rows_total.map(Some).ok_or(PortError::new(
+                FailureBucket::Internal,
+                "rows_total_missing",
+            ));
+        }
+        // The generations to write, the text, one staging batch.
+        if !budget.allows(usage, self.clock.now_ms(), 3, CONSUME_RESERVE) {
+            return Ok(None);
+        }
+        self.stage(job, doc_id).await.map(Some)
+    }
+
+    /// Chunks the version's text for each generation it is written in (a
+    /// build job: its own; an index job: the active one, one being built,
+    /// one retained, each with its own chunker, if this Worker's embedder
+    /// made it) and stages the chunk rows with their vector IDs, atomically
+    /// with the step `staged`. Returns the number of rows.
+    async fn stage(&self, job: &ConsumeRow, doc_id: &DocId) -> Result<u32, PortError> {
+        let (targets, adopt) = self.stage_targets(job).await?;
+        let text = self
+            .store
+            .load_text(&job.doc_id, job.version, job.part_count)
+            .await?;
+        #[cfg(feature = "panic-probe")]
+        if let Some(at) = text.find("PANIC-PROBE") {
+            // Test builds only: a panic whose message quotes the document,
+            // to show that no log line carries it (tests/e2e/panic.test.mjs).
+            let quoted: String = text[at..].chars().take(200).collect();
+            panic!("panic probe in {}: {quoted}", job.doc_id);
+        }
+        let content_type = ContentType::parse(&job.content_type)
+            .ok_or(PortError::new(FailureBucket::InputInvalid, "content_type"))?;
+        let per_target = self.chunk_targets(&targets, doc_id, job.version, &text, content_type)?;
+        let staged = staged_rows(&per_target);
+        if self.bugs.has(Bug::UpsertBeforeStage) {
+            self.bug_upsert_before_stage(job, &per_target[0]).await?;
+        }
+        // The version's own chunk count and configuration: those of the
+        // generation search serves (the first target if this Worker does not
+        // write the active one).
+        let recorded = targets
+            .iter()
+            .position(|g| g.state == "active")
+            .unwrap_or(0);
+        let (recorded_chunks, recorded_config) =
+            match (per_target.get(recorded), targets.get(recorded)) {
+                (Some(t), Some(g)) => (t.chunks.len(), g.index_config.clone()),
+                _ => return Err(PortError::new(FailureBucket::Internal, "no_target")),
+            };
+        let stage = Staging {
+            rows: &staged,
+            version_chunks: job
+                .build_generation
+                .is_none()
+                .then_some((recorded_chunks, recorded_config.as_str())),
+            adopt_config: adopt.as_deref(),
+            build_generation: job.build_generation,
+        };
+        self.store
+            .stage_chunks(
+                &job.job_id,
+                &job.doc_id,
+                job.version,
+                &stage,
+                self.clock.now_ms(),
+            )
+            .await
+    }
+
+    /// The generations the job writes (`GENERATIONS_TARGET`, those this
+    /// Worker's embedder made; a build job: its own), and the configuration
+    /// generation 1 adopts if it has none yet.
+    async fn stage_targets(
+        &self,
+        job: &ConsumeRow,
+    ) -> Result<(Vec<GenerationRow>, Option<String>), PortError> {
+        let mut generations = self.store.target_generations().await?;
+        // Generation 1 with no configuration yet (a ledger from before
+        // generations, or a new one): it adopts what its vectors were made
+        // with, else this Worker's; this staging already chunks by it.
+        let ours = self.cfg.index_config();
+        let adopt = match generations
+            .iter()
+            .any(|g| g.generation == 1 && g.index_config.is_empty())
+        {
+            true => Some(
+                self.store
+                    .adoptable_config()
+                    .await?
+                    .unwrap_or_else(|| ours.clone()),
+            ),
+            false => None,
+        };
+        if let Some(config) = &adopt {
+            for g in generations
+                .iter_mut()
+                .filter(|g| g.generation == 1 && g.index_config.is_empty())
+            {
+                g.index_config = config.clone();
+            }
+        }
+        let targets: Vec<GenerationRow> = generations
+            .into_iter()
+            .filter(|g| job.build_generation.is_none_or(|b| b == g.generation))
+            .filter(|g| self.cfg.embeds_like(&g.index_config))
+            .collect();
+        if targets.is_empty() {
+            // The configured embedder made none of the generations in use:
+            // a deploy (or a backfill to a new generation) fixes it.
+            return Err(PortError::new(
+                FailureBucket::IndexMisconfigured,
+                "generation_embedder_mismatch",
+            ));
+        }
+        Ok((targets, adopt))
+    }
+
+    /// Per target generation: its chunks of `text` (by the chunker its
+    /// recorded configuration names), their vector IDs and hashes.
+    fn chunk_targets<'t>(
+        &self,
+        targets: &[GenerationRow],
+        doc_id: &DocId,
+        version: u32,
+        text: &'t str,
+        content_type: ContentType,
+    ) -> Result<Vec<TargetChunks<'t>>, PortError> {
+        let mut per_target = Vec::with_capacity(targets.len());
+        for g in targets {
+            let chunker = self
+                .cfg
+                .chunking_of(&g.index_config)
+                .ok_or(PortError::new(FailureBucket::Internal, "generation_config"))?;
+            let chunks = chunker.chunk(text, content_type);
+            let ids: Vec<String> = chunks
+                .iter()
+                .map(|c| vector_id_in(doc_id, version, c.index, g.generation))
+                .collect();
+            if ids.iter().any(|id| id.len() > self.cfg.vector_id_bytes_max) {
+                return Err(PortError::new(
+                    FailureBucket::InputInvalid,
+                    "vector_id_too_long",
+                ));
+            }
+            let hashes: Vec<String> = chunks
+                .iter()
+                .map(|c| sha256_hex(c.text.as_bytes()))
+                .collect();
+            per_target.push(TargetChunks {
+                generation: g.generation,
+                chunks,
+                ids,
+                hashes,
+            });
+        }
+        Ok(per_target)
+    }
+
+    /// The seeded bug `UpsertBeforeStage`: vectors written before D1 knows
+    /// their IDs.
+    async fn bug_upsert_before_stage(
+        &self,
+        job: &ConsumeRow,
+        target: &TargetChunks<'_>,
+    ) -> Result<(), PortError> {
+        let page = &target.chunks[..target.chunks.len().min(self.cfg.upsert_batch_size)];
+        let texts: Vec<String> = page.iter().map(|c| c.text.to_string()).collect();
+        let metadata = self.vector_metadata(job)?;
+        let records: Vec<VectorRecord> = self
+            .embedder
+            .embed(&texts)
+            .await?
+            .into_iter()
+            .zip(&target.ids)
+            .map(|(values, id)| VectorRecord {
+                id: id.clone(),
+                values,
+                metadata: metadata.clone(),
+            })
+            .collect();
+        self.index.upsert(&records).await
+    }
+}

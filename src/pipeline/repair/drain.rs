@@ -1,0 +1,41 @@
+//! Step 2: due cleanup intents are deleted from the index in batches of
+//! `DELETE_BATCH_SIZE` (`CRON_CLEANUP_INTENTS_MAX` per run); a failed delete
+//! backs its intents off (`consume/cleanup.rs`'s `delete_vectors`).
+
+use super::Run;
+use crate::core::failure::FailureBucket;
+use crate::pipeline::Pipeline;
+use crate::ports::{Clock, Database, Embedder, JobQueue, VectorIndex};
+
+/// Calls of one batch (exact): the due intents, the index delete, and the
+/// ledger update (the intents done, or backed off after a failed delete).
+const DRAIN_BATCH_CALLS: u64 = 3;
+
+impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D, V, E, Q, C> {
+    /// Step 2: drains due intents, batch by batch, while the budget and the
+    /// per-run cap last.
+    pub(super) async fn drain_intents(&self, run: &mut Run<'_>) {
+        let mut budget = self.cfg.cron_cleanup_intents_max;
+        while budget > 0 && self.allows(run, DRAIN_BATCH_CALLS) {
+            let limit = self.cfg.delete_batch_size.min(budget);
+            let ids = match self.store.intents_due(self.clock.now_ms(), limit).await {
+                Ok(ids) if ids.is_empty() => break,
+                Ok(ids) => ids,
+                Err(e) => {
+                    run.report.failed(e.bucket);
+                    break;
+                }
+            };
+            budget = budget.saturating_sub(ids.len());
+            if self.delete_vectors(&ids).await {
+                run.report.intents_deleted += ids.len() as u64;
+            } else {
+                run.report.intents_failed += ids.len() as u64;
+                run.report.failed(FailureBucket::IndexUnavailable);
+                break;
+            }
+        }
+        // The per-run cap reached: intents are left for the next run.
+        run.report.budget_hit |= budget == 0;
+    }
+}

@@ -1,0 +1,92 @@
+//! The cron handler: bounded repair work on every scheduled run, within
+//! `CRON_SUBREQUESTS_MAX` subrequests and `CRON_WALL_SECONDS_MAX` (see
+//! `docs/ARCHITECTURE.md`, "Repair, dead letters and redrives").
+//!
+//! This file keeps the order of the run's steps ([`Pipeline::repair`]) and
+//! its budget. The run goes through [`Pipeline::metered`], as the
+//! consumer's invocation does: the budget spent is the count of the calls
+//! made, and each step asks, before it starts and between batches, whether
+//! its worst case still fits in what is left (each file names its worst
+//! cases, and says which are estimates). Each step lives in its own file:
+//!
+//! - `sweep.rs` — 1: abandoned versions' chunk rows become intents; 1b: so
+//!   do retiring generations' rows;
+//! - `drain.rs` — 2: due intents' vectors deleted from the index;
+//! - `requeue.rs` — 3: stalled jobs sent again, or ended `dead`;
+//! - `verify.rs` — 4: a sample of live chunks checked against the index;
+//! - `advance.rs` — 5: active redrives; 6: the running backfill;
+//! - `report.rs` — the run's [`RepairReport`], logged and recorded.
+//!
+//! May import: the rest of `pipeline` (`consume`'s `delete_vectors`,
+//! `admin`, `backfill`, `log_event`), `store`, `ports`, `core`, `config`.
+
+mod advance;
+mod drain;
+mod report;
+mod requeue;
+mod sweep;
+mod verify;
+
+pub use report::RepairReport;
+
+use super::budget::{Budget, Usage};
+use super::Pipeline;
+use crate::ports::{Clock, Database, Embedder, JobQueue, VectorIndex};
+
+/// One run in progress: its budget (`CRON_SUBREQUESTS_MAX`,
+/// `CRON_WALL_SECONDS_MAX`), the calls its metered ports counted, and what
+/// it did so far.
+struct Run<'u> {
+    budget: Budget,
+    usage: &'u Usage,
+    report: RepairReport,
+}
+
+impl Run<'_> {
+    /// Subrequests left (the wall time is asked by [`Pipeline::allows`]).
+    fn left(&self) -> u64 {
+        self.budget
+            .subrequests_max
+            .saturating_sub(self.usage.total())
+    }
+}
+
+impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D, V, E, Q, C> {
+    /// One scheduled run: the steps in order, each within the budget left;
+    /// a step that fails is reported and the run goes on.
+    pub async fn repair(&self) -> RepairReport {
+        let started_at = self.clock.now_ms();
+        let usage = Usage::default();
+        let mut run = Run {
+            budget: Budget {
+                subrequests_max: self.cfg.cron_subrequests_max,
+                started_ms: started_at,
+                wall_ms: i64::from(self.cfg.cron_wall_seconds_max) * 1000,
+            },
+            usage: &usage,
+            report: RepairReport::default(),
+        };
+        let metered = self.metered(&usage);
+        metered.sweep_abandoned(&mut run).await; // 1
+        metered.retire_rows(&mut run).await; // 1b
+        metered.drain_intents(&mut run).await; // 2
+        metered.requeue_stalled(&mut run).await; // 3
+        metered.verify_step(&mut run).await; // 4
+        metered.advance_redrives_step(&mut run).await; // 5
+        metered.advance_backfill_step(&mut run).await; // 6
+        let mut report = run.report;
+        report.subrequests_used = usage.total();
+        report.elapsed_ms = self.clock.now_ms() - started_at;
+        metered.report_run(started_at, &report).await;
+        report
+    }
+
+    /// Asks the run's budget whether `next` more subrequests fit (a step's
+    /// worst case), and time is left; a refusal marks the run as having hit
+    /// its budget.
+    fn allows(&self, run: &mut Run<'_>, next: u64) -> bool {
+        let ok = run.budget.allows(run.usage, self.clock.now_ms(), next, 0);
+        run.report.budget_hit |= !ok;
+        ok
+    }
+}

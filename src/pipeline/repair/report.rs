@@ -1,0 +1,81 @@
+//! What one cron run did ([`RepairReport`]), and the run's last step: the
+//! report logged, and recorded when the run did anything.
+
+use crate::core::failure::FailureBucket;
+use crate::pipeline::{log_event, Pipeline};
+use crate::ports::{Clock, Database, Embedder, JobQueue, VectorIndex};
+use serde::Serialize;
+use serde_json::json;
+
+/// What one scheduled run did. Logged as one line; counts only.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct RepairReport {
+    pub abandoned_chunks_swept: u64,
+    pub intents_deleted: u64,
+    pub intents_failed: u64,
+    pub jobs_requeued: u64,
+    pub jobs_dead: u64,
+    /// Live chunks checked against the index (getByIds).
+    pub chunks_verified: u64,
+    /// Documents whose live vectors were missing: marked `repair_needed`
+    /// and re-run as a new version.
+    pub documents_repaired: u64,
+    /// Active redrives advanced.
+    pub redrives_advanced: u64,
+    /// Chunk rows of retiring or abandoned generations turned into intents.
+    pub generation_rows_retired: u64,
+    /// Pages the running backfill enqueued.
+    pub backfill_pages: u64,
+    /// Whether a step stopped at its per-run cap, or the run at its
+    /// subrequest or wall-time budget (work is left for the next run).
+    pub budget_hit: bool,
+    /// Subrequests (D1, index and queue calls) the run made, counted by its
+    /// metered ports against `CRON_SUBREQUESTS_MAX` (the statement recording
+    /// this report excepted).
+    pub subrequests_used: u64,
+    /// Wall time of the run, in milliseconds (by the injected clock).
+    pub elapsed_ms: i64,
+    /// Buckets of the steps that failed in this run (each at most once).
+    pub failures: Vec<FailureBucket>,
+}
+
+impl RepairReport {
+    /// Whether the run changed or found anything (verifying chunks that
+    /// were all present does not count).
+    pub fn did_work(&self) -> bool {
+        self.abandoned_chunks_swept
+            + self.intents_deleted
+            + self.intents_failed
+            + self.jobs_requeued
+            + self.jobs_dead
+            + self.documents_repaired
+            + self.redrives_advanced
+            + self.generation_rows_retired
+            + self.backfill_pages
+            > 0
+            || !self.failures.is_empty()
+    }
+
+    /// Records that a step failed with `bucket` (each bucket once).
+    pub(super) fn failed(&mut self, bucket: FailureBucket) {
+        if !self.failures.contains(&bucket) {
+            self.failures.push(bucket);
+        }
+    }
+}
+
+impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D, V, E, Q, C> {
+    /// The run's report: logged as one line, and recorded in `repair_runs`
+    /// if the run did anything (cron runs every few minutes).
+    pub(super) async fn report_run(&self, started_at: i64, report: &RepairReport) {
+        log_event("repair_run", json!(report));
+        if report.did_work() {
+            if let Err(e) = self.record_repair_run(started_at, report).await {
+                log_event(
+                    "repair_run_not_recorded",
+                    json!({ "bucket": e.bucket.as_str(), "code": e.code }),
+                );
+            }
+        }
+    }
+}

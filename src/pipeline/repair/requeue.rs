@@ -1,0 +1,87 @@
+//! Step 3: jobs stalled past `JOB_STALL_SECONDS` (a lost message, a dead
+//! invocation: running past their lease) are sent again, or end `dead` once
+//! their attempts are used up (`CRON_REQUEUE_JOBS_MAX` per run).
+
+use super::Run;
+use crate::pipeline::Pipeline;
+use crate::ports::{Clock, Database, Embedder, JobMessage, JobQueue, VectorIndex};
+use crate::store::StalledJobRow;
+
+/// Calls that end a stalled job `dead` (exact): its end batch and the
+/// archive of its letter.
+const END_STALLED_CALLS: u64 = 2;
+/// Calls that send the requeued jobs (exact): the send and their touch,
+/// kept free from the start of the step on.
+const SEND_STALLED_CALLS: u64 = 2;
+
+impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D, V, E, Q, C> {
+    /// Step 3: the stalled jobs, each ended `dead` (with its dead letter) or
+    /// sent again in one batch.
+    pub(super) async fn requeue_stalled(&self, run: &mut Run<'_>) {
+        let now = self.clock.now_ms();
+        let stalled_before = now - i64::from(self.cfg.job_stall_seconds) * 1000;
+        // The read, and the send of what it finds.
+        let stalled = if self.allows(run, 1 + SEND_STALLED_CALLS) {
+            self.store
+                .stalled_jobs(now, stalled_before, self.cfg.cron_requeue_jobs_max)
+                .await
+        } else {
+            Ok(Vec::new())
+        };
+        match stalled {
+            Ok(rows) => {
+                let mut messages = Vec::new();
+                for r in rows {
+                    // The send and the touch of the requeued ones stay reserved.
+                    if !self.allows(run, END_STALLED_CALLS + SEND_STALLED_CALLS) {
+                        break;
+                    }
+                    if r.attempts >= self.cfg.job_attempts_max {
+                        self.end_stalled(run, &r, now).await;
+                    } else {
+                        messages.push(JobMessage::new(r.job_id, r.doc_id, r.version));
+                    }
+                }
+                if !messages.is_empty() {
+                    self.send_stalled(run, &messages, now).await;
+                }
+            }
+            Err(e) => run.report.failed(e.bucket),
+        }
+        run.report.budget_hit |= run.report.jobs_requeued + run.report.jobs_dead
+            >= self.cfg.cron_requeue_jobs_max as u64;
+    }
+
+    /// A stalled job with its attempts used up ends `dead`, and its letter is
+    /// archived like any dead-lettered job's.
+    async fn end_stalled(&self, run: &mut Run<'_>, r: &StalledJobRow, now: i64) {
+        match self.store.job_stalled_dead(r, now).await {
+            Ok(()) => {
+                run.report.jobs_dead += 1;
+                // Its evidence, like any dead-lettered job's.
+                let msg = JobMessage::new(r.job_id.clone(), r.doc_id.clone(), r.version);
+                if let Err(e) = self
+                    .archive_dead_letter(&format!("cron:{}", r.job_id), &msg)
+                    .await
+                {
+                    run.report.failed(e.bucket);
+                }
+            }
+            Err(e) => run.report.failed(e.bucket),
+        }
+    }
+
+    /// Sends the stalled jobs again in one batch, then marks them touched.
+    async fn send_stalled(&self, run: &mut Run<'_>, messages: &[JobMessage], now: i64) {
+        match self.queue.send_batch(messages).await {
+            Ok(()) => {
+                let ids: Vec<&str> = messages.iter().map(|m| m.job_id.as_str()).collect();
+                match self.store.touch_jobs(&ids, now).await {
+                    Ok(()) => run.report.jobs_requeued = messages.len() as u64,
+                    Err(e) => run.report.failed(e.bucket),
+                }
+            }
+            Err(e) => run.report.failed(e.bucket),
+        }
+    }
+}
