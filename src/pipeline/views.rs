@@ -351,7 +351,7 @@ impl BackfillView {
     /// `total`: the live documents in the backfill's scope.
     pub fn new(b: &BackfillRow, c: &BackfillCounts, total: u64) -> BackfillView {
         let pending = c.enqueued.saturating_sub(c.done + c.failed);
-        let open = matches!(b.state.as_str(), "running" | "paused");
+        let open = b.state.is_open();
         let not_enqueued = if open {
             total.saturating_sub(c.enqueued)
         } else {

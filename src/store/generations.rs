@@ -19,7 +19,7 @@ struct IndexConfigRow {
 pub struct GenerationRow {
     pub generation: u32,
     pub index_config: String,
-    pub state: String,
+    pub state: GenerationState,
 }
 
 /// A generation as the operators' list shows it: its row and how many

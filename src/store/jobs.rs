@@ -6,7 +6,7 @@
 use super::usage::usage_stmt;
 use super::{int, json_array, sql, Store, UsageSnapshot};
 use crate::core::failure::FailureBucket;
-use crate::core::state::{JobKind, JobState};
+use crate::core::state::{GenerationState, JobKind, JobState};
 use crate::ports::{Database, PortError, Stmt};
 use serde::{Deserialize, Serialize};
 
@@ -42,8 +42,8 @@ pub struct ConsumeRow {
     pub job_id: String,
     pub doc_id: String,
     pub version: u32,
-    pub kind: String,
-    pub state: String,
+    pub kind: JobKind,
+    pub state: JobState,
     pub attempts: u32,
     pub lease_until: Option<i64>,
     /// When a job `up_for_retry` is due.
@@ -51,7 +51,7 @@ pub struct ConsumeRow {
     /// Set for a build job (a backfill writing a live version into this generation).
     pub build_generation: Option<u32>,
     /// That generation's state: a build for one no longer written is stale.
-    pub build_generation_state: Option<String>,
+    pub build_generation_state: Option<GenerationState>,
     pub content_type: String,
     pub metadata: String,
     pub part_count: u32,
@@ -66,6 +66,15 @@ pub struct StalledJobRow {
     pub version: u32,
     pub attempts: u32,
     pub build_generation: Option<u32>,
+}
+
+/// How a failed attempt leaves its job: the failure's bucket, when, and
+/// what the invocation used (recorded with the job in the same batch).
+#[derive(Clone, Copy)]
+pub struct AttemptEnd<'a> {
+    pub bucket: FailureBucket,
+    pub now: i64,
+    pub usage: &'a UsageSnapshot,
 }
 
 /// What a claim returns: the attempt number and where the job stands.
@@ -150,16 +159,16 @@ impl<D: Database> Store<D> {
             .map(|_| ())
     }
 
+    /// The job waits `up_for_retry` until `next_at`, keeping its progress.
     pub async fn job_up_for_retry(
         &self,
         job_id: &str,
-        bucket: FailureBucket,
-        now: i64,
+        end: &AttemptEnd<'_>,
         next_at: i64,
         chunks_done: u32,
         failing_since: i64,
-        usage: &UsageSnapshot,
     ) -> Result<(), PortError> {
+        let AttemptEnd { bucket, now, usage } = *end;
         let params = vec![
             job_id.into(),
             bucket.as_str().into(),
@@ -181,22 +190,20 @@ impl<D: Database> Store<D> {
     /// is not live) into intents, atomically.
     pub async fn job_end_failed(
         &self,
-        job_id: &str,
-        doc_id: &str,
-        version: u32,
-        bucket: FailureBucket,
-        state: &'static str,
-        now: i64,
-        usage: &UsageSnapshot,
-        build_generation: Option<u32>,
+        job: &ConsumeRow,
+        state: JobState,
+        end: &AttemptEnd<'_>,
     ) -> Result<(), PortError> {
+        let AttemptEnd { bucket, now, usage } = *end;
+        let (job_id, doc_id, version) = (job.job_id.as_str(), job.doc_id.as_str(), job.version);
+        let build_generation = job.build_generation;
         let end = Stmt::new(
             sql::JOB_END_FAILED,
             vec![
                 job_id.into(),
                 bucket.as_str().into(),
                 int(now),
-                state.into(),
+                state.as_str().into(),
             ],
         );
         let mut stmts = vec![end, loser_intents(doc_id, version, now)];

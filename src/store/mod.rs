@@ -22,7 +22,7 @@ pub use documents::{
     DocRow, DocumentViewRow, JobRow, LatestVersionRow, NewVersions, PartRow, VersionRow,
 };
 pub use generations::{GenerationListRow, GenerationRow};
-pub use jobs::{ClaimRow, ConsumeRow, JobViewRow, StalledJobRow};
+pub use jobs::{AttemptEnd, ClaimRow, ConsumeRow, JobViewRow, StalledJobRow};
 pub use redrives::{Candidate, ItemRow, NewItem, RedriveRow, RerunOf};
 pub use repair::{RepairRunRow, VerifyRow};
 pub use usage::UsageSnapshot;

@@ -2,6 +2,7 @@
 //! written, and claim the job's lease in D1.
 
 use super::ConsumeOutcome;
+use crate::core::state::{GenerationState, JobState};
 use crate::pipeline::Pipeline;
 use crate::ports::{Clock, Database, Embedder, JobMessage, JobQueue, PortError, VectorIndex};
 use crate::store::{ClaimRow, ConsumeRow};
@@ -12,10 +13,9 @@ use std::ops::ControlFlow;
 fn is_stale(job: &ConsumeRow) -> bool {
     if job.build_generation.is_some() {
         // A build writes the live version into a generation still written.
-        let written = matches!(
-            job.build_generation_state.as_deref(),
-            Some("building" | "active" | "retained")
-        );
+        let written = job
+            .build_generation_state
+            .is_some_and(GenerationState::is_written);
         return job.live_version != Some(job.version) || !written;
     }
     job.version < job.latest_version || job.live_version.is_some_and(|l| l >= job.version)
@@ -46,11 +46,11 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                 reason: "pointer_mismatch",
             }));
         }
-        Ok(match job.state.as_str() {
-            "succeeded" | "superseded" => ControlFlow::Break(ConsumeOutcome::Ack {
+        Ok(match job.state {
+            JobState::Succeeded | JobState::Superseded => ControlFlow::Break(ConsumeOutcome::Ack {
                 reason: "already_final",
             }),
-            "failed" | "dead" => ControlFlow::Break(ConsumeOutcome::DeadLetter {
+            JobState::Failed | JobState::Dead => ControlFlow::Break(ConsumeOutcome::DeadLetter {
                 reason: "already_failed",
             }),
             _ => ControlFlow::Continue(job),
@@ -85,7 +85,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             // A duplicate of a job waiting for its retry waits for the
             // retry time.
             Some(again)
-                if again.state == "up_for_retry"
+                if again.state == JobState::UpForRetry
                     && again.next_attempt_at.is_some_and(|at| at > now) =>
             {
                 ConsumeOutcome::Retry {

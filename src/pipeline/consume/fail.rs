@@ -3,10 +3,11 @@
 
 use super::{resumed_from, ConsumeOutcome};
 use crate::core::failure::{failing_run_start, FailureBucket, RetryDecision};
+use crate::core::state::JobState;
 use crate::pipeline::budget::{Usage, UsageSnapshot};
 use crate::pipeline::{log_event, Pipeline};
 use crate::ports::{Clock, Database, Embedder, JobMessage, JobQueue, PortError, VectorIndex};
-use crate::store::{ClaimRow, ConsumeRow};
+use crate::store::{AttemptEnd, ClaimRow, ConsumeRow};
 use serde_json::json;
 
 impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D, V, E, Q, C> {
@@ -47,26 +48,29 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         match decision {
             RetryDecision::RetryAfter { delay_seconds } => {
                 let next_at = now + i64::from(delay_seconds) * 1000;
+                let end = AttemptEnd {
+                    bucket: e.bucket,
+                    now,
+                    usage: &usage.snapshot(1, 0),
+                };
                 self.store
                     .job_up_for_retry(
                         &job.job_id,
-                        e.bucket,
-                        now,
+                        &end,
                         next_at,
                         chunks_done,
                         failing_since.unwrap_or(now),
-                        &usage.snapshot(1, 0),
                     )
                     .await?;
                 Ok(ConsumeOutcome::Retry { delay_seconds })
             }
             RetryDecision::Fail => {
-                self.end_failed(job, e.bucket, "failed", now, &usage.snapshot(2, 1))
+                self.end_failed(job, e.bucket, JobState::Failed, now, &usage.snapshot(2, 1))
                     .await?;
                 Ok(ConsumeOutcome::DeadLetter { reason: "failed" })
             }
             RetryDecision::GiveUp => {
-                self.end_failed(job, e.bucket, "dead", now, &usage.snapshot(2, 1))
+                self.end_failed(job, e.bucket, JobState::Dead, now, &usage.snapshot(2, 1))
                     .await?;
                 Ok(ConsumeOutcome::DeadLetter { reason: "dead" })
             }
@@ -79,22 +83,12 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         &self,
         job: &ConsumeRow,
         bucket: FailureBucket,
-        state: &'static str,
+        state: JobState,
         now: i64,
         usage: &UsageSnapshot,
     ) -> Result<(), PortError> {
-        self.store
-            .job_end_failed(
-                &job.job_id,
-                &job.doc_id,
-                job.version,
-                bucket,
-                state,
-                now,
-                usage,
-                job.build_generation,
-            )
-            .await
+        let end = AttemptEnd { bucket, now, usage };
+        self.store.job_end_failed(job, state, &end).await
     }
 
     /// Ends the job of a delivery whose consume panicked or threw (the
@@ -127,14 +121,14 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
 
     /// [`Self::end_crashed`] for the message's own job, by its state.
     async fn end_crashed_job(&self, job: &ConsumeRow) -> ConsumeOutcome {
-        match job.state.as_str() {
-            "succeeded" | "superseded" => ConsumeOutcome::Ack {
+        match job.state {
+            JobState::Succeeded | JobState::Superseded => ConsumeOutcome::Ack {
                 reason: "already_final",
             },
-            "failed" | "dead" => ConsumeOutcome::DeadLetter {
+            JobState::Failed | JobState::Dead => ConsumeOutcome::DeadLetter {
                 reason: "already_failed",
             },
-            "running" => {
+            JobState::Running => {
                 // This invocation's usage: the load, this end, and the dead
                 // letter that follows it.
                 let usage = UsageSnapshot {
@@ -145,7 +139,13 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                 };
                 let now = self.clock.now_ms();
                 match self
-                    .end_failed(job, FailureBucket::InternalError, "failed", now, &usage)
+                    .end_failed(
+                        job,
+                        FailureBucket::InternalError,
+                        JobState::Failed,
+                        now,
+                        &usage,
+                    )
                     .await
                 {
                     Ok(()) => ConsumeOutcome::DeadLetter { reason: "crashed" },

@@ -36,6 +36,7 @@ use crate::bugs::Bug;
 use crate::config::CONSUME_RESERVE;
 use crate::core::failure::FailureBucket;
 use crate::core::ids::DocId;
+use crate::core::state::JobKind;
 use crate::ports::{Clock, Database, Embedder, JobMessage, JobQueue, PortError, VectorIndex};
 use crate::store::{ClaimRow, ConsumeRow};
 use serde_json::json;
@@ -162,7 +163,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         if let Some(e) = self.index.refusal().or(self.embedder.refusal()) {
             return Err(e);
         }
-        if job.kind == "index" {
+        if job.kind == JobKind::Index {
             // 2. stage (unless a previous attempt did).
             let Some(chunk_count) = self.staged(job, claim, &doc_id, budget, usage).await? else {
                 return Ok(Progress::Checkpoint);

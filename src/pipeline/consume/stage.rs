@@ -7,6 +7,7 @@ use crate::config::CONSUME_RESERVE;
 use crate::core::chunk::{Chunk, ContentType};
 use crate::core::failure::FailureBucket;
 use crate::core::ids::{sha256_hex, vector_id_in, DocId};
+use crate::core::state::GenerationState;
 use crate::pipeline::budget::{Budget, Usage};
 use crate::pipeline::Pipeline;
 use crate::ports::{Clock, Database, Embedder, JobQueue, PortError, VectorIndex, VectorRecord};
@@ -97,7 +98,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         // write the active one).
         let recorded = targets
             .iter()
-            .position(|g| g.state == "active")
+            .position(|g| g.state == GenerationState::Active)
             .unwrap_or(0);
         let (recorded_chunks, recorded_config) =
             match (per_target.get(recorded), targets.get(recorded)) {
