@@ -398,82 +398,13 @@ async fn deep_health(env: &Env) -> worker::Result<Response> {
         Ok(a) => a,
         Err(e) => return health_failure(e, None, "the service is misconfigured"),
     };
-    let cfg = &app.cfg;
-    let embedder = match &app.embedder {
-        AnyEmbedder::Local(_) => EmbedderHealth {
-            backend: "local-hash",
-            model: None,
-            pooling: None,
-            dimensions: cfg.embedding_dimensions,
-        },
-        AnyEmbedder::WorkersAi(e) => EmbedderHealth {
-            backend: "workers-ai",
-            model: Some(&e.model),
-            pooling: Some(e.pooling.as_str()),
-            dimensions: e.dimensions,
-        },
-        AnyEmbedder::Refused(e) => {
-            return health_failure(*e, None, "the embedder is not available")
-        }
+    let embedder = match embedder_health(&app) {
+        Ok(h) => h,
+        Err(e) => return health_failure(e, None, "the embedder is not available"),
     };
-    let index = match &app.index {
-        AnyIndex::Local(_) => IndexHealth {
-            backend: "local-d1",
-            ok: true,
-            dimensions: Some(cfg.embedding_dimensions as u64),
-            metric: Some("cosine".into()),
-            ..IndexHealth::default()
-        },
-        AnyIndex::Refused(e) => {
-            return health_failure(*e, None, "the vector index is not available")
-        }
-        AnyIndex::Vectorize(_) => {
-            let failed = || IndexHealth {
-                backend: "vectorize",
-                ..IndexHealth::default()
-            };
-            match check_index(&app).await {
-                Ok(Some(IndexCheck {
-                    info,
-                    verdict: Ok(()),
-                })) => IndexHealth {
-                    backend: "vectorize",
-                    ok: true,
-                    dimensions: info.dimensions,
-                    metric_verified: Some(info.metric.is_some()),
-                    metric: Some(
-                        info.metric
-                            .unwrap_or_else(|| cfg.vectorize_metric.as_str().to_string()),
-                    ),
-                    ..IndexHealth::default()
-                },
-                Ok(Some(IndexCheck {
-                    info,
-                    verdict: Err(code),
-                })) => {
-                    let index = IndexHealth {
-                        dimensions: info.dimensions,
-                        metric: info.metric,
-                        expected_dimensions: Some(cfg.embedding_dimensions),
-                        expected_metric: Some(cfg.vectorize_metric.as_str()),
-                        ..failed()
-                    };
-                    return health_failure(
-                        PortError::new(FailureBucket::IndexMisconfigured, code),
-                        Some(index),
-                        "the vector index does not match the configuration; nothing is written to it",
-                    );
-                }
-                Ok(None) => unreachable!("the index is Vectorize"),
-                Err(e) => {
-                    return health_failure(
-                        e,
-                        Some(failed()),
-                        "the vector index could not be checked",
-                    )
-                }
-            }
-        }
+    let index = match index_health(&app).await {
+        Ok(h) => h,
+        Err(refused) => return refused,
     };
     let body = DeepHealth {
         ok: true,
@@ -482,6 +413,93 @@ async fn deep_health(env: &Env) -> worker::Result<Response> {
         error: None,
     };
     Ok(Response::from_json(&body)?.with_status(200))
+}
+
+/// The embedder's part of the deep health check, or why it is not there.
+fn embedder_health(app: &App) -> Result<EmbedderHealth<'_>, PortError> {
+    Ok(match &app.embedder {
+        AnyEmbedder::Local(_) => EmbedderHealth {
+            backend: "local-hash",
+            model: None,
+            pooling: None,
+            dimensions: app.cfg.embedding_dimensions,
+        },
+        AnyEmbedder::WorkersAi(e) => EmbedderHealth {
+            backend: "workers-ai",
+            model: Some(&e.model),
+            pooling: Some(e.pooling.as_str()),
+            dimensions: e.dimensions,
+        },
+        AnyEmbedder::Refused(e) => return Err(*e),
+    })
+}
+
+/// The index's part of the deep health check (Vectorize: described and
+/// compared with the configuration), or the failure response.
+async fn index_health(app: &App) -> Result<IndexHealth, worker::Result<Response>> {
+    let cfg = &app.cfg;
+    match &app.index {
+        AnyIndex::Local(_) => Ok(IndexHealth {
+            backend: "local-d1",
+            ok: true,
+            dimensions: Some(cfg.embedding_dimensions as u64),
+            metric: Some("cosine".into()),
+            ..IndexHealth::default()
+        }),
+        AnyIndex::Refused(e) => Err(health_failure(
+            *e,
+            None,
+            "the vector index is not available",
+        )),
+        AnyIndex::Vectorize(_) => vectorize_health(app).await,
+    }
+}
+
+async fn vectorize_health(app: &App) -> Result<IndexHealth, worker::Result<Response>> {
+    let cfg = &app.cfg;
+    let failed = || IndexHealth {
+        backend: "vectorize",
+        ..IndexHealth::default()
+    };
+    match check_index(app).await {
+        Ok(Some(IndexCheck {
+            info,
+            verdict: Ok(()),
+        })) => Ok(IndexHealth {
+            backend: "vectorize",
+            ok: true,
+            dimensions: info.dimensions,
+            metric_verified: Some(info.metric.is_some()),
+            metric: Some(
+                info.metric
+                    .unwrap_or_else(|| cfg.vectorize_metric.as_str().to_string()),
+            ),
+            ..IndexHealth::default()
+        }),
+        Ok(Some(IndexCheck {
+            info,
+            verdict: Err(code),
+        })) => {
+            let index = IndexHealth {
+                dimensions: info.dimensions,
+                metric: info.metric,
+                expected_dimensions: Some(cfg.embedding_dimensions),
+                expected_metric: Some(cfg.vectorize_metric.as_str()),
+                ..failed()
+            };
+            Err(health_failure(
+                PortError::new(FailureBucket::IndexMisconfigured, code),
+                Some(index),
+                "the vector index does not match the configuration; nothing is written to it",
+            ))
+        }
+        Ok(None) => unreachable!("the index is Vectorize"),
+        Err(e) => Err(health_failure(
+            e,
+            Some(failed()),
+            "the vector index could not be checked",
+        )),
+    }
 }
 
 /// Cancels the request body's stream, unread: the runtime would otherwise
@@ -544,15 +562,7 @@ async fn fetch(mut req: Request, env: Env, _ctx: Context) -> worker::Result<Resp
         })
         .unwrap_or_default();
     if path == "/healthz" && method == "GET" {
-        let deep = req.url().is_ok_and(|u| {
-            u.query_pairs()
-                .any(|(k, v)| k == "deep" && (v == "1" || v == "true"))
-        });
-        if deep {
-            return deep_health(&env).await;
-        }
-        // Plain liveness: no binding is touched, no subrequest is made.
-        return json_response(200, &json!({ "ok": true }));
+        return health(&req, &env).await;
     }
     let app = match app(&env) {
         Ok(a) => a,
@@ -570,52 +580,19 @@ async fn fetch(mut req: Request, env: Env, _ctx: Context) -> worker::Result<Resp
         admin_token: setting(&env, "ADMIN_TOKEN"),
     };
     // Credentials first: a body is never read for a request that would be
-    // refused anyway. A declared body within REQUEST_BYTES_MAX is drained
-    // (never parsed) before the refusal: cancelling it made the local dev
-    // server fail the connection's next request ("worker restarted
-    // mid-request", or a stalled GET). Any other body is cancelled.
+    // refused anyway.
     if let Err(refused) = api::authenticate(&secrets, &path, authorization.as_deref()) {
-        let declared = req
-            .headers()
-            .get("Content-Length")
-            .ok()
-            .flatten()
-            .and_then(|v| v.parse::<usize>().ok());
-        match declared {
-            Some(0) => {}
-            Some(n) if n <= app.cfg.request_bytes_max => {
-                let _ = read_body_capped(&mut req, app.cfg.request_bytes_max).await;
-            }
-            _ => cancel_body(&req),
-        }
+        discard_body(&mut req, app.cfg.request_bytes_max).await;
         return json_response(refused.status, &refused.body);
     }
-    let too_large = || {
-        json_response(
-            413,
-            &json!({ "error": { "code": "payload_too_large",
-                "message": format!("the request body exceeds {} bytes", app.cfg.request_bytes_max) } }),
-        )
-    };
-    // Refuse an oversized body before reading it, when its length is declared.
-    let declared = req
-        .headers()
-        .get("Content-Length")
-        .ok()
-        .flatten()
-        .and_then(|v| v.parse::<usize>().ok());
-    if declared.is_some_and(|n| n > app.cfg.request_bytes_max) {
-        cancel_body(&req);
-        return too_large();
-    }
-    let body = if matches!(method.as_str(), "GET" | "HEAD" | "DELETE") {
-        Vec::new()
-    } else {
-        // Read at most REQUEST_BYTES_MAX, whatever the length
-        // header says or whether there is one (a chunked body).
-        match read_body_capped(&mut req, app.cfg.request_bytes_max).await {
-            Some(b) => b,
-            None => return too_large(),
+    let body = match request_body(&mut req, &method, app.cfg.request_bytes_max).await {
+        Some(body) => body,
+        None => {
+            return json_response(
+                413,
+                &json!({ "error": { "code": "payload_too_large",
+                    "message": format!("the request body exceeds {} bytes", app.cfg.request_bytes_max) } }),
+            )
         }
     };
     let resp = api::handle(
@@ -631,6 +608,57 @@ async fn fetch(mut req: Request, env: Env, _ctx: Context) -> worker::Result<Resp
     )
     .await;
     json_response(resp.status, &resp.body)
+}
+
+/// `GET /healthz`: plain liveness (no binding is touched, no subrequest is
+/// made), or with `deep=1` the deep check.
+async fn health(req: &Request, env: &Env) -> worker::Result<Response> {
+    let deep = req.url().is_ok_and(|u| {
+        u.query_pairs()
+            .any(|(k, v)| k == "deep" && (v == "1" || v == "true"))
+    });
+    if deep {
+        return deep_health(env).await;
+    }
+    json_response(200, &json!({ "ok": true }))
+}
+
+/// The length the request declares, if it declares one.
+fn declared_length(req: &Request) -> Option<usize> {
+    req.headers()
+        .get("Content-Length")
+        .ok()
+        .flatten()
+        .and_then(|v| v.parse::<usize>().ok())
+}
+
+/// Gets rid of a refused request's body. A declared body within `max` is
+/// drained (never parsed): cancelling it made the local dev server fail
+/// the connection's next request ("worker restarted mid-request", or a
+/// stalled GET). Any other body is cancelled.
+async fn discard_body(req: &mut Request, max: usize) {
+    match declared_length(req) {
+        Some(0) => {}
+        Some(n) if n <= max => {
+            let _ = read_body_capped(req, max).await;
+        }
+        _ => cancel_body(req),
+    }
+}
+
+/// The body of an authenticated request: empty for GET, HEAD and DELETE,
+/// else at most `max` bytes whatever the length header says or whether
+/// there is one (a chunked body). `None`: it is longer (refused unread
+/// when its length is declared).
+async fn request_body(req: &mut Request, method: &str, max: usize) -> Option<Vec<u8>> {
+    if declared_length(req).is_some_and(|n| n > max) {
+        cancel_body(req);
+        return None;
+    }
+    if matches!(method, "GET" | "HEAD" | "DELETE") {
+        return Some(Vec::new());
+    }
+    read_body_capped(req, max).await
 }
 
 /// Acknowledges or retries one delivery as the pipeline settled it.
@@ -668,18 +696,8 @@ async fn queue(
             return Ok(());
         }
     };
-    // The dead-letter queue's consumer: every letter archived in D1 (or,
-    // if the consumer sent it, confirmed), then acknowledged.
     if setting(&env, "DEAD_LETTER_QUEUE").as_deref() == Some(batch.queue().as_str()) {
-        for raw in batch.raw_iter() {
-            let msg: Option<JobMessage> = serde_wasm_bindgen::from_value(raw.body()).ok();
-            let sent_ms = raw.timestamp().as_millis() as i64;
-            apply(
-                &raw,
-                app.consume_dead_letter(&raw.id(), msg.as_ref(), sent_ms)
-                    .await,
-            );
-        }
+        consume_dead_letters(&app, &batch).await;
         return Ok(());
     }
     // `entry.mjs` calls again with this variable set when a consume of this
@@ -701,29 +719,51 @@ async fn queue(
             raw.ack();
             continue;
         };
-        if let Some(crashed_id) = &crashed {
-            let outcome = if *crashed_id == raw.id() {
-                app.end_crashed(&msg).await
-            } else {
-                ConsumeOutcome::Retry {
-                    delay_seconds: app.cfg.retry_base_delay_seconds,
-                }
-            };
-            apply(&raw, app.settle(&raw.id(), &msg, outcome).await);
-            continue;
-        }
-        // The index check above may have called Vectorize's describe():
-        // count it against the first message's budget.
-        let checked =
-            if std::mem::take(&mut first) && app.cfg.index_backend == IndexBackend::Vectorize {
-                1
-            } else {
-                0
-            };
-        let outcome = panic::Tagged::new(raw.id(), app.consume_after(&msg, checked)).await;
+        let outcome = match &crashed {
+            Some(crashed_id) => end_after_crash(&app, crashed_id, &raw, &msg).await,
+            None => {
+                // The index check above may have called Vectorize's
+                // describe(): count it against the first message's budget.
+                let checked =
+                    std::mem::take(&mut first) && app.cfg.index_backend == IndexBackend::Vectorize;
+                let consume = app.consume_after(&msg, u64::from(checked));
+                panic::Tagged::new(raw.id(), consume).await
+            }
+        };
         apply(&raw, app.settle(&raw.id(), &msg, outcome).await);
     }
     Ok(())
+}
+
+/// The dead-letter queue's consumer: every letter archived in D1 (or, if
+/// the consumer sent it, confirmed), then acknowledged.
+async fn consume_dead_letters(app: &App, batch: &MessageBatch<serde_json::Value>) {
+    for raw in batch.raw_iter() {
+        let msg: Option<JobMessage> = serde_wasm_bindgen::from_value(raw.body()).ok();
+        let sent_ms = raw.timestamp().as_millis() as i64;
+        apply(
+            &raw,
+            app.consume_dead_letter(&raw.id(), msg.as_ref(), sent_ms)
+                .await,
+        );
+    }
+}
+
+/// A delivery of a batch whose consume crashed: the crashed message's job
+/// ends `failed`, any other message is retried.
+async fn end_after_crash(
+    app: &App,
+    crashed_id: &str,
+    raw: &worker::RawMessage,
+    msg: &JobMessage,
+) -> ConsumeOutcome {
+    if crashed_id == raw.id() {
+        app.end_crashed(msg).await
+    } else {
+        ConsumeOutcome::Retry {
+            delay_seconds: app.cfg.retry_base_delay_seconds,
+        }
+    }
 }
 
 #[event(scheduled)]
