@@ -80,6 +80,94 @@ fn sql_all_lists_every_statement() {
     assert_eq!(declared, listed);
 }
 
+/// The quoted names a statement compares or sets `column` to (`column =
+/// 'x'`, `column <> 'x'`, `column IN ('x', 'y')`, any table alias).
+fn literals_after(stmt: &str, column: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let bytes = stmt.as_bytes();
+    let mut from = 0;
+    while let Some(at) = stmt[from..].find(column) {
+        let start = from + at;
+        from = start + column.len();
+        let before = start.checked_sub(1).map(|i| bytes[i]);
+        if before.is_some_and(|b| b.is_ascii_alphanumeric() || b == b'_') {
+            continue; // part of another name (`job_state`, `build_generation_state`)
+        }
+        let rest = stmt[from..].trim_start();
+        let rest = ["=", "<>", "!=", "NOT IN", "IN"]
+            .iter()
+            .find_map(|op| rest.strip_prefix(op))
+            .map(str::trim_start);
+        let Some(rest) = rest else { continue };
+        let list = match rest.strip_prefix('(') {
+            Some(r) => &r[..r.find(')').unwrap_or(r.len())],
+            None => rest.split([' ', '\n', ')', ',']).next().unwrap_or(""),
+        };
+        for item in list.split(',') {
+            let item = item.trim();
+            if let Some(name) = item.strip_prefix('\'').and_then(|i| i.strip_suffix('\'')) {
+                found.push(name.to_string());
+            }
+        }
+    }
+    found
+}
+
+/// State names inside SQL text are literals the compiler cannot check: each
+/// one compared with or written to a state column is a name its enum has.
+#[test]
+fn every_state_literal_in_sql_is_a_known_state() {
+    use ingest_pipeline::core::state::*;
+    let names = |all: &[&'static str]| all.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>();
+    let strs = |v: Vec<&'static str>| names(&v);
+    let states: BTreeSet<String> = [
+        strs(JobState::ALL.iter().map(|s| s.as_str()).collect()),
+        strs(GenerationState::ALL.iter().map(|s| s.as_str()).collect()),
+        strs(BackfillState::ALL.iter().map(|s| s.as_str()).collect()),
+        strs(RedriveState::ALL.iter().map(|s| s.as_str()).collect()),
+        strs(RedriveItemState::ALL.iter().map(|s| s.as_str()).collect()),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    let checks: [(&str, BTreeSet<String>); 4] = [
+        ("state", states),
+        (
+            "kind",
+            strs(JobKind::ALL.iter().map(|s| s.as_str()).collect()),
+        ),
+        (
+            "phase",
+            strs(RedrivePhase::ALL.iter().map(|s| s.as_str()).collect()),
+        ),
+        (
+            "reason",
+            strs(IntentReason::ALL.iter().map(|s| s.as_str()).collect()),
+        ),
+    ];
+    let mut seen = 0;
+    for (name, stmt) in sql::ALL {
+        for (column, known) in &checks {
+            for literal in literals_after(stmt, column) {
+                assert!(
+                    known.contains(&literal),
+                    "{name}: {column} '{literal}' is no known name"
+                );
+                seen += 1;
+            }
+        }
+    }
+    // The scan finds them: the statements compare states in many places.
+    assert!(seen > 50, "only {seen} state literals found");
+    assert_eq!(
+        literals_after(
+            "WHERE j.state IN ('queued', 'runing') AND job_state = 'x'",
+            "state"
+        ),
+        ["queued", "runing"]
+    );
+}
+
 #[test]
 fn every_statement_compiles_against_the_schema() {
     let ledger = rusqlite::Connection::open_in_memory().unwrap();
