@@ -1,6 +1,16 @@
 //! The pipeline, written once over the ports: intake, consume, repair and
 //! search. The same code runs in workerd (D1, Queues, local or production
 //! index) and in native tests (SQLite and in-memory fakes).
+//!
+//! Here: `intake`, `consume/` (the consumer's steps in protocol order),
+//! `settle` (how a delivery ends), `repair/` (cron's steps), `backfill`
+//! (reindexing, backfills, generations), `admin` (dead letters, redrives),
+//! `search`, `budget` (the metered ports), `views` (what operations show,
+//! as `Serialize` structs) and `refused` (why an operation says no). It
+//! answers in domain terms; only `api` turns them into HTTP.
+//!
+//! May import: `store`, `ports`, `core`, `config`, `log` and the seeded
+//! `bugs`; never `api`, an adapter, `wasm` or `native`.
 
 mod admin;
 mod backfill;

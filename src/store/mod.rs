@@ -1,5 +1,15 @@
 //! Typed access to the ledger: each function builds statements from
 //! [`sql`] and runs them through the [`Database`] port.
+//!
+//! Here: `sql.rs` (every statement's text, with the invariant it holds),
+//! and one file per aggregate with its row types and typed functions on
+//! [`Store`]: documents (versions, views, the intake batch), jobs, chunks,
+//! intents, generations, backfills, redrives, dead letters, repair, usage,
+//! and the offline index's rows (`vector_rows`). The database handle is
+//! private: nothing outside builds a statement.
+//!
+//! May import: `ports`, `core` and the seeded `bugs`; never
+//! `pipeline`, `api` or an adapter.
 
 pub mod sql;
 

@@ -1,6 +1,12 @@
 //! Worker entry points and platform adapters (wasm32 only). Thin on
 //! purpose: convert platform types, pick the configured backends, call the
 //! pipeline, and translate its outcome back. No business logic here.
+//!
+//! Here: the `fetch`, `queue` and `scheduled` entry points, the log sink
+//! and panic hook they install, and the adapters `d1`, `vectorize`,
+//! `workers_ai` (and the queue producer and wall clock below).
+//!
+//! May import: everything but `native` (the top layer, beside it).
 
 mod d1;
 mod panic;
