@@ -17,7 +17,7 @@ use crate::core::ids::{job_id, sha256_hex, DocId};
 use crate::core::state::{JobState, RedriveItemState as ItemState, RedrivePhase, RedriveState};
 use crate::ports::{Clock, Database, Embedder, JobMessage, JobQueue, PortError, VectorIndex};
 pub use crate::store::LetterFilter;
-use crate::store::{Candidate, ItemRow, NewItem, RedriveRow, RerunOf};
+use crate::store::{Candidate, ItemRow, LetterGroupRow, NewItem, RedriveRow, RerunOf};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
@@ -130,7 +130,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         Ok(())
     }
 
-    pub async fn dead_letter_summary(&self) -> Result<Vec<Value>, PortError> {
+    pub async fn dead_letter_summary(&self) -> Result<Vec<LetterGroupRow>, PortError> {
         self.store.dead_letter_summary().await
     }
 
@@ -140,7 +140,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         let next_cursor = if letters.len() == f.limit {
             letters
                 .last()
-                .map(|r| format!("{}|{}", r["last_seen"], r["job_id"].as_str().unwrap_or("")))
+                .map(|r| format!("{}|{}", r.last_seen, r.job_id))
         } else {
             None
         };
@@ -556,13 +556,11 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
 
     /// Advances every active redrive (cron). Returns how many it looked at.
     pub async fn advance_redrives(&self, limit: usize) -> Result<usize, PortError> {
-        let rows = self.store.redrives_active(limit).await?;
-        for r in &rows {
-            if let Some(id) = r["redrive_id"].as_str() {
-                self.redrive_advance(id).await?;
-            }
+        let ids = self.store.redrives_active(limit).await?;
+        for id in &ids {
+            self.redrive_advance(id).await?;
         }
-        Ok(rows.len())
+        Ok(ids.len())
     }
 
     async fn redrive_row(&self, redrive_id: &str) -> Result<Option<RedriveRow>, PortError> {

@@ -9,8 +9,8 @@ use crate::core::state::{
 };
 use crate::ports::{Clock, Database, Embedder, JobQueue, PortError, VectorIndex};
 use crate::store::{
-    BackfillCounts, BackfillRow, DocumentViewRow, GenerationListRow, ItemRow, JobViewRow,
-    RedriveRow, RepairRunRow,
+    AuditRow, BackfillCounts, BackfillRow, DocumentViewRow, GenerationListRow, ItemRow, JobViewRow,
+    LetterRow, RedriveRow, RepairRunRow,
 };
 use serde::Serialize;
 use serde_json::Value;
@@ -398,7 +398,7 @@ pub struct RedriveView {
     pub params: Value,
     pub counts: RedriveCounts,
     pub items: Vec<ItemRow>,
-    pub audit: Vec<Value>,
+    pub audit: Vec<AuditRow>,
     pub created_at: i64,
     pub updated_at: i64,
 }
@@ -414,7 +414,7 @@ pub struct RedriveCounts {
 }
 
 impl RedriveView {
-    pub fn new(r: RedriveRow, items: Vec<ItemRow>, audit: Vec<Value>) -> RedriveView {
+    pub fn new(r: RedriveRow, items: Vec<ItemRow>, audit: Vec<AuditRow>) -> RedriveView {
         let count = |s: ItemState| items.iter().filter(|i| i.state == s).count();
         let counts = RedriveCounts {
             total: items.len(),
@@ -465,6 +465,6 @@ impl RepairRunView {
 /// (null: this is the last).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct LetterPage {
-    pub letters: Vec<Value>,
+    pub letters: Vec<LetterRow>,
     pub next_cursor: Option<String>,
 }

@@ -6,7 +6,39 @@
 use super::{sql, Store};
 use crate::ports::{Database, JobMessage, PortError, SqlValue, Stmt};
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+
+/// An archived letter as the archive's pages show it.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+pub struct LetterRow {
+    pub job_id: String,
+    pub message_id: String,
+    pub doc_id: String,
+    pub version: u32,
+    /// The job's state and step when the letter was archived.
+    pub job_state: Option<String>,
+    pub job_step: Option<String>,
+    pub failure_bucket: Option<String>,
+    pub attempts: Option<u32>,
+    pub chunk_count: Option<u32>,
+    pub first_seen: i64,
+    pub last_seen: i64,
+    pub times_seen: u32,
+    /// 1 when the letter's version is still its document's latest.
+    pub version_is_latest: u8,
+}
+
+/// One group of the archive's summary: letters by bucket, by whether their
+/// version is the latest, and by chunk-count bucket.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+pub struct LetterGroupRow {
+    pub failure_bucket: String,
+    pub version_is_latest: u8,
+    pub chunk_count_bucket: String,
+    pub letters: u64,
+    pub deliveries: u64,
+    pub first_seen: i64,
+    pub last_seen: i64,
+}
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 pub struct LetterFilter {
@@ -68,14 +100,14 @@ impl<D: Database> Store<D> {
     }
 
     /// Letters by bucket × latest × chunk-count bucket.
-    pub async fn dead_letter_summary(&self) -> Result<Vec<Value>, PortError> {
+    pub async fn dead_letter_summary(&self) -> Result<Vec<LetterGroupRow>, PortError> {
         self.db
             .query(Stmt::new(sql::DEAD_LETTERS_SUMMARY, vec![]))
             .await
     }
 
     /// One page of letters, newest first, as `f` selects.
-    pub async fn dead_letters(&self, f: &LetterFilter) -> Result<Vec<Value>, PortError> {
+    pub async fn dead_letters(&self, f: &LetterFilter) -> Result<Vec<LetterRow>, PortError> {
         let params = vec![
             opt_text(&f.bucket),
             opt_text(&f.doc_id),

@@ -22,6 +22,11 @@ pub struct GenerationRow {
     pub state: GenerationState,
 }
 
+#[derive(Deserialize)]
+struct GenerationNumberRow {
+    generation: u32,
+}
+
 /// A generation as the operators' list shows it: its row and how many
 /// chunk rows D1 holds for it.
 #[derive(Debug, Clone, Deserialize)]
@@ -54,14 +59,11 @@ impl<D: Database> Store<D> {
 
     /// The highest generation number (0 if none).
     pub async fn generation_max(&self) -> Result<u32, PortError> {
-        let rows: Vec<serde_json::Value> = self
+        let rows: Vec<GenerationNumberRow> = self
             .db
             .query(Stmt::new(sql::GENERATION_MAX, vec![]))
             .await?;
-        Ok(rows
-            .first()
-            .and_then(|r| r["generation"].as_u64())
-            .unwrap_or(0) as u32)
+        Ok(rows.first().map_or(0, |r| r.generation))
     }
 
     /// The generation search serves.

@@ -27,13 +27,13 @@ pub mod vector_rows;
 
 pub use backfills::{BackfillCounts, BackfillRow, Gaps, NewBackfill, PageDoc};
 pub use chunks::{LiveChunkRow, PageRow, StagedChunk, Staging};
-pub use dead_letters::LetterFilter;
+pub use dead_letters::{LetterFilter, LetterGroupRow, LetterRow};
 pub use documents::{
     DocRow, DocumentViewRow, JobRow, LatestVersionRow, NewVersions, PartRow, VersionRow,
 };
 pub use generations::{GenerationListRow, GenerationRow};
 pub use jobs::{AttemptEnd, ClaimRow, ConsumeRow, JobViewRow, StalledJobRow};
-pub use redrives::{Candidate, ItemRow, NewItem, RedriveRow, RerunOf};
+pub use redrives::{AuditRow, Candidate, ItemRow, NewItem, RedriveRow, RerunOf};
 pub use repair::{RepairRunRow, VerifyRow};
 pub use usage::UsageSnapshot;
 

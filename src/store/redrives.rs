@@ -51,6 +51,19 @@ pub struct ItemRow {
     pub job_state: Option<JobState>,
 }
 
+/// One event of a redrive's audit trail; `detail` is its JSON text.
+#[derive(Debug, Deserialize, Serialize, Clone, PartialEq)]
+pub struct AuditRow {
+    pub at: i64,
+    pub event: String,
+    pub detail: String,
+}
+
+#[derive(Deserialize)]
+struct RedriveIdRow {
+    redrive_id: String,
+}
+
 /// An item as a redrive's creation writes it.
 #[derive(Serialize)]
 pub struct NewItem<'a> {
@@ -238,20 +251,22 @@ impl<D: Database> Store<D> {
             .map(|_| ())
     }
 
-    pub async fn redrive_audit_list(&self, redrive_id: &str) -> Result<Vec<Value>, PortError> {
+    pub async fn redrive_audit_list(&self, redrive_id: &str) -> Result<Vec<AuditRow>, PortError> {
         self.db
             .query(Stmt::new(sql::REDRIVE_AUDIT_LIST, vec![redrive_id.into()]))
             .await
     }
 
-    /// Active redrives (canary or running), at most `limit`.
-    pub async fn redrives_active(&self, limit: usize) -> Result<Vec<Value>, PortError> {
-        self.db
+    /// Active redrives (canary or running), at most `limit`: their ids.
+    pub async fn redrives_active(&self, limit: usize) -> Result<Vec<String>, PortError> {
+        let rows: Vec<RedriveIdRow> = self
+            .db
             .query(Stmt::new(
                 sql::REDRIVES_ACTIVE,
                 vec![SqlValue::Int(limit as i64)],
             ))
-            .await
+            .await?;
+        Ok(rows.into_iter().map(|r| r.redrive_id).collect())
     }
 
     /// Whether version `version` of `doc_id` is a tombstone.
