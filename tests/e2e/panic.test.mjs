@@ -72,7 +72,8 @@ describe('a panic while consuming ends the job failed, logs no content, and the 
     assert.ok(panics.length >= 1, `no panic event in:\n${logs.slice(-3000)}`);
     const p = panics[0];
     assert.equal(p.bucket, 'internal_error');
-    assert.match(p.file, /consume\.rs$/);
+    // The probe panics in the consumer's staging step.
+    assert.match(p.file, /src\/pipeline\/consume\/stage\.rs$/);
     assert.ok(Number.isInteger(p.line) && p.line > 0, JSON.stringify(p));
     for (const fragment of ['Zanzibar', 'quokka', 'マルハナバチ', 'confidential', 'panic probe in']) {
       assert.ok(!logs.includes(fragment), `the log carries "${fragment}":\n${logs.slice(-3000)}`);
