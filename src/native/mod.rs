@@ -199,13 +199,6 @@ impl SqliteDb {
     pub fn dump(&self, ignore: &[&str]) -> String {
         oracle::dump(self, ignore)
     }
-
-    /// Runs a read for tests, without counting it.
-    pub fn inspect<T: DeserializeOwned>(&self, sql: &str, params: Vec<SqlValue>) -> Vec<T> {
-        let conn = self.conn.borrow();
-        let stmt = Stmt::new(Box::leak(sql.to_string().into_boxed_str()), params);
-        rows_from_json(Self::run_query(&conn, &stmt).expect("inspect query")).expect("inspect rows")
-    }
 }
 
 impl SqliteDb {

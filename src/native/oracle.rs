@@ -447,3 +447,18 @@ pub fn dump(db: &SqliteDb, ignore: &[&str]) -> String {
     }
     out
 }
+
+impl SqliteDb {
+    /// Runs a read for the oracle and the tests, without counting or
+    /// faulting it.
+    pub fn inspect<T: serde::de::DeserializeOwned>(
+        &self,
+        sql: &str,
+        params: Vec<SqlValue>,
+    ) -> Vec<T> {
+        let conn = self.conn.borrow();
+        let stmt = crate::ports::Stmt::new(Box::leak(sql.to_string().into_boxed_str()), params);
+        super::rows_from_json(SqliteDb::run_query(&conn, &stmt).expect("inspect query"))
+            .expect("inspect rows")
+    }
+}

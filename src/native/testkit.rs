@@ -471,3 +471,24 @@ impl Database for FailOn<'_> {
         self.db.batch(stmts).await
     }
 }
+
+/// Generation 1 records `index_config` from the start (as its first
+/// staging would adopt it), so that a backfill may begin before anything
+/// was staged.
+pub fn adopt_generation_one(db: &SqliteDb, index_config: String, at: i64) {
+    block_on(db.execute(Stmt::new(
+        crate::store::sql::GENERATION_ADOPT,
+        vec![index_config.into(), at.into()],
+    )))
+    .expect("generation 1 adopts the configuration");
+}
+
+/// A retired generation row with no chunk rows: what a cancelled build of
+/// generation `generation` leaves behind.
+pub fn record_retired_generation(db: &SqliteDb, generation: u32, index_config: String) {
+    block_on(db.execute(Stmt::new(
+        "INSERT INTO generations (generation, index_config, state, created_at, updated_at) VALUES (?1, ?2, 'retired', 0, 0)",
+        vec![generation.into(), index_config.into()],
+    )))
+    .expect("the generation row");
+}

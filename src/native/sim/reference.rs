@@ -17,7 +17,6 @@ use crate::core::ids::DocId;
 use crate::native::oracle;
 use crate::pipeline::bugs::Bugs;
 use crate::pipeline::{DocumentInput, IntakeItem};
-use crate::ports::{Database, Stmt};
 use futures::executor::block_on;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -118,9 +117,5 @@ fn quiesce(w: &World, sched: &Sched, p: &Simulated<'_>, cfg: &Config) {
 /// generation row.
 fn record_cancelled_generation(w: &World, cfg: &Config) {
     let cfg2 = reindex_config(cfg).index_config();
-    block_on(w.db.execute(Stmt::new(
-        "INSERT INTO generations (generation, index_config, state, created_at, updated_at) VALUES (2, ?1, 'retired', 0, 0)",
-        vec![cfg2.into()],
-    )))
-    .expect("the generation row");
+    crate::native::testkit::record_retired_generation(&w.db, 2, cfg2);
 }

@@ -17,7 +17,7 @@ use crate::native::testkit::local_embedder;
 use crate::native::{ManualClock, MemIndex, SqliteDb};
 use crate::pipeline::bugs::Bugs;
 use crate::pipeline::Pipeline;
-use crate::ports::{Database, JobMessage, JobQueue, PortError};
+use crate::ports::{JobMessage, JobQueue, PortError};
 
 /// One operation of a client on one document.
 #[derive(Clone, Debug, PartialEq)]
@@ -173,11 +173,7 @@ impl World {
         // Generation 1 records the configuration from the start, so that a
         // backfill may begin before anything was staged.
         let db = SqliteDb::ledger();
-        futures::executor::block_on(db.execute(crate::ports::Stmt::new(
-            crate::store::sql::GENERATION_ADOPT,
-            vec![cfg.index_config().into(), T0.into()],
-        )))
-        .expect("generation 1 adopts the configuration");
+        crate::native::testkit::adopt_generation_one(&db, cfg.index_config(), T0);
         World {
             db,
             index: MemIndex::new(cfg.embedding_dimensions),
