@@ -335,10 +335,10 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
 
     /// Cron: advances the running backfill by up to `BACKFILL_PAGES_PER_RUN`
     /// pages, as many as `subrequests` allow at its own page size. Returns
-    /// (pages enqueued, subrequests they may have cost).
-    pub async fn advance_backfills(&self, subrequests: u64) -> Result<(u64, u64), PortError> {
+    /// the pages enqueued (what they cost is metered by the caller).
+    pub async fn advance_backfills(&self, subrequests: u64) -> Result<u64, PortError> {
         let Some(b) = self.store.backfill_running().await? else {
-            return Ok((0, 0));
+            return Ok(0);
         };
         let cost = Self::backfill_page_cost(b.page_size);
         let pages = (subrequests / cost).min(self.cfg.backfill_pages_per_run as u64);
@@ -346,7 +346,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             // No room for a page: only the end-of-pass step (a few reads and
             // the switch batch), if the pass is at its end.
             self.advance_backfill_page(&b.backfill_id, false).await?;
-            return Ok((0, 0));
+            return Ok(0);
         }
         let mut advanced = 0;
         for _ in 0..pages {
@@ -355,7 +355,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             }
             advanced += 1;
         }
-        Ok((advanced, advanced * cost))
+        Ok(advanced)
     }
 
     /// One step of a backfill: enqueue the next page (if `may_enqueue`), or

@@ -56,7 +56,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         // one call of slack for the pass's end after the last page.
         let left = run.left().saturating_sub(2);
         match self.advance_backfills(left).await {
-            Ok((pages, _)) => run.report.backfill_pages = pages,
+            Ok(pages) => run.report.backfill_pages = pages,
             Err(e) => run.report.failed(e.bucket),
         }
     }
