@@ -55,7 +55,7 @@ test-data:
 ## The chunkers' property tests at 1,000,000 cases per property.
 PROPTEST_LONG_CASES ?= 1000000
 proptest-long:
-	PROPTEST_CASES=$(PROPTEST_LONG_CASES) cargo test --profile sim --locked --test it chunk_props -- --nocapture
+	env -u PROPTEST_LONG_CASES PROPTEST_CASES=$(PROPTEST_LONG_CASES) cargo test --profile sim --locked --test it chunk_props -- --nocapture
 
 ## More random simulation seeds: make sim SEEDS=100000 [SEED_START=0]
 SEED_START ?= 0
