@@ -93,7 +93,7 @@ WHERE c.version < d.latest_version AND (d.live_version IS NULL OR c.version <> d
 LIMIT ?2";
     /// `ServeUnfiltered`: chunks by vector id, live or not.
     pub const CHUNKS_BY_VECTOR_ID: &str = "\
-SELECT vector_id, doc_id, version, chunk_index, text, generation FROM chunks WHERE vector_id IN (SELECT value FROM json_each(?1)) AND ?2 IS NOT NULL";
+SELECT vector_id, doc_id, version, chunk_index, text, generation FROM chunks WHERE vector_id IN (SELECT value FROM json_each(?1)) AND ?2 IS NOT NULL AND tenant_id = ?3";
     /// `RedriveOverlaps`: pending items of active redrives do not count.
     pub const REDRIVE_CANDIDATES_OVERLAPPING: &str = "\
 SELECT l.job_id, l.doc_id, l.version, l.failure_bucket, l.last_seen, d.latest_version, d.live_version,

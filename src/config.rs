@@ -359,6 +359,24 @@ settings! {
     metadata_bytes_max: usize = 8192, "METADATA_BYTES_MAX",
         in ..=9216, "must leave room in 10 KiB";
 
+    // Tenants.
+    /// Tenants the platform may hold, the built-in `default` one included
+    /// (each is a Vectorize namespace: at most 50,000 per index).
+    tenants_max: u64 = 50_000, "TENANTS_MAX",
+        in 1..=50_000, "must be 1..=50000 (Vectorize's namespaces per index)";
+    /// Documents a tenant may store (those whose latest version is not a
+    /// delete), unless its own quota says otherwise.
+    tenant_documents_max: u64 = 1_000_000, "TENANT_DOCUMENTS_MAX",
+        in 1.., "must be positive";
+    /// Text bytes a tenant may store (of its documents' latest versions),
+    /// unless its own quota says otherwise.
+    tenant_bytes_max: u64 = 1_000_000_000, "TENANT_BYTES_MAX",
+        in 1.., "must be positive";
+    /// Requests a tenant's tokens may make per minute (a fixed window per
+    /// clock minute), unless its own quota says otherwise.
+    tenant_requests_per_minute: u64 = 6000, "TENANT_REQUESTS_PER_MINUTE",
+        in 1.., "must be positive";
+
     // D1.
     /// Bytes of one JSON parameter passed to a `json_each` bulk statement
     /// (D1 rejects strings over 2,000,000 bytes).

@@ -93,6 +93,10 @@ pub type VectorMetadata = BTreeMap<String, serde_json::Value>;
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct VectorRecord {
     pub id: String,
+    /// The tenant's namespace (its `tenant_id`): a query searches one
+    /// namespace. IDs are unique across namespaces.
+    #[serde(default)]
+    pub namespace: String,
     pub values: Vec<f32>,
     pub metadata: VectorMetadata,
 }
@@ -115,10 +119,12 @@ pub type MetadataFilter = BTreeMap<String, serde_json::Value>;
 pub trait VectorIndex {
     async fn upsert(&self, vectors: &[VectorRecord]) -> Result<(), PortError>;
     async fn delete_by_ids(&self, ids: &[String]) -> Result<(), PortError>;
+    /// The `top_k` nearest vectors of `namespace` that match `filter`.
     async fn query(
         &self,
         vector: &[f32],
         top_k: usize,
+        namespace: &str,
         filter: &MetadataFilter,
     ) -> Result<Vec<VectorMatch>, PortError>;
     async fn get_by_ids(&self, ids: &[String]) -> Result<Vec<VectorRecord>, PortError>;
@@ -215,9 +221,10 @@ impl<T: VectorIndex> VectorIndex for &T {
         &self,
         vector: &[f32],
         top_k: usize,
+        namespace: &str,
         filter: &MetadataFilter,
     ) -> Result<Vec<VectorMatch>, PortError> {
-        (**self).query(vector, top_k, filter).await
+        (**self).query(vector, top_k, namespace, filter).await
     }
     async fn get_by_ids(&self, ids: &[String]) -> Result<Vec<VectorRecord>, PortError> {
         (**self).get_by_ids(ids).await

@@ -24,6 +24,7 @@ fn decode(row: VectorRowOut) -> Result<VectorRecord, PortError> {
     let bad = |_| PortError::new(FailureBucket::IndexUnavailable, "local_index_row");
     Ok(VectorRecord {
         id: row.id,
+        namespace: row.namespace,
         values: serde_json::from_str(&row.vec).map_err(bad)?,
         metadata: serde_json::from_str(&row.metadata).map_err(bad)?,
     })
@@ -64,6 +65,7 @@ impl<D: Database> VectorIndex for LocalIndex<D> {
             }
             rows.push(VectorRowIn {
                 id: &v.id,
+                namespace: &v.namespace,
                 doc_id,
                 vec: serde_json::to_string(&v.values).expect("floats serialize"),
                 metadata,
@@ -90,6 +92,7 @@ impl<D: Database> VectorIndex for LocalIndex<D> {
         &self,
         vector: &[f32],
         top_k: usize,
+        namespace: &str,
         filter: &MetadataFilter,
     ) -> Result<Vec<VectorMatch>, PortError> {
         if top_k == 0 || top_k > self.limits.top_k_max {
@@ -102,7 +105,7 @@ impl<D: Database> VectorIndex for LocalIndex<D> {
             .get("doc_id")
             .and_then(|d| d.as_str())
             .map(str::to_string);
-        let rows = vector_rows::scan(&self.db, doc_id)
+        let rows = vector_rows::scan(&self.db, namespace, doc_id)
             .await
             .map_err(unavailable)?;
         let mut scored = Vec::new();

@@ -1,4 +1,4 @@
-//! The operators' routes under `/v1/admin/`: repair-run reports, the
+//! The operators' routes under `/v1/admin/`: tenants (`tenants.rs`), repair-run reports, the
 //! dead-letter archive and redrives, index generations, and backfills
 //! (`reindex`). The route table is [`route`]; each route parses with
 //! `&Config` (through `fields`), applies (calls the pipeline), and renders.
@@ -39,6 +39,7 @@ where
     let q = parse_query(query)?;
     let segments: Vec<&str> = path.split('/').collect();
     match (req.method, segments.as_slice()) {
+        (_, ["tenants", rest @ ..]) => super::tenants::route(p, req, rest, query).await,
         ("GET", ["repair", "runs"]) => repair_runs(p, &q).await,
         ("GET", ["dead-letters", "summary"]) => dead_letter_summary(p).await,
         ("GET", ["dead-letters"]) => dead_letters(p, &q).await,

@@ -13,16 +13,22 @@ use super::fields::{
 use super::{ok, refused, to_json, ApiError, ApiRequest, ApiResponse};
 use crate::config::Config;
 use crate::core::chunk::ContentType;
-use crate::core::ids::DocId;
+use crate::core::ids::{DocId, DocKey, TenantId};
 use crate::pipeline::{
-    DocumentInput, DocumentView, IntakeError, IntakeItem, IntakeOutcome, JobView, Pipeline, Refused,
+    DocumentInput, DocumentView, IntakeError, IntakeItem, IntakeOutcome, Pipeline, Quota, Refused,
 };
 use crate::ports::{Clock, Database, Embedder, JobQueue, VectorIndex};
 use serde_json::{json, Map, Value};
 
+/// The `Retry-After` of a storage quota's 429: the quota frees only when
+/// the tenant deletes documents or the operator raises it, so a client
+/// should not retry soon.
+const QUOTA_RETRY_AFTER_SECONDS: u64 = 3600;
+
 /// `PUT /v1/documents/{doc_id}`.
 pub(super) async fn put<D, V, E, Q, C>(
     p: &Pipeline<D, V, E, Q, C>,
+    tenant: &TenantId,
     req: &ApiRequest<'_>,
     id: &str,
 ) -> Result<ApiResponse, ApiError>
@@ -36,12 +42,13 @@ where
     let doc_id = path_doc_id(id)?;
     let body = json_body(&p.cfg, req)?;
     let input = parse_document(&p.cfg, &body, Some(doc_id))?;
-    write_one(p, IntakeItem::Put(input)).await
+    write_one(p, tenant, IntakeItem::Put(input)).await
 }
 
 /// `POST /v1/documents`: one document, or a batch (`{"documents": [...]}`).
 pub(super) async fn post<D, V, E, Q, C>(
     p: &Pipeline<D, V, E, Q, C>,
+    tenant: &TenantId,
     req: &ApiRequest<'_>,
 ) -> Result<ApiResponse, ApiError>
 where
@@ -53,15 +60,16 @@ where
 {
     let body = json_body(&p.cfg, req)?;
     if body.get("documents").is_some() {
-        return batch(p, &body).await;
+        return batch(p, tenant, &body).await;
     }
     let input = parse_document(&p.cfg, &body, None)?;
-    write_one(p, IntakeItem::Put(input)).await
+    write_one(p, tenant, IntakeItem::Put(input)).await
 }
 
 /// `DELETE /v1/documents/{doc_id}`.
 pub(super) async fn delete<D, V, E, Q, C>(
     p: &Pipeline<D, V, E, Q, C>,
+    tenant: &TenantId,
     id: &str,
 ) -> Result<ApiResponse, ApiError>
 where
@@ -72,12 +80,13 @@ where
     C: Clock,
 {
     let doc_id = path_doc_id(id)?;
-    write_one(p, IntakeItem::Delete(doc_id)).await
+    write_one(p, tenant, IntakeItem::Delete(doc_id)).await
 }
 
 /// `GET /v1/documents/{doc_id}`.
 pub(super) async fn get<D, V, E, Q, C>(
     p: &Pipeline<D, V, E, Q, C>,
+    tenant: &TenantId,
     id: &str,
 ) -> Result<ApiResponse, ApiError>
 where
@@ -89,7 +98,7 @@ where
 {
     let doc_id = path_doc_id(id)?;
     let view = p
-        .document(doc_id.as_str())
+        .document(&DocKey::new(tenant, &doc_id))
         .await
         .map_err(ApiError::from_port)?;
     match view {
@@ -101,6 +110,7 @@ where
 /// `POST /v1/documents/{doc_id}/reindex`.
 pub(super) async fn reindex<D, V, E, Q, C>(
     p: &Pipeline<D, V, E, Q, C>,
+    tenant: &TenantId,
     id: &str,
 ) -> Result<ApiResponse, ApiError>
 where
@@ -112,7 +122,7 @@ where
 {
     let doc_id = path_doc_id(id)?;
     let out = p
-        .reindex_document(doc_id.as_str())
+        .reindex_document(&DocKey::new(tenant, &doc_id))
         .await
         .map_err(ApiError::from_port)?;
     let (version, job_id) = out.map_err(refused)?;
@@ -125,6 +135,7 @@ where
 /// `GET /v1/jobs/{job_id}`.
 pub(super) async fn job<D, V, E, Q, C>(
     p: &Pipeline<D, V, E, Q, C>,
+    tenant: &TenantId,
     id: &str,
 ) -> Result<ApiResponse, ApiError>
 where
@@ -135,16 +146,10 @@ where
     C: Clock,
 {
     let job_id = percent_decode(id)?;
-    let row = p
-        .store
-        .job_view(&job_id)
-        .await
-        .map_err(ApiError::from_port)?;
-    match row {
-        Some(row) => Ok(ok(
-            200,
-            to_json(JobView::from_row(row, p.cfg.consume_subrequests_max))?,
-        )),
+    // Another tenant's job answers as if absent.
+    let view = p.job(tenant, &job_id).await.map_err(ApiError::from_port)?;
+    match view {
+        Some(view) => Ok(ok(200, to_json(view)?)),
         None => Err(ApiError::new(404, "job_not_found", "no such job")),
     }
 }
@@ -226,6 +231,7 @@ fn parse_content_type(obj: &Map<String, Value>) -> Result<ContentType, ApiError>
 /// Writes one item and answers its outcome.
 async fn write_one<D, V, E, Q, C>(
     p: &Pipeline<D, V, E, Q, C>,
+    tenant: &TenantId,
     item: IntakeItem,
 ) -> Result<ApiResponse, ApiError>
 where
@@ -235,18 +241,19 @@ where
     Q: JobQueue,
     C: Clock,
 {
-    let out = intake(p, &[item]).await?;
+    let out = intake(p, tenant, &[item]).await?;
     let out = out
         .into_iter()
         .next()
         .ok_or_else(|| ApiError::new(500, "internal", "the intake returned no outcome"))?;
-    let views = unchanged_views(p, std::slice::from_ref(&out)).await?;
+    let views = unchanged_views(p, tenant, std::slice::from_ref(&out)).await?;
     let (status, body) = render_outcome(out, &views);
     Ok(ok(status, body))
 }
 
 async fn intake<D, V, E, Q, C>(
     p: &Pipeline<D, V, E, Q, C>,
+    tenant: &TenantId,
     items: &[IntakeItem],
 ) -> Result<Vec<IntakeOutcome>, ApiError>
 where
@@ -256,11 +263,21 @@ where
     Q: JobQueue,
     C: Clock,
 {
-    p.intake(items).await.map_err(|e| match e {
+    p.intake(tenant, items).await.map_err(|e| match e {
         IntakeError::Conflict => ApiError::new(
             409,
             "conflict",
             "a concurrent write to the same document won; retry",
+        ),
+        IntakeError::QuotaExceeded(Quota::Documents) => ApiError::too_many(
+            "document_quota_exceeded",
+            "the tenant stores as many documents as its quota allows; nothing was written",
+            QUOTA_RETRY_AFTER_SECONDS,
+        ),
+        IntakeError::QuotaExceeded(Quota::Bytes) => ApiError::too_many(
+            "byte_quota_exceeded",
+            "the tenant stores as many text bytes as its quota allows; nothing was written",
+            QUOTA_RETRY_AFTER_SECONDS,
         ),
         IntakeError::Port(e) => ApiError::from_port(e),
     })
@@ -270,6 +287,7 @@ where
 /// if there is one).
 async fn unchanged_views<D, V, E, Q, C>(
     p: &Pipeline<D, V, E, Q, C>,
+    tenant: &TenantId,
     outcomes: &[IntakeOutcome],
 ) -> Result<Vec<DocumentView>, ApiError>
 where
@@ -279,12 +297,13 @@ where
     Q: JobQueue,
     C: Clock,
 {
-    let unchanged: Vec<&str> = outcomes
+    let unchanged: Vec<DocKey> = outcomes
         .iter()
         .filter_map(|o| match o {
-            IntakeOutcome::Unchanged { doc_id, .. } => Some(doc_id.as_str()),
+            IntakeOutcome::Unchanged { doc_id, .. } => DocId::parse(doc_id).ok(),
             _ => None,
         })
+        .map(|d| DocKey::new(tenant, &d))
         .collect();
     if unchanged.is_empty() {
         return Ok(Vec::new());
@@ -322,6 +341,7 @@ fn render_outcome(out: IntakeOutcome, views: &[DocumentView]) -> (u16, Value) {
 /// first, the valid ones written in one batch, one result per item.
 async fn batch<D, V, E, Q, C>(
     p: &Pipeline<D, V, E, Q, C>,
+    tenant: &TenantId,
     body: &Value,
 ) -> Result<ApiResponse, ApiError>
 where
@@ -347,9 +367,9 @@ where
     let outcomes = if items.is_empty() {
         Vec::new()
     } else {
-        intake(p, &items).await?
+        intake(p, tenant, &items).await?
     };
-    let views = unchanged_views(p, &outcomes).await?;
+    let views = unchanged_views(p, tenant, &outcomes).await?;
     let results: Vec<Value> = slots
         .into_iter()
         .zip(docs)

@@ -34,8 +34,11 @@ mod admin;
 mod documents;
 mod fields;
 mod search;
+mod tenants;
 
-use crate::pipeline::{log_event, Pipeline, Refused};
+use crate::core::credentials::{Scope, Scopes};
+use crate::core::ids::TenantId;
+use crate::pipeline::{log_event, Admission, Pipeline, Refused, TokenGrant};
 use crate::ports::{Clock, Database, Embedder, JobQueue, PortError, VectorIndex};
 use serde_json::{json, Value};
 use subtle::ConstantTimeEq;
@@ -47,12 +50,30 @@ pub struct ApiRequest<'a> {
     pub authorization: Option<&'a str>,
     pub content_type: Option<&'a str>,
     pub body: &'a [u8],
+    /// Fresh random bytes from the entry point (the only randomness the
+    /// API uses: a minted token's ID and secret).
+    pub entropy: [u8; 32],
 }
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct ApiResponse {
     pub status: u16,
     pub body: Value,
+    /// Seconds for a `Retry-After` header (a 429).
+    pub retry_after: Option<u64>,
+}
+
+/// Who is calling, from the bearer token alone (never from the request's
+/// body, path or query).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Caller {
+    /// A path outside `/v1/`: no credentials needed.
+    Anonymous,
+    /// The platform operator (`ADMIN_TOKEN`): `/v1/admin/*`.
+    Operator,
+    /// A tenant's token; `INGEST_TOKEN` is the `default` tenant's, with
+    /// every scope.
+    Tenant { tenant: TenantId, scopes: Scopes },
 }
 
 /// The Worker secrets that guard the API.
@@ -67,6 +88,7 @@ pub struct ApiError {
     pub status: u16,
     pub code: &'static str,
     pub message: String,
+    pub retry_after: Option<u64>,
 }
 
 impl ApiError {
@@ -75,6 +97,15 @@ impl ApiError {
             status,
             code,
             message: message.into(),
+            retry_after: None,
+        }
+    }
+
+    /// A refusal to retry later: `429` with `Retry-After`.
+    fn too_many(code: &'static str, message: impl Into<String>, retry_after: u64) -> ApiError {
+        ApiError {
+            retry_after: Some(retry_after),
+            ..ApiError::new(429, code, message)
         }
     }
 
@@ -99,6 +130,7 @@ impl ApiError {
         ApiResponse {
             status: self.status,
             body: self.body(),
+            retry_after: self.retry_after,
         }
     }
 
@@ -182,6 +214,14 @@ fn refused(r: Refused) -> ApiError {
             "backfill_state",
             format!("a {state} backfill cannot {}", action.as_str()),
         ),
+        TenantExists => ApiError::new(409, "tenant_exists", "a tenant of this ID exists"),
+        TenantLimit { max } => ApiError::new(
+            409,
+            "tenant_limit",
+            format!("the platform holds {max} tenants already (TENANTS_MAX)"),
+        ),
+        TenantNotFound => ApiError::new(404, "tenant_not_found", "no such tenant"),
+        TokenNotFound => ApiError::new(404, "token_not_found", "the tenant has no such token"),
         PlanChanged => ApiError::new(
             409,
             "plan_changed",
@@ -191,7 +231,11 @@ fn refused(r: Refused) -> ApiError {
 }
 
 fn ok(status: u16, body: Value) -> ApiResponse {
-    ApiResponse { status, body }
+    ApiResponse {
+        status,
+        body,
+        retry_after: None,
+    }
 }
 
 fn not_found() -> ApiError {
@@ -212,6 +256,8 @@ fn to_json(view: impl serde::Serialize) -> Result<Value, ApiError> {
         .map_err(|_| ApiError::new(500, "internal", "a response could not be rendered"))
 }
 
+/// Authenticates and answers one request (native tests; the Worker calls
+/// [`authenticate`] before it reads the body, then [`handle_as`]).
 pub async fn handle<D, V, E, Q, C>(
     p: &Pipeline<D, V, E, Q, C>,
     secrets: &Secrets,
@@ -224,17 +270,40 @@ where
     Q: JobQueue,
     C: Clock,
 {
-    match route(p, secrets, &req).await {
+    let path = req.path.split_once('?').map_or(req.path, |(p, _)| p);
+    if path == "/healthz" {
+        return health(req.method).unwrap_or_else(ApiError::response);
+    }
+    match authenticate(p, secrets, req.path, req.authorization).await {
+        Ok(caller) => handle_as(p, &caller, req).await,
+        Err(refused) => refused,
+    }
+}
+
+/// Answers a request `caller` made (see [`authenticate`]).
+pub async fn handle_as<D, V, E, Q, C>(
+    p: &Pipeline<D, V, E, Q, C>,
+    caller: &Caller,
+    req: ApiRequest<'_>,
+) -> ApiResponse
+where
+    D: Database,
+    V: VectorIndex,
+    E: Embedder,
+    Q: JobQueue,
+    C: Clock,
+{
+    match route(p, caller, &req).await {
         Ok(r) => r,
         Err(e) => e.response(),
     }
 }
 
-/// The route table: the health check, then (authenticated) `/v1/admin/*`
-/// (see `admin::route`) and the rest of `/v1/*`.
+/// The route table: the health check, then `/v1/admin/*` for the operator
+/// (see `admin::route`) and the rest of `/v1/*` for a tenant, as its own.
 async fn route<D, V, E, Q, C>(
     p: &Pipeline<D, V, E, Q, C>,
-    secrets: &Secrets,
+    caller: &Caller,
     req: &ApiRequest<'_>,
 ) -> Result<ApiResponse, ApiError>
 where
@@ -251,19 +320,23 @@ where
     let Some(rest) = path.strip_prefix("/v1/") else {
         return Err(not_found());
     };
-    check_auth(secrets, path, req.authorization)?;
-    if let Some(admin_path) = rest.strip_prefix("admin/") {
-        return admin::route(p, req, admin_path, query).await;
-    }
+    let tenant = match (caller, rest.strip_prefix("admin/")) {
+        (Caller::Operator, Some(admin_path)) => {
+            return admin::route(p, req, admin_path, query).await
+        }
+        (Caller::Tenant { tenant, .. }, None) => tenant,
+        // `authenticate` lets no other caller this far.
+        _ => return Err(unauthorized()),
+    };
     let segments: Vec<&str> = rest.split('/').collect();
     match (req.method, segments.as_slice()) {
-        ("PUT", ["documents", id]) => documents::put(p, req, id).await,
-        ("GET", ["documents", id]) => documents::get(p, id).await,
-        ("DELETE", ["documents", id]) => documents::delete(p, id).await,
-        ("POST", ["documents"]) => documents::post(p, req).await,
-        ("POST", ["documents", id, "reindex"]) => documents::reindex(p, id).await,
-        ("GET", ["jobs", id]) => documents::job(p, id).await,
-        ("POST", ["search"]) => search::post(p, req).await,
+        ("PUT", ["documents", id]) => documents::put(p, tenant, req, id).await,
+        ("GET", ["documents", id]) => documents::get(p, tenant, id).await,
+        ("DELETE", ["documents", id]) => documents::delete(p, tenant, id).await,
+        ("POST", ["documents"]) => documents::post(p, tenant, req).await,
+        ("POST", ["documents", id, "reindex"]) => documents::reindex(p, tenant, id).await,
+        ("GET", ["jobs", id]) => documents::job(p, tenant, id).await,
+        ("POST", ["search"]) => search::post(p, tenant, req).await,
         (_, ["documents", _]) | (_, ["documents"]) | (_, ["jobs", _]) | (_, ["search"]) => {
             Err(method_not_allowed())
         }
@@ -279,9 +352,22 @@ fn health(method: &str) -> Result<ApiResponse, ApiError> {
     }
 }
 
-/// Constant-time check of a bearer token against the configured secret.
-fn bearer_matches(header: Option<&str>, secret: &str) -> bool {
-    let Some(token) = header.and_then(|h| h.strip_prefix("Bearer ")) else {
+fn unauthorized() -> ApiError {
+    ApiError::new(401, "unauthorized", "missing or invalid bearer token")
+}
+
+fn not_configured() -> ApiError {
+    log_event("auth_not_configured", json!({ "bucket": "config_invalid" }));
+    ApiError::new(
+        503,
+        "auth_not_configured",
+        "the service has no credentials configured",
+    )
+}
+
+/// Constant-time check of a bearer token against a configured secret.
+fn bearer_matches(token: Option<&str>, secret: Option<&str>) -> bool {
+    let (Some(token), Some(secret)) = (token, secret.filter(|s| !s.is_empty())) else {
         return false;
     };
     // Compare digests: equal length inputs, so the time does not reveal
@@ -291,57 +377,129 @@ fn bearer_matches(header: Option<&str>, secret: &str) -> bool {
     a.as_bytes().ct_eq(b.as_bytes()).into()
 }
 
-/// Whether `authorization` may call `path` (its query string ignored):
-/// `/v1/admin/*` needs the admin token (the ingest token gets 403), the
-/// rest of `/v1/*` the ingest token; other paths need none. The Worker calls
-/// this before it reads a request body, so an unauthenticated client cannot
-/// make it read one.
-pub fn authenticate(
+/// Who may call `path` (its query string ignored) with `authorization`:
+/// `/v1/admin/*` needs the admin token (a tenant's valid token gets 403),
+/// the rest of `/v1/*` a tenant's token with the route's scope (`search`
+/// for `POST /v1/search`, `ingest` for the rest), of an active tenant
+/// within its requests per minute (429 with `Retry-After` past it).
+/// `INGEST_TOKEN` is the `default` tenant's token with every scope. The
+/// Worker calls this before it reads a request body, so an unauthenticated
+/// client cannot make it read one. A tenant's token is read from D1 on
+/// every request (no cache), so a revocation or a disable holds at once.
+pub async fn authenticate<D, V, E, Q, C>(
+    p: &Pipeline<D, V, E, Q, C>,
     secrets: &Secrets,
     path: &str,
     authorization: Option<&str>,
-) -> Result<(), ApiResponse> {
-    check_auth(secrets, path, authorization).map_err(ApiError::response)
+) -> Result<Caller, ApiResponse>
+where
+    D: Database,
+    V: VectorIndex,
+    E: Embedder,
+    Q: JobQueue,
+    C: Clock,
+{
+    check_auth(p, secrets, path, authorization)
+        .await
+        .map_err(ApiError::response)
 }
 
-fn check_auth(secrets: &Secrets, path: &str, authorization: Option<&str>) -> Result<(), ApiError> {
+async fn check_auth<D, V, E, Q, C>(
+    p: &Pipeline<D, V, E, Q, C>,
+    secrets: &Secrets,
+    path: &str,
+    authorization: Option<&str>,
+) -> Result<Caller, ApiError>
+where
+    D: Database,
+    V: VectorIndex,
+    E: Embedder,
+    Q: JobQueue,
+    C: Clock,
+{
     let path = path.split_once('?').map_or(path, |(p, _)| p);
     let Some(rest) = path.strip_prefix("/v1/") else {
-        return Ok(());
+        return Ok(Caller::Anonymous);
     };
+    let bearer = authorization.and_then(|h| h.strip_prefix("Bearer "));
     if rest.starts_with("admin/") {
-        // The ingest token is valid but not enough here: 403, not 401.
-        return authorize(secrets.admin_token.as_deref(), authorization).map_err(|e| {
-            let ingest = secrets
-                .ingest_token
-                .as_deref()
-                .is_some_and(|t| !t.is_empty() && bearer_matches(authorization, t));
-            if e.status == 401 && ingest {
-                ApiError::new(403, "forbidden", "this route needs the admin token")
-            } else {
-                e
-            }
-        });
+        if secrets.admin_token.as_deref().is_none_or(str::is_empty) {
+            return Err(not_configured());
+        }
+        if bearer_matches(bearer, secrets.admin_token.as_deref()) {
+            return Ok(Caller::Operator);
+        }
+        // A tenant's valid token is not enough here: 403, not 401.
+        return match tenant_of(p, secrets, bearer).await? {
+            Some(_) => Err(ApiError::new(
+                403,
+                "forbidden",
+                "this route needs the admin token",
+            )),
+            None => Err(unauthorized()),
+        };
     }
-    authorize(secrets.ingest_token.as_deref(), authorization)
+    let Some((tenant, scopes)) = tenant_of(p, secrets, bearer).await? else {
+        let tenant_shaped =
+            bearer.is_some_and(|b| crate::core::credentials::token_id_of(b).is_some());
+        if !tenant_shaped && secrets.ingest_token.as_deref().is_none_or(str::is_empty) {
+            return Err(not_configured());
+        }
+        return Err(unauthorized());
+    };
+    let scope = if rest == "search" {
+        Scope::Search
+    } else {
+        Scope::Ingest
+    };
+    if !scopes.has(scope) {
+        return Err(ApiError::new(
+            403,
+            "forbidden",
+            format!("this route needs a token with the {} scope", scope.as_str()),
+        ));
+    }
+    match p.admit(&tenant).await.map_err(ApiError::from_port)? {
+        Admission::Admitted => Ok(Caller::Tenant { tenant, scopes }),
+        Admission::TenantDisabled => Err(tenant_disabled()),
+        Admission::RateLimited {
+            retry_after_seconds,
+        } => Err(ApiError::too_many(
+            "rate_limited",
+            "the tenant's requests per minute are used up; retry after Retry-After seconds",
+            retry_after_seconds,
+        )),
+    }
 }
 
-fn authorize(secret: Option<&str>, authorization: Option<&str>) -> Result<(), ApiError> {
-    let Some(secret) = secret.filter(|s| !s.is_empty()) else {
-        log_event("auth_not_configured", json!({ "bucket": "config_invalid" }));
-        return Err(ApiError::new(
-            503,
-            "auth_not_configured",
-            "the service has no credentials configured",
-        ));
+fn tenant_disabled() -> ApiError {
+    ApiError::new(401, "tenant_disabled", "the token's tenant is disabled")
+}
+
+/// The tenant (and scopes) `bearer` is a token of: `INGEST_TOKEN` the
+/// default tenant's, else a tenant token from the ledger. `None`: neither.
+/// A token of a disabled tenant is refused here (401).
+async fn tenant_of<D, V, E, Q, C>(
+    p: &Pipeline<D, V, E, Q, C>,
+    secrets: &Secrets,
+    bearer: Option<&str>,
+) -> Result<Option<(TenantId, Scopes)>, ApiError>
+where
+    D: Database,
+    V: VectorIndex,
+    E: Embedder,
+    Q: JobQueue,
+    C: Clock,
+{
+    if bearer_matches(bearer, secrets.ingest_token.as_deref()) {
+        return Ok(Some((TenantId::default_tenant(), Scopes::all())));
+    }
+    let Some(token) = bearer else {
+        return Ok(None);
     };
-    if bearer_matches(authorization, secret) {
-        Ok(())
-    } else {
-        Err(ApiError::new(
-            401,
-            "unauthorized",
-            "missing or invalid bearer token",
-        ))
+    match p.token_grant(token).await.map_err(ApiError::from_port)? {
+        TokenGrant::Granted { tenant, scopes } => Ok(Some((tenant, scopes))),
+        TokenGrant::TenantDisabled => Err(tenant_disabled()),
+        TokenGrant::Invalid => Ok(None),
     }
 }

@@ -9,6 +9,7 @@
 use super::fields::{json_body, object, only_fields, parse_doc_id, parse_metadata};
 use super::{ok, ApiError, ApiRequest, ApiResponse};
 use crate::config::Config;
+use crate::core::ids::TenantId;
 use crate::pipeline::{Pipeline, SearchRequest};
 use crate::ports::{Clock, Database, Embedder, JobQueue, MetadataFilter, VectorIndex};
 use serde_json::{json, Map, Value};
@@ -16,6 +17,7 @@ use serde_json::{json, Map, Value};
 /// `POST /v1/search`.
 pub(super) async fn post<D, V, E, Q, C>(
     p: &Pipeline<D, V, E, Q, C>,
+    tenant: &TenantId,
     req: &ApiRequest<'_>,
 ) -> Result<ApiResponse, ApiError>
 where
@@ -27,7 +29,7 @@ where
 {
     let body = json_body(&p.cfg, req)?;
     let sreq = parse_search(&p.cfg, &body)?;
-    let hits = p.search(&sreq).await.map_err(ApiError::from_port)?;
+    let hits = p.search(tenant, &sreq).await.map_err(ApiError::from_port)?;
     Ok(ok(200, json!({ "results": hits })))
 }
 

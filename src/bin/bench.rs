@@ -31,7 +31,7 @@ mod bench {
     use futures::executor::block_on;
     use ingest_pipeline::config::Config;
     use ingest_pipeline::core::chunk::{Chunker, ContentType};
-    use ingest_pipeline::core::ids::{sha256_hex, vector_id, DocId};
+    use ingest_pipeline::core::ids::{sha256_hex, vector_id, DocId, DocKey, TenantId};
     use ingest_pipeline::core::local_embed;
     use ingest_pipeline::native::oracle;
     use ingest_pipeline::native::sim::Rng;
@@ -203,7 +203,10 @@ mod bench {
         let cfg = bench_config();
         let text = document(1, 4000, PARAGRAPH_CHARS).join("\n\n");
         let mb = text.len() as f64 / 1e6;
-        let doc = DocId::parse("bench-core").unwrap();
+        let doc = DocKey::new(
+            &TenantId::default_tenant(),
+            &DocId::parse("bench-core").unwrap(),
+        );
         println!("### 1. Pure core throughput (native, one thread; {mb:.1} MB of text, 500-token chunks)\n");
         println!("| stage | input | time | throughput |");
         println!("|---|---:|---:|---:|");
@@ -341,7 +344,8 @@ mod bench {
             metadata: Default::default(),
             content_type: ContentType::Plain,
         });
-        block_on(c.p().intake(&[item])).expect("intake accepts the document");
+        block_on(c.p().intake(&TenantId::default_tenant(), &[item]))
+            .expect("intake accepts the document");
     }
 
     /// Whether a delivery ended as the bench expects: committed, or
@@ -440,6 +444,7 @@ mod bench {
             &self,
             _: &[f32],
             _: usize,
+            _: &str,
             _: &MetadataFilter,
         ) -> Result<Vec<VectorMatch>, PortError> {
             Ok(Vec::new())
@@ -470,7 +475,8 @@ mod bench {
             metadata: Default::default(),
             content_type: ContentType::Plain,
         });
-        block_on(p.intake(&[item])).expect("intake accepts the document");
+        block_on(p.intake(&TenantId::default_tenant(), &[item]))
+            .expect("intake accepts the document");
         let before = reset_heap_peak();
         // Delivered here, not by the test kit's drain, which would allocate
         // its list of outcomes inside the measurement.

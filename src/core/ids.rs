@@ -1,5 +1,5 @@
-//! Identifiers: validated document IDs, deterministic job and vector IDs,
-//! content hashes.
+//! Identifiers: validated document and tenant IDs, the ledger's document
+//! key, deterministic job and vector IDs, content hashes.
 
 use sha2::{Digest, Sha256};
 use std::fmt;
@@ -49,6 +49,105 @@ impl fmt::Display for DocId {
     }
 }
 
+/// Largest `tenant_id`, in bytes (a Vectorize namespace name: 64).
+pub const TENANT_ID_BYTES_MAX: usize = 64;
+
+/// The built-in tenant of the single-tenant setup: `INGEST_TOKEN` acts as
+/// its token, and every row written before tenants existed is its own.
+pub const DEFAULT_TENANT: &str = "default";
+
+/// A tenant ID: 1–64 bytes of `[a-z0-9_-]`. It names the tenant's
+/// Vectorize namespace too.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TenantId(String);
+
+impl TenantId {
+    pub fn parse(raw: &str) -> Option<TenantId> {
+        let ok = !raw.is_empty()
+            && raw.len() <= TENANT_ID_BYTES_MAX
+            && raw
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
+        ok.then(|| TenantId(raw.to_owned()))
+    }
+
+    pub fn default_tenant() -> TenantId {
+        TenantId(DEFAULT_TENANT.to_owned())
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    pub fn is_default(&self) -> bool {
+        self.0 == DEFAULT_TENANT
+    }
+}
+
+impl fmt::Display for TenantId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Separates the tenant from the document ID in a [`DocKey`]: a control
+/// character, which neither a tenant ID nor a document ID may contain.
+pub const KEY_SEPARATOR: char = '\u{1f}';
+
+/// The ledger's key of a document: its tenant and its ID, in the `doc_id`
+/// column of every ledger table (and in queue messages and vector
+/// metadata). `<tenant>\x1f<doc_id>`, except for the default tenant, whose
+/// key is the bare document ID: rows written before tenants existed keep
+/// their keys, and with them their job and vector IDs. Unambiguous, since
+/// a document ID has no control character.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct DocKey(String);
+
+impl DocKey {
+    pub fn new(tenant: &TenantId, doc: &DocId) -> DocKey {
+        if tenant.is_default() {
+            DocKey(doc.as_str().to_owned())
+        } else {
+            DocKey(format!(
+                "{}{KEY_SEPARATOR}{}",
+                tenant.as_str(),
+                doc.as_str()
+            ))
+        }
+    }
+
+    /// A key as stored, checked: `None` if either part is invalid.
+    pub fn from_stored(stored: &str) -> Option<DocKey> {
+        let (tenant, doc) = split_key(stored);
+        if stored.contains(KEY_SEPARATOR) && tenant == DEFAULT_TENANT {
+            return None; // the default tenant's keys carry no prefix
+        }
+        TenantId::parse(tenant)?;
+        DocId::parse(doc).ok()?;
+        Some(DocKey(stored.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    pub fn tenant(&self) -> &str {
+        split_key(&self.0).0
+    }
+
+    pub fn doc_id(&self) -> &str {
+        split_key(&self.0).1
+    }
+}
+
+/// A stored key's tenant and document ID (the default tenant's for a key
+/// without a separator). Never fails: views of rows use it as they are.
+pub fn split_key(stored: &str) -> (&str, &str) {
+    stored
+        .split_once(KEY_SEPARATOR)
+        .unwrap_or((DEFAULT_TENANT, stored))
+}
+
 /// Lowercase hex SHA-256 of `bytes`.
 pub fn sha256_digest(bytes: &[u8]) -> [u8; 32] {
     Sha256::digest(bytes).into()
@@ -63,15 +162,18 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     out
 }
 
-/// The vector ID of chunk `chunk_index` of `version` of `doc_id`.
+/// The vector ID of chunk `chunk_index` of `version` of the document `key`.
 ///
-/// A pure function of its arguments: `<32 hex of sha256(doc_id)>:<version>:<chunk>`,
+/// A pure function of its arguments: `<32 hex of sha256(key)>:<version>:<chunk>`,
 /// at most 32 + 1 + 10 + 1 + 10 = 54 bytes, under Vectorize's 64-byte limit.
 /// The version is part of the ID, so a new version never overwrites a live
 /// vector of another version, and redelivering a version overwrites its own
-/// vectors with identical values.
-pub fn vector_id(doc_id: &DocId, version: u32, chunk_index: u32) -> String {
-    let h = sha256_hex(doc_id.as_str().as_bytes());
+/// vectors with identical values. The key holds the tenant, so two tenants'
+/// documents of the same ID have different vector IDs (Vectorize's IDs are
+/// unique across namespaces); a default-tenant key is the bare document
+/// ID, so IDs written before tenants existed are unchanged.
+pub fn vector_id(key: &DocKey, version: u32, chunk_index: u32) -> String {
+    let h = sha256_hex(key.as_str().as_bytes());
     format!("{}:{version}:{chunk_index}", h.get(..32).unwrap_or(&h))
 }
 
@@ -80,8 +182,8 @@ pub fn vector_id(doc_id: &DocId, version: u32, chunk_index: u32) -> String {
 /// valid); later ones add `:g<generation>`, so the same chunk of the same
 /// version has one vector per generation (at most 65 bytes; the consumer
 /// refuses a version whose IDs pass `VECTOR_ID_BYTES_MAX`).
-pub fn vector_id_in(doc_id: &DocId, version: u32, chunk_index: u32, generation: u32) -> String {
-    let base = vector_id(doc_id, version, chunk_index);
+pub fn vector_id_in(key: &DocKey, version: u32, chunk_index: u32, generation: u32) -> String {
+    let base = vector_id(key, version, chunk_index);
     if generation <= 1 {
         base
     } else {
@@ -89,14 +191,11 @@ pub fn vector_id_in(doc_id: &DocId, version: u32, chunk_index: u32, generation: 
     }
 }
 
-/// Deterministic job ID for `(doc_id, version, kind, generation)`: a UUIDv5,
+/// Deterministic job ID for `(key, version, kind, generation)`: a UUIDv5,
 /// so re-running intake of the same version yields the same job row.
-pub fn job_id(doc_id: &DocId, version: u32, kind: &str, generation: u32) -> String {
+pub fn job_id(key: &DocKey, version: u32, kind: &str, generation: u32) -> String {
     const NAMESPACE: uuid::Uuid = uuid::Uuid::from_u128(0x6c1f_3b0e_8a52_4f7d_9e0b_51c4_2d6a_7e19);
-    let name = format!(
-        "{}\u{0}{version}\u{0}{kind}\u{0}{generation}",
-        doc_id.as_str()
-    );
+    let name = format!("{}\u{0}{version}\u{0}{kind}\u{0}{generation}", key.as_str());
     uuid::Uuid::new_v5(&NAMESPACE, name.as_bytes()).to_string()
 }
 
@@ -104,9 +203,47 @@ pub fn job_id(doc_id: &DocId, version: u32, kind: &str, generation: u32) -> Stri
 mod tests {
     use super::*;
 
+    fn key(doc: &str) -> DocKey {
+        DocKey::new(&TenantId::default_tenant(), &DocId::parse(doc).unwrap())
+    }
+
+    #[test]
+    fn tenant_id_rules() {
+        assert!(TenantId::parse("acme_co-2").is_some());
+        assert!(TenantId::parse(&"a".repeat(64)).is_some());
+        assert!(TenantId::parse(&"a".repeat(65)).is_none());
+        for bad in ["", "Acme", "a b", "a/b", "a.b", "a\u{1f}b", "日本"] {
+            assert!(TenantId::parse(bad).is_none(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn keys_hold_the_tenant_and_the_default_tenant_keeps_bare_ids() {
+        let doc = DocId::parse("a:b/日本語").unwrap();
+        let default = DocKey::new(&TenantId::default_tenant(), &doc);
+        assert_eq!(default.as_str(), "a:b/日本語");
+        assert_eq!(
+            (default.tenant(), default.doc_id()),
+            ("default", "a:b/日本語")
+        );
+        let acme = DocKey::new(&TenantId::parse("acme").unwrap(), &doc);
+        assert_eq!(acme.as_str(), "acme\u{1f}a:b/日本語");
+        assert_eq!((acme.tenant(), acme.doc_id()), ("acme", "a:b/日本語"));
+        assert_ne!(vector_id(&default, 1, 0), vector_id(&acme, 1, 0));
+        assert_ne!(
+            job_id(&default, 1, "index", 0),
+            job_id(&acme, 1, "index", 0)
+        );
+        assert_eq!(DocKey::from_stored(acme.as_str()), Some(acme));
+        assert_eq!(DocKey::from_stored("a:b/日本語"), Some(default));
+        assert_eq!(DocKey::from_stored("default\u{1f}x"), None);
+        assert_eq!(DocKey::from_stored("Bad\u{1f}x"), None);
+        assert_eq!(DocKey::from_stored("acme\u{1f}"), None);
+    }
+
     #[test]
     fn generation_ids_differ_and_generation_one_keeps_the_old_format() {
-        let d = DocId::parse("doc").unwrap();
+        let d = key("doc");
         assert_eq!(vector_id_in(&d, 3, 7, 1), vector_id(&d, 3, 7));
         assert_eq!(
             vector_id_in(&d, 3, 7, 2),
@@ -130,11 +267,14 @@ mod tests {
 
     #[test]
     fn vector_ids_are_deterministic_distinct_and_short() {
-        let d = DocId::parse(&"語".repeat(85)).unwrap();
+        let d = DocKey::new(
+            &TenantId::parse(&"t".repeat(64)).unwrap(),
+            &DocId::parse(&"語".repeat(85)).unwrap(),
+        );
         let a = vector_id(&d, u32::MAX, u32::MAX);
         assert!(a.len() <= 64, "{}", a.len());
         assert_eq!(a, vector_id(&d, u32::MAX, u32::MAX));
-        let e = DocId::parse("doc").unwrap();
+        let e = key("doc");
         assert_eq!(vector_id(&e, 1, 0), "139d544b821b13ebea14f1b0fe185772:1:0");
         assert_ne!(vector_id(&e, 1, 0), vector_id(&e, 2, 0));
         assert_ne!(vector_id(&e, 1, 0), vector_id(&e, 1, 1));
@@ -142,7 +282,7 @@ mod tests {
 
     #[test]
     fn job_ids_are_deterministic() {
-        let d = DocId::parse("doc").unwrap();
+        let d = key("doc");
         assert_eq!(job_id(&d, 1, "index", 0), job_id(&d, 1, "index", 0));
         assert_ne!(job_id(&d, 1, "index", 0), job_id(&d, 2, "index", 0));
         assert_ne!(job_id(&d, 1, "index", 0), job_id(&d, 1, "index", 1));

@@ -7,7 +7,8 @@
 //! tests (`cargo clippy`, run by `make test`), and the property tests in
 //! `tests/it/chunk_props.rs` feed the chunkers arbitrary Unicode.
 //!
-//! Here: chunking ([`chunk`]), identifiers ([`ids`]), failure buckets and
+//! Here: chunking ([`chunk`]), identifiers ([`ids`]), tenant tokens and
+//! their scopes ([`credentials`]), failure buckets and
 //! the retry policy ([`failure`]), the ledger's state enums ([`state`]),
 //! the local embedder ([`local_embed`]) and `Config`'s index configuration.
 //!
@@ -26,6 +27,7 @@
 )]
 
 pub mod chunk;
+pub mod credentials;
 pub mod failure;
 pub mod ids;
 mod index_config;

@@ -98,6 +98,14 @@ states! {
 }
 
 states! {
+    /// `tenants.state`: whether a tenant's tokens are accepted.
+    TenantState {
+        Active = "active",
+        Disabled = "disabled",
+    }
+}
+
+states! {
     /// `cleanup_intents.reason`: why a set of vectors is to be deleted.
     IntentReason {
         Replaced = "replaced",

@@ -62,13 +62,23 @@ pub const LEDGER_MIGRATIONS: &[(&str, &str)] = &[
         "0008_failure_runs.sql",
         include_str!("../../migrations/0008_failure_runs.sql"),
     ),
+    (
+        "0009_tenants.sql",
+        include_str!("../../migrations/0009_tenants.sql"),
+    ),
 ];
 
 /// The local index's migrations (`migrations-local-index/`).
-pub const LOCAL_INDEX_MIGRATIONS: &[(&str, &str)] = &[(
-    "0001_local_index.sql",
-    include_str!("../../migrations-local-index/0001_local_index.sql"),
-)];
+pub const LOCAL_INDEX_MIGRATIONS: &[(&str, &str)] = &[
+    (
+        "0001_local_index.sql",
+        include_str!("../../migrations-local-index/0001_local_index.sql"),
+    ),
+    (
+        "0002_namespaces.sql",
+        include_str!("../../migrations-local-index/0002_namespaces.sql"),
+    ),
+];
 
 /// A [`Database`] on SQLite, with D1's semantics: foreign keys on, `batch`
 /// atomic, statements counted (to measure and bound D1 usage).
@@ -373,12 +383,14 @@ impl VectorIndex for MemIndex {
         &self,
         vector: &[f32],
         top_k: usize,
+        namespace: &str,
         filter: &MetadataFilter,
     ) -> Result<Vec<VectorMatch>, PortError> {
         self.query_faults.take()?;
         let map = self.vectors.borrow();
         let mut out: Vec<VectorMatch> = map
             .values()
+            .filter(|v| v.namespace == namespace)
             .filter(|v| crate::adapters::filter_matches(&v.metadata, filter))
             .map(|v| VectorMatch {
                 id: v.id.clone(),
@@ -533,10 +545,11 @@ impl<V: VectorIndex> VectorIndex for CountingIndex<V> {
         &self,
         vector: &[f32],
         top_k: usize,
+        namespace: &str,
         filter: &MetadataFilter,
     ) -> Result<Vec<VectorMatch>, PortError> {
         self.query_calls.set(self.query_calls.get() + 1);
-        self.inner.query(vector, top_k, filter).await
+        self.inner.query(vector, top_k, namespace, filter).await
     }
     async fn get_by_ids(&self, ids: &[String]) -> Result<Vec<VectorRecord>, PortError> {
         self.get_calls.set(self.get_calls.get() + 1);

@@ -22,7 +22,7 @@ use crate::adapters::local_embedder::LocalEmbedder;
 use crate::config::Config;
 use crate::core::chunk::ContentType;
 use crate::core::failure::FailureBucket;
-use crate::core::ids::DocId;
+use crate::core::ids::{DocId, DocKey, TenantId};
 use crate::pipeline::{
     ConsumeOutcome, DocumentInput, DocumentState, IntakeItem, IntakeOutcome, Pipeline,
     RepairReport, SearchHit, SearchRequest,
@@ -159,15 +159,17 @@ impl World {
             metadata,
             content_type: ct,
         });
-        block_on(self.p().intake(&[item])).unwrap().remove(0)
+        block_on(self.p().intake(&TenantId::default_tenant(), &[item]))
+            .unwrap()
+            .remove(0)
     }
 
     /// Deletes document `doc`.
     pub fn delete(&self, doc: &str) -> IntakeOutcome {
-        block_on(
-            self.p()
-                .intake(&[IntakeItem::Delete(DocId::parse(doc).unwrap())]),
-        )
+        block_on(self.p().intake(
+            &TenantId::default_tenant(),
+            &[IntakeItem::Delete(DocId::parse(doc).unwrap())],
+        ))
         .unwrap()
         .remove(0)
     }
@@ -202,7 +204,8 @@ impl World {
 
     /// Document `doc`'s state, as the API reports it.
     pub fn state(&self, doc: &str) -> DocumentState {
-        block_on(self.p().document(doc))
+        let key = DocKey::new(&TenantId::default_tenant(), &DocId::parse(doc).unwrap());
+        block_on(self.p().document(&key))
             .unwrap()
             .expect("document exists")
             .state
@@ -227,7 +230,7 @@ impl World {
             doc_id: None,
             metadata: Default::default(),
         };
-        block_on(self.p().search(&req)).unwrap()
+        block_on(self.p().search(&TenantId::default_tenant(), &req)).unwrap()
     }
 }
 
@@ -491,4 +494,9 @@ pub fn record_retired_generation(db: &SqliteDb, generation: u32, index_config: S
         vec![generation.into(), index_config.into()],
     )))
     .expect("the generation row");
+}
+
+/// The default tenant's key of document `doc` (what `INGEST_TOKEN` writes).
+pub fn default_key(doc: &str) -> DocKey {
+    DocKey::new(&TenantId::default_tenant(), &DocId::parse(doc).unwrap())
 }

@@ -13,7 +13,7 @@ use super::{
     log_event, LetterPage, Outcome, Pipeline, RedriveView, Refused, RepairReport, RepairRunView,
 };
 use crate::bugs::Bug;
-use crate::core::ids::{job_id, sha256_hex, DocId};
+use crate::core::ids::{job_id, sha256_hex, DocKey};
 use crate::core::state::{JobState, RedriveItemState as ItemState, RedrivePhase, RedriveState};
 use crate::ports::{Clock, Database, Embedder, JobMessage, JobQueue, PortError, VectorIndex};
 pub use crate::store::LetterFilter;
@@ -518,7 +518,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         version: u32,
         of: RerunOf<'_>,
     ) -> Result<Option<(u32, String)>, PortError> {
-        let Ok(doc) = DocId::parse(doc_id) else {
+        let Some(doc) = DocKey::from_stored(doc_id) else {
             return Ok(None);
         };
         let now = self.clock.now_ms();

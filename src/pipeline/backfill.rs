@@ -15,7 +15,7 @@
 use super::{log_event, BackfillView, GenerationsView, Outcome, Pipeline, Refused};
 use crate::bugs::Bug;
 use crate::core::failure::FailureBucket;
-use crate::core::ids::{job_id, DocId};
+use crate::core::ids::{job_id, DocKey};
 use crate::core::state::{BackfillState, GenerationState, JobState};
 use crate::ports::{Clock, Database, Embedder, JobMessage, JobQueue, PortError, VectorIndex};
 use crate::store::{BackfillRow, NewBackfill, PageDoc};
@@ -147,8 +147,9 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
     /// through the queue. Returns (new version, job id).
     pub async fn reindex_document(
         &self,
-        doc_id: &str,
+        key: &DocKey,
     ) -> Result<Outcome<(u32, String)>, PortError> {
+        let doc_id = key.as_str();
         let rows = self.store.document_views(&[doc_id]).await?;
         let Some(d) = rows.into_iter().next() else {
             return Ok(Err(Refused::DocumentNotFound));
@@ -399,7 +400,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         let mut jobs = Vec::with_capacity(page.len());
         let mut messages = Vec::with_capacity(page.len());
         for d in page {
-            let Ok(doc) = DocId::parse(&d.doc_id) else {
+            let Some(doc) = DocKey::from_stored(&d.doc_id) else {
                 continue;
             };
             let job = job_id(&doc, d.version, &format!("build-g{g}"), b.passes);

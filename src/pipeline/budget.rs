@@ -146,10 +146,11 @@ impl<P: VectorIndex> VectorIndex for Metered<'_, P> {
         &self,
         vector: &[f32],
         top_k: usize,
+        namespace: &str,
         filter: &MetadataFilter,
     ) -> Result<Vec<VectorMatch>, PortError> {
         bump(&self.usage.index, 1);
-        self.inner.query(vector, top_k, filter).await
+        self.inner.query(vector, top_k, namespace, filter).await
     }
     async fn get_by_ids(&self, ids: &[String]) -> Result<Vec<VectorRecord>, PortError> {
         bump(&self.usage.index, 1);

@@ -1,13 +1,14 @@
 //! Intake: record each new version (text included) in D1, atomically, then
-//! send one pointer message per version.
+//! send one pointer message per version. Every item of one intake is of
+//! one tenant, whose quotas of documents and bytes the batch enforces.
 
 use super::log_event;
 use crate::core::chunk::ContentType;
 use crate::core::failure::FailureBucket;
-use crate::core::ids::{job_id, sha256_hex, DocId};
+use crate::core::ids::{job_id, sha256_hex, DocId, DocKey, TenantId};
 use crate::core::state::JobKind;
 use crate::ports::{Clock, Database, Embedder, JobMessage, JobQueue, PortError, VectorIndex};
-use crate::store::{DocRow, JobRow, NewVersions, PartRow, VersionRow};
+use crate::store::{DocRow, JobRow, NewVersions, PartRow, UsageDelta, VersionRow};
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 
@@ -49,10 +50,20 @@ pub enum IntakeOutcome {
     NotFound { doc_id: String },
 }
 
+/// A tenant quota an intake would pass.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Quota {
+    Documents,
+    Bytes,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum IntakeError {
     #[error("a concurrent write to the same document won; retry")]
     Conflict,
+    /// The items would take the tenant past a quota: nothing was written.
+    #[error("the tenant's quota would be exceeded")]
+    QuotaExceeded(Quota),
     #[error("{0}")]
     Port(PortError),
 }
@@ -98,13 +109,19 @@ pub fn split_parts(text: &str, bytes_max: usize) -> Vec<&str> {
 impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock>
     super::Pipeline<D, V, E, Q, C>
 {
-    /// Records the items (one atomic D1 batch for all of them) and enqueues
-    /// one message per new version. Items for the same document are applied
-    /// in order.
-    pub async fn intake(&self, items: &[IntakeItem]) -> Result<Vec<IntakeOutcome>, IntakeError> {
+    /// Records `tenant`'s items (one atomic D1 batch for all of them) and
+    /// enqueues one message per new version. Items for the same document
+    /// are applied in order.
+    pub async fn intake(
+        &self,
+        tenant: &TenantId,
+        items: &[IntakeItem],
+    ) -> Result<Vec<IntakeOutcome>, IntakeError> {
         let mut last_conflict = IntakeError::Conflict;
         for _ in 0..INTAKE_ATTEMPTS_MAX {
-            match self.intake_once(items).await {
+            // A quota guard that aborted the batch also reads as a
+            // constraint: the next attempt's own check tells which.
+            match self.intake_once(tenant, items).await {
                 Ok(out) => return Ok(out),
                 Err(IntakeError::Port(e))
                     if e.bucket == FailureBucket::DbRejected && e.code == "db_constraint" =>
@@ -123,33 +140,62 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock>
 
     /// One attempt: read the latest versions, decide each item's outcome,
     /// record the new versions in one batch, then send their pointers.
-    async fn intake_once(&self, items: &[IntakeItem]) -> Result<Vec<IntakeOutcome>, IntakeError> {
+    async fn intake_once(
+        &self,
+        tenant: &TenantId,
+        items: &[IntakeItem],
+    ) -> Result<Vec<IntakeOutcome>, IntakeError> {
         let now = self.clock.now_ms();
-        let mut latest = self.latest_of(items).await.map_err(IntakeError::Port)?;
+        let keys: Vec<DocKey> = items
+            .iter()
+            .map(|i| DocKey::new(tenant, i.doc_id()))
+            .collect();
+        let mut latest = self.latest_of(&keys).await.map_err(IntakeError::Port)?;
         let mut outcomes = Vec::with_capacity(items.len());
         let mut batch = Batch::default();
-        for item in items {
-            let outcome = batch.add(item, &mut latest, self.cfg.d1_text_part_bytes_max);
+        for (item, key) in items.iter().zip(&keys) {
+            let outcome = batch.add(item, key, &mut latest, self.cfg.d1_text_part_bytes_max);
             outcomes.push(outcome);
         }
         if batch.messages.is_empty() {
             return Ok(outcomes);
         }
+        let usage = UsageDelta {
+            tenant_id: tenant.as_str().to_string(),
+            documents: batch.documents_delta,
+            bytes: batch.bytes_delta,
+            documents_max_default: self.cfg.tenant_documents_max,
+            bytes_max_default: self.cfg.tenant_bytes_max,
+        };
 
-        // One atomic batch: documents, versions, text parts, jobs. A version
-        // number taken concurrently violates the primary key and aborts it all.
-        self.store
+        // One atomic batch: the quota guard, documents, versions, text
+        // parts, jobs, the usage. A version number taken concurrently
+        // violates the primary key and aborts it all; so does a tenant
+        // quota the batch would pass (the guard), which the usage read
+        // below tells apart.
+        let recorded = self
+            .store
             .record_versions(
                 &NewVersions {
                     docs: &batch.docs,
                     versions: &batch.versions,
                     parts: &batch.parts,
                     jobs: &batch.jobs,
+                    usage: Some(&usage),
                 },
                 now,
             )
-            .await
-            .map_err(IntakeError::Port)?;
+            .await;
+        if let Err(e) = recorded {
+            let constraint = e.bucket == FailureBucket::DbRejected && e.code == "db_constraint";
+            if !constraint {
+                return Err(IntakeError::Port(e));
+            }
+            if let Some(quota) = self.quota_passed(&usage).await.map_err(IntakeError::Port)? {
+                return Err(IntakeError::QuotaExceeded(quota));
+            }
+            return Err(IntakeError::Port(e));
+        }
 
         // Only after the commit: the pointers. If sending fails, the jobs stay
         // `queued` in D1 and the cron reconciler re-enqueues them once stalled.
@@ -164,9 +210,33 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock>
         Ok(outcomes)
     }
 
+    /// After a batch failed: the quota `delta` would pass, if any (then the
+    /// guard aborted it), read from the tenant's usage now. Only read on a
+    /// failure, so an accepted intake costs one read and one write.
+    async fn quota_passed(&self, delta: &UsageDelta) -> Result<Option<Quota>, PortError> {
+        let Some(usage) = self
+            .store
+            .tenant_usage(
+                &delta.tenant_id,
+                delta.documents_max_default,
+                delta.bytes_max_default,
+            )
+            .await?
+        else {
+            return Err(PortError::new(FailureBucket::Internal, "tenant_missing"));
+        };
+        if delta.documents > 0 && usage.documents + delta.documents > usage.documents_max {
+            return Ok(Some(Quota::Documents));
+        }
+        if delta.bytes > 0 && usage.bytes + delta.bytes > usage.bytes_max {
+            return Ok(Some(Quota::Bytes));
+        }
+        Ok(None)
+    }
+
     /// The latest version of each item's document (none for a new one).
-    async fn latest_of(&self, items: &[IntakeItem]) -> Result<Latest, PortError> {
-        let ids: Vec<&str> = items.iter().map(|i| i.doc_id().as_str()).collect();
+    async fn latest_of(&self, keys: &[DocKey]) -> Result<Latest, PortError> {
+        let ids: Vec<&str> = keys.iter().map(DocKey::as_str).collect();
         let mut latest = Latest::new();
         if ids.is_empty() {
             return Ok(latest);
@@ -179,14 +249,41 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock>
             } else {
                 r.content_hash
             };
-            latest.insert(r.doc_id, (r.latest_version, hash, r.is_delete != 0));
+            let stored = Stored {
+                version: r.latest_version,
+                hash,
+                is_delete: r.is_delete != 0,
+                text_bytes: r.text_bytes,
+            };
+            latest.insert(r.doc_id, stored);
         }
         Ok(latest)
     }
 }
 
-/// doc_id -> (latest version, content hash of the latest, is tombstone).
-type Latest = HashMap<String, (u32, String, bool)>;
+/// What a document's latest version is: its number, content hash, whether
+/// it is a tombstone, and its text's bytes.
+#[derive(Clone)]
+struct Stored {
+    version: u32,
+    hash: String,
+    is_delete: bool,
+    text_bytes: i64,
+}
+
+impl Stored {
+    /// What this version counts for in its tenant's usage (documents, bytes).
+    fn usage(&self) -> (i64, i64) {
+        if self.is_delete {
+            (0, 0)
+        } else {
+            (1, self.text_bytes)
+        }
+    }
+}
+
+/// Document key -> its latest version.
+type Latest = HashMap<String, Stored>;
 
 /// The rows and messages of the new versions of one intake.
 #[derive(Default)]
@@ -196,6 +293,9 @@ struct Batch<'a> {
     parts: Vec<PartRow<'a>>,
     jobs: Vec<JobRow<'a>>,
     messages: Vec<JobMessage>,
+    /// What the new versions add to the tenant's usage.
+    documents_delta: i64,
+    bytes_delta: i64,
 }
 
 impl<'a> Batch<'a> {
@@ -205,11 +305,12 @@ impl<'a> Batch<'a> {
     fn add(
         &mut self,
         item: &'a IntakeItem,
+        key: &'a DocKey,
         latest: &mut Latest,
         part_bytes_max: usize,
     ) -> IntakeOutcome {
         let doc_id = item.doc_id().as_str();
-        let prev = latest.get(doc_id).cloned();
+        let prev = latest.get(key.as_str()).cloned();
         let (hash, is_delete) = match item {
             IntakeItem::Put(d) => (content_hash(d), false),
             IntakeItem::Delete(_) => (TOMBSTONE_HASH.to_string(), true),
@@ -220,17 +321,27 @@ impl<'a> Batch<'a> {
                     doc_id: doc_id.to_string(),
                 }
             }
-            (Some((v, h, _)), _) if *h == hash => {
+            (Some(p), _) if p.hash == hash => {
                 return IntakeOutcome::Unchanged {
                     doc_id: doc_id.to_string(),
-                    version: *v,
+                    version: p.version,
                 }
             }
             _ => {}
         }
-        let version = prev.as_ref().map_or(1, |p| p.0 + 1);
-        let jid = self.push_version(item, version, &hash, part_bytes_max);
-        latest.insert(doc_id.to_string(), (version, hash, is_delete));
+        let version = prev.as_ref().map_or(1, |p| p.version + 1);
+        let jid = self.push_version(item, key, version, &hash, part_bytes_max);
+        let now = Stored {
+            version,
+            hash,
+            is_delete,
+            text_bytes: self.versions.last().map_or(0, |v| v.text_bytes as i64),
+        };
+        let (was_docs, was_bytes) = prev.as_ref().map_or((0, 0), Stored::usage);
+        let (docs, bytes) = now.usage();
+        self.documents_delta += docs - was_docs;
+        self.bytes_delta += bytes - was_bytes;
+        latest.insert(key.as_str().to_string(), now);
         IntakeOutcome::Queued {
             doc_id: doc_id.to_string(),
             version,
@@ -243,18 +354,19 @@ impl<'a> Batch<'a> {
     fn push_version(
         &mut self,
         item: &'a IntakeItem,
+        key: &'a DocKey,
         version: u32,
         hash: &str,
         part_bytes_max: usize,
     ) -> String {
-        let doc_id = item.doc_id().as_str();
+        let doc_id = key.as_str();
         let is_delete = matches!(item, IntakeItem::Delete(_));
         let kind = if is_delete {
             JobKind::Delete
         } else {
             JobKind::Index
         };
-        let jid = job_id(item.doc_id(), version, kind.as_str(), 0);
+        let jid = job_id(key, version, kind.as_str(), 0);
         let (text, content_type, metadata) = match item {
             IntakeItem::Put(d) => (
                 d.text.as_str(),

@@ -5,7 +5,7 @@
 //! Here: `intake`, `consume/` (the consumer's steps in protocol order),
 //! `settle` (how a delivery ends), `repair/` (cron's steps), `backfill`
 //! (reindexing, backfills, generations), `admin` (dead letters, redrives),
-//! `search`, `budget` (the metered ports), `views` (what operations show,
+//! `search`, `tenants` (tenants, tokens, admission), `budget` (the metered ports), `views` (what operations show,
 //! as `Serialize` structs) and `refused` (why an operation says no). It
 //! answers in domain terms; only `api` turns them into HTTP.
 //!
@@ -21,6 +21,7 @@ mod refused;
 mod repair;
 mod search;
 mod settle;
+mod tenants;
 mod views;
 
 /// The seeded bugs, at their old path (`crate::bugs`).
@@ -34,11 +35,14 @@ pub use crate::config::{CONSUME_RESERVE, CONSUME_SUBREQUESTS_MIN};
 /// The log line builder, at its old path (`crate::log`; the entry points
 /// install the sink).
 pub use crate::log::log_event;
-pub use intake::{DocumentInput, IntakeError, IntakeItem, IntakeOutcome};
+pub use intake::{DocumentInput, IntakeError, IntakeItem, IntakeOutcome, Quota};
 pub use refused::{Outcome, Refused};
 pub use repair::RepairReport;
 pub use search::{SearchHit, SearchRequest};
 pub use settle::{dead_letter_retry_delay, Settle};
+pub use tenants::{
+    Admission, NewToken, QuotasView, TenantUsage, TenantView, TokenGrant, TokenView,
+};
 pub use views::{
     BackfillProgress, BackfillView, DocumentState, DocumentView, GenerationMove, GenerationsView,
     JobView, LetterPage, RedriveCounts, RedriveView, RepairRunView,

@@ -50,6 +50,14 @@ pub enum Refused {
         state: crate::core::state::BackfillState,
         action: super::BackfillAction,
     },
+    /// A tenant of this ID exists already.
+    TenantExists,
+    /// The platform holds `max` tenants (`TENANTS_MAX`).
+    TenantLimit { max: u64 },
+    /// No such tenant.
+    TenantNotFound,
+    /// The tenant has no token of this ID.
+    TokenNotFound,
     /// The letters changed since the preflight that made the plan (or the
     /// plan was executed already).
     PlanChanged,

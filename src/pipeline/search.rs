@@ -1,9 +1,12 @@
 //! Search: embed the query, ask the index for candidates, and serve only
 //! those D1 holds as live. The index is eventually consistent and may hold
-//! old or orphan vectors; they are dropped here, never served.
+//! old or orphan vectors; they are dropped here, never served. A search is
+//! a tenant's: the index is asked for its namespace only, and D1 serves
+//! only its chunks (two fences, so neither alone decides isolation).
 
 use super::Pipeline;
 use crate::core::failure::FailureBucket;
+use crate::core::ids::{split_key, TenantId};
 use crate::ports::{Clock, Database, Embedder, JobQueue, MetadataFilter, PortError, VectorIndex};
 use crate::store::LiveChunkRow;
 use serde::Serialize;
@@ -49,7 +52,11 @@ impl SearchRequest {
 /// compares strings on their first 64 bytes, so every filter is checked
 /// again against D1's own values.
 fn matches_exactly(req: &SearchRequest, row: &LiveChunkRow) -> bool {
-    if req.doc_id.as_ref().is_some_and(|d| *d != row.doc_id) {
+    if req
+        .doc_id
+        .as_ref()
+        .is_some_and(|d| d != split_key(&row.doc_id).1)
+    {
         return false;
     }
     if req.metadata.is_empty() {
@@ -64,7 +71,11 @@ fn matches_exactly(req: &SearchRequest, row: &LiveChunkRow) -> bool {
 }
 
 impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D, V, E, Q, C> {
-    pub async fn search(&self, req: &SearchRequest) -> Result<Vec<SearchHit>, PortError> {
+    pub async fn search(
+        &self,
+        tenant: &TenantId,
+        req: &SearchRequest,
+    ) -> Result<Vec<SearchHit>, PortError> {
         // Search serves exactly one generation: the active one.
         let active = self.store.active_generation().await?.ok_or(PortError::new(
             FailureBucket::Internal,
@@ -91,9 +102,12 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             .max(req.top_k);
         let mut want = first;
         loop {
-            let matches = retrying(retries, || self.index.query(vector, want, &filter)).await?;
+            let matches = retrying(retries, || {
+                self.index.query(vector, want, tenant.as_str(), &filter)
+            })
+            .await?;
             let exhausted = matches.len() < want;
-            let hits = self.serve(req, active.generation, matches).await?;
+            let hits = self.serve(tenant, req, active.generation, matches).await?;
             let widest = want >= self.cfg.index_query_top_k_max;
             if hits.len() >= req.top_k || exhausted || widest {
                 return Ok(hits);
@@ -106,6 +120,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
     /// generation that match the request exactly, at most `top_k`.
     async fn serve(
         &self,
+        tenant: &TenantId,
         req: &SearchRequest,
         generation: u32,
         matches: Vec<crate::ports::VectorMatch>,
@@ -116,7 +131,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         let ids: Vec<String> = matches.iter().map(|m| m.id.clone()).collect();
         let mut live: HashMap<String, LiveChunkRow> = self
             .store
-            .live_chunks(&ids, generation, self.bugs)
+            .live_chunks(&ids, generation, tenant.as_str(), self.bugs)
             .await?
             .into_iter()
             .map(|r| (r.vector_id.clone(), r))
@@ -130,7 +145,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                 continue;
             }
             hits.push(SearchHit {
-                doc_id: row.doc_id,
+                doc_id: split_key(&row.doc_id).1.to_string(),
                 version: row.version,
                 chunk: row.chunk_index,
                 generation: row.generation,

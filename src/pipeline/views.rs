@@ -4,6 +4,7 @@
 //! them as they are.
 
 use super::Pipeline;
+use crate::core::ids::{split_key, DocKey, TenantId};
 use crate::core::state::{
     BackfillState, GenerationState, JobKind, JobState, RedriveItemState as ItemState, RedriveState,
 };
@@ -80,7 +81,7 @@ impl DocumentView {
             }
         };
         DocumentView {
-            doc_id: r.doc_id,
+            doc_id: split_key(&r.doc_id).1.to_string(),
             latest_version: r.latest_version,
             live_version: r.live_version,
             state,
@@ -105,24 +106,33 @@ impl DocumentView {
 }
 
 impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D, V, E, Q, C> {
-    pub async fn document(&self, doc_id: &str) -> Result<Option<DocumentView>, PortError> {
+    pub async fn document(&self, key: &DocKey) -> Result<Option<DocumentView>, PortError> {
         Ok(self
             .store
-            .document_views(&[doc_id])
+            .document_views(&[key.as_str()])
             .await?
             .into_iter()
             .next()
             .map(DocumentView::from_row))
     }
 
-    pub async fn documents(&self, doc_ids: &[&str]) -> Result<Vec<DocumentView>, PortError> {
+    pub async fn documents(&self, keys: &[DocKey]) -> Result<Vec<DocumentView>, PortError> {
+        let keys: Vec<&str> = keys.iter().map(DocKey::as_str).collect();
         Ok(self
             .store
-            .document_views(doc_ids)
+            .document_views(&keys)
             .await?
             .into_iter()
             .map(DocumentView::from_row)
             .collect())
+    }
+
+    /// Job `job_id`, if it is `tenant`'s (another tenant's reads as absent).
+    pub async fn job(&self, tenant: &TenantId, job_id: &str) -> Result<Option<JobView>, PortError> {
+        let row = self.store.job_view(job_id).await?;
+        Ok(row
+            .filter(|r| split_key(&r.doc_id).0 == tenant.as_str())
+            .map(|r| JobView::from_row(r, self.cfg.consume_subrequests_max)))
     }
 }
 
@@ -236,7 +246,7 @@ impl JobView {
                 subrequests_budget_per_invocation: budget,
             },
             job_id,
-            doc_id,
+            doc_id: split_key(&doc_id).1.to_string(),
             version,
             kind,
             build_generation,

@@ -186,10 +186,12 @@ impl<D: Database> Store<D> {
         Ok(changes.get(1).copied().unwrap_or(0) > 0)
     }
 
+    /// Of `vector_ids`, the chunks live in `generation` and of `tenant`.
     pub async fn live_chunks(
         &self,
         vector_ids: &[String],
         generation: u32,
+        tenant: &str,
         bugs: Bugs,
     ) -> Result<Vec<LiveChunkRow>, PortError> {
         let q = if bugs.has(Bug::ServeUnfiltered) {
@@ -200,7 +202,11 @@ impl<D: Database> Store<D> {
         self.db
             .query(Stmt::new(
                 q,
-                vec![json_array(vector_ids).into(), generation.into()],
+                vec![
+                    json_array(vector_ids).into(),
+                    generation.into(),
+                    tenant.into(),
+                ],
             ))
             .await
     }

@@ -16,6 +16,7 @@ pub struct LatestVersionRow {
     pub latest_version: u32,
     pub content_hash: String,
     pub is_delete: i64,
+    pub text_bytes: i64,
     /// The latest version's job ended `failed` or `dead` (and it is not live).
     pub latest_failed: i64,
 }
@@ -84,6 +85,9 @@ pub struct NewVersions<'a> {
     pub versions: &'a [VersionRow<'a>],
     pub parts: &'a [PartRow<'a>],
     pub jobs: &'a [JobRow<'a>],
+    /// What they add to their tenant's usage: checked against its quotas
+    /// first in the batch, added last.
+    pub usage: Option<&'a super::UsageDelta>,
 }
 
 impl<D: Database> Store<D> {
@@ -95,6 +99,10 @@ impl<D: Database> Store<D> {
         let max = self.json_param_bytes_max;
         let t = || SqlValue::Int(now);
         let mut stmts = Vec::new();
+        let usage = new.usage.map(super::tenants::usage_stmts);
+        if let Some((guard, _)) = &usage {
+            stmts.push(guard.clone());
+        }
         for page in json_pages(new.docs, max) {
             stmts.push(Stmt::new(
                 sql::INTAKE_UPSERT_DOCUMENTS,
@@ -125,6 +133,9 @@ impl<D: Database> Store<D> {
         }
         for page in json_pages(new.jobs, max) {
             stmts.push(Stmt::new(sql::INTAKE_INSERT_JOBS, vec![page.into(), t()]));
+        }
+        if let Some((_, add)) = usage {
+            stmts.push(add);
         }
         self.db.batch(stmts).await.map(|_| ())
     }

@@ -22,6 +22,7 @@ mod intents;
 mod jobs;
 mod redrives;
 mod repair;
+mod tenants;
 mod usage;
 pub mod vector_rows;
 
@@ -35,6 +36,7 @@ pub use generations::{GenerationListRow, GenerationRow};
 pub use jobs::{AttemptEnd, ClaimRow, ConsumeRow, JobViewRow, StalledJobRow};
 pub use redrives::{AuditRow, Candidate, ItemRow, NewItem, RedriveRow, RerunOf};
 pub use repair::{RepairRunRow, VerifyRow};
+pub use tenants::{Quotas, TenantRow, TenantUsageRow, TokenAuthRow, TokenRow, UsageDelta};
 pub use usage::UsageSnapshot;
 
 use crate::ports::{Database, SqlValue};

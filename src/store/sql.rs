@@ -8,6 +8,7 @@
 /// Latest version (and its content hash) of each doc id in `?1` (JSON array).
 pub const LATEST_VERSIONS: &str = "\
 SELECT d.doc_id AS doc_id, d.latest_version AS latest_version, v.content_hash AS content_hash, v.is_delete AS is_delete,
+       v.text_bytes AS text_bytes,
        CASE WHEN (d.live_version IS NULL OR d.live_version < d.latest_version)
              AND EXISTS (SELECT 1 FROM jobs j WHERE j.doc_id = d.doc_id AND j.version = d.latest_version
                          AND j.build_generation IS NULL AND j.state IN ('failed', 'dead'))
@@ -330,35 +331,119 @@ UPDATE jobs SET state = 'dead', step = 'ended', last_failure_bucket = COALESCE(l
   lease_until = NULL, updated_at = ?2
 WHERE job_id = ?1 AND (state IN ('queued', 'up_for_retry') OR (state = 'running' AND lease_until < ?2))";
 
+// ---------------------------------------------------------------- tenants
+
+/// Creates tenant `?1` (active; quotas `?2` documents, `?3` bytes, `?4`
+/// requests per minute, NULL for the configured default; `?5` now) unless
+/// it exists or there are `?6` tenants already (0 rows changed).
+pub const TENANT_INSERT: &str = "\
+INSERT INTO tenants (tenant_id, state, documents_max, bytes_max, requests_per_minute_max, created_at, updated_at)
+SELECT ?1, 'active', ?2, ?3, ?4, ?5, ?5 WHERE (SELECT count(*) FROM tenants) < ?6
+ON CONFLICT (tenant_id) DO NOTHING";
+
+/// Tenant `?1` with its live token count.
+pub const TENANT_GET: &str = "\
+SELECT t.tenant_id, t.state, t.documents_max, t.bytes_max, t.requests_per_minute_max, t.documents, t.bytes,
+       t.rate_minute, t.rate_requests, t.created_at, t.updated_at,
+       (SELECT count(*) FROM tenant_tokens k WHERE k.tenant_id = t.tenant_id AND k.revoked_at IS NULL) AS tokens
+FROM tenants t WHERE t.tenant_id = ?1";
+
+/// Tenants after `?1` (a cursor: the last ID seen, '' first) in ID order, at most `?2`.
+pub const TENANTS_PAGE: &str = "\
+SELECT t.tenant_id, t.state, t.documents_max, t.bytes_max, t.requests_per_minute_max, t.documents, t.bytes,
+       t.rate_minute, t.rate_requests, t.created_at, t.updated_at,
+       (SELECT count(*) FROM tenant_tokens k WHERE k.tenant_id = t.tenant_id AND k.revoked_at IS NULL) AS tokens
+FROM tenants t WHERE t.tenant_id > ?1 ORDER BY t.tenant_id LIMIT ?2";
+
+/// Sets tenant `?1`'s state to `?2` ('active' or 'disabled'). `?3` now.
+pub const TENANT_SET_STATE: &str =
+    "UPDATE tenants SET state = ?2, updated_at = ?3 WHERE tenant_id = ?1";
+
+/// A new token `?1` of tenant `?2`: its hash `?3` and scopes `?4` (JSON
+/// array); `?5` now. Nothing if the tenant does not exist.
+pub const TOKEN_INSERT: &str = "\
+INSERT INTO tenant_tokens (token_id, tenant_id, token_hash, scopes, created_at)
+SELECT ?1, ?2, ?3, ?4, ?5 WHERE EXISTS (SELECT 1 FROM tenants WHERE tenant_id = ?2)";
+
+/// Revokes token `?2` of tenant `?1` at `?3` (a revoked one stays revoked
+/// when it was).
+pub const TOKEN_REVOKE: &str = "\
+UPDATE tenant_tokens SET revoked_at = ?3 WHERE tenant_id = ?1 AND token_id = ?2 AND revoked_at IS NULL";
+
+/// Token `?2` of tenant `?1`, revoked or not (never its hash).
+pub const TOKEN_GET: &str = "\
+SELECT token_id, tenant_id, scopes, created_at, revoked_at FROM tenant_tokens WHERE tenant_id = ?1 AND token_id = ?2";
+
+/// Tenant `?1`'s tokens, oldest first (never their hashes).
+pub const TOKENS_OF_TENANT: &str = "\
+SELECT token_id, tenant_id, scopes, created_at, revoked_at FROM tenant_tokens WHERE tenant_id = ?1
+ORDER BY created_at, token_id";
+
+/// What authenticates token `?1`: its tenant, hash, scopes and the
+/// tenant's state, if it is not revoked.
+pub const TOKEN_LOOKUP: &str = "\
+SELECT k.tenant_id AS tenant_id, k.token_hash AS token_hash, k.scopes AS scopes, t.state AS state
+FROM tenant_tokens k JOIN tenants t ON t.tenant_id = k.tenant_id
+WHERE k.token_id = ?1 AND k.revoked_at IS NULL";
+
+/// Counts one request of active tenant `?1` in minute `?2`, unless it made
+/// its quota of requests this minute already (`requests_per_minute_max`,
+/// or `?3`): 1 row changed means admitted. SET reads the old row.
+pub const TENANT_TAKE_REQUEST: &str = "\
+UPDATE tenants SET rate_requests = CASE WHEN rate_minute = ?2 THEN rate_requests + 1 ELSE 1 END, rate_minute = ?2
+WHERE tenant_id = ?1 AND state = 'active'
+  AND (rate_minute <> ?2 OR rate_requests < coalesce(requests_per_minute_max, ?3))";
+
+/// What tenant `?1` stores and may store (`?2`, `?3`: the default quotas
+/// of documents and bytes).
+pub const TENANT_USAGE: &str = "\
+SELECT documents, bytes, coalesce(documents_max, ?2) AS documents_max, coalesce(bytes_max, ?3) AS bytes_max
+FROM tenants WHERE tenant_id = ?1";
+
+/// In intake's batch, before the versions: aborts it (a row in
+/// `quota_refusals` violates its CHECK) if adding `?2` documents and `?4`
+/// bytes would take tenant `?1` past its quotas (`?3`, `?5`: the defaults).
+/// Only what grows is checked: a delete or a smaller version always passes.
+pub const TENANT_QUOTA_GUARD: &str = "\
+INSERT INTO quota_refusals (tenant_id)
+SELECT tenant_id FROM tenants WHERE tenant_id = ?1
+  AND ((?2 > 0 AND documents + ?2 > coalesce(documents_max, ?3)) OR (?4 > 0 AND bytes + ?4 > coalesce(bytes_max, ?5)))";
+
+/// In intake's batch: what the new versions add to tenant `?1`'s usage
+/// (`?2` documents, `?3` bytes; either may be negative).
+pub const TENANT_ADD_USAGE: &str =
+    "UPDATE tenants SET documents = documents + ?2, bytes = bytes + ?3 WHERE tenant_id = ?1";
+
 // ---------------------------------------------------------------- search
 
 /// Of the candidate vector IDs in `?1` (JSON array), those whose chunk is
-/// live (invariant: search serves only what D1 holds as live).
+/// live in generation `?2` and of tenant `?3` (invariants: search serves
+/// only what D1 holds as live, and only the asking tenant's).
 pub const LIVE_CHUNKS_BY_VECTOR_ID: &str = "\
 SELECT c.vector_id AS vector_id, c.doc_id AS doc_id, c.version AS version, c.chunk_index AS chunk_index, c.text AS text,
        c.generation AS generation, v.metadata AS metadata
 FROM chunks c JOIN documents d ON d.doc_id = c.doc_id AND d.live_version = c.version
 JOIN versions v ON v.doc_id = c.doc_id AND v.version = c.version
-WHERE c.vector_id IN (SELECT value FROM json_each(?1)) AND c.generation = ?2";
+WHERE c.vector_id IN (SELECT value FROM json_each(?1)) AND c.generation = ?2 AND c.tenant_id = ?3";
 
 // ---------------------------------------------------------------- local vector index
 
 /// Local index (INDEX_BACKEND=local-d1): upsert rows from `?1` (JSON array of `{id, doc_id, vec, metadata}`).
 pub const LOCAL_INDEX_UPSERT: &str = "\
-INSERT INTO vectors (id, doc_id, vec, metadata)
-SELECT json_extract(value, '$.id'), json_extract(value, '$.doc_id'), json_extract(value, '$.vec'), json_extract(value, '$.metadata')
+INSERT INTO vectors (id, namespace, doc_id, vec, metadata)
+SELECT json_extract(value, '$.id'), json_extract(value, '$.namespace'), json_extract(value, '$.doc_id'), json_extract(value, '$.vec'), json_extract(value, '$.metadata')
 FROM json_each(?1) WHERE true
-ON CONFLICT (id) DO UPDATE SET doc_id = excluded.doc_id, vec = excluded.vec, metadata = excluded.metadata";
+ON CONFLICT (id) DO UPDATE SET namespace = excluded.namespace, doc_id = excluded.doc_id, vec = excluded.vec, metadata = excluded.metadata";
 
 pub const LOCAL_INDEX_DELETE: &str =
     "DELETE FROM vectors WHERE id IN (SELECT value FROM json_each(?1))";
 
 pub const LOCAL_INDEX_GET: &str =
-    "SELECT id, vec, metadata FROM vectors WHERE id IN (SELECT value FROM json_each(?1))";
+    "SELECT id, namespace, vec, metadata FROM vectors WHERE id IN (SELECT value FROM json_each(?1))";
 
-/// Brute force: every vector (optionally of one document).
+/// Brute force: every vector of namespace `?1` (optionally of one document, `?2`).
 pub const LOCAL_INDEX_SCAN: &str =
-    "SELECT id, vec, metadata FROM vectors WHERE ?1 IS NULL OR doc_id = ?1";
+    "SELECT id, namespace, vec, metadata FROM vectors WHERE namespace = ?1 AND (?2 IS NULL OR doc_id = ?2)";
 
 // ---------------------------------------------------------------- repair runs, dead letters, redrives
 
@@ -839,6 +924,19 @@ pub const ALL: &[(&str, &str)] = &[
     ("STALLED_JOBS", STALLED_JOBS),
     ("TOUCH_JOBS", TOUCH_JOBS),
     ("JOB_STALLED_DEAD", JOB_STALLED_DEAD),
+    ("TENANT_INSERT", TENANT_INSERT),
+    ("TENANT_GET", TENANT_GET),
+    ("TENANTS_PAGE", TENANTS_PAGE),
+    ("TENANT_SET_STATE", TENANT_SET_STATE),
+    ("TOKEN_INSERT", TOKEN_INSERT),
+    ("TOKEN_REVOKE", TOKEN_REVOKE),
+    ("TOKEN_GET", TOKEN_GET),
+    ("TOKENS_OF_TENANT", TOKENS_OF_TENANT),
+    ("TOKEN_LOOKUP", TOKEN_LOOKUP),
+    ("TENANT_TAKE_REQUEST", TENANT_TAKE_REQUEST),
+    ("TENANT_USAGE", TENANT_USAGE),
+    ("TENANT_QUOTA_GUARD", TENANT_QUOTA_GUARD),
+    ("TENANT_ADD_USAGE", TENANT_ADD_USAGE),
     ("LIVE_CHUNKS_BY_VECTOR_ID", LIVE_CHUNKS_BY_VECTOR_ID),
     ("LOCAL_INDEX_UPSERT", LOCAL_INDEX_UPSERT),
     ("LOCAL_INDEX_DELETE", LOCAL_INDEX_DELETE),

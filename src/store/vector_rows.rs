@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 #[derive(Serialize)]
 pub struct VectorRowIn<'a> {
     pub id: &'a str,
+    pub namespace: &'a str,
     pub doc_id: &'a str,
     pub vec: String,
     pub metadata: String,
@@ -22,6 +23,7 @@ pub struct VectorRowIn<'a> {
 #[derive(Deserialize)]
 pub struct VectorRowOut {
     pub id: String,
+    pub namespace: String,
     pub vec: String,
     pub metadata: String,
 }
@@ -52,13 +54,17 @@ pub async fn delete<D: Database>(db: &D, ids: &[String]) -> Result<(), PortError
     .map(|_| ())
 }
 
-/// Every row, or those of `doc_id`.
+/// Every row of `namespace`, or those of `doc_id` in it.
 pub async fn scan<D: Database>(
     db: &D,
+    namespace: &str,
     doc_id: Option<String>,
 ) -> Result<Vec<VectorRowOut>, PortError> {
-    db.query(Stmt::new(sql::LOCAL_INDEX_SCAN, vec![doc_id.into()]))
-        .await
+    db.query(Stmt::new(
+        sql::LOCAL_INDEX_SCAN,
+        vec![namespace.into(), doc_id.into()],
+    ))
+    .await
 }
 
 pub async fn get<D: Database>(db: &D, ids: &[String]) -> Result<Vec<VectorRowOut>, PortError> {

@@ -67,11 +67,12 @@ impl VectorIndex for AnyIndex {
         &self,
         vector: &[f32],
         top_k: usize,
+        namespace: &str,
         filter: &MetadataFilter,
     ) -> Result<Vec<VectorMatch>, PortError> {
         match self {
-            AnyIndex::Local(i) => i.query(vector, top_k, filter).await,
-            AnyIndex::Vectorize(i) => i.query(vector, top_k, filter).await,
+            AnyIndex::Local(i) => i.query(vector, top_k, namespace, filter).await,
+            AnyIndex::Vectorize(i) => i.query(vector, top_k, namespace, filter).await,
             AnyIndex::Refused(e) => Err(*e),
         }
     }
@@ -262,6 +263,28 @@ fn app(env: &Env) -> Result<App, PortError> {
 
 fn json_response(status: u16, body: &serde_json::Value) -> worker::Result<Response> {
     Ok(Response::from_json(body)?.with_status(status))
+}
+
+/// The API's answer as a response, with its `Retry-After` (a 429).
+fn api_response(resp: &api::ApiResponse) -> worker::Result<Response> {
+    let out = json_response(resp.status, &resp.body)?;
+    if let Some(seconds) = resp.retry_after {
+        out.headers().set("Retry-After", &seconds.to_string())?;
+    }
+    Ok(out)
+}
+
+/// 32 bytes from the platform's CSPRNG (`crypto.getRandomValues`): the
+/// entropy the API mints tokens from. `None` if it is not available.
+fn entropy() -> Option<[u8; 32]> {
+    let crypto = Reflect::get(&js_sys::global(), &JsValue::from_str("crypto")).ok()?;
+    let get = Reflect::get(&crypto, &JsValue::from_str("getRandomValues")).ok()?;
+    let get = wasm_bindgen::JsCast::dyn_ref::<js_sys::Function>(&get)?;
+    let buf = js_sys::Uint8Array::new_with_length(32);
+    get.call1(&crypto, &buf).ok()?;
+    let mut out = [0u8; 32];
+    buf.copy_to(&mut out);
+    Some(out)
 }
 
 /// The outcome of comparing the Vectorize index with the configuration.
@@ -587,10 +610,19 @@ async fn fetch(mut req: Request, env: Env, _ctx: Context) -> worker::Result<Resp
     };
     // Credentials first: a body is never read for a request that would be
     // refused anyway.
-    if let Err(refused) = api::authenticate(&secrets, &path, authorization.as_deref()) {
-        discard_body(&mut req, app.cfg.request_bytes_max).await;
-        return json_response(refused.status, &refused.body);
-    }
+    let caller = match api::authenticate(&app, &secrets, &path, authorization.as_deref()).await {
+        Ok(caller) => caller,
+        Err(refused) => {
+            discard_body(&mut req, app.cfg.request_bytes_max).await;
+            return api_response(&refused);
+        }
+    };
+    let Some(entropy) = entropy() else {
+        return json_response(
+            503,
+            &json!({ "error": { "code": "internal", "message": "no source of randomness" } }),
+        );
+    };
     let body = match request_body(&mut req, &method, app.cfg.request_bytes_max).await {
         Some(body) => body,
         None => {
@@ -601,19 +633,20 @@ async fn fetch(mut req: Request, env: Env, _ctx: Context) -> worker::Result<Resp
             )
         }
     };
-    let resp = api::handle(
+    let resp = api::handle_as(
         &app,
-        &secrets,
+        &caller,
         ApiRequest {
             method: &method,
             path: &path_and_query,
             authorization: authorization.as_deref(),
             content_type: content_type.as_deref(),
             body: &body,
+            entropy,
         },
     )
     .await;
-    json_response(resp.status, &resp.body)
+    api_response(&resp)
 }
 
 /// `GET /healthz`: plain liveness (no binding is touched, no subrequest is

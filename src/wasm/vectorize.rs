@@ -238,6 +238,9 @@ impl VectorizeIndex {
         set(&o, "id", &JsValue::from_str(&v.id));
         set(&o, "values", &Float32Array::from(v.values.as_slice()));
         set(&o, "metadata", &plain_object(&metadata)?);
+        if !v.namespace.is_empty() {
+            set(&o, "namespace", &JsValue::from_str(&v.namespace));
+        }
         Ok(o)
     }
 
@@ -312,8 +315,10 @@ fn read_vectors(answer: &JsValue) -> Result<Vec<VectorRecord>, PortError> {
             } else {
                 VectorMetadata::new()
             };
+            let namespace = field(&v, "namespace").as_string().unwrap_or_default();
             Ok(VectorRecord {
                 id,
+                namespace,
                 values,
                 metadata,
             })
@@ -353,6 +358,7 @@ impl VectorIndex for VectorizeIndex {
         &self,
         vector: &[f32],
         top_k: usize,
+        namespace: &str,
         filter: &MetadataFilter,
     ) -> Result<Vec<VectorMatch>, PortError> {
         if top_k == 0 || top_k > self.limits.top_k_max {
@@ -365,6 +371,7 @@ impl VectorIndex for VectorizeIndex {
         set(&options, "topK", &JsValue::from_f64(top_k as f64));
         set(&options, "returnValues", &JsValue::FALSE);
         set(&options, "returnMetadata", &JsValue::from_str("none"));
+        set(&options, "namespace", &JsValue::from_str(namespace));
         if !filter.is_empty() {
             if !filter.keys().all(|k| key_ok(k))
                 || filter.values().any(|v| v.is_object() || v.is_array())

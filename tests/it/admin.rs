@@ -2,6 +2,7 @@
 //! the HTTP contract (`/v1/admin/*`, admin token only).
 
 use crate::common;
+use crate::common::default_key;
 
 use crate::common::{oracle, World};
 use futures::executor::block_on;
@@ -26,6 +27,7 @@ fn call(w: &World, method: &str, path: &str, auth: &str, body: Option<Value>) ->
         authorization: Some(auth),
         content_type: Some("application/json"),
         body: &bytes,
+        entropy: [7; 32],
     };
     block_on(handle(&w.p(), &secrets, req))
 }
@@ -155,13 +157,17 @@ fn a_permanent_failure_is_archived_diagnosed_and_redriven_by_canary() {
     assert_eq!(r.body["letters"][0]["job_state"], "failed");
 
     // The cause is gone (no more injected faults). A preflight changes nothing.
-    let before = w.db.dump(&[]);
+    let before = w.db.dump(oracle::REQUEST_COUNTERS);
     let r = redrives(&w, json!({"filter": {"bucket": "index_rejected"}}));
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.body["plan"]["matched"], 1);
     assert_eq!(r.body["plan"]["documents"], json!(["a"]));
     let plan_id = plan_id(&r);
-    assert_eq!(w.db.dump(&[]), before, "the preflight wrote something");
+    assert_eq!(
+        w.db.dump(oracle::REQUEST_COUNTERS),
+        before,
+        "the preflight wrote something"
+    );
     assert!(w.queue.take_all().is_empty());
 
     // Execute: the canary is sent, indexed, and the redrive completes.
@@ -290,7 +296,9 @@ fn cron_finds_missing_live_vectors_and_repairs_the_document() {
     assert_eq!(w.state("a"), DocumentState::RepairNeeded);
     assert_eq!(w.state("b"), DocumentState::Indexed);
     deliver(&w);
-    let doc = block_on(w.p().document("a")).unwrap().unwrap();
+    let doc = block_on(w.p().document(&default_key("a")))
+        .unwrap()
+        .unwrap();
     assert_eq!(
         (doc.state, doc.live_version),
         (DocumentState::Indexed, Some(2))
@@ -346,7 +354,7 @@ fn a_cron_run_stops_at_its_subrequest_budget_and_the_next_run_goes_on() {
 #[test]
 fn an_unknown_field_is_422_on_every_route() {
     let w = World::new();
-    let before = w.db.dump(&[]);
+    let before = w.db.dump(oracle::REQUEST_COUNTERS);
     for (path, body) in [
         ("/v1/admin/reindex", json!({ "scope": "all", "colour": 1 })),
         ("/v1/admin/redrives", json!({ "purge": true })),
@@ -375,7 +383,7 @@ fn an_unknown_field_is_422_on_every_route() {
             "{path} {body}"
         );
     }
-    assert_eq!(w.db.dump(&[]), before);
+    assert_eq!(w.db.dump(oracle::REQUEST_COUNTERS), before);
 }
 
 #[test]

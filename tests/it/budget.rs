@@ -4,6 +4,7 @@
 //! and ends exactly as a single-invocation run would.
 
 use crate::common;
+use ingest_pipeline::core::ids::TenantId;
 
 use crate::common::{changed_chunks, chunk_texts, counted, document, Counted, World};
 use futures::executor::block_on;
@@ -142,12 +143,15 @@ fn a_large_version_spans_invocations_within_the_budget() {
         assert!(w.index.vectors.borrow().contains_key(&id), "{id} missing");
     }
     let q = common::paragraph(321);
-    let hits = block_on(w.p().search(&SearchRequest {
-        query: q.clone(),
-        top_k: 3,
-        doc_id: None,
-        metadata: Default::default(),
-    }))
+    let hits = block_on(w.p().search(
+        &TenantId::default_tenant(),
+        &SearchRequest {
+            query: q.clone(),
+            top_k: 3,
+            doc_id: None,
+            metadata: Default::default(),
+        },
+    ))
     .unwrap();
     assert!(
         hits.iter().any(|h| h.text.contains("Paragraph 321")),

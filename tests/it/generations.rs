@@ -3,6 +3,8 @@
 //! the served one, switched atomically, rolled back, and retired.
 
 use crate::common;
+use crate::common::default_key;
+use ingest_pipeline::core::ids::TenantId;
 
 use crate::common::{document, oracle, World};
 use futures::executor::block_on;
@@ -55,12 +57,15 @@ fn start_config(w: &World, page: u32) -> String {
 }
 
 fn search(w: &World, q: &str) -> Vec<SearchHit> {
-    block_on(w.p().search(&SearchRequest {
-        query: q.into(),
-        top_k: 10,
-        doc_id: None,
-        metadata: Default::default(),
-    }))
+    block_on(w.p().search(
+        &TenantId::default_tenant(),
+        &SearchRequest {
+            query: q.into(),
+            top_k: 10,
+            doc_id: None,
+            metadata: Default::default(),
+        },
+    ))
     .unwrap()
 }
 
@@ -209,12 +214,15 @@ fn a_chunk_size_change_is_built_alongside_switched_rolled_back_and_retired() {
     let back = block_on(w.p().activate_generation(1)).unwrap().unwrap();
     assert_eq!(back.active, Some(1));
     assert_eq!(served_generation(&w), 1);
-    let late = block_on(w.p().search(&SearchRequest {
-        query: common::paragraph(2),
-        top_k: 5,
-        doc_id: Some("late".into()),
-        metadata: Default::default(),
-    }))
+    let late = block_on(w.p().search(
+        &TenantId::default_tenant(),
+        &SearchRequest {
+            query: common::paragraph(2),
+            top_k: 5,
+            doc_id: Some("late".into()),
+            metadata: Default::default(),
+        },
+    ))
     .unwrap();
     assert!(
         !late.is_empty() && late.iter().all(|h| h.generation == 1),
@@ -276,12 +284,15 @@ fn a_failed_build_is_retried_in_another_pass_and_the_switch_waits_for_it() {
     assert_eq!(v["progress"]["failed"], 1, "{v}");
     // Every live document is served from generation 2.
     for i in 0..DOCS {
-        let hits = block_on(w.p().search(&SearchRequest {
-            query: document(6 + i, None),
-            top_k: 3,
-            doc_id: Some(doc_id(i)),
-            metadata: Default::default(),
-        }))
+        let hits = block_on(w.p().search(
+            &TenantId::default_tenant(),
+            &SearchRequest {
+                query: document(6 + i, None),
+                top_k: 3,
+                doc_id: Some(doc_id(i)),
+                metadata: Default::default(),
+            },
+        ))
         .unwrap();
         assert!(!hits.is_empty(), "{} is served", doc_id(i));
     }
@@ -358,7 +369,9 @@ fn a_filter_backfill_and_a_single_document_reindex_rerun_versions() {
         (Some("completed"), Some((DOCS / 2) as u64))
     );
     for i in 0..DOCS {
-        let d = block_on(w.p().document(&doc_id(i))).unwrap().unwrap();
+        let d = block_on(w.p().document(&default_key(&doc_id(i))))
+            .unwrap()
+            .unwrap();
         let want = if i % 2 == 1 { 2 } else { 1 };
         assert_eq!(
             (d.live_version, d.state),
@@ -368,18 +381,20 @@ fn a_filter_backfill_and_a_single_document_reindex_rerun_versions() {
         );
     }
     // One document.
-    let (version, _job) = block_on(w.p().reindex_document("doc-00")).unwrap().unwrap();
+    let (version, _job) = block_on(w.p().reindex_document(&default_key("doc-00")))
+        .unwrap()
+        .unwrap();
     assert_eq!(version, 2);
     w.deliver_all();
     assert_eq!(
-        block_on(w.p().document("doc-00"))
+        block_on(w.p().document(&default_key("doc-00")))
             .unwrap()
             .unwrap()
             .live_version,
         Some(2)
     );
     assert_eq!(
-        block_on(w.p().reindex_document("nope"))
+        block_on(w.p().reindex_document(&default_key("nope")))
             .unwrap()
             .unwrap_err(),
         Refused::DocumentNotFound
@@ -387,7 +402,7 @@ fn a_filter_backfill_and_a_single_document_reindex_rerun_versions() {
     w.delete("doc-02");
     w.deliver_all();
     assert_eq!(
-        block_on(w.p().reindex_document("doc-02"))
+        block_on(w.p().reindex_document(&default_key("doc-02")))
             .unwrap()
             .unwrap_err(),
         Refused::DocumentNotIndexed
@@ -722,7 +737,9 @@ fn a_version_records_the_active_generations_chunk_count_and_configuration() {
     // A new version is written in generation 1 (retained) and 2 (active).
     w.put("doc-00", &document(20, None));
     w.deliver_all();
-    let doc = block_on(w.p().document("doc-00")).unwrap().unwrap();
+    let doc = block_on(w.p().document(&default_key("doc-00")))
+        .unwrap()
+        .unwrap();
     let ic = doc.index_config.expect("recorded");
     assert_eq!(
         ic["chunk_size_max_tokens"], 64,

@@ -3,6 +3,8 @@
 //! and the side-effect order upsert → replace → cleanup.
 
 use crate::common;
+use crate::common::default_key;
+use ingest_pipeline::core::ids::TenantId;
 
 use crate::common::{oracle, queued, World, VOLATILE};
 use ingest_pipeline::core::failure::FailureBucket;
@@ -43,7 +45,7 @@ fn ingest_indexes_and_search_finds_it() {
         .unwrap();
     assert_eq!((job.state.as_str(), job.attempts), ("succeeded", 1));
     // D1 records which configuration produced the vectors.
-    let doc = futures::executor::block_on(w.p().document("a"))
+    let doc = futures::executor::block_on(w.p().document(&default_key("a")))
         .unwrap()
         .unwrap();
     let ic = doc.index_config.expect("index config recorded");
@@ -192,7 +194,7 @@ fn out_of_order_delivery_never_makes_an_older_version_live() {
             reason: "superseded"
         }
     );
-    let doc = futures::executor::block_on(w.p().document("a"))
+    let doc = futures::executor::block_on(w.p().document(&default_key("a")))
         .unwrap()
         .unwrap();
     assert_eq!(
@@ -353,7 +355,7 @@ fn permanent_failures_end_failed_and_leave_no_orphans() {
         w.deliver_all(),
         vec![ConsumeOutcome::DeadLetter { reason: "failed" }]
     );
-    let doc = futures::executor::block_on(w.p().document("a"))
+    let doc = futures::executor::block_on(w.p().document(&default_key("a")))
         .unwrap()
         .unwrap();
     assert_eq!(
@@ -471,7 +473,8 @@ fn batch_intake_uses_one_read_and_one_write() {
         })
         .collect();
     let before = w.db.calls.get();
-    let out = futures::executor::block_on(w.p().intake(&items)).unwrap();
+    let out =
+        futures::executor::block_on(w.p().intake(&TenantId::default_tenant(), &items)).unwrap();
     assert_eq!(out.len(), 100);
     assert_eq!(w.db.calls.get() - before, 2);
     assert_eq!(w.queue.send_calls.get(), 1);
@@ -626,15 +629,18 @@ fn search_with(
     metadata: &[(&str, serde_json::Value)],
 ) -> Result<Vec<ingest_pipeline::pipeline::SearchHit>, ingest_pipeline::ports::PortError> {
     futures::executor::block_on(
-        w.p().search(&ingest_pipeline::pipeline::SearchRequest {
-            query: query.into(),
-            top_k,
-            doc_id: None,
-            metadata: metadata
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.clone()))
-                .collect(),
-        }),
+        w.p().search(
+            &TenantId::default_tenant(),
+            &ingest_pipeline::pipeline::SearchRequest {
+                query: query.into(),
+                top_k,
+                doc_id: None,
+                metadata: metadata
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.clone()))
+                    .collect(),
+            },
+        ),
     )
 }
 
@@ -698,6 +704,7 @@ fn search_fills_top_k_when_stale_candidates_take_the_first_slots() {
             format!("orphan-{i:02}"),
             ingest_pipeline::ports::VectorRecord {
                 id: format!("orphan-{i:02}"),
+                namespace: "default".into(),
                 values: q.clone(),
                 metadata: md,
             },

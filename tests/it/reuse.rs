@@ -4,12 +4,14 @@
 //! the protocol stays the same (vectors under the new version's own IDs,
 //! upsert before replace, old vectors deleted through intents).
 
+use crate::common::default_key;
 use crate::common::{
     changed_chunks, chunk_texts, counted, document, oracle, paragraph, Counted, World,
 };
 use futures::executor::block_on;
 use ingest_pipeline::core::failure::FailureBucket;
 use ingest_pipeline::core::ids::sha256_hex;
+use ingest_pipeline::core::ids::TenantId;
 use ingest_pipeline::core::local_embed;
 use ingest_pipeline::native::sim::{self, CallKind, FaultKind, FaultPlan, Mode, Op, Sched, Script};
 use ingest_pipeline::native::{CountingEmbedder, CountingIndex, MemIndex};
@@ -152,7 +154,7 @@ fn a_configuration_change_takes_effect_through_a_new_generation_only() {
     let mut w = World::new();
     w.put("doc", &v1);
     w.deliver_all();
-    let before = block_on(w.p().document("doc"))
+    let before = block_on(w.p().document(&default_key("doc")))
         .unwrap()
         .unwrap()
         .index_config
@@ -169,7 +171,9 @@ fn a_configuration_change_takes_effect_through_a_new_generation_only() {
     );
     assert_eq!(w.state("doc"), DocumentState::Indexed);
     assert_eq!(w.index.ids(), w.live_vector_ids());
-    let doc = block_on(w.p().document("doc")).unwrap().unwrap();
+    let doc = block_on(w.p().document(&default_key("doc")))
+        .unwrap()
+        .unwrap();
     assert_eq!(
         doc.index_config.unwrap(),
         before,
@@ -194,7 +198,9 @@ fn a_configuration_change_takes_effect_through_a_new_generation_only() {
         Some("index_misconfigured")
     );
     assert_eq!(w.live_vector_ids(), served);
-    let doc = block_on(w.p().document("doc")).unwrap().unwrap();
+    let doc = block_on(w.p().document(&default_key("doc")))
+        .unwrap()
+        .unwrap();
     assert_eq!(doc.live_version, Some(1), "the old version is still served");
 }
 
@@ -235,9 +241,10 @@ impl VectorIndex for GetFails<'_> {
         &self,
         vector: &[f32],
         top_k: usize,
+        namespace: &str,
         filter: &MetadataFilter,
     ) -> Result<Vec<VectorMatch>, PortError> {
-        self.0.query(vector, top_k, filter).await
+        self.0.query(vector, top_k, namespace, filter).await
     }
     async fn get_by_ids(&self, _: &[String]) -> Result<Vec<VectorRecord>, PortError> {
         Err(PortError::new(FailureBucket::IndexRejected, "injected"))
@@ -481,8 +488,8 @@ fn searching_through_reused_vectors_matches_fresh_ones() {
             doc_id: None,
             metadata: Default::default(),
         };
-        let ha = block_on(a.p().search(&req)).unwrap();
-        let hb = block_on(b.p().search(&req)).unwrap();
+        let ha = block_on(a.p().search(&TenantId::default_tenant(), &req)).unwrap();
+        let hb = block_on(b.p().search(&TenantId::default_tenant(), &req)).unwrap();
         let key = |h: &Vec<ingest_pipeline::pipeline::SearchHit>| {
             h.iter()
                 .map(|x| (x.chunk, x.text.clone(), x.score))

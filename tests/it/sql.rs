@@ -2,6 +2,7 @@
 //! keys on) with the same `migrations/` that `wrangler d1 migrations` applies.
 
 use crate::common;
+use crate::common::default_key;
 
 use crate::common::{oracle, World};
 use futures::executor::block_on;
@@ -126,6 +127,7 @@ fn every_state_literal_in_sql_is_a_known_state() {
         strs(BackfillState::ALL.iter().map(|s| s.as_str()).collect()),
         strs(RedriveState::ALL.iter().map(|s| s.as_str()).collect()),
         strs(RedriveItemState::ALL.iter().map(|s| s.as_str()).collect()),
+        strs(TenantState::ALL.iter().map(|s| s.as_str()).collect()),
     ]
     .into_iter()
     .flatten()
@@ -255,7 +257,7 @@ fn every_statement_is_exercised_by_the_flows() {
     w.delete("a");
     w.deliver_all();
     w.search("zeta", 3);
-    block_on(w.p().document("a")).unwrap();
+    block_on(w.p().document(&default_key("a"))).unwrap();
     block_on(w.p().store.job_view("nope")).unwrap();
     {
         // A stalled job past its attempts ends dead.
@@ -348,7 +350,9 @@ fn every_statement_is_exercised_by_the_flows() {
             w4.state("k"),
             ingest_pipeline::pipeline::DocumentState::Failed
         );
-        assert!(block_on(p.reindex_document("k")).unwrap().is_ok());
+        assert!(block_on(p.reindex_document(&default_key("k")))
+            .unwrap()
+            .is_ok());
         w.db.executed
             .borrow_mut()
             .extend(w4.db.executed.borrow().iter().copied());
@@ -459,13 +463,17 @@ fn every_statement_is_exercised_by_the_flows() {
     md.insert("doc_id".to_string(), serde_json::json!("a"));
     let rec = VectorRecord {
         id: "v1".into(),
+        namespace: "acme".into(),
         values: vec![1.0, 0.0, 0.0, 0.0],
         metadata: md.clone(),
     };
     block_on(idx.upsert(std::slice::from_ref(&rec))).unwrap();
     assert_eq!(block_on(idx.get_by_ids(&["v1".into()])).unwrap(), vec![rec]);
-    let hits = block_on(idx.query(&[1.0, 0.0, 0.0, 0.0], 5, &md)).unwrap();
+    let hits = block_on(idx.query(&[1.0, 0.0, 0.0, 0.0], 5, "acme", &md)).unwrap();
     assert_eq!(hits[0].id, "v1");
+    // A query searches one namespace: another tenant's sees nothing.
+    let other = block_on(idx.query(&[1.0, 0.0, 0.0, 0.0], 5, "default", &md)).unwrap();
+    assert!(other.is_empty(), "{other:?}");
     block_on(idx.delete_by_ids(&["v1".into()])).unwrap();
     assert!(block_on(idx.get_by_ids(&["v1".into()])).unwrap().is_empty());
 
@@ -490,6 +498,7 @@ fn local_index_enforces_vectorize_limits() {
     md.insert("doc_id".to_string(), serde_json::json!("a"));
     let rec = |id: &str, dims: usize| VectorRecord {
         id: id.into(),
+        namespace: "default".into(),
         values: vec![0.5; dims],
         metadata: md.clone(),
     };

@@ -12,7 +12,7 @@ use super::faults::Sched;
 use super::world::{Op, Simulated, World};
 use super::wrappers::Broker;
 use crate::core::chunk::ContentType;
-use crate::core::ids::DocId;
+use crate::core::ids::{DocId, TenantId};
 use crate::native::oracle;
 use crate::native::testkit::yield_now;
 use crate::pipeline::{BackfillAction, DocumentInput, IntakeItem, Refused};
@@ -106,7 +106,10 @@ pub(super) async fn client(
                 attempt < 1000,
                 "a client could never get its write accepted"
             );
-            if p.intake(std::slice::from_ref(&item)).await.is_ok() {
+            if p.intake(&TenantId::default_tenant(), std::slice::from_ref(&item))
+                .await
+                .is_ok()
+            {
                 break;
             }
             back_off(sched, attempt).await;

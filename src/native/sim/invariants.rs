@@ -8,6 +8,7 @@
 //! the actors, the reference run or the executor.
 
 use super::world::{Op, Operator, Reference, Script, Violation, World};
+use crate::core::ids::TenantId;
 use crate::native::oracle;
 use crate::pipeline::SearchRequest;
 use std::cell::{Cell, RefCell};
@@ -116,7 +117,7 @@ impl Monitor {
                 doc_id: None,
                 metadata: Default::default(),
             };
-            let hits = futures::executor::block_on(p.search(&req))
+            let hits = futures::executor::block_on(p.search(&TenantId::default_tenant(), &req))
                 .map_err(|e| violation("I4", format!("search failed: {e}")))?;
             for h in hits {
                 if h.generation != active {

@@ -13,7 +13,7 @@ use super::world::{reindex_config, Op, Reference, Script, Simulated, World};
 use super::wrappers::{Broker, Held};
 use crate::config::Config;
 use crate::core::chunk::ContentType;
-use crate::core::ids::DocId;
+use crate::core::ids::{DocId, TenantId};
 use crate::native::oracle;
 use crate::pipeline::bugs::Bugs;
 use crate::pipeline::{DocumentInput, IntakeItem};
@@ -75,7 +75,7 @@ fn write_in_order(w: &World, sched: &Sched, p: &Simulated<'_>, script: &Script) 
                 }),
                 Op::Delete => IntakeItem::Delete(doc.clone()),
             };
-            block_on(p.intake(&[item])).unwrap();
+            block_on(p.intake(&TenantId::default_tenant(), &[item])).unwrap();
         }
     }
 }

@@ -83,10 +83,14 @@ impl VectorIndex for SimIndex<'_> {
         &self,
         vector: &[f32],
         top_k: usize,
+        namespace: &str,
         filter: &MetadataFilter,
     ) -> Result<Vec<VectorMatch>, PortError> {
         self.1
-            .call(CallKind::IndexQuery, self.0.query(vector, top_k, filter))
+            .call(
+                CallKind::IndexQuery,
+                self.0.query(vector, top_k, namespace, filter),
+            )
             .await
     }
     async fn get_by_ids(&self, ids: &[String]) -> Result<Vec<VectorRecord>, PortError> {

@@ -35,7 +35,7 @@ use super::{log_event, Pipeline};
 use crate::bugs::Bug;
 use crate::config::CONSUME_RESERVE;
 use crate::core::failure::FailureBucket;
-use crate::core::ids::DocId;
+use crate::core::ids::DocKey;
 use crate::core::state::JobKind;
 use crate::ports::{Clock, Database, Embedder, JobMessage, JobQueue, PortError, VectorIndex};
 use crate::store::{ClaimRow, ConsumeRow};
@@ -156,8 +156,8 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         budget: &Budget,
         usage: &Usage,
     ) -> Result<Progress, PortError> {
-        let doc_id = DocId::parse(&job.doc_id)
-            .map_err(|_| PortError::new(FailureBucket::InputInvalid, "doc_id"))?;
+        let doc_id = DocKey::from_stored(&job.doc_id)
+            .ok_or(PortError::new(FailureBucket::InputInvalid, "doc_id"))?;
         // An index or embedder known to refuse every call (its start-up
         // check failed) ends the attempt before anything is spent on it.
         if let Some(e) = self.index.refusal().or(self.embedder.refusal()) {

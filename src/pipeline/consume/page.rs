@@ -5,6 +5,7 @@
 
 use crate::config::CONSUME_RESERVE;
 use crate::core::failure::FailureBucket;
+use crate::core::ids::split_key;
 use crate::pipeline::budget::{Budget, Usage};
 use crate::pipeline::{log_event, Pipeline};
 use crate::ports::{
@@ -95,6 +96,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                 metadata.insert("generation".into(), json!(r.generation));
                 VectorRecord {
                     id: r.vector_id.clone(),
+                    namespace: split_key(&job.doc_id).0.to_string(),
                     values: v.expect("the prefix has vectors"),
                     metadata,
                 }
@@ -216,7 +218,8 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         let user: serde_json::Map<String, Value> = serde_json::from_str(&job.metadata)
             .map_err(|_| PortError::new(FailureBucket::InputInvalid, "metadata"))?;
         let mut m: VectorMetadata = user.into_iter().collect();
-        m.insert("doc_id".into(), json!(job.doc_id));
+        // The document's own ID: the tenant is the vector's namespace.
+        m.insert("doc_id".into(), json!(split_key(&job.doc_id).1));
         m.insert("version".into(), json!(job.version));
         Ok(m)
     }

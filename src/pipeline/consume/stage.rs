@@ -6,7 +6,7 @@ use crate::bugs::Bug;
 use crate::config::CONSUME_RESERVE;
 use crate::core::chunk::{Chunk, ContentType};
 use crate::core::failure::FailureBucket;
-use crate::core::ids::{sha256_hex, vector_id_in, DocId};
+use crate::core::ids::{sha256_hex, split_key, vector_id_in, DocKey};
 use crate::core::state::GenerationState;
 use crate::pipeline::budget::{Budget, Usage};
 use crate::pipeline::Pipeline;
@@ -51,7 +51,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         &self,
         job: &ConsumeRow,
         claim: &ClaimRow,
-        doc_id: &DocId,
+        doc_id: &DocKey,
         budget: &Budget,
         usage: &Usage,
     ) -> Result<Option<u32>, PortError> {
@@ -73,7 +73,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
     /// one retained, each with its own chunker, if this Worker's embedder
     /// made it) and stages the chunk rows with their vector IDs, atomically
     /// with the step `staged`. Returns the number of rows.
-    async fn stage(&self, job: &ConsumeRow, doc_id: &DocId) -> Result<u32, PortError> {
+    async fn stage(&self, job: &ConsumeRow, doc_id: &DocKey) -> Result<u32, PortError> {
         let (targets, adopt) = self.stage_targets(job).await?;
         let text = self
             .store
@@ -178,7 +178,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
     fn chunk_targets<'t>(
         &self,
         targets: &[GenerationRow],
-        doc_id: &DocId,
+        doc_id: &DocKey,
         version: u32,
         text: &'t str,
         content_type: ContentType,
@@ -232,6 +232,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             .zip(&target.ids)
             .map(|(values, id)| VectorRecord {
                 id: id.clone(),
+                namespace: split_key(&job.doc_id).0.to_string(),
                 values,
                 metadata: metadata.clone(),
             })

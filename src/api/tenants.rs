@@ -1,0 +1,222 @@
+//! The operator's tenant routes under `/v1/admin/tenants`: create, list,
+//! read (with usage), disable and enable a tenant; mint, list and revoke
+//! its tokens. Each parses (through `fields`), applies, and renders.
+//!
+//! May import: `config`, `core`, `pipeline`, `ports`, and `super` (errors,
+//! refusals, shared validation).
+
+use super::fields::{json_body, object, only_fields, parse_query, percent_decode, query_limit};
+use super::{
+    method_not_allowed, not_found, ok, refused, to_json, ApiError, ApiRequest, ApiResponse,
+};
+use crate::core::credentials::Scopes;
+use crate::core::ids::{TenantId, TENANT_ID_BYTES_MAX};
+use crate::core::state::TenantState;
+use crate::pipeline::Pipeline;
+use crate::ports::{Clock, Database, Embedder, JobQueue, VectorIndex};
+use crate::store::Quotas;
+use serde_json::{json, Map, Value};
+
+/// The tenant route table; `segments` follow `tenants`.
+pub(super) async fn route<D, V, E, Q, C>(
+    p: &Pipeline<D, V, E, Q, C>,
+    req: &ApiRequest<'_>,
+    segments: &[&str],
+    query: &str,
+) -> Result<ApiResponse, ApiError>
+where
+    D: Database,
+    V: VectorIndex,
+    E: Embedder,
+    Q: JobQueue,
+    C: Clock,
+{
+    match (req.method, segments) {
+        ("POST", []) => create(p, req).await,
+        ("GET", []) => list(p, query).await,
+        ("GET", [id]) => {
+            let tenant = path_tenant(id)?;
+            let view = p.tenant(&tenant).await.map_err(ApiError::from_port)?;
+            match view {
+                Some(v) => Ok(ok(200, to_json(v)?)),
+                None => Err(refused(crate::pipeline::Refused::TenantNotFound)),
+            }
+        }
+        ("POST", [id, action @ ("disable" | "enable")]) => {
+            let tenant = path_tenant(id)?;
+            let state = if *action == "disable" {
+                TenantState::Disabled
+            } else {
+                TenantState::Active
+            };
+            let out = p
+                .set_tenant_state(&tenant, state)
+                .await
+                .map_err(ApiError::from_port)?;
+            Ok(ok(200, to_json(out.map_err(refused)?)?))
+        }
+        ("POST", [id, "tokens"]) => mint(p, req, id).await,
+        ("GET", [id, "tokens"]) => {
+            let tenant = path_tenant(id)?;
+            let out = p.tokens(&tenant).await.map_err(ApiError::from_port)?;
+            Ok(ok(200, json!({ "tokens": out.map_err(refused)? })))
+        }
+        ("DELETE", [id, "tokens", token_id]) => {
+            let tenant = path_tenant(id)?;
+            let token_id = percent_decode(token_id)?;
+            let out = p
+                .revoke_token(&tenant, &token_id)
+                .await
+                .map_err(ApiError::from_port)?;
+            Ok(ok(200, to_json(out.map_err(refused)?)?))
+        }
+        (_, [] | [_] | [_, "disable" | "enable" | "tokens"] | [_, "tokens", _]) => {
+            Err(method_not_allowed())
+        }
+        _ => Err(not_found()),
+    }
+}
+
+fn tenant_id_error(field: &str) -> ApiError {
+    ApiError::field(
+        field,
+        &format!("must be 1..={TENANT_ID_BYTES_MAX} bytes of [a-z0-9_-]"),
+    )
+}
+
+fn path_tenant(segment: &str) -> Result<TenantId, ApiError> {
+    TenantId::parse(&percent_decode(segment)?).ok_or_else(|| tenant_id_error("tenant_id"))
+}
+
+/// `POST tenants {"tenant_id", "quotas"?: {"documents_max"?, "bytes_max"?,
+/// "requests_per_minute_max"?}}` → 201.
+async fn create<D, V, E, Q, C>(
+    p: &Pipeline<D, V, E, Q, C>,
+    req: &ApiRequest<'_>,
+) -> Result<ApiResponse, ApiError>
+where
+    D: Database,
+    V: VectorIndex,
+    E: Embedder,
+    Q: JobQueue,
+    C: Clock,
+{
+    let body = json_body(&p.cfg, req)?;
+    let obj = object(&body)?;
+    only_fields(obj, &["tenant_id", "quotas"], "")?;
+    let tenant = match obj.get("tenant_id") {
+        Some(Value::String(s)) => TenantId::parse(s).ok_or_else(|| tenant_id_error("tenant_id"))?,
+        Some(_) => return Err(ApiError::field("tenant_id", "must be a string")),
+        None => return Err(ApiError::field("tenant_id", "is required")),
+    };
+    let quotas = match obj.get("quotas") {
+        None | Some(Value::Null) => Quotas::default(),
+        Some(Value::Object(q)) => parse_quotas(q)?,
+        Some(_) => return Err(ApiError::field("quotas", "must be an object")),
+    };
+    let out = p
+        .create_tenant(&tenant, &quotas)
+        .await
+        .map_err(ApiError::from_port)?;
+    Ok(ok(201, to_json(out.map_err(refused)?)?))
+}
+
+/// Quotas a tenant is created with; an absent or null one is the default.
+fn parse_quotas(q: &Map<String, Value>) -> Result<Quotas, ApiError> {
+    only_fields(
+        q,
+        &["documents_max", "bytes_max", "requests_per_minute_max"],
+        "quotas.",
+    )?;
+    // Within D1's exact integers (2^53).
+    const MAX: u64 = 1 << 53;
+    let get = |name: &str| -> Result<Option<u64>, ApiError> {
+        match q.get(name) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => match v.as_u64() {
+                Some(n) if n <= MAX => Ok(Some(n)),
+                _ => Err(ApiError::field(
+                    &format!("quotas.{name}"),
+                    &format!("must be an integer in 0..={MAX}"),
+                )),
+            },
+        }
+    };
+    Ok(Quotas {
+        documents_max: get("documents_max")?,
+        bytes_max: get("bytes_max")?,
+        requests_per_minute_max: get("requests_per_minute_max")?,
+    })
+}
+
+/// `GET tenants?cursor=&limit=`: tenants in ID order.
+async fn list<D, V, E, Q, C>(
+    p: &Pipeline<D, V, E, Q, C>,
+    query: &str,
+) -> Result<ApiResponse, ApiError>
+where
+    D: Database,
+    V: VectorIndex,
+    E: Embedder,
+    Q: JobQueue,
+    C: Clock,
+{
+    let q = parse_query(query)?;
+    let limit = query_limit(&q, 100, 1000)?;
+    let cursor = q.get("cursor").map_or("", String::as_str);
+    let tenants = p
+        .tenants(cursor, limit)
+        .await
+        .map_err(ApiError::from_port)?;
+    let next_cursor = if tenants.len() == limit {
+        tenants.last().map(|t| t.tenant_id.clone())
+    } else {
+        None
+    };
+    Ok(ok(
+        200,
+        json!({ "tenants": tenants, "next_cursor": next_cursor }),
+    ))
+}
+
+/// `POST tenants/{id}/tokens {"scopes": ["ingest", "search"]}` → 201 with
+/// the token, shown this once.
+async fn mint<D, V, E, Q, C>(
+    p: &Pipeline<D, V, E, Q, C>,
+    req: &ApiRequest<'_>,
+    id: &str,
+) -> Result<ApiResponse, ApiError>
+where
+    D: Database,
+    V: VectorIndex,
+    E: Embedder,
+    Q: JobQueue,
+    C: Clock,
+{
+    let tenant = path_tenant(id)?;
+    let body = json_body(&p.cfg, req)?;
+    let obj = object(&body)?;
+    only_fields(obj, &["scopes"], "")?;
+    let bad = || {
+        ApiError::field(
+            "scopes",
+            "must be a non-empty array of distinct scopes: \"ingest\", \"search\"",
+        )
+    };
+    let names: Vec<&str> = match obj.get("scopes") {
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|v| v.as_str().ok_or_else(bad))
+            .collect::<Result<_, _>>()?,
+        Some(_) => return Err(bad()),
+        None => return Err(ApiError::field("scopes", "is required")),
+    };
+    let scopes = Scopes::from_names(names)
+        .filter(|s| !s.is_empty())
+        .ok_or_else(bad)?;
+    let out = p
+        .mint_token(&tenant, &scopes, &req.entropy)
+        .await
+        .map_err(ApiError::from_port)?;
+    Ok(ok(201, to_json(out.map_err(refused)?)?))
+}
