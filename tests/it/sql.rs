@@ -456,6 +456,56 @@ fn every_statement_is_exercised_by_the_flows() {
             .extend(w6.db.executed.borrow().iter().copied());
     }
 
+    // Tenants: create, list, disable and enable; tokens minted, listed,
+    // authenticated and revoked; requests admitted; a quota refused.
+    {
+        use ingest_pipeline::core::credentials::Scopes;
+        use ingest_pipeline::core::ids::{DocId, TenantId};
+        use ingest_pipeline::core::state::TenantState;
+        use ingest_pipeline::pipeline::{DocumentInput, IntakeError, IntakeItem, TokenGrant};
+        use ingest_pipeline::store::Quotas;
+        let w7 = common::World::new();
+        let p = w7.p();
+        let acme = TenantId::parse("acme").unwrap();
+        let quotas = Quotas {
+            documents_max: Some(1),
+            ..Quotas::default()
+        };
+        block_on(p.create_tenant(&acme, &quotas)).unwrap().unwrap();
+        assert_eq!(block_on(p.tenants("", 10)).unwrap().len(), 2);
+        let t = block_on(p.mint_token(&acme, &Scopes::all(), &[1; 32]))
+            .unwrap()
+            .unwrap();
+        assert!(matches!(
+            block_on(p.token_grant(&t.token)).unwrap(),
+            TokenGrant::Granted { .. }
+        ));
+        block_on(p.admit(&acme)).unwrap();
+        block_on(p.tokens(&acme)).unwrap().unwrap();
+        let put = |doc: &str| {
+            IntakeItem::Put(DocumentInput {
+                doc_id: DocId::parse(doc).unwrap(),
+                text: "some text".into(),
+                metadata: Default::default(),
+                content_type: ingest_pipeline::core::chunk::ContentType::Plain,
+            })
+        };
+        block_on(p.intake(&acme, &[put("one")])).unwrap();
+        assert_eq!(
+            block_on(p.intake(&acme, &[put("two")])).unwrap_err(),
+            IntakeError::QuotaExceeded(ingest_pipeline::pipeline::Quota::Documents)
+        );
+        block_on(p.set_tenant_state(&acme, TenantState::Disabled))
+            .unwrap()
+            .unwrap();
+        block_on(p.revoke_token(&acme, &t.token_id))
+            .unwrap()
+            .unwrap();
+        w.db.executed
+            .borrow_mut()
+            .extend(w7.db.executed.borrow().iter().copied());
+    }
+
     // The local index on its own database.
     let vdb = SqliteDb::local_index();
     let idx = local_index(&vdb, 1000, 100);
