@@ -10,6 +10,7 @@
 //! - `generations` — backfills and index generations.
 //! - `reuse` — embedding reuse.
 //! - `admin` — dead letters, redrives and repair runs, through the API.
+//! - `tenants` — tenants, tokens, scopes, quotas and isolation, through the API.
 //! - `chunk_props` — property tests of the chunkers over arbitrary Unicode
 //!   (`PROPTEST_CASES` per property).
 //! - `token_bound` — the token bound against every scalar value and a real
@@ -27,4 +28,5 @@ mod layers;
 mod pipeline;
 mod reuse;
 mod sql;
+mod tenants;
 mod token_bound;

@@ -1,0 +1,857 @@
+//! Tenants through the API: onboarding, isolation of identical document
+//! IDs, scopes, revocation, disabling, quotas, the request rate, the tenant
+//! limit, and bad input on every tenant route (a clear 4xx, nothing written).
+
+use crate::common::{oracle, Interleaved, World};
+use futures::executor::block_on;
+use ingest_pipeline::api::{handle, ApiRequest, ApiResponse, Secrets};
+use ingest_pipeline::ports::Clock;
+use serde_json::{json, Value};
+use std::cell::Cell;
+
+const ADMIN: &str = "Bearer t-admin";
+const INGEST: &str = "Bearer t-ingest";
+
+fn secrets() -> Secrets {
+    Secrets {
+        ingest_token: Some("t-ingest".into()),
+        admin_token: Some("t-admin".into()),
+    }
+}
+
+thread_local! {
+    /// Each request's entropy differs (as the Worker's would).
+    static DRAW: Cell<u8> = const { Cell::new(1) };
+}
+
+fn raw(w: &World, method: &str, path: &str, auth: &str, body: &[u8]) -> ApiResponse {
+    let n = DRAW.with(|d| {
+        let n = d.get();
+        d.set(n.wrapping_add(1));
+        n
+    });
+    let req = ApiRequest {
+        method,
+        path,
+        authorization: Some(auth),
+        content_type: Some("application/json"),
+        body,
+        entropy: [n; 32],
+    };
+    block_on(handle(&w.p(), &secrets(), req))
+}
+
+fn call(w: &World, method: &str, path: &str, auth: &str, body: Option<Value>) -> ApiResponse {
+    let bytes = body.map(|b| b.to_string()).unwrap_or_default();
+    raw(w, method, path, auth, bytes.as_bytes())
+}
+
+fn code(r: &ApiResponse) -> &str {
+    r.body["error"]["code"].as_str().unwrap_or("<none>")
+}
+
+/// Creates `tenant` (with `quotas`) and a token of `scopes`; its bearer.
+fn onboard(w: &World, tenant: &str, quotas: Value, scopes: &[&str]) -> String {
+    let r = call(
+        w,
+        "POST",
+        "/v1/admin/tenants",
+        ADMIN,
+        Some(json!({ "tenant_id": tenant, "quotas": quotas })),
+    );
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert_eq!(r.body["state"], "active");
+    token(w, tenant, scopes)
+}
+
+fn token(w: &World, tenant: &str, scopes: &[&str]) -> String {
+    let r = call(
+        w,
+        "POST",
+        &format!("/v1/admin/tenants/{tenant}/tokens"),
+        ADMIN,
+        Some(json!({ "scopes": scopes })),
+    );
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert!(r.body["token_id"].is_string());
+    format!("Bearer {}", r.body["token"].as_str().unwrap())
+}
+
+fn put(w: &World, auth: &str, doc: &str, text: &str) -> ApiResponse {
+    call(
+        w,
+        "PUT",
+        &format!("/v1/documents/{doc}"),
+        auth,
+        Some(json!({ "text": text })),
+    )
+}
+
+fn search(w: &World, auth: &str, q: &str) -> Vec<String> {
+    let r = call(
+        w,
+        "POST",
+        "/v1/search",
+        auth,
+        Some(json!({ "query": q, "top_k": 10 })),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    r.body["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["text"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn tenants_identical_doc_ids_are_separate_documents() {
+    let w = World::new();
+    let a = onboard(&w, "acme", json!({}), &["ingest", "search"]);
+    let b = onboard(&w, "beta", json!({}), &["ingest", "search"]);
+    let ra = put(&w, &a, "handbook", "acme harbour lanterns and tide tables");
+    let rb = put(
+        &w,
+        &b,
+        "handbook",
+        "beta mountain railways and snow reports",
+    );
+    assert_eq!((ra.status, rb.status), (202, 202));
+    assert_eq!(
+        (ra.body["version"].clone(), rb.body["version"].clone()),
+        (json!(1), json!(1))
+    );
+    let (job_a, job_b) = (ra.body["job_id"].clone(), rb.body["job_id"].clone());
+    assert_ne!(job_a, job_b, "same doc_id, two documents, two jobs");
+    w.deliver_all();
+
+    // Each tenant sees its own document, its own hits, its own jobs.
+    for (auth, mine, theirs) in [(&a, "acme", "beta"), (&b, "beta", "acme")] {
+        let hits = search(&w, auth, "harbour lanterns mountain railways");
+        assert!(!hits.is_empty());
+        assert!(hits.iter().all(|t| t.starts_with(mine)), "{hits:?}");
+        assert!(!hits.iter().any(|t| t.starts_with(theirs)));
+        let r = call(&w, "GET", "/v1/documents/handbook", auth, None);
+        assert_eq!((r.status, r.body["state"].clone()), (200, json!("indexed")));
+    }
+    let job = |auth: &str, id: &Value| {
+        call(
+            &w,
+            "GET",
+            &format!("/v1/jobs/{}", id.as_str().unwrap()),
+            auth,
+            None,
+        )
+    };
+    assert_eq!(job(&a, &job_a).status, 200);
+    assert_eq!(job(&a, &job_a).body["doc_id"], "handbook");
+    let r = job(&b, &job_a);
+    assert_eq!(
+        (r.status, code(&r)),
+        (404, "job_not_found"),
+        "another tenant's job is absent"
+    );
+    assert_eq!(job(&INGEST.to_string(), &job_b).status, 404);
+
+    // The default tenant (INGEST_TOKEN) has no such document.
+    let r = call(&w, "GET", "/v1/documents/handbook", INGEST, None);
+    assert_eq!((r.status, code(&r)), (404, "document_not_found"));
+    assert!(search(&w, INGEST, "harbour lanterns").is_empty());
+    let r = call(&w, "DELETE", "/v1/documents/handbook", INGEST, None);
+    assert_eq!(r.status, 404, "{}", r.body);
+    let r = call(&w, "POST", "/v1/documents/handbook/reindex", INGEST, None);
+    assert_eq!((r.status, code(&r)), (404, "document_not_found"));
+
+    // B deletes its document: A's is untouched.
+    assert_eq!(
+        call(&w, "DELETE", "/v1/documents/handbook", &b, None).status,
+        202
+    );
+    w.deliver_all();
+    assert_eq!(
+        call(&w, "GET", "/v1/documents/handbook", &b, None).body["state"],
+        "deleted"
+    );
+    assert_eq!(
+        call(&w, "GET", "/v1/documents/handbook", &a, None).body["state"],
+        "indexed"
+    );
+    assert!(search(&w, &b, "mountain railways").is_empty());
+    assert_eq!(search(&w, &a, "harbour").len(), 1);
+
+    // Each tenant's vectors are in its own namespace; the ledger keys rows by tenant.
+    let namespaces: Vec<String> = w
+        .index
+        .vectors
+        .borrow()
+        .values()
+        .map(|v| v.namespace.clone())
+        .collect();
+    assert!(namespaces.iter().any(|n| n == "acme"), "{namespaces:?}");
+    assert!(
+        namespaces.iter().all(|n| n == "acme" || n == "beta"),
+        "{namespaces:?}"
+    );
+    assert_eq!(
+        w.count("SELECT count(*) AS n FROM documents WHERE tenant_id = 'acme'"),
+        1
+    );
+    assert_eq!(
+        w.count("SELECT count(*) AS n FROM documents WHERE tenant_id = 'beta'"),
+        1
+    );
+    assert_eq!(
+        w.count("SELECT count(*) AS n FROM documents WHERE tenant_id = 'default'"),
+        0
+    );
+}
+
+#[test]
+fn tenants_search_fences_in_d1_as_well_as_in_the_index() {
+    // An index that ignored namespaces would still not leak: D1 serves only
+    // the asking tenant's chunks. Move B's vectors into A's namespace.
+    let w = World::new();
+    let a = onboard(&w, "acme", json!({}), &["ingest", "search"]);
+    let b = onboard(&w, "beta", json!({}), &["ingest", "search"]);
+    put(&w, &a, "d", "acme harbour lanterns");
+    put(&w, &b, "d", "beta harbour lanterns");
+    w.deliver_all();
+    for v in w.index.vectors.borrow_mut().values_mut() {
+        v.namespace = "acme".into();
+    }
+    let hits = search(&w, &a, "harbour lanterns");
+    assert_eq!(hits, ["acme harbour lanterns"]);
+}
+
+#[test]
+fn tenants_scopes_decide_the_routes() {
+    let w = World::new();
+    let ingest_only = onboard(&w, "acme", json!({}), &["ingest"]);
+    let search_only = token(&w, "acme", &["search"]);
+    assert_eq!(put(&w, &ingest_only, "d", "text").status, 202);
+    let r = put(&w, &search_only, "d", "other text");
+    assert_eq!((r.status, code(&r)), (403, "forbidden"));
+    let r = call(&w, "GET", "/v1/documents/d", &search_only, None);
+    assert_eq!((r.status, code(&r)), (403, "forbidden"));
+    let r = call(
+        &w,
+        "POST",
+        "/v1/search",
+        &ingest_only,
+        Some(json!({ "query": "x" })),
+    );
+    assert_eq!((r.status, code(&r)), (403, "forbidden"));
+    assert_eq!(
+        call(
+            &w,
+            "POST",
+            "/v1/search",
+            &search_only,
+            Some(json!({ "query": "x" }))
+        )
+        .status,
+        200
+    );
+    // A tenant's token is not the operator's.
+    let r = call(&w, "GET", "/v1/admin/tenants", &ingest_only, None);
+    assert_eq!((r.status, code(&r)), (403, "forbidden"));
+    // A token of the right shape that was never minted.
+    let forged = format!("Bearer tkn_{}_{}", "0".repeat(16), "0".repeat(48));
+    assert_eq!(put(&w, &forged, "d", "x").status, 401);
+    // A minted token's ID with another secret.
+    let id = ingest_only
+        .trim_start_matches("Bearer tkn_")
+        .split('_')
+        .next()
+        .unwrap();
+    let wrong = format!("Bearer tkn_{id}_{}", "f".repeat(48));
+    let r = put(&w, &wrong, "d", "x");
+    assert_eq!((r.status, code(&r)), (401, "unauthorized"));
+}
+
+#[test]
+fn tenants_revoked_tokens_are_refused_at_once() {
+    let w = World::new();
+    let t = onboard(&w, "acme", json!({}), &["ingest", "search"]);
+    let keep = token(&w, "acme", &["ingest"]);
+    assert_eq!(put(&w, &t, "d", "text").status, 202);
+    let list = call(&w, "GET", "/v1/admin/tenants/acme/tokens", ADMIN, None);
+    let tokens = list.body["tokens"].as_array().unwrap().clone();
+    assert_eq!(tokens.len(), 2);
+    assert!(tokens
+        .iter()
+        .all(|t| t.get("token").is_none() && t.get("token_hash").is_none()));
+    let id = t
+        .trim_start_matches("Bearer tkn_")
+        .split('_')
+        .next()
+        .unwrap()
+        .to_string();
+    let r = call(
+        &w,
+        "DELETE",
+        &format!("/v1/admin/tenants/acme/tokens/{id}"),
+        ADMIN,
+        None,
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let revoked_at = r.body["revoked_at"].clone();
+    assert!(revoked_at.is_i64());
+    let r = call(&w, "GET", "/v1/documents/d", &t, None);
+    assert_eq!((r.status, code(&r)), (401, "unauthorized"));
+    // The other token still works; revoking again changes nothing.
+    assert_eq!(call(&w, "GET", "/v1/documents/d", &keep, None).status, 200);
+    w.clock.advance_ms(5_000);
+    let again = call(
+        &w,
+        "DELETE",
+        &format!("/v1/admin/tenants/acme/tokens/{id}"),
+        ADMIN,
+        None,
+    );
+    assert_eq!(
+        (again.status, again.body["revoked_at"].clone()),
+        (200, revoked_at)
+    );
+    let r = call(
+        &w,
+        "DELETE",
+        "/v1/admin/tenants/acme/tokens/0000000000000000",
+        ADMIN,
+        None,
+    );
+    assert_eq!((r.status, code(&r)), (404, "token_not_found"));
+    // A token is revoked only through its own tenant.
+    onboard(&w, "beta", json!({}), &["ingest"]);
+    let kid = keep
+        .trim_start_matches("Bearer tkn_")
+        .split('_')
+        .next()
+        .unwrap();
+    let r = call(
+        &w,
+        "DELETE",
+        &format!("/v1/admin/tenants/beta/tokens/{kid}"),
+        ADMIN,
+        None,
+    );
+    assert_eq!((r.status, code(&r)), (404, "token_not_found"));
+    assert_eq!(call(&w, "GET", "/v1/documents/d", &keep, None).status, 200);
+}
+
+#[test]
+fn tenants_disabled_tenants_are_refused_and_keep_their_data() {
+    let w = World::new();
+    let t = onboard(&w, "acme", json!({}), &["ingest", "search"]);
+    assert_eq!(put(&w, &t, "d", "harbour lanterns").status, 202);
+    let r = call(&w, "POST", "/v1/admin/tenants/acme/disable", ADMIN, None);
+    assert_eq!(
+        (r.status, r.body["state"].clone()),
+        (200, json!("disabled"))
+    );
+    // Its queued job still runs; its requests are refused.
+    w.deliver_all();
+    for (method, path) in [("GET", "/v1/documents/d"), ("POST", "/v1/search")] {
+        let r = call(&w, method, path, &t, Some(json!({ "query": "x" })));
+        assert_eq!(
+            (r.status, code(&r)),
+            (401, "tenant_disabled"),
+            "{method} {path}"
+        );
+    }
+    assert_eq!(
+        w.count("SELECT count(*) AS n FROM documents WHERE tenant_id = 'acme'"),
+        1
+    );
+    let r = call(&w, "POST", "/v1/admin/tenants/acme/enable", ADMIN, None);
+    assert_eq!((r.status, r.body["state"].clone()), (200, json!("active")));
+    assert_eq!(
+        call(&w, "GET", "/v1/documents/d", &t, None).body["state"],
+        "indexed"
+    );
+    assert_eq!(search(&w, &t, "harbour lanterns"), ["harbour lanterns"]);
+
+    // The built-in default tenant (INGEST_TOKEN) can be disabled too.
+    let r = call(&w, "POST", "/v1/admin/tenants/default/disable", ADMIN, None);
+    assert_eq!(r.status, 200);
+    let r = call(&w, "GET", "/v1/documents/d", INGEST, None);
+    assert_eq!((r.status, code(&r)), (401, "tenant_disabled"));
+}
+
+#[test]
+fn tenants_quotas_refuse_with_429_and_write_nothing() {
+    let w = World::new();
+    let t = onboard(
+        &w,
+        "acme",
+        json!({ "documents_max": 2, "bytes_max": 40 }),
+        &["ingest"],
+    );
+    assert_eq!(put(&w, &t, "one", "ten bytes!").status, 202);
+    assert_eq!(put(&w, &t, "two", "ten bytes!").status, 202);
+    let before = w.db.dump(oracle::REQUEST_COUNTERS);
+    let r = put(&w, &t, "three", "ten bytes!");
+    assert_eq!((r.status, code(&r)), (429, "document_quota_exceeded"));
+    assert!(r.retry_after.is_some_and(|s| s > 0));
+    // A batch that would pass it is refused whole.
+    let r = call(
+        &w,
+        "POST",
+        "/v1/documents",
+        &t,
+        Some(json!({ "documents": [
+            { "doc_id": "one", "text": "changed!!!" },
+            { "doc_id": "four", "text": "x" },
+        ] })),
+    );
+    assert_eq!(r.status, 429, "{}", r.body);
+    assert_eq!(
+        w.db.dump(oracle::REQUEST_COUNTERS),
+        before,
+        "nothing written"
+    );
+    // Bytes: a new version that grows past 40 bytes is refused; one that
+    // stays within (or shrinks) is not.
+    let r = put(&w, &t, "one", &"x".repeat(31));
+    assert_eq!((r.status, code(&r)), (429, "byte_quota_exceeded"));
+    assert_eq!(
+        w.db.dump(oracle::REQUEST_COUNTERS),
+        before,
+        "nothing written"
+    );
+    assert_eq!(put(&w, &t, "one", &"y".repeat(30)).status, 202);
+    // A delete frees a document: then a new one fits.
+    assert_eq!(
+        call(&w, "DELETE", "/v1/documents/two", &t, None).status,
+        202
+    );
+    assert_eq!(put(&w, &t, "three", "ten bytes!").status, 202);
+    let r = call(&w, "GET", "/v1/admin/tenants/acme", ADMIN, None);
+    assert_eq!(r.body["usage"]["documents"], 2, "{}", r.body);
+    assert_eq!(r.body["usage"]["bytes"], 40);
+    assert_eq!(r.body["quotas"]["documents_max"], 2);
+    assert_eq!(
+        r.body["quotas"]["defaults"],
+        json!(["requests_per_minute_max"])
+    );
+    // Other tenants are not affected by acme's quota.
+    assert_eq!(put(&w, INGEST, "three", "ten bytes!").status, 202);
+}
+
+#[test]
+fn tenants_a_quota_holds_against_concurrent_writers() {
+    // Two intakes that each fit, interleaved so that both read the usage
+    // before either writes: the batch's guard lets exactly one through.
+    let w = World::new();
+    onboard(&w, "acme", json!({ "documents_max": 1 }), &["ingest"]);
+    let tenant = ingest_pipeline::core::ids::TenantId::parse("acme").unwrap();
+    let item = |doc: &str| {
+        ingest_pipeline::pipeline::IntakeItem::Put(ingest_pipeline::pipeline::DocumentInput {
+            doc_id: ingest_pipeline::core::ids::DocId::parse(doc).unwrap(),
+            text: "text".into(),
+            metadata: Default::default(),
+            content_type: ingest_pipeline::core::chunk::ContentType::Plain,
+        })
+    };
+    let pa = w.p_over(Interleaved(&w.db));
+    let pb = w.p_over(Interleaved(&w.db));
+    let (ia, ib) = (vec![item("a")], vec![item("b")]);
+    let (ra, rb) = block_on(futures::future::join(
+        pa.intake(&tenant, &ia),
+        pb.intake(&tenant, &ib),
+    ));
+    let oks = [&ra, &rb].iter().filter(|r| r.is_ok()).count();
+    assert_eq!(oks, 1, "{ra:?} {rb:?}");
+    let refused = if ra.is_ok() { rb } else { ra };
+    assert_eq!(
+        refused.unwrap_err(),
+        ingest_pipeline::pipeline::IntakeError::QuotaExceeded(
+            ingest_pipeline::pipeline::Quota::Documents
+        )
+    );
+    assert_eq!(
+        w.count("SELECT count(*) AS n FROM documents WHERE tenant_id = 'acme'"),
+        1
+    );
+    assert_eq!(
+        w.count("SELECT documents AS n FROM tenants WHERE tenant_id = 'acme'"),
+        1
+    );
+}
+
+#[test]
+fn tenants_requests_per_minute_are_limited() {
+    let w = World::new();
+    w.clock
+        .advance_ms(15_000 - w.clock.now_ms().rem_euclid(60_000) + 60_000);
+    let t = onboard(
+        &w,
+        "acme",
+        json!({ "requests_per_minute_max": 3 }),
+        &["ingest"],
+    );
+    for _ in 0..3 {
+        assert_eq!(call(&w, "GET", "/v1/documents/x", &t, None).status, 404);
+    }
+    let r = call(&w, "GET", "/v1/documents/x", &t, None);
+    assert_eq!((r.status, code(&r)), (429, "rate_limited"));
+    assert_eq!(r.retry_after, Some(45), "the seconds left in the minute");
+    // Another tenant is not limited by it.
+    assert_eq!(call(&w, "GET", "/v1/documents/x", INGEST, None).status, 404);
+    let usage = call(&w, "GET", "/v1/admin/tenants/acme", ADMIN, None);
+    assert_eq!(usage.body["usage"]["requests_this_minute"], 3);
+    w.clock.advance_ms(45_000);
+    assert_eq!(call(&w, "GET", "/v1/documents/x", &t, None).status, 404);
+}
+
+#[test]
+fn tenants_the_platform_holds_at_most_tenants_max() {
+    let mut w = World::new();
+    w.cfg.tenants_max = 2; // the default tenant and one more
+    onboard(&w, "acme", json!({}), &["ingest"]);
+    let r = call(
+        &w,
+        "POST",
+        "/v1/admin/tenants",
+        ADMIN,
+        Some(json!({ "tenant_id": "beta" })),
+    );
+    assert_eq!((r.status, code(&r)), (409, "tenant_limit"));
+    let r = call(
+        &w,
+        "POST",
+        "/v1/admin/tenants",
+        ADMIN,
+        Some(json!({ "tenant_id": "acme" })),
+    );
+    assert_eq!((r.status, code(&r)), (409, "tenant_exists"));
+    let r = call(
+        &w,
+        "POST",
+        "/v1/admin/tenants",
+        ADMIN,
+        Some(json!({ "tenant_id": "default" })),
+    );
+    assert_eq!(
+        (r.status, code(&r)),
+        (409, "tenant_exists"),
+        "the built-in tenant exists"
+    );
+    let r = call(&w, "GET", "/v1/admin/tenants?limit=1", ADMIN, None);
+    assert_eq!(r.body["tenants"][0]["tenant_id"], "acme");
+    assert_eq!(r.body["next_cursor"], "acme");
+    let r = call(&w, "GET", "/v1/admin/tenants?cursor=acme", ADMIN, None);
+    assert_eq!(r.body["tenants"][0]["tenant_id"], "default");
+    assert_eq!(r.body["next_cursor"], Value::Null);
+}
+
+#[test]
+fn tenants_bad_input_on_every_tenant_route_is_a_clear_4xx_and_writes_nothing() {
+    let w = World::new();
+    onboard(&w, "acme", json!({}), &["ingest"]);
+    let before = w.db.dump(oracle::REQUEST_COUNTERS);
+    let long = "a".repeat(65);
+    let cases: Vec<(&str, String, &[u8], u16, &str)> = vec![
+        (
+            "POST",
+            "/v1/admin/tenants".into(),
+            b"{}",
+            422,
+            "invalid_field",
+        ),
+        (
+            "POST",
+            "/v1/admin/tenants".into(),
+            b"not json",
+            400,
+            "invalid_json",
+        ),
+        (
+            "POST",
+            "/v1/admin/tenants".into(),
+            b"[]",
+            400,
+            "invalid_body",
+        ),
+        (
+            "POST",
+            "/v1/admin/tenants".into(),
+            br#"{"tenant_id": 7}"#,
+            422,
+            "invalid_field",
+        ),
+        (
+            "POST",
+            "/v1/admin/tenants".into(),
+            br#"{"tenant_id": ""}"#,
+            422,
+            "invalid_field",
+        ),
+        (
+            "POST",
+            "/v1/admin/tenants".into(),
+            br#"{"tenant_id": "Acme"}"#,
+            422,
+            "invalid_field",
+        ),
+        (
+            "POST",
+            "/v1/admin/tenants".into(),
+            br#"{"tenant_id": "a b"}"#,
+            422,
+            "invalid_field",
+        ),
+        (
+            "POST",
+            "/v1/admin/tenants".into(),
+            r#"{"tenant_id": "日本"}"#.as_bytes(),
+            422,
+            "invalid_field",
+        ),
+        (
+            "POST",
+            "/v1/admin/tenants".into(),
+            format!(r#"{{"tenant_id": "{long}"}}"#).into_bytes().leak(),
+            422,
+            "invalid_field",
+        ),
+        (
+            "POST",
+            "/v1/admin/tenants".into(),
+            br#"{"tenant_id": "x", "name": "y"}"#,
+            422,
+            "unknown_field",
+        ),
+        (
+            "POST",
+            "/v1/admin/tenants".into(),
+            br#"{"tenant_id": "x", "quotas": 3}"#,
+            422,
+            "invalid_field",
+        ),
+        (
+            "POST",
+            "/v1/admin/tenants".into(),
+            br#"{"tenant_id": "x", "quotas": {"docs": 3}}"#,
+            422,
+            "unknown_field",
+        ),
+        (
+            "POST",
+            "/v1/admin/tenants".into(),
+            br#"{"tenant_id": "x", "quotas": {"documents_max": -1}}"#,
+            422,
+            "invalid_field",
+        ),
+        (
+            "POST",
+            "/v1/admin/tenants".into(),
+            br#"{"tenant_id": "x", "quotas": {"bytes_max": 1.5}}"#,
+            422,
+            "invalid_field",
+        ),
+        (
+            "POST",
+            "/v1/admin/tenants".into(),
+            br#"{"tenant_id": "acme"}"#,
+            409,
+            "tenant_exists",
+        ),
+        (
+            "PUT",
+            "/v1/admin/tenants".into(),
+            b"{}",
+            405,
+            "method_not_allowed",
+        ),
+        (
+            "GET",
+            "/v1/admin/tenants?limit=0".into(),
+            b"",
+            422,
+            "invalid_field",
+        ),
+        (
+            "GET",
+            "/v1/admin/tenants/nobody".into(),
+            b"",
+            404,
+            "tenant_not_found",
+        ),
+        (
+            "GET",
+            "/v1/admin/tenants/No%20Body".into(),
+            b"",
+            422,
+            "invalid_field",
+        ),
+        (
+            "GET",
+            "/v1/admin/tenants/%ZZ".into(),
+            b"",
+            400,
+            "invalid_path",
+        ),
+        (
+            "POST",
+            "/v1/admin/tenants/nobody/disable".into(),
+            b"",
+            404,
+            "tenant_not_found",
+        ),
+        (
+            "POST",
+            "/v1/admin/tenants/nobody/enable".into(),
+            b"",
+            404,
+            "tenant_not_found",
+        ),
+        (
+            "GET",
+            "/v1/admin/tenants/acme/disable".into(),
+            b"",
+            405,
+            "method_not_allowed",
+        ),
+        (
+            "POST",
+            "/v1/admin/tenants/acme/tokens".into(),
+            b"{}",
+            422,
+            "invalid_field",
+        ),
+        (
+            "POST",
+            "/v1/admin/tenants/acme/tokens".into(),
+            br#"{"scopes": []}"#,
+            422,
+            "invalid_field",
+        ),
+        (
+            "POST",
+            "/v1/admin/tenants/acme/tokens".into(),
+            br#"{"scopes": "ingest"}"#,
+            422,
+            "invalid_field",
+        ),
+        (
+            "POST",
+            "/v1/admin/tenants/acme/tokens".into(),
+            br#"{"scopes": ["admin"]}"#,
+            422,
+            "invalid_field",
+        ),
+        (
+            "POST",
+            "/v1/admin/tenants/acme/tokens".into(),
+            br#"{"scopes": ["ingest", "ingest"]}"#,
+            422,
+            "invalid_field",
+        ),
+        (
+            "POST",
+            "/v1/admin/tenants/acme/tokens".into(),
+            br#"{"scopes": [1]}"#,
+            422,
+            "invalid_field",
+        ),
+        (
+            "POST",
+            "/v1/admin/tenants/acme/tokens".into(),
+            br#"{"scopes": ["ingest"], "ttl": 5}"#,
+            422,
+            "unknown_field",
+        ),
+        (
+            "POST",
+            "/v1/admin/tenants/acme/tokens".into(),
+            b"nope",
+            400,
+            "invalid_json",
+        ),
+        (
+            "POST",
+            "/v1/admin/tenants/nobody/tokens".into(),
+            br#"{"scopes": ["ingest"]}"#,
+            404,
+            "tenant_not_found",
+        ),
+        (
+            "GET",
+            "/v1/admin/tenants/nobody/tokens".into(),
+            b"",
+            404,
+            "tenant_not_found",
+        ),
+        (
+            "DELETE",
+            "/v1/admin/tenants/acme/tokens/nope".into(),
+            b"",
+            404,
+            "token_not_found",
+        ),
+        (
+            "DELETE",
+            "/v1/admin/tenants/acme/tokens".into(),
+            b"",
+            405,
+            "method_not_allowed",
+        ),
+        (
+            "GET",
+            "/v1/admin/tenants/acme/secrets".into(),
+            b"",
+            404,
+            "not_found",
+        ),
+    ];
+    for (method, path, body, status, want) in cases {
+        let r = raw(&w, method, &path, ADMIN, body);
+        assert_eq!((r.status, code(&r)), (status, want), "{method} {path}");
+        assert!(r.body["error"]["message"].is_string());
+    }
+    // Without the admin token, none of them is reached.
+    for auth in [INGEST, "Bearer nope", ""] {
+        let r = call(
+            &w,
+            "POST",
+            "/v1/admin/tenants",
+            auth,
+            Some(json!({ "tenant_id": "zed" })),
+        );
+        assert!(matches!(r.status, 401 | 403), "{auth}: {}", r.status);
+    }
+    assert_eq!(
+        w.db.dump(oracle::REQUEST_COUNTERS),
+        before,
+        "bad input wrote something"
+    );
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(
+        std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(256).min(2000)
+    ))]
+    /// Any `tenant_id` and any body: a 201 only for a valid, new ID, else a
+    /// 4xx with a code; never a 5xx, and only a 201 writes.
+    #[test]
+    fn tenants_arbitrary_creations_never_fail_the_server(id in "\\PC{0,70}", extra in proptest::option::of("[a-z_]{1,8}")) {
+        let w = World::new();
+        let before = w.db.dump(oracle::REQUEST_COUNTERS);
+        let mut body = json!({ "tenant_id": id });
+        if let Some(k) = &extra {
+            body[k.as_str()] = json!(1);
+        }
+        let r = call(&w, "POST", "/v1/admin/tenants", ADMIN, Some(body));
+        let valid = ingest_pipeline::core::ids::TenantId::parse(&id).is_some()
+            && id != "default"
+            && extra.as_deref().is_none_or(|k| k == "tenant_id");
+        if valid {
+            proptest::prop_assert_eq!(r.status, 201);
+        } else {
+            proptest::prop_assert!((400..500).contains(&r.status), "{} {}", r.status, r.body);
+            proptest::prop_assert!(r.body["error"]["code"].is_string());
+            proptest::prop_assert_eq!(w.db.dump(oracle::REQUEST_COUNTERS), before);
+        }
+    }
+}
