@@ -96,11 +96,11 @@ LIMIT ?2";
 SELECT vector_id, doc_id, version, chunk_index, text, generation FROM chunks WHERE vector_id IN (SELECT value FROM json_each(?1)) AND ?2 IS NOT NULL AND tenant_id = ?3";
     /// `RedriveOverlaps`: pending items of active redrives do not count.
     pub const REDRIVE_CANDIDATES_OVERLAPPING: &str = "\
-SELECT l.job_id, l.doc_id, l.version, l.failure_bucket, l.last_seen, d.latest_version, d.live_version,
+SELECT l.job_id, l.tenant_id, l.doc_id, l.version, l.failure_bucket, l.last_seen, d.latest_version, d.live_version,
        (SELECT count(*) FROM redrive_items i WHERE i.letter_job_id = l.job_id AND i.state IN ('sent', 'succeeded')) AS redriven,
        (SELECT j.state FROM jobs j WHERE j.job_id = l.job_id) AS job_state_now
 FROM dead_letters l LEFT JOIN documents d ON d.doc_id = l.doc_id
 WHERE (?1 IS NULL OR l.failure_bucket = ?1) AND (?2 IS NULL OR l.last_seen >= ?2) AND (?3 IS NULL OR l.last_seen <= ?3)
-  AND (?4 IS NULL OR l.doc_id IN (SELECT value FROM json_each(?4)))
+  AND (?4 IS NULL OR l.doc_id IN (SELECT value FROM json_each(?4))) AND (?6 IS NULL OR l.tenant_id = ?6)
 ORDER BY l.job_id LIMIT ?5";
 }

@@ -15,6 +15,7 @@ use super::{
 };
 use crate::config::Config;
 use crate::core::failure::FailureBucket;
+use crate::core::ids::{DocId, DocKey, TenantId};
 use crate::pipeline::{
     BackfillAction, BackfillScope, LetterFilter, Pipeline, RedriveRequest, Refused,
 };
@@ -41,7 +42,7 @@ where
     match (req.method, segments.as_slice()) {
         (_, ["tenants", rest @ ..]) => super::tenants::route(p, req, rest, query).await,
         ("GET", ["repair", "runs"]) => repair_runs(p, &q).await,
-        ("GET", ["dead-letters", "summary"]) => dead_letter_summary(p).await,
+        ("GET", ["dead-letters", "summary"]) => dead_letter_summary(p, &q).await,
         ("GET", ["dead-letters"]) => dead_letters(p, &q).await,
         ("POST", ["redrives"]) => redrive(p, req).await,
         ("GET", ["redrives", id]) => redrive_get(p, id).await,
@@ -65,7 +66,8 @@ where
     }
 }
 
-/// `GET repair/runs?limit=`: the latest cron runs.
+/// `GET repair/runs?limit=&tenant_id=`: the latest cron runs (with
+/// `tenant_id`: those that touched its documents or jobs).
 async fn repair_runs<D, V, E, Q, C>(
     p: &Pipeline<D, V, E, Q, C>,
     q: &Query,
@@ -78,13 +80,35 @@ where
     C: Clock,
 {
     let limit = query_limit(q, 20, 200)?;
-    let runs = p.repair_runs(limit).await.map_err(ApiError::from_port)?;
+    let tenant = query_tenant(q)?;
+    let runs = p
+        .repair_runs(limit, tenant.as_ref().map(TenantId::as_str))
+        .await
+        .map_err(ApiError::from_port)?;
     Ok(ok(200, json!({ "runs": runs })))
 }
 
-/// `GET dead-letters/summary`: the archive grouped for diagnosis.
+/// The `tenant_id` filter of an operator's listing (absent: every tenant).
+fn query_tenant(q: &Query) -> Result<Option<TenantId>, ApiError> {
+    q.get("tenant_id")
+        .map(|t| TenantId::parse(t).ok_or_else(|| super::tenants::tenant_id_error("tenant_id")))
+        .transpose()
+}
+
+/// A document ID given to an operator's filter: the document of
+/// `tenant` (absent: the default tenant's), as its stored key.
+fn filter_key(doc: &DocId, tenant: Option<&TenantId>) -> String {
+    let default = TenantId::default_tenant();
+    DocKey::new(tenant.unwrap_or(&default), doc)
+        .as_str()
+        .to_string()
+}
+
+/// `GET dead-letters/summary?tenant_id=`: the archive grouped for diagnosis
+/// (by tenant first).
 async fn dead_letter_summary<D, V, E, Q, C>(
     p: &Pipeline<D, V, E, Q, C>,
+    q: &Query,
 ) -> Result<ApiResponse, ApiError>
 where
     D: Database,
@@ -93,11 +117,16 @@ where
     Q: JobQueue,
     C: Clock,
 {
-    let groups = p.dead_letter_summary().await.map_err(ApiError::from_port)?;
+    let tenant = query_tenant(q)?;
+    let groups = p
+        .dead_letter_summary(tenant.as_ref().map(TenantId::as_str))
+        .await
+        .map_err(ApiError::from_port)?;
     Ok(ok(200, json!({ "groups": groups })))
 }
 
-/// `GET dead-letters?bucket=&doc_id=&since=&until=&cursor=&limit=`.
+/// `GET dead-letters?tenant_id=&bucket=&doc_id=&since=&until=&cursor=&limit=`
+/// (`doc_id`: of `tenant_id`, or of the default tenant).
 async fn dead_letters<D, V, E, Q, C>(
     p: &Pipeline<D, V, E, Q, C>,
     q: &Query,
@@ -109,9 +138,15 @@ where
     Q: JobQueue,
     C: Clock,
 {
+    let tenant = query_tenant(q)?;
+    let doc = q
+        .get("doc_id")
+        .map(|d| parse_doc_id(d, "doc_id"))
+        .transpose()?;
     let f = LetterFilter {
         bucket: q.get("bucket").cloned(),
-        doc_id: q.get("doc_id").cloned(),
+        doc_id: doc.map(|d| filter_key(&d, tenant.as_ref())),
+        tenant_id: tenant.map(|t| t.as_str().to_string()),
         since: query_int(q, "since")?,
         until: query_int(q, "until")?,
         cursor: q.get("cursor").cloned(),
@@ -217,16 +252,17 @@ where
     C: Clock,
 {
     let body = json_body(&p.cfg, req)?;
-    let (scope, page_size) = parse_backfill(&p.cfg, &body)?;
+    let (scope, page_size, tenant) = parse_backfill(&p.cfg, &body)?;
     let out = p
-        .start_backfill(&scope, page_size)
+        .start_backfill_in(&scope, page_size, tenant.as_ref())
         .await
         .map_err(ApiError::from_port)?;
     let view = out.map_err(refused)?;
     Ok(ok(202, json!({ "backfill": to_json(view)? })))
 }
 
-/// `GET reindex?limit=`: the latest backfills, newest first.
+/// `GET reindex?limit=&tenant_id=`: the latest backfills, newest first (with
+/// `tenant_id`: those that covered its documents).
 async fn reindex_list<D, V, E, Q, C>(
     p: &Pipeline<D, V, E, Q, C>,
     q: &Query,
@@ -239,7 +275,11 @@ where
     C: Clock,
 {
     let limit = query_limit(q, 20, 200)?;
-    let backfills = p.backfills(limit).await.map_err(ApiError::from_port)?;
+    let tenant = query_tenant(q)?;
+    let backfills = p
+        .backfills_in(limit, tenant.as_ref())
+        .await
+        .map_err(ApiError::from_port)?;
     Ok(ok(200, json!({ "backfills": to_json(backfills)? })))
 }
 
@@ -296,10 +336,21 @@ fn parse_backfill_action(action: &str) -> Option<BackfillAction> {
 }
 
 /// The body of `POST reindex`: `{"scope": "all" | "filter" | "config",
-/// "filter": {...} (scope filter only), "page_size": 1..=100}`.
-fn parse_backfill(cfg: &Config, body: &Value) -> Result<(BackfillScope, u32), ApiError> {
+/// "filter": {...} (scope filter only), "page_size": 1..=100,
+/// "tenant_id"?: one tenant's documents only (not with scope config)}`.
+fn parse_backfill(
+    cfg: &Config,
+    body: &Value,
+) -> Result<(BackfillScope, u32, Option<TenantId>), ApiError> {
     let obj = object(body)?;
-    only_fields(obj, &["scope", "filter", "page_size"], "")?;
+    only_fields(obj, &["scope", "filter", "page_size", "tenant_id"], "")?;
+    let tenant = match obj.get("tenant_id") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(t)) => {
+            Some(TenantId::parse(t).ok_or_else(|| super::tenants::tenant_id_error("tenant_id"))?)
+        }
+        Some(_) => return Err(ApiError::field("tenant_id", "must be a string")),
+    };
     let scope = match (obj.get("scope").and_then(Value::as_str), obj.get("filter")) {
         (Some("all"), None) => BackfillScope::All,
         (Some("config"), None) => BackfillScope::Config,
@@ -337,11 +388,12 @@ fn parse_backfill(cfg: &Config, body: &Value) -> Result<(BackfillScope, u32), Ap
             }
         },
     };
-    Ok((scope, page_size))
+    Ok((scope, page_size, tenant))
 }
 
 /// The body of `POST redrives`: `{"filter": {"bucket"?, "since"?, "until"?,
-/// "doc_ids"?}, "canary_size"? (3-5), "max_failed_canaries"?,
+/// "doc_ids"? (of `tenant_id`, or of the default tenant), "tenant_id"?},
+/// "canary_size"? (3-5), "max_failed_canaries"?,
 /// "max_failure_ratio"?, "batch_size"?, "plan_id"?}`.
 fn parse_redrive(body: &Value) -> Result<(RedriveRequest, Option<String>), ApiError> {
     let obj = object(body)?;
@@ -377,6 +429,7 @@ fn parse_redrive(body: &Value) -> Result<(RedriveRequest, Option<String>), ApiEr
         since: None,
         until: None,
         doc_ids: None,
+        tenant_id: None,
         canary_size,
         max_failed_canaries,
         max_failure_ratio,
@@ -423,6 +476,10 @@ fn parse_letter_filter(f: &Map<String, Value>, rreq: &mut RedriveRequest) -> Res
             ("doc_ids", Value::Array(ids)) if ids.len() <= 100 => {
                 rreq.doc_ids = Some(parse_doc_ids(ids)?);
             }
+            ("tenant_id", Value::String(t)) if TenantId::parse(t).is_some() => {
+                rreq.tenant_id = Some(t.clone());
+            }
+            ("tenant_id", _) => return Err(super::tenants::tenant_id_error("filter.tenant_id")),
             ("doc_ids", _) => {
                 return Err(ApiError::field(
                     "filter.doc_ids",
@@ -430,6 +487,15 @@ fn parse_letter_filter(f: &Map<String, Value>, rreq: &mut RedriveRequest) -> Res
                 ))
             }
             _ => return Err(ApiError::unknown_field("filter.", k)),
+        }
+    }
+    // The document IDs are of the filter's tenant (or the default one).
+    let tenant = rreq.tenant_id.as_deref().and_then(TenantId::parse);
+    if let Some(ids) = &mut rreq.doc_ids {
+        for id in ids.iter_mut() {
+            if let Ok(doc) = DocId::parse(id) {
+                *id = filter_key(&doc, tenant.as_ref());
+            }
         }
     }
     Ok(())

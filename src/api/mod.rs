@@ -209,6 +209,10 @@ fn refused(r: Refused) -> ApiError {
             ApiError::new(409, "backfill_active", "a backfill was started meanwhile")
         }
         BackfillNotFound => ApiError::new(404, "backfill_not_found", "no such backfill"),
+        BackfillConfigScoped => ApiError::field(
+            "tenant_id",
+            "a config backfill builds a generation for every tenant; it takes no tenant_id",
+        ),
         BackfillState { state, action } => ApiError::new(
             409,
             "backfill_state",

@@ -77,7 +77,7 @@ where
     }
 }
 
-fn tenant_id_error(field: &str) -> ApiError {
+pub(super) fn tenant_id_error(field: &str) -> ApiError {
     ApiError::field(
         field,
         &format!("must be 1..={TENANT_ID_BYTES_MAX} bytes of [a-z0-9_-]"),

@@ -140,6 +140,12 @@ impl DocKey {
     }
 }
 
+/// Serializes a stored key as its bare document ID (rows shown by the API
+/// carry the tenant in a `tenant_id` field beside it).
+pub fn serialize_doc_id<S: serde::Serializer>(key: &str, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(split_key(key).1)
+}
+
 /// A stored key's tenant and document ID (the default tenant's for a key
 /// without a separator). Never fails: views of rows use it as they are.
 pub fn split_key(stored: &str) -> (&str, &str) {

@@ -13,7 +13,7 @@ use super::{
     log_event, LetterPage, Outcome, Pipeline, RedriveView, Refused, RepairReport, RepairRunView,
 };
 use crate::bugs::Bug;
-use crate::core::ids::{job_id, sha256_hex, DocKey};
+use crate::core::ids::{job_id, sha256_hex, split_key, DocKey};
 use crate::core::state::{JobState, RedriveItemState as ItemState, RedrivePhase, RedriveState};
 use crate::ports::{Clock, Database, Embedder, JobMessage, JobQueue, PortError, VectorIndex};
 pub use crate::store::LetterFilter;
@@ -28,7 +28,11 @@ pub struct RedriveRequest {
     pub bucket: Option<String>,
     pub since: Option<i64>,
     pub until: Option<i64>,
+    /// Stored document keys (`core::ids::DocKey`).
     pub doc_ids: Option<Vec<String>>,
+    /// Only this tenant's letters (`None`: every tenant's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tenant_id: Option<String>,
     pub canary_size: usize,
     pub max_failed_canaries: usize,
     pub max_failure_ratio: f64,
@@ -41,6 +45,8 @@ pub const REDRIVE_LETTERS_MAX: usize = 1000;
 #[derive(Debug, Serialize, Clone, PartialEq)]
 pub struct PlanItem {
     pub job_id: String,
+    pub tenant_id: String,
+    #[serde(serialize_with = "crate::core::ids::serialize_doc_id")]
     pub doc_id: String,
     pub version: u32,
     pub failure_bucket: Option<String>,
@@ -53,6 +59,7 @@ pub struct Plan {
     pub eligible: Vec<PlanItem>,
     /// Letters that would be skipped, with why.
     pub skipped: Vec<SkippedItem>,
+    /// The eligible letters' document IDs (each of its item's tenant).
     pub documents: Vec<String>,
     pub canaries: Vec<String>,
 }
@@ -61,6 +68,8 @@ pub struct Plan {
 #[derive(Debug, Serialize, Clone, PartialEq)]
 pub struct SkippedItem {
     pub job_id: String,
+    pub tenant_id: String,
+    #[serde(serialize_with = "crate::core::ids::serialize_doc_id")]
     pub doc_id: String,
     pub version: u32,
     /// `superseded`, `already_live`, `already_redriven`, `document_missing`,
@@ -87,9 +96,14 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             .await
     }
 
-    /// The latest cron runs' reports, newest first.
-    pub async fn repair_runs(&self, limit: usize) -> Result<Vec<RepairRunView>, PortError> {
-        let rows = self.store.repair_runs(limit).await?;
+    /// The latest cron runs' reports, newest first (those that touched
+    /// `tenant_id`'s documents or jobs, if given).
+    pub async fn repair_runs(
+        &self,
+        limit: usize,
+        tenant_id: Option<&str>,
+    ) -> Result<Vec<RepairRunView>, PortError> {
+        let rows = self.store.repair_runs(limit, tenant_id).await?;
         Ok(rows.into_iter().map(RepairRunView::from_row).collect())
     }
 
@@ -130,8 +144,12 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         Ok(())
     }
 
-    pub async fn dead_letter_summary(&self) -> Result<Vec<LetterGroupRow>, PortError> {
-        self.store.dead_letter_summary().await
+    /// The archive grouped for diagnosis (of one tenant, or all).
+    pub async fn dead_letter_summary(
+        &self,
+        tenant_id: Option<&str>,
+    ) -> Result<Vec<LetterGroupRow>, PortError> {
+        self.store.dead_letter_summary(tenant_id).await
     }
 
     /// A page of the archive matching the filter.
@@ -159,6 +177,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                 req.since,
                 req.until,
                 req.doc_ids.as_deref(),
+                req.tenant_id.as_deref(),
                 REDRIVE_LETTERS_MAX,
                 self.bugs.has(Bug::RedriveOverlaps),
             )
@@ -182,21 +201,27 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             match why {
                 Some(reason) => skipped.push(SkippedItem {
                     job_id: c.job_id,
+                    tenant_id: c.tenant_id,
                     doc_id: c.doc_id,
                     version: c.version,
                     reason,
                 }),
                 None => eligible.push(PlanItem {
                     job_id: c.job_id,
+                    tenant_id: c.tenant_id,
                     doc_id: c.doc_id,
                     version: c.version,
                     failure_bucket: c.failure_bucket,
                 }),
             }
         }
-        let mut documents: Vec<String> = eligible.iter().map(|e| e.doc_id.clone()).collect();
-        documents.sort();
-        documents.dedup();
+        let mut keys: Vec<&str> = eligible.iter().map(|e| e.doc_id.as_str()).collect();
+        keys.sort();
+        keys.dedup();
+        let documents: Vec<String> = keys
+            .into_iter()
+            .map(|k| split_key(k).1.to_string())
+            .collect();
         let canaries = eligible
             .iter()
             .take(req.canary_size)

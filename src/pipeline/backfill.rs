@@ -15,7 +15,7 @@
 use super::{log_event, BackfillView, GenerationsView, Outcome, Pipeline, Refused};
 use crate::bugs::Bug;
 use crate::core::failure::FailureBucket;
-use crate::core::ids::{job_id, DocKey};
+use crate::core::ids::{job_id, DocKey, TenantId};
 use crate::core::state::{BackfillState, GenerationState, JobState};
 use crate::ports::{Clock, Database, Embedder, JobMessage, JobQueue, PortError, VectorIndex};
 use crate::store::{BackfillRow, NewBackfill, PageDoc};
@@ -182,6 +182,21 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         scope: &BackfillScope,
         page_size: u32,
     ) -> Result<Outcome<Option<BackfillView>>, PortError> {
+        self.start_backfill_in(scope, page_size, None).await
+    }
+
+    /// As [`Self::start_backfill`], over `tenant`'s documents only (`None`:
+    /// every tenant's). A `config` backfill builds a generation, which
+    /// serves every tenant: it is never scoped to one.
+    pub async fn start_backfill_in(
+        &self,
+        scope: &BackfillScope,
+        page_size: u32,
+        tenant: Option<&TenantId>,
+    ) -> Result<Outcome<Option<BackfillView>>, PortError> {
+        if tenant.is_some() && matches!(scope, BackfillScope::Config) {
+            return Ok(Err(Refused::BackfillConfigScoped));
+        }
         if self.backfill_open().await? {
             return Ok(Err(Refused::BackfillOpen));
         }
@@ -200,6 +215,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             backfill_id: &id,
             scope: scope_name,
             filter: filter.as_deref(),
+            tenant_id: tenant.map(TenantId::as_str),
             page_size,
             generation: generation_built
                 .as_ref()
@@ -225,7 +241,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
     /// Whether a backfill is running or paused (one at a time).
     async fn backfill_open(&self) -> Result<bool, PortError> {
         let open = self.store.backfill_running().await?;
-        let paused = self.store.backfills(20).await?;
+        let paused = self.store.backfills(20, None).await?;
         Ok(open.is_some() || paused.iter().any(|b| b.state == BackfillState::Paused))
     }
 
@@ -313,13 +329,29 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
 
     async fn view_of(&self, b: &BackfillRow) -> Result<BackfillView, PortError> {
         let c = self.store.backfill_counts(&b.backfill_id).await?;
-        let total = self.store.backfill_total(b.filter.as_deref()).await?;
+        let total = self
+            .store
+            .backfill_total(b.filter.as_deref(), b.tenant_id.as_deref())
+            .await?;
         Ok(BackfillView::new(b, &c, total))
     }
 
     /// The latest backfills, newest first.
     pub async fn backfills(&self, limit: usize) -> Result<Vec<BackfillView>, PortError> {
-        let rows = self.store.backfills(limit).await?;
+        self.backfills_in(limit, None).await
+    }
+
+    /// The latest backfills that covered `tenant`'s documents (its own and
+    /// those of every tenant), newest first; `None`: all of them.
+    pub async fn backfills_in(
+        &self,
+        limit: usize,
+        tenant: Option<&TenantId>,
+    ) -> Result<Vec<BackfillView>, PortError> {
+        let rows = self
+            .store
+            .backfills(limit, tenant.map(TenantId::as_str))
+            .await?;
         let mut out = Vec::with_capacity(rows.len());
         for b in &rows {
             out.push(self.view_of(b).await?);

@@ -45,6 +45,9 @@ pub enum Refused {
     BackfillStartedMeanwhile,
     /// No such backfill.
     BackfillNotFound,
+    /// A `config` backfill builds a generation for every tenant: it takes
+    /// no tenant.
+    BackfillConfigScoped,
     /// The backfill's state does not allow the action.
     BackfillState {
         state: crate::core::state::BackfillState,

@@ -327,6 +327,8 @@ pub struct BackfillView {
     pub scope: String,
     /// Scope `filter`'s metadata filter.
     pub filter: Option<Value>,
+    /// The one tenant whose documents it covers (null: every tenant).
+    pub tenant_id: Option<String>,
     pub state: BackfillState,
     /// Scope `config`: the generation it builds, and the one active when it started.
     pub generation: Option<GenerationMove>,
@@ -374,6 +376,7 @@ impl BackfillView {
                 .filter
                 .as_deref()
                 .and_then(|f| serde_json::from_str::<Value>(f).ok()),
+            tenant_id: b.tenant_id.clone(),
             state: b.state,
             generation: b.to_generation.map(|to| GenerationMove {
                 from: b.from_generation,
@@ -456,17 +459,26 @@ pub struct RepairRunView {
     pub started_at: i64,
     pub finished_at: i64,
     pub budget_hit: bool,
+    /// The tenants whose documents or jobs the run repaired, requeued or
+    /// ended (the keys of `report.tenants`).
+    pub tenants: Vec<String>,
     pub report: Value,
 }
 
 impl RepairRunView {
     pub fn from_row(r: RepairRunRow) -> RepairRunView {
+        let report: Value = serde_json::from_str(&r.report).unwrap_or(Value::Null);
+        let tenants = report["tenants"]
+            .as_object()
+            .map(|t| t.keys().cloned().collect())
+            .unwrap_or_default();
         RepairRunView {
+            tenants,
             run_id: r.run_id,
             started_at: r.started_at,
             finished_at: r.finished_at,
             budget_hit: r.budget_hit != 0,
-            report: serde_json::from_str(&r.report).unwrap_or(Value::Null),
+            report,
         }
     }
 }

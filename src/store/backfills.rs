@@ -15,6 +15,8 @@ pub struct BackfillRow {
     pub backfill_id: String,
     pub scope: String,
     pub filter: Option<String>,
+    /// The one tenant whose documents it covers (`None`: every tenant).
+    pub tenant_id: Option<String>,
     pub from_generation: Option<u32>,
     pub to_generation: Option<u32>,
     pub state: BackfillState,
@@ -58,6 +60,7 @@ pub struct NewBackfill<'a> {
     pub backfill_id: &'a str,
     pub scope: &'a str,
     pub filter: Option<&'a str>,
+    pub tenant_id: Option<&'a str>,
     pub page_size: u32,
     /// `(index config, generation number, active generation)`.
     pub generation: Option<(&'a str, u32, u32)>,
@@ -83,12 +86,17 @@ impl<D: Database> Store<D> {
             .next())
     }
 
-    /// The newest `limit` backfills.
-    pub async fn backfills(&self, limit: usize) -> Result<Vec<BackfillRow>, PortError> {
+    /// The newest `limit` backfills (of `tenant_id`'s documents, or of
+    /// every tenant's, when given).
+    pub async fn backfills(
+        &self,
+        limit: usize,
+        tenant_id: Option<&str>,
+    ) -> Result<Vec<BackfillRow>, PortError> {
         self.db
             .query(Stmt::new(
                 sql::BACKFILLS_LIST,
-                vec![SqlValue::Int(limit as i64)],
+                vec![SqlValue::Int(limit as i64), tenant_id.into()],
             ))
             .await
     }
@@ -128,6 +136,7 @@ impl<D: Database> Store<D> {
                 new.page_size.into(),
                 SqlValue::Int(now),
                 config.into(),
+                new.tenant_id.into(),
             ],
         ));
         let inserted = if split {
@@ -198,11 +207,18 @@ impl<D: Database> Store<D> {
             }))
     }
 
-    /// Live documents a backfill with `filter` covers.
-    pub async fn backfill_total(&self, filter: Option<&str>) -> Result<u64, PortError> {
+    /// Live documents a backfill with `filter` (of `tenant_id`) covers.
+    pub async fn backfill_total(
+        &self,
+        filter: Option<&str>,
+        tenant_id: Option<&str>,
+    ) -> Result<u64, PortError> {
         let rows: Vec<CountRow> = self
             .db
-            .query(Stmt::new(sql::BACKFILL_TOTAL, vec![filter.into()]))
+            .query(Stmt::new(
+                sql::BACKFILL_TOTAL,
+                vec![filter.into(), tenant_id.into()],
+            ))
             .await?;
         Ok(rows.first().map_or(0, |r| r.n))
     }
@@ -217,6 +233,7 @@ impl<D: Database> Store<D> {
                     b.filter.clone().into(),
                     b.to_generation.into(),
                     b.page_size.into(),
+                    b.tenant_id.clone().into(),
                 ],
             ))
             .await

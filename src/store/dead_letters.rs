@@ -12,6 +12,8 @@ use serde::{Deserialize, Serialize};
 pub struct LetterRow {
     pub job_id: String,
     pub message_id: String,
+    pub tenant_id: String,
+    #[serde(serialize_with = "crate::core::ids::serialize_doc_id")]
     pub doc_id: String,
     pub version: u32,
     /// The job's state and step when the letter was archived.
@@ -31,6 +33,7 @@ pub struct LetterRow {
 /// version is the latest, and by chunk-count bucket.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 pub struct LetterGroupRow {
+    pub tenant_id: String,
     pub failure_bucket: String,
     pub version_is_latest: u8,
     pub chunk_count_bucket: String,
@@ -43,7 +46,9 @@ pub struct LetterGroupRow {
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 pub struct LetterFilter {
     pub bucket: Option<String>,
+    /// A document's stored key (`core::ids::DocKey`).
     pub doc_id: Option<String>,
+    pub tenant_id: Option<String>,
     pub since: Option<i64>,
     pub until: Option<i64>,
     pub cursor: Option<String>,
@@ -99,10 +104,14 @@ impl<D: Database> Store<D> {
         self.db.execute(stmt).await.map(|_| ())
     }
 
-    /// Letters by bucket × latest × chunk-count bucket.
-    pub async fn dead_letter_summary(&self) -> Result<Vec<LetterGroupRow>, PortError> {
+    /// Letters by tenant × bucket × latest × chunk-count bucket, of one
+    /// tenant or all.
+    pub async fn dead_letter_summary(
+        &self,
+        tenant_id: Option<&str>,
+    ) -> Result<Vec<LetterGroupRow>, PortError> {
         self.db
-            .query(Stmt::new(sql::DEAD_LETTERS_SUMMARY, vec![]))
+            .query(Stmt::new(sql::DEAD_LETTERS_SUMMARY, vec![tenant_id.into()]))
             .await
     }
 
@@ -115,6 +124,7 @@ impl<D: Database> Store<D> {
             opt_int(f.until),
             opt_text(&f.cursor),
             SqlValue::Int(f.limit as i64),
+            opt_text(&f.tenant_id),
         ];
         self.db
             .query(Stmt::new(sql::DEAD_LETTERS_PAGE, params))

@@ -13,6 +13,7 @@ use serde_json::Value;
 #[derive(Debug, Deserialize)]
 pub struct Candidate {
     pub job_id: String,
+    pub tenant_id: String,
     pub doc_id: String,
     pub version: u32,
     pub failure_bucket: Option<String>,
@@ -41,6 +42,8 @@ pub struct RedriveRow {
 #[derive(Debug, Deserialize, Serialize, Clone)]
 pub struct ItemRow {
     pub letter_job_id: String,
+    pub tenant_id: String,
+    #[serde(serialize_with = "crate::core::ids::serialize_doc_id")]
     pub doc_id: String,
     pub version: u32,
     pub phase: RedrivePhase,
@@ -125,6 +128,7 @@ impl<D: Database> Store<D> {
         since: Option<i64>,
         until: Option<i64>,
         doc_ids: Option<&[String]>,
+        tenant_id: Option<&str>,
         limit: usize,
         overlapping: bool,
     ) -> Result<Vec<Candidate>, PortError> {
@@ -135,6 +139,7 @@ impl<D: Database> Store<D> {
             opt_int(until),
             opt_text(doc_ids.as_deref()),
             SqlValue::Int(limit as i64),
+            opt_text(tenant_id),
         ];
         let q = if overlapping {
             crate::bugs::sql::REDRIVE_CANDIDATES_OVERLAPPING

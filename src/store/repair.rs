@@ -53,11 +53,16 @@ impl<D: Database> Store<D> {
     }
 
     /// The newest `limit` run reports.
-    pub async fn repair_runs(&self, limit: usize) -> Result<Vec<RepairRunRow>, PortError> {
+    /// The latest runs (that touched `tenant_id`'s documents, if given).
+    pub async fn repair_runs(
+        &self,
+        limit: usize,
+        tenant_id: Option<&str>,
+    ) -> Result<Vec<RepairRunRow>, PortError> {
         self.db
             .query(Stmt::new(
                 sql::REPAIR_RUNS_LIST,
-                vec![SqlValue::Int(limit as i64)],
+                vec![SqlValue::Int(limit as i64), tenant_id.into()],
             ))
             .await
     }

@@ -451,9 +451,11 @@ pub const LOCAL_INDEX_SCAN: &str =
 pub const REPAIR_RUN_INSERT: &str =
     "INSERT INTO repair_runs (started_at, finished_at, report, budget_hit) VALUES (?1, ?2, ?3, ?4)";
 
-/// The latest runs first. `?1` limit.
+/// The latest runs first. `?1` limit, `?2` a tenant the run touched, or NULL.
 pub const REPAIR_RUNS_LIST: &str = "\
-SELECT run_id, started_at, finished_at, report, budget_hit FROM repair_runs ORDER BY run_id DESC LIMIT ?1";
+SELECT run_id, started_at, finished_at, report, budget_hit FROM repair_runs
+WHERE ?2 IS NULL OR json_extract(report, '$.tenants.\"' || ?2 || '\"') IS NOT NULL
+ORDER BY run_id DESC LIMIT ?1";
 
 /// Archives a dead letter with a snapshot of its job, once per job: a
 /// letter seen again only moves `last_seen` and `times_seen`. Never deleted.
@@ -487,23 +489,24 @@ VALUES (?1, ?2, ?3, ?4,
 /// Read-only diagnosis: letters by failure bucket x whether the letter's
 /// version is still the document's latest x chunk-count bucket.
 pub const DEAD_LETTERS_SUMMARY: &str = "\
-SELECT COALESCE(l.failure_bucket, 'unknown') AS failure_bucket,
+SELECT l.tenant_id AS tenant_id, COALESCE(l.failure_bucket, 'unknown') AS failure_bucket,
        CASE WHEN d.latest_version = l.version THEN 1 ELSE 0 END AS version_is_latest,
        CASE WHEN l.chunk_count IS NULL THEN 'unknown' WHEN l.chunk_count <= 10 THEN '0-10'
             WHEN l.chunk_count <= 100 THEN '11-100' WHEN l.chunk_count <= 1000 THEN '101-1000' ELSE '>1000' END AS chunk_count_bucket,
        count(*) AS letters, sum(l.times_seen) AS deliveries, min(l.first_seen) AS first_seen, max(l.last_seen) AS last_seen
 FROM dead_letters l LEFT JOIN documents d ON d.doc_id = l.doc_id
-GROUP BY 1, 2, 3 ORDER BY letters DESC, 1, 2, 3";
+WHERE ?1 IS NULL OR l.tenant_id = ?1
+GROUP BY 1, 2, 3, 4 ORDER BY letters DESC, 1, 2, 3, 4";
 
 /// A page of letters, newest first, filtered. `?1` bucket or NULL, `?2` doc
 /// or NULL, `?3` seen since or NULL, `?4` seen until or NULL, `?5` cursor
-/// (last_seen, job_id) as 'ms|job' or NULL, `?6` limit.
+/// (last_seen, job_id) as 'ms|job' or NULL, `?6` limit, `?7` tenant or NULL.
 pub const DEAD_LETTERS_PAGE: &str = "\
-SELECT l.job_id, l.message_id, l.doc_id, l.version, l.job_state, l.job_step, l.failure_bucket, l.attempts,
+SELECT l.job_id, l.message_id, l.tenant_id, l.doc_id, l.version, l.job_state, l.job_step, l.failure_bucket, l.attempts,
        l.chunk_count, l.first_seen, l.last_seen, l.times_seen,
        CASE WHEN d.latest_version = l.version THEN 1 ELSE 0 END AS version_is_latest
 FROM dead_letters l LEFT JOIN documents d ON d.doc_id = l.doc_id
-WHERE (?1 IS NULL OR l.failure_bucket = ?1) AND (?2 IS NULL OR l.doc_id = ?2)
+WHERE (?1 IS NULL OR l.failure_bucket = ?1) AND (?2 IS NULL OR l.doc_id = ?2) AND (?7 IS NULL OR l.tenant_id = ?7)
   AND (?3 IS NULL OR l.last_seen >= ?3) AND (?4 IS NULL OR l.last_seen <= ?4)
   AND (?5 IS NULL OR l.last_seen < CAST(substr(?5, 1, instr(?5, '|') - 1) AS INTEGER)
        OR (l.last_seen = CAST(substr(?5, 1, instr(?5, '|') - 1) AS INTEGER) AND l.job_id > substr(?5, instr(?5, '|') + 1)))
@@ -516,13 +519,13 @@ ORDER BY l.last_seen DESC, l.job_id LIMIT ?6";
 /// `?1` bucket or NULL, `?2` since or NULL, `?3` until or NULL, `?4` JSON
 /// array of doc ids or NULL, `?5` limit.
 pub const REDRIVE_CANDIDATES: &str = "\
-SELECT l.job_id, l.doc_id, l.version, l.failure_bucket, l.last_seen, d.latest_version, d.live_version,
+SELECT l.job_id, l.tenant_id, l.doc_id, l.version, l.failure_bucket, l.last_seen, d.latest_version, d.live_version,
        (SELECT count(*) FROM redrive_items i WHERE i.letter_job_id = l.job_id AND (i.state IN ('sent', 'succeeded')
           OR i.state = 'pending' AND EXISTS (SELECT 1 FROM redrives r WHERE r.redrive_id = i.redrive_id AND r.state IN ('canary', 'running')))) AS redriven,
        (SELECT j.state FROM jobs j WHERE j.job_id = l.job_id) AS job_state_now
 FROM dead_letters l LEFT JOIN documents d ON d.doc_id = l.doc_id
 WHERE (?1 IS NULL OR l.failure_bucket = ?1) AND (?2 IS NULL OR l.last_seen >= ?2) AND (?3 IS NULL OR l.last_seen <= ?3)
-  AND (?4 IS NULL OR l.doc_id IN (SELECT value FROM json_each(?4)))
+  AND (?4 IS NULL OR l.doc_id IN (SELECT value FROM json_each(?4))) AND (?6 IS NULL OR l.tenant_id = ?6)
 ORDER BY l.job_id LIMIT ?5";
 
 pub const REDRIVE_INSERT: &str = "\
@@ -546,7 +549,7 @@ pub const REDRIVES_ACTIVE: &str = "SELECT redrive_id FROM redrives WHERE state I
 
 /// The items of a redrive with the state of the job each one started.
 pub const REDRIVE_ITEMS: &str = "\
-SELECT i.letter_job_id, i.doc_id, i.version, i.phase, i.seq, i.state, i.new_job_id, i.new_version, j.state AS job_state
+SELECT i.letter_job_id, i.tenant_id, i.doc_id, i.version, i.phase, i.seq, i.state, i.new_job_id, i.new_version, j.state AS job_state
 FROM redrive_items i LEFT JOIN jobs j ON j.job_id = i.new_job_id
 WHERE i.redrive_id = ?1 ORDER BY i.seq";
 
@@ -808,24 +811,24 @@ FROM chunks c WHERE c.doc_id = ?1 AND c.version = ?2 AND c.generation = ?4
 /// `?5` is being built with it and `?4` is active (the batch's
 /// `GENERATION_CREATE` applied, or found it).
 pub const BACKFILL_INSERT: &str = "\
-INSERT INTO backfills (backfill_id, scope, filter, from_generation, to_generation, state, cursor, passes, page_size, created_at, updated_at)
-SELECT ?1, ?2, ?3, ?4, ?5, 'running', '', 1, ?6, ?7, ?7
+INSERT INTO backfills (backfill_id, scope, filter, from_generation, to_generation, state, cursor, passes, page_size, created_at, updated_at, tenant_id)
+SELECT ?1, ?2, ?3, ?4, ?5, 'running', '', 1, ?6, ?7, ?7, ?9
 WHERE NOT EXISTS (SELECT 1 FROM backfills WHERE state IN ('running', 'paused'))
   AND (?8 IS NULL OR (EXISTS (SELECT 1 FROM generations WHERE generation = ?5 AND state = 'building' AND index_config = ?8)
                       AND EXISTS (SELECT 1 FROM generations WHERE generation = ?4 AND state = 'active')))";
 
 pub const BACKFILL_GET: &str = "\
-SELECT backfill_id, scope, filter, from_generation, to_generation, state, cursor, passes, page_size, created_at, updated_at
+SELECT backfill_id, scope, filter, tenant_id, from_generation, to_generation, state, cursor, passes, page_size, created_at, updated_at
 FROM backfills WHERE backfill_id = ?1";
 
 /// Backfills, newest first. `?1` limit.
 pub const BACKFILLS_LIST: &str = "\
-SELECT backfill_id, scope, filter, from_generation, to_generation, state, cursor, passes, page_size, created_at, updated_at
-FROM backfills ORDER BY created_at DESC, backfill_id DESC LIMIT ?1";
+SELECT backfill_id, scope, filter, tenant_id, from_generation, to_generation, state, cursor, passes, page_size, created_at, updated_at
+FROM backfills WHERE ?2 IS NULL OR tenant_id = ?2 OR tenant_id IS NULL ORDER BY created_at DESC, backfill_id DESC LIMIT ?1";
 
 /// The backfill cron advances.
 pub const BACKFILL_RUNNING: &str = "\
-SELECT backfill_id, scope, filter, from_generation, to_generation, state, cursor, passes, page_size, created_at, updated_at
+SELECT backfill_id, scope, filter, tenant_id, from_generation, to_generation, state, cursor, passes, page_size, created_at, updated_at
 FROM backfills WHERE state = 'running' ORDER BY created_at LIMIT 1";
 
 /// A state transition. `?1` id, `?2` new state, `?3` now, `?4` JSON array
@@ -841,7 +844,7 @@ UPDATE backfills SET state = ?2, updated_at = ?3 WHERE backfill_id = ?1 AND stat
 pub const BACKFILL_PAGE: &str = "\
 SELECT d.doc_id AS doc_id, d.live_version AS version FROM documents d
 JOIN versions v ON v.doc_id = d.doc_id AND v.version = d.live_version
-WHERE d.doc_id > ?1 AND v.is_delete = 0
+WHERE d.doc_id > ?1 AND v.is_delete = 0 AND (?5 IS NULL OR d.tenant_id = ?5)
   AND (?2 IS NULL OR NOT EXISTS (SELECT 1 FROM json_each(?2) f WHERE json_extract(v.metadata, '$.' || f.key) IS NOT f.value))
   AND CASE WHEN ?3 IS NULL THEN d.latest_version = d.live_version ELSE
         NOT EXISTS (SELECT 1 FROM chunks c WHERE c.doc_id = d.doc_id AND c.version = d.live_version AND c.generation = ?3)
@@ -850,10 +853,11 @@ WHERE d.doc_id > ?1 AND v.is_delete = 0
       END
 ORDER BY d.doc_id LIMIT ?4";
 
-/// Live, not deleted documents matching the filter `?1` (NULL: all).
+/// Live, not deleted documents matching the filter `?1` (NULL: all), of
+/// tenant `?2` (NULL: every tenant).
 pub const BACKFILL_TOTAL: &str = "\
 SELECT count(*) AS n FROM documents d JOIN versions v ON v.doc_id = d.doc_id AND v.version = d.live_version
-WHERE v.is_delete = 0
+WHERE v.is_delete = 0 AND (?2 IS NULL OR d.tenant_id = ?2)
   AND (?1 IS NULL OR NOT EXISTS (SELECT 1 FROM json_each(?1) f WHERE json_extract(v.metadata, '$.' || f.key) IS NOT f.value))";
 
 /// Build jobs for a page: `?3` JSON array of `{job, doc, version}`, `?2`

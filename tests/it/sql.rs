@@ -308,7 +308,7 @@ fn every_statement_is_exercised_by_the_flows() {
             block_on(p.consume_dead_letter("d-1", Some(&letter), 0)),
             ingest_pipeline::pipeline::Settle::Ack
         );
-        block_on(p.dead_letter_summary()).unwrap();
+        block_on(p.dead_letter_summary(None)).unwrap();
         let f = ingest_pipeline::pipeline::LetterFilter {
             limit: 10,
             cursor: Some("1|x".into()),
@@ -316,6 +316,7 @@ fn every_statement_is_exercised_by_the_flows() {
         };
         block_on(p.dead_letters(&f)).unwrap();
         let req = ingest_pipeline::pipeline::RedriveRequest {
+            tenant_id: None,
             bucket: None,
             since: None,
             until: None,
@@ -332,7 +333,7 @@ fn every_statement_is_exercised_by_the_flows() {
         w4.deliver_all();
         block_on(p.redrive_advance(&view.redrive_id)).unwrap();
         w4.cron();
-        block_on(p.repair_runs(5)).unwrap();
+        block_on(p.repair_runs(5, None)).unwrap();
         // A live vector goes missing: verification marks and re-runs the document.
         let lost = w4.live_vector_ids()[0].clone();
         w4.index.vectors.borrow_mut().remove(&lost);

@@ -194,6 +194,7 @@ pub(super) async fn reindex_then_cancel(
 /// smallest canary (3), batches of two, no failure tolerated.
 pub fn redrive_request() -> crate::pipeline::RedriveRequest {
     crate::pipeline::RedriveRequest {
+        tenant_id: None,
         bucket: None,
         since: None,
         until: None,

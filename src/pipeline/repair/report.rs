@@ -2,10 +2,12 @@
 //! report logged, and recorded when the run did anything.
 
 use crate::core::failure::FailureBucket;
+use crate::core::ids::split_key;
 use crate::pipeline::{log_event, Pipeline};
 use crate::ports::{Clock, Database, Embedder, JobQueue, VectorIndex};
 use serde::Serialize;
 use serde_json::json;
+use std::collections::BTreeMap;
 
 /// What one scheduled run did. Logged as one line; counts only.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -37,6 +39,19 @@ pub struct RepairReport {
     pub elapsed_ms: i64,
     /// Buckets of the steps that failed in this run (each at most once).
     pub failures: Vec<FailureBucket>,
+    /// What the run did to each tenant's documents and jobs (the counts
+    /// above that belong to a document), by tenant ID; tenants it did not
+    /// touch are absent.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub tenants: BTreeMap<String, TenantRepair>,
+}
+
+/// One tenant's part of a run.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct TenantRepair {
+    pub jobs_requeued: u64,
+    pub jobs_dead: u64,
+    pub documents_repaired: u64,
 }
 
 impl RepairReport {
@@ -54,6 +69,13 @@ impl RepairReport {
             + self.backfill_pages
             > 0
             || !self.failures.is_empty()
+    }
+
+    /// The part of the run of the tenant of the document `key` (stored).
+    pub(super) fn tenant_of(&mut self, key: &str) -> &mut TenantRepair {
+        self.tenants
+            .entry(split_key(key).0.to_string())
+            .or_default()
     }
 
     /// Records that a step failed with `bucket` (each bucket once).

@@ -58,6 +58,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         match self.store.job_stalled_dead(r, now).await {
             Ok(()) => {
                 run.report.jobs_dead += 1;
+                run.report.tenant_of(&r.doc_id).jobs_dead += 1;
                 // Its evidence, like any dead-lettered job's.
                 let msg = JobMessage::new(r.job_id.clone(), r.doc_id.clone(), r.version);
                 if let Err(e) = self
@@ -77,7 +78,12 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             Ok(()) => {
                 let ids: Vec<&str> = messages.iter().map(|m| m.job_id.as_str()).collect();
                 match self.store.touch_jobs(&ids, now).await {
-                    Ok(()) => run.report.jobs_requeued = messages.len() as u64,
+                    Ok(()) => {
+                        run.report.jobs_requeued = messages.len() as u64;
+                        for m in messages {
+                            run.report.tenant_of(&m.doc_id).jobs_requeued += 1;
+                        }
+                    }
                     Err(e) => run.report.failed(e.bucket),
                 }
             }

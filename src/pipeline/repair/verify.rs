@@ -25,9 +25,12 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             return;
         }
         match self.verify_sample().await {
-            Ok((checked, missing_docs)) => {
+            Ok((checked, repaired)) => {
                 run.report.chunks_verified = checked;
-                run.report.documents_repaired = missing_docs;
+                run.report.documents_repaired = repaired.len() as u64;
+                for (doc_id, _) in &repaired {
+                    run.report.tenant_of(doc_id).documents_repaired += 1;
+                }
             }
             Err(e) => run.report.failed(e.bucket),
         }
@@ -37,9 +40,9 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
     /// window) against the index, continuing from a cursor kept in D1. A
     /// document with a missing vector is marked `repair_needed` and its live
     /// version re-run. Returns (chunks checked, documents repaired).
-    async fn verify_sample(&self) -> Result<(u64, u64), PortError> {
+    async fn verify_sample(&self) -> Result<(u64, Vec<(String, u32)>), PortError> {
         if self.cfg.cron_verify_chunks_max == 0 {
-            return Ok((0, 0));
+            return Ok((0, Vec::new()));
         }
         let now = self.clock.now_ms();
         let live_before = now - i64::from(self.cfg.index_visibility_window_seconds) * 1000;
@@ -64,7 +67,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             self.rerun_live_version(doc_id, *version).await?;
         }
         self.store.set_cursor("verify", &next).await?;
-        Ok((rows.len() as u64, missing.len() as u64))
+        Ok((rows.len() as u64, missing))
     }
 
     /// The (document, version) pairs of `rows` with a vector the index does
