@@ -855,3 +855,213 @@ proptest::proptest! {
         }
     }
 }
+
+/// Delivers every message; a dead letter is archived as the Worker's queue
+/// handler would.
+fn deliver_archiving(w: &World) {
+    use ingest_pipeline::pipeline::ConsumeOutcome;
+    for _ in 0..100 {
+        let batch = w.queue.take_all();
+        if batch.is_empty() {
+            return;
+        }
+        for m in batch {
+            match w.consume(&m) {
+                ConsumeOutcome::DeadLetter { .. } => {
+                    block_on(w.p().archive_dead_letter(&format!("msg-{}", m.job_id), &m)).unwrap()
+                }
+                ConsumeOutcome::Retry { delay_seconds } => {
+                    w.clock.advance_ms(i64::from(delay_seconds) * 1000);
+                    w.queue.sent.borrow_mut().push_back(m);
+                }
+                ConsumeOutcome::Ack { .. } => {}
+            }
+        }
+    }
+}
+
+#[test]
+fn tenants_operator_tools_filter_by_tenant_and_show_it_on_every_row() {
+    use ingest_pipeline::core::failure::FailureBucket;
+    let w = World::new();
+    let a = onboard(&w, "acme", json!({}), &["ingest", "search"]);
+    // The same document fails permanently in the default tenant and in acme.
+    put(&w, INGEST, "doc", "default harbour");
+    put(&w, &a, "doc", "acme harbour");
+    w.index
+        .upsert_faults
+        .fail_next(2, FailureBucket::IndexRejected);
+    deliver_archiving(&w);
+
+    // Dead letters: every row names its tenant and its own doc_id.
+    let all = call(&w, "GET", "/v1/admin/dead-letters", ADMIN, None);
+    let letters = all.body["letters"].as_array().unwrap().clone();
+    assert_eq!(letters.len(), 2, "{}", all.body);
+    let mut tenants: Vec<&str> = letters
+        .iter()
+        .map(|l| l["tenant_id"].as_str().unwrap())
+        .collect();
+    tenants.sort();
+    assert_eq!(tenants, ["acme", "default"]);
+    assert!(letters.iter().all(|l| l["doc_id"] == "doc"), "{letters:?}");
+    let acme = call(
+        &w,
+        "GET",
+        "/v1/admin/dead-letters?tenant_id=acme",
+        ADMIN,
+        None,
+    );
+    let only = acme.body["letters"].as_array().unwrap();
+    assert_eq!(only.len(), 1);
+    assert_eq!(only[0]["tenant_id"], "acme");
+    let by_doc = call(
+        &w,
+        "GET",
+        "/v1/admin/dead-letters?tenant_id=acme&doc_id=doc",
+        ADMIN,
+        None,
+    );
+    assert_eq!(by_doc.body["letters"].as_array().unwrap().len(), 1);
+    let default_doc = call(&w, "GET", "/v1/admin/dead-letters?doc_id=doc", ADMIN, None);
+    assert_eq!(
+        default_doc.body["letters"][0]["tenant_id"], "default",
+        "doc_id alone: the default tenant's"
+    );
+    let summary = call(
+        &w,
+        "GET",
+        "/v1/admin/dead-letters/summary?tenant_id=acme",
+        ADMIN,
+        None,
+    );
+    let groups = summary.body["groups"].as_array().unwrap();
+    assert!(
+        !groups.is_empty() && groups.iter().all(|g| g["tenant_id"] == "acme"),
+        "{groups:?}"
+    );
+
+    // A redrive of acme's letters only: its plan and items show the tenant.
+    let pre = call(
+        &w,
+        "POST",
+        "/v1/admin/redrives",
+        ADMIN,
+        Some(json!({ "filter": { "tenant_id": "acme" } })),
+    );
+    assert_eq!(pre.status, 200, "{}", pre.body);
+    let plan = &pre.body["plan"];
+    assert_eq!(plan["matched"], 1);
+    assert_eq!(plan["eligible"][0]["tenant_id"], "acme");
+    assert_eq!(plan["eligible"][0]["doc_id"], "doc");
+    assert_eq!(plan["documents"], json!(["doc"]));
+    let run = call(
+        &w,
+        "POST",
+        "/v1/admin/redrives",
+        ADMIN,
+        Some(json!({ "filter": { "tenant_id": "acme" }, "plan_id": plan["plan_id"] })),
+    );
+    assert_eq!(run.status, 202, "{}", run.body);
+    let items = run.body["items"].as_array().unwrap();
+    assert_eq!(items.len(), 1);
+    assert_eq!(
+        (items[0]["tenant_id"].clone(), items[0]["doc_id"].clone()),
+        (json!("acme"), json!("doc"))
+    );
+    deliver_archiving(&w);
+    assert_eq!(
+        call(&w, "GET", "/v1/documents/doc", &a, None).body["state"],
+        "indexed"
+    );
+    assert_eq!(
+        call(&w, "GET", "/v1/documents/doc", INGEST, None).body["state"],
+        "failed"
+    );
+
+    // A backfill of acme's documents only.
+    let r = call(
+        &w,
+        "POST",
+        "/v1/admin/reindex",
+        ADMIN,
+        Some(json!({ "scope": "all", "tenant_id": "acme" })),
+    );
+    assert_eq!(r.status, 202, "{}", r.body);
+    assert_eq!(r.body["backfill"]["tenant_id"], "acme");
+    assert_eq!(r.body["backfill"]["progress"]["total"], 1);
+    let r = call(
+        &w,
+        "POST",
+        "/v1/admin/reindex",
+        ADMIN,
+        Some(json!({ "scope": "config", "tenant_id": "acme" })),
+    );
+    assert_eq!(
+        (r.status, code(&r)),
+        (422, "invalid_field"),
+        "a generation serves every tenant"
+    );
+    let listed = call(&w, "GET", "/v1/admin/reindex?tenant_id=acme", ADMIN, None);
+    assert_eq!(listed.body["backfills"][0]["tenant_id"], "acme");
+    let none = call(&w, "GET", "/v1/admin/reindex?tenant_id=beta", ADMIN, None);
+    assert_eq!(none.body["backfills"], json!([]));
+
+    // Repair runs: the tenants each touched, and a filter on them.
+    deliver_archiving(&w);
+    let lost: Vec<String> = w
+        .index
+        .vectors
+        .borrow()
+        .values()
+        .filter(|v| v.namespace == "acme")
+        .map(|v| v.id.clone())
+        .collect();
+    assert!(!lost.is_empty());
+    for id in &lost {
+        w.index.vectors.borrow_mut().remove(id);
+    }
+    w.clock
+        .advance_ms(i64::from(w.cfg.index_visibility_window_seconds) * 1000 + 1);
+    let report = w.cron();
+    assert_eq!(report.documents_repaired, 1, "{report:?}");
+    assert_eq!(report.tenants["acme"].documents_repaired, 1);
+    let runs = call(
+        &w,
+        "GET",
+        "/v1/admin/repair/runs?tenant_id=acme",
+        ADMIN,
+        None,
+    );
+    let runs = runs.body["runs"].as_array().unwrap();
+    assert!(!runs.is_empty());
+    assert!(runs
+        .iter()
+        .all(|r| r["tenants"].as_array().unwrap().contains(&json!("acme"))));
+    let beta = call(
+        &w,
+        "GET",
+        "/v1/admin/repair/runs?tenant_id=beta",
+        ADMIN,
+        None,
+    );
+    assert_eq!(beta.body["runs"], json!([]));
+
+    // Bad filters are 422s.
+    for path in [
+        "/v1/admin/dead-letters?tenant_id=Bad",
+        "/v1/admin/dead-letters/summary?tenant_id=a%20b",
+        "/v1/admin/reindex?tenant_id=",
+        "/v1/admin/repair/runs?tenant_id=%F0%9F%98%80",
+    ] {
+        let r = call(&w, "GET", path, ADMIN, None);
+        assert_eq!((r.status, code(&r)), (422, "invalid_field"), "{path}");
+    }
+    let r = call(
+        &w,
+        "POST",
+        "/v1/admin/redrives",
+        ADMIN,
+        Some(json!({ "filter": { "tenant_id": 5 } })),
+    );
+    assert_eq!((r.status, code(&r)), (422, "invalid_field"));
+}
