@@ -12,9 +12,8 @@ use super::{
 use crate::core::credentials::Scopes;
 use crate::core::ids::{TenantId, TENANT_ID_BYTES_MAX};
 use crate::core::state::TenantState;
-use crate::pipeline::Pipeline;
+use crate::pipeline::{Pipeline, Quotas};
 use crate::ports::{Clock, Database, Embedder, JobQueue, VectorIndex};
-use crate::store::Quotas;
 use serde_json::{json, Map, Value};
 
 /// The tenant route table; `segments` follow `tenants`.

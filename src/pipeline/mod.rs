@@ -35,6 +35,7 @@ pub use crate::config::{CONSUME_RESERVE, CONSUME_SUBREQUESTS_MIN};
 /// The log line builder, at its old path (`crate::log`; the entry points
 /// install the sink).
 pub use crate::log::log_event;
+pub use crate::store::Quotas;
 pub use intake::{DocumentInput, IntakeError, IntakeItem, IntakeOutcome, Quota};
 pub use refused::{Outcome, Refused};
 pub use repair::RepairReport;
