@@ -17,7 +17,9 @@ use crate::core::ids::{job_id, sha256_hex, split_key, DocKey};
 use crate::core::state::{JobState, RedriveItemState as ItemState, RedrivePhase, RedriveState};
 use crate::ports::{Clock, Database, Embedder, JobMessage, JobQueue, PortError, VectorIndex};
 pub use crate::store::LetterFilter;
-use crate::store::{Candidate, ItemRow, LetterGroupRow, NewItem, RedriveRow, RerunOf};
+use crate::store::{
+    Candidate, CandidateFilter, ItemRow, LetterGroupRow, NewItem, RedriveRow, RerunOf,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
@@ -173,11 +175,13 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         let rows = self
             .store
             .redrive_candidates(
-                req.bucket.as_deref(),
-                req.since,
-                req.until,
-                req.doc_ids.as_deref(),
-                req.tenant_id.as_deref(),
+                &CandidateFilter {
+                    bucket: req.bucket.as_deref(),
+                    since: req.since,
+                    until: req.until,
+                    doc_ids: req.doc_ids.as_deref(),
+                    tenant_id: req.tenant_id.as_deref(),
+                },
                 REDRIVE_LETTERS_MAX,
                 self.bugs.has(Bug::RedriveOverlaps),
             )

@@ -34,7 +34,7 @@ pub use documents::{
 };
 pub use generations::{GenerationListRow, GenerationRow};
 pub use jobs::{AttemptEnd, ClaimRow, ConsumeRow, JobViewRow, StalledJobRow};
-pub use redrives::{AuditRow, Candidate, ItemRow, NewItem, RedriveRow, RerunOf};
+pub use redrives::{AuditRow, Candidate, CandidateFilter, ItemRow, NewItem, RedriveRow, RerunOf};
 pub use repair::{RepairRunRow, VerifyRow};
 pub use tenants::{Quotas, TenantRow, TenantUsageRow, TokenAuthRow, TokenRow, UsageDelta};
 pub use usage::UsageSnapshot;

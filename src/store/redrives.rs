@@ -26,6 +26,17 @@ pub struct Candidate {
     pub job_state_now: Option<JobState>,
 }
 
+/// Which letters a redrive considers (each `None`: any).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CandidateFilter<'a> {
+    pub bucket: Option<&'a str>,
+    pub since: Option<i64>,
+    pub until: Option<i64>,
+    /// Stored document keys.
+    pub doc_ids: Option<&'a [String]>,
+    pub tenant_id: Option<&'a str>,
+}
+
 /// A redrive (`redrives`).
 #[derive(Debug, Deserialize, Serialize, Clone)]
 pub struct RedriveRow {
@@ -124,22 +135,18 @@ impl<D: Database> Store<D> {
     /// `overlapping`: the seeded bug `RedriveOverlaps`'s statement.
     pub async fn redrive_candidates(
         &self,
-        bucket: Option<&str>,
-        since: Option<i64>,
-        until: Option<i64>,
-        doc_ids: Option<&[String]>,
-        tenant_id: Option<&str>,
+        f: &CandidateFilter<'_>,
         limit: usize,
         overlapping: bool,
     ) -> Result<Vec<Candidate>, PortError> {
-        let doc_ids = doc_ids.map(json_array);
+        let doc_ids = f.doc_ids.map(json_array);
         let params = vec![
-            opt_text(bucket),
-            opt_int(since),
-            opt_int(until),
+            opt_text(f.bucket),
+            opt_int(f.since),
+            opt_int(f.until),
             opt_text(doc_ids.as_deref()),
             SqlValue::Int(limit as i64),
-            opt_text(tenant_id),
+            opt_text(f.tenant_id),
         ];
         let q = if overlapping {
             crate::bugs::sql::REDRIVE_CANDIDATES_OVERLAPPING

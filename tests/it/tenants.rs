@@ -151,7 +151,7 @@ fn tenants_identical_doc_ids_are_separate_documents() {
         (404, "job_not_found"),
         "another tenant's job is absent"
     );
-    assert_eq!(job(&INGEST.to_string(), &job_b).status, 404);
+    assert_eq!(job(INGEST, &job_b).status, 404);
 
     // The default tenant (INGEST_TOKEN) has no such document.
     let r = call(&w, "GET", "/v1/documents/handbook", INGEST, None);
