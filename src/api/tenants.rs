@@ -1,6 +1,7 @@
 //! The operator's tenant routes under `/v1/admin/tenants`: create, list,
-//! read (with usage), disable and enable a tenant; mint, list and revoke
-//! its tokens. Each parses (through `fields`), applies, and renders.
+//! read (with usage), disable and enable a tenant, replace its quotas
+//! (`PUT …/quotas`: the body's, each absent or null one the default);
+//! mint, list and revoke its tokens. Each parses (through `fields`), applies, and renders.
 //!
 //! May import: `config`, `core`, `pipeline`, `ports`, and `super` (errors,
 //! refusals, shared validation).
@@ -54,6 +55,16 @@ where
                 .map_err(ApiError::from_port)?;
             Ok(ok(200, to_json(out.map_err(refused)?)?))
         }
+        ("PUT", [id, "quotas"]) => {
+            let tenant = path_tenant(id)?;
+            let body = json_body(&p.cfg, req)?;
+            let quotas = parse_quotas(object(&body)?)?;
+            let out = p
+                .set_tenant_quotas(&tenant, &quotas)
+                .await
+                .map_err(ApiError::from_port)?;
+            Ok(ok(200, to_json(out.map_err(refused)?)?))
+        }
         ("POST", [id, "tokens"]) => mint(p, req, id).await,
         ("GET", [id, "tokens"]) => {
             let tenant = path_tenant(id)?;
@@ -69,7 +80,7 @@ where
                 .map_err(ApiError::from_port)?;
             Ok(ok(200, to_json(out.map_err(refused)?)?))
         }
-        (_, [] | [_] | [_, "disable" | "enable" | "tokens"] | [_, "tokens", _]) => {
+        (_, [] | [_] | [_, "disable" | "enable" | "tokens" | "quotas"] | [_, "tokens", _]) => {
             Err(method_not_allowed())
         }
         _ => Err(not_found()),

@@ -206,6 +206,26 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         self.tenant_or_missing(tenant).await
     }
 
+    /// Replaces a tenant's quotas (`None`: the configured default). A quota
+    /// lowered under what the tenant stores refuses growth from then on; it
+    /// deletes nothing.
+    pub async fn set_tenant_quotas(
+        &self,
+        tenant: &TenantId,
+        quotas: &Quotas,
+    ) -> Result<Outcome<TenantView>, PortError> {
+        let now = self.clock.now_ms();
+        if !self
+            .store
+            .set_tenant_quotas(tenant.as_str(), quotas, now)
+            .await?
+        {
+            return Ok(Err(Refused::TenantNotFound));
+        }
+        log_event("tenant_quotas", json!({ "tenant_id": tenant.as_str() }));
+        self.tenant_or_missing(tenant).await
+    }
+
     /// Mints a token of `tenant` from `entropy` (32 random bytes the entry
     /// point draws): only its hash is stored.
     pub async fn mint_token(

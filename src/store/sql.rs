@@ -359,6 +359,11 @@ FROM tenants t WHERE t.tenant_id > ?1 ORDER BY t.tenant_id LIMIT ?2";
 pub const TENANT_SET_STATE: &str =
     "UPDATE tenants SET state = ?2, updated_at = ?3 WHERE tenant_id = ?1";
 
+/// Replaces tenant `?1`'s quotas (`?2` documents, `?3` bytes, `?4`
+/// requests per minute; NULL: the configured default). `?5` now.
+pub const TENANT_SET_QUOTAS: &str = "\
+UPDATE tenants SET documents_max = ?2, bytes_max = ?3, requests_per_minute_max = ?4, updated_at = ?5 WHERE tenant_id = ?1";
+
 /// A new token `?1` of tenant `?2`: its hash `?3` and scopes `?4` (JSON
 /// array); `?5` now. Nothing if the tenant does not exist.
 pub const TOKEN_INSERT: &str = "\
@@ -932,6 +937,7 @@ pub const ALL: &[(&str, &str)] = &[
     ("TENANT_GET", TENANT_GET),
     ("TENANTS_PAGE", TENANTS_PAGE),
     ("TENANT_SET_STATE", TENANT_SET_STATE),
+    ("TENANT_SET_QUOTAS", TENANT_SET_QUOTAS),
     ("TOKEN_INSERT", TOKEN_INSERT),
     ("TOKEN_REVOKE", TOKEN_REVOKE),
     ("TOKEN_GET", TOKEN_GET),

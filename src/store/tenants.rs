@@ -163,6 +163,29 @@ impl<D: Database> Store<D> {
         Ok(n == 1)
     }
 
+    /// Replaces a tenant's quotas; `false` if there is no such tenant.
+    pub async fn set_tenant_quotas(
+        &self,
+        tenant_id: &str,
+        quotas: &Quotas,
+        now: i64,
+    ) -> Result<bool, PortError> {
+        let n = self
+            .db
+            .execute(Stmt::new(
+                sql::TENANT_SET_QUOTAS,
+                vec![
+                    tenant_id.into(),
+                    opt(quotas.documents_max),
+                    opt(quotas.bytes_max),
+                    opt(quotas.requests_per_minute_max),
+                    int(now),
+                ],
+            ))
+            .await?;
+        Ok(n == 1)
+    }
+
     /// Records a token (its hash only); `false` if the tenant does not exist.
     pub async fn insert_token(
         &self,

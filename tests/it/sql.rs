@@ -496,6 +496,9 @@ fn every_statement_is_exercised_by_the_flows() {
             block_on(p.intake(&acme, &[put("two")])).unwrap_err(),
             IntakeError::QuotaExceeded(ingest_pipeline::pipeline::Quota::Documents)
         );
+        block_on(p.set_tenant_quotas(&acme, &Quotas::default()))
+            .unwrap()
+            .unwrap();
         block_on(p.set_tenant_state(&acme, TenantState::Disabled))
             .unwrap()
             .unwrap();

@@ -436,6 +436,48 @@ fn tenants_quotas_refuse_with_429_and_write_nothing() {
     );
     // Other tenants are not affected by acme's quota.
     assert_eq!(put(&w, INGEST, "three", "ten bytes!").status, 202);
+
+    // The operator replaces the quotas: raised, growth fits again; null
+    // is the configured default.
+    let r = put(&w, &t, "five", "ten bytes!");
+    assert_eq!((r.status, code(&r)), (429, "document_quota_exceeded"));
+    let r = call(
+        &w,
+        "PUT",
+        "/v1/admin/tenants/acme/quotas",
+        ADMIN,
+        Some(json!({ "documents_max": 3, "bytes_max": null })),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["quotas"]["documents_max"], 3);
+    assert_eq!(r.body["quotas"]["bytes_max"], w.cfg.tenant_bytes_max);
+    assert_eq!(
+        r.body["quotas"]["defaults"],
+        json!(["bytes_max", "requests_per_minute_max"])
+    );
+    assert_eq!(put(&w, &t, "five", "ten bytes!").status, 202);
+    for (body, want) in [
+        (json!({ "documents": 3 }), (422, "unknown_field")),
+        (json!({ "documents_max": "3" }), (422, "invalid_field")),
+        (json!([]), (400, "invalid_body")),
+    ] {
+        let r = call(
+            &w,
+            "PUT",
+            "/v1/admin/tenants/acme/quotas",
+            ADMIN,
+            Some(body),
+        );
+        assert_eq!((r.status, code(&r)), want);
+    }
+    let r = call(
+        &w,
+        "PUT",
+        "/v1/admin/tenants/nobody/quotas",
+        ADMIN,
+        Some(json!({})),
+    );
+    assert_eq!((r.status, code(&r)), (404, "tenant_not_found"));
 }
 
 #[test]
