@@ -1107,3 +1107,26 @@ fn tenants_operator_tools_filter_by_tenant_and_show_it_on_every_row() {
     );
     assert_eq!((r.status, code(&r)), (422, "invalid_field"));
 }
+
+#[test]
+fn tenants_authentication_costs_one_or_two_d1_calls() {
+    // Counted, not timed: INGEST_TOKEN needs the admission UPDATE only; a
+    // tenant token its lookup too. A refused token costs its lookup at most.
+    let w = World::new();
+    let t = onboard(&w, "acme", json!({}), &["ingest"]);
+    let calls = |auth: &str| {
+        let before = w.db.calls.get();
+        // GET of an absent document: one read after authentication.
+        call(&w, "GET", "/v1/documents/none", auth, None);
+        w.db.calls.get() - before
+    };
+    assert_eq!(calls(INGEST), 1 + 1);
+    assert_eq!(calls(&t), 2 + 1);
+    assert_eq!(
+        calls("Bearer not-a-token"),
+        0,
+        "no lookup for a malformed token"
+    );
+    let forged = format!("Bearer tkn_{}_{}", "0".repeat(16), "0".repeat(48));
+    assert_eq!(calls(&forged), 1, "one lookup, then 401");
+}
