@@ -390,12 +390,13 @@ export async function waitFor(fn, { timeoutMs = 30_000, intervalMs = 200, what =
  * Polls `GET /v1/documents/{doc_id}` until its `state` is `state` (and, if
  * given, `latest_version`/`live_version` match). Returns the last body.
  * Fails early if the document reaches `failed` while another state is wanted.
+ * `token`: whose document (a tenant's token; INGEST_TOKEN by default).
  */
-export async function waitForState(base, docId, state, { timeoutMs = 30_000, latestVersion, liveVersion } = {}) {
+export async function waitForState(base, docId, state, { timeoutMs = 30_000, latestVersion, liveVersion, token = INGEST_TOKEN } = {}) {
   const deadline = Date.now() + timeoutMs;
   let last;
   for (;;) {
-    last = await api(base, 'GET', docPath(docId));
+    last = await api(base, 'GET', docPath(docId), undefined, { token });
     const b = last.body;
     if (
       last.status === 200 &&
@@ -417,9 +418,9 @@ export async function waitForState(base, docId, state, { timeoutMs = 30_000, lat
   }
 }
 
-/** `POST /v1/search`; asserts nothing, returns `{ status, body }`. */
-export function search(base, body) {
-  return api(base, 'POST', '/v1/search', body);
+/** `POST /v1/search`; asserts nothing, returns `{ status, body }`. `opts` as `api`'s (`token`). */
+export function search(base, body, opts = {}) {
+  return api(base, 'POST', '/v1/search', body, opts);
 }
 
 /** The admin token of the local profile (`.dev.vars.example`), for `/v1/admin/*`. */
