@@ -62,7 +62,14 @@ function testConfig() {
 }
 
 function applyMigrations(binding, persistDir) {
-  const args = ['d1', 'migrations', 'apply', binding, '--local', '--env', 'local', '--persist-to', persistDir, '-c', testConfig()];
+  runWrangler(['d1', 'migrations', 'apply', binding, '--local', '--env', 'local', '--persist-to', persistDir, '-c', testConfig()]);
+}
+
+/**
+ * Runs a wrangler command to its end from the repository root; throws with
+ * its output if it fails. Returns `{ stdout, stderr }`.
+ */
+export function runWrangler(args) {
   const r = spawnSync(WRANGLER, args, {
     cwd: REPO_ROOT,
     env: childEnv(),
@@ -76,6 +83,20 @@ function applyMigrations(binding, persistDir) {
         `--- stdout ---\n${r.stdout ?? ''}\n--- stderr ---\n${r.stderr ?? ''}`,
     );
   }
+  return { stdout: r.stdout, stderr: r.stderr };
+}
+
+/**
+ * Runs SQL on a local D1 database of the test configuration (`binding`:
+ * `DB` or `VECTORS_DB`) in a worker's state directory, with `wrangler d1
+ * execute --local`. Returns the rows of the last statement.
+ */
+export function d1Query(binding, persistDir, sql) {
+  const { stdout } = runWrangler([
+    'd1', 'execute', binding, '--local', '--env', 'local', '--persist-to', persistDir, '-c', testConfig(), '--json', '--command', sql,
+  ]);
+  const out = JSON.parse(stdout);
+  return out.at(-1).results;
 }
 
 /** Distinct free TCP ports on 127.0.0.1 (all held open together, then released). */
