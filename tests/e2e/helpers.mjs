@@ -89,14 +89,38 @@ export function runWrangler(args) {
 /**
  * Runs SQL on a local D1 database of the test configuration (`binding`:
  * `DB` or `VECTORS_DB`) in a worker's state directory, with `wrangler d1
- * execute --local`. Returns the rows of the last statement.
+ * execute --local`. Resolves to the rows of the last statement.
+ *
+ * Asynchronous on purpose: a test process blocked in a synchronous child
+ * for seconds does not see the Worker close its idle keep-alive
+ * connections, and its next fetch on one of them fails.
  */
 export function d1Query(binding, persistDir, sql) {
-  const { stdout } = runWrangler([
-    'd1', 'execute', binding, '--local', '--env', 'local', '--persist-to', persistDir, '-c', testConfig(), '--json', '--command', sql,
-  ]);
-  const out = JSON.parse(stdout);
-  return out.at(-1).results;
+  const args = ['d1', 'execute', binding, '--local', '--env', 'local', '--persist-to', persistDir, '-c', testConfig(), '--json', '--command', sql];
+  return new Promise((resolve, reject) => {
+    const child = spawn(WRANGLER, args, { cwd: REPO_ROOT, env: childEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c) => (stdout += c));
+    child.stderr.on('data', (c) => (stderr += c));
+    const timer = setTimeout(() => child.kill('SIGKILL'), 120_000);
+    child.once('error', (e) => {
+      clearTimeout(timer);
+      reject(e);
+    });
+    child.once('close', (code, signal) => {
+      clearTimeout(timer);
+      if (code !== 0) {
+        reject(new Error(`wrangler ${args.join(' ')} failed (status ${code}, signal ${signal})\n--- stdout ---\n${stdout}\n--- stderr ---\n${stderr}`));
+        return;
+      }
+      try {
+        resolve(JSON.parse(stdout).at(-1).results);
+      } catch (e) {
+        reject(new Error(`wrangler d1 execute: unexpected output (${e.message})\n${stdout}`));
+      }
+    });
+  });
 }
 
 /** Distinct free TCP ports on 127.0.0.1 (all held open together, then released). */

@@ -630,7 +630,7 @@ describe('upgrade: vectors written before tenants (no namespace) move to namespa
   const QUERY = 'sourdough wild yeast rye loaves';
   let worker;
   const step = (name, fn) => it(name, withLogs(() => worker, fn));
-  const vectors = () => d1Query('VECTORS_DB', worker.persistDir, 'SELECT id, namespace, doc_id FROM vectors ORDER BY id');
+  const vectors = (dir = worker.persistDir) => d1Query('VECTORS_DB', dir, 'SELECT id, namespace, doc_id FROM vectors ORDER BY id');
 
   before(
     async () => {
@@ -649,18 +649,20 @@ describe('upgrade: vectors written before tenants (no namespace) move to namespa
     await waitForState(worker.base, DOC, 'indexed');
     const ok = await search(worker.base, { query: QUERY });
     assert.equal(ok.body.results[0]?.doc_id, DOC, ok.text);
-    assert.ok(vectors().every((v) => v.namespace === 'default'), JSON.stringify(vectors()));
+    const written = await vectors();
+    assert.ok(written.length >= 1 && written.every((v) => v.namespace === 'default'), JSON.stringify(written));
 
     // What a deployment from before tenants holds after migrating: the same
     // ledger rows (a default-tenant key is the bare doc_id) and vectors in
     // no namespace (the local index's migration 0002 gives them '').
     const persistDir = worker.persistDir;
     await worker.stop({ keepState: true });
-    d1Query('VECTORS_DB', persistDir, "UPDATE vectors SET namespace = ''");
+    await d1Query('VECTORS_DB', persistDir, "UPDATE vectors SET namespace = ''");
+    const legacy = await vectors(persistDir);
+    assert.ok(legacy.every((v) => v.namespace === ''), JSON.stringify(legacy));
+    oldIds = legacy.map((v) => v.id);
+    assert.deepEqual(oldIds, written.map((v) => v.id));
     worker = await startWorker({ persistDir });
-    oldIds = vectors().map((v) => v.id);
-    assert.ok(oldIds.length >= 1);
-    assert.ok(vectors().every((v) => v.namespace === ''));
 
     const view = await api(worker.base, 'GET', docPath(DOC));
     assert.equal(view.body.state, 'indexed', 'D1, the source of truth, still has it');
@@ -676,6 +678,11 @@ describe('upgrade: vectors written before tenants (no namespace) move to namespa
     assert.equal(typeof id, 'string', start.text);
     const view = await waitForState(worker.base, DOC, 'indexed', { latestVersion: 2, liveVersion: 2 });
     assert.equal(view.latest_version, 2, 'a re-run is a new version of the same content');
+    const job = await api(worker.base, 'GET', `/v1/jobs/${encodeURIComponent(view.job_id)}`);
+    assert.equal(job.status, 200, job.text);
+    assert.ok(job.body.progress.chunks_total >= 1, job.text);
+    assert.equal(job.body.progress.chunks_reused, job.body.progress.chunks_total, `values copied from the old vectors, none embedded again: ${job.text}`);
+    assert.equal(job.body.progress.chunks_embedded, 0, job.text);
     await waitFor(
       async () => {
         await triggerCron(worker.base);
@@ -691,11 +698,11 @@ describe('upgrade: vectors written before tenants (no namespace) move to namespa
     await waitFor(
       async () => {
         await triggerCron(worker.base);
-        return vectors().every((v) => v.namespace === 'default');
+        return (await vectors()).every((v) => v.namespace === 'default');
       },
       { what: 'the old vectors to be deleted', timeoutMs: 60_000, intervalMs: 500 },
     );
-    const now = vectors();
+    const now = await vectors();
     assert.ok(now.length >= 1);
     assert.ok(now.every((v) => !oldIds.includes(v.id) && /:2:\d+$/.test(v.id)), JSON.stringify({ oldIds, now }));
   });
