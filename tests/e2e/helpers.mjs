@@ -62,7 +62,14 @@ function testConfig() {
 }
 
 function applyMigrations(binding, persistDir) {
-  const args = ['d1', 'migrations', 'apply', binding, '--local', '--env', 'local', '--persist-to', persistDir, '-c', testConfig()];
+  runWrangler(['d1', 'migrations', 'apply', binding, '--local', '--env', 'local', '--persist-to', persistDir, '-c', testConfig()]);
+}
+
+/**
+ * Runs a wrangler command to its end from the repository root; throws with
+ * its output if it fails. Returns `{ stdout, stderr }`.
+ */
+export function runWrangler(args) {
   const r = spawnSync(WRANGLER, args, {
     cwd: REPO_ROOT,
     env: childEnv(),
@@ -76,6 +83,44 @@ function applyMigrations(binding, persistDir) {
         `--- stdout ---\n${r.stdout ?? ''}\n--- stderr ---\n${r.stderr ?? ''}`,
     );
   }
+  return { stdout: r.stdout, stderr: r.stderr };
+}
+
+/**
+ * Runs SQL on a local D1 database of the test configuration (`binding`:
+ * `DB` or `VECTORS_DB`) in a worker's state directory, with `wrangler d1
+ * execute --local`. Resolves to the rows of the last statement.
+ *
+ * Asynchronous on purpose: a test process blocked in a synchronous child
+ * for seconds does not see the Worker close its idle keep-alive
+ * connections, and its next fetch on one of them fails.
+ */
+export function d1Query(binding, persistDir, sql) {
+  const args = ['d1', 'execute', binding, '--local', '--env', 'local', '--persist-to', persistDir, '-c', testConfig(), '--json', '--command', sql];
+  return new Promise((resolve, reject) => {
+    const child = spawn(WRANGLER, args, { cwd: REPO_ROOT, env: childEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c) => (stdout += c));
+    child.stderr.on('data', (c) => (stderr += c));
+    const timer = setTimeout(() => child.kill('SIGKILL'), 120_000);
+    child.once('error', (e) => {
+      clearTimeout(timer);
+      reject(e);
+    });
+    child.once('close', (code, signal) => {
+      clearTimeout(timer);
+      if (code !== 0) {
+        reject(new Error(`wrangler ${args.join(' ')} failed (status ${code}, signal ${signal})\n--- stdout ---\n${stdout}\n--- stderr ---\n${stderr}`));
+        return;
+      }
+      try {
+        resolve(JSON.parse(stdout).at(-1).results);
+      } catch (e) {
+        reject(new Error(`wrangler d1 execute: unexpected output (${e.message})\n${stdout}`));
+      }
+    });
+  });
 }
 
 /** Distinct free TCP ports on 127.0.0.1 (all held open together, then released). */
@@ -390,12 +435,13 @@ export async function waitFor(fn, { timeoutMs = 30_000, intervalMs = 200, what =
  * Polls `GET /v1/documents/{doc_id}` until its `state` is `state` (and, if
  * given, `latest_version`/`live_version` match). Returns the last body.
  * Fails early if the document reaches `failed` while another state is wanted.
+ * `token`: whose document (a tenant's token; INGEST_TOKEN by default).
  */
-export async function waitForState(base, docId, state, { timeoutMs = 30_000, latestVersion, liveVersion } = {}) {
+export async function waitForState(base, docId, state, { timeoutMs = 30_000, latestVersion, liveVersion, token = INGEST_TOKEN } = {}) {
   const deadline = Date.now() + timeoutMs;
   let last;
   for (;;) {
-    last = await api(base, 'GET', docPath(docId));
+    last = await api(base, 'GET', docPath(docId), undefined, { token });
     const b = last.body;
     if (
       last.status === 200 &&
@@ -417,9 +463,9 @@ export async function waitForState(base, docId, state, { timeoutMs = 30_000, lat
   }
 }
 
-/** `POST /v1/search`; asserts nothing, returns `{ status, body }`. */
-export function search(base, body) {
-  return api(base, 'POST', '/v1/search', body);
+/** `POST /v1/search`; asserts nothing, returns `{ status, body }`. `opts` as `api`'s (`token`). */
+export function search(base, body, opts = {}) {
+  return api(base, 'POST', '/v1/search', body, opts);
 }
 
 /** The admin token of the local profile (`.dev.vars.example`), for `/v1/admin/*`. */

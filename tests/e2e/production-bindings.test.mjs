@@ -13,15 +13,18 @@
 //      reaches the logs;
 //   4. an index whose dimensions (or metric) disagree with the configuration
 //      is refused: /healthz?deep=1 says so, nothing is written, jobs retry,
-//      and they succeed once the index is fixed.
+//      and they succeed once the index is fixed;
+//   5. tenants: each tenant's vectors are written into its own namespace
+//      (the tenant ID; INGEST_TOKEN's into `default`), every search names
+//      its tenant's namespace, and a delete removes only that tenant's.
 //
 // Run from the repository root after `make build`:
 //   node --test --test-concurrency=1 tests/e2e/
 
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { api, docPath, search, sleep, waitFor, waitForState } from './helpers.mjs';
-import { startProbeWorker, startProductionWorker } from './miniflare-env.mjs';
+import { INGEST_TOKEN, api, docPath, search, sleep, waitFor, waitForState } from './helpers.mjs';
+import { ADMIN_TOKEN, startProbeWorker, startProductionWorker } from './miniflare-env.mjs';
 import {
   FakeVectorizeIndex,
   FakeWorkersAi,
@@ -176,6 +179,39 @@ describe('1a. the fakes refuse what the real services refuse (called from Node)'
     assert.deepEqual(fr.matches.map((m) => m.id), ['f']);
     const unindexed = await idx.query(q, { topK: 3, filter: { shelf: 1 } });
     assert.deepEqual(unindexed.matches, [], 'filtering needs a metadata index');
+  });
+
+  it('namespaces: a query with one searches only it; IDs are unique across namespaces; 64 bytes, 50,000', async () => {
+    const idx = new FakeVectorizeIndex({ dimensions: DIMS });
+    const doc = (id, text, namespace) => ({ id, values: fakeEmbedding(text, DIMS), metadata: { doc_id: id }, namespace });
+    await idx.upsert([
+      doc('a1', 'penguins waddle on antarctic ice', 'tenant-a'),
+      doc('b1', 'penguins nest on antarctic ice', 'tenant-b'),
+      doc('n1', 'penguins on antarctic ice floes', undefined),
+    ]);
+    const q = fakeEmbedding('antarctic penguins', DIMS);
+    assert.deepEqual((await idx.query(q, { topK: 10, namespace: 'tenant-a' })).matches.map((m) => m.id), ['a1']);
+    assert.deepEqual((await idx.query(q, { topK: 10, namespace: 'tenant-b' })).matches.map((m) => m.id), ['b1']);
+    assert.deepEqual((await idx.query(q, { topK: 10, namespace: 'nobody' })).matches, []);
+    assert.equal((await idx.query(q, { topK: 10 })).count, 3, 'no namespace: the whole index');
+    assert.deepEqual(idx.queryNamespaces, ['tenant-a', 'tenant-b', 'nobody', null]);
+    assert.deepEqual(idx.namespaces(), ['tenant-a', 'tenant-b']);
+    // One ID, one vector: an upsert into another namespace moves it.
+    await idx.upsert([doc('a1', 'penguins waddle on antarctic ice', 'tenant-b')]);
+    assert.deepEqual((await idx.query(q, { topK: 10, namespace: 'tenant-a' })).matches, []);
+    assert.deepEqual((await idx.query(q, { topK: 10, namespace: 'tenant-b' })).matches.map((m) => m.id).sort(), ['a1', 'b1']);
+    assert.equal((await idx.getByIds(['a1']))[0].namespace, 'tenant-b');
+    await idx.deleteByIds(['a1', 'n1']);
+    assert.equal(idx.stats().visibleCount, 1);
+    // Names up to 64 bytes; at most namespacesMax of them.
+    await rejects(idx.upsert([doc('x', 'x', 'n'.repeat(65))]), /\(code = 40003\).*namespace/);
+    await rejects(idx.query(q, { topK: 1, namespace: 'é'.repeat(33) }), /\(code = 40003\).*namespace/);
+    await idx.upsert([doc('x', 'x', 'n'.repeat(64))]);
+    const small = new FakeVectorizeIndex({ dimensions: DIMS, namespacesMax: 2 });
+    await small.upsert([doc('1', 'one', 'n1'), doc('2', 'two', 'n2')]);
+    await small.upsert([doc('3', 'three', 'n1')]);
+    await rejects(small.upsert([doc('4', 'four', 'n3')]), /too many namespaces/);
+    assert.deepEqual(small.namespaces(), ['n1', 'n2']);
   });
 
   it('the shim transport keeps Maps, typed arrays and class instances', () => {
@@ -655,5 +691,88 @@ describe('4. an index that disagrees with the configuration is refused', () => {
     const s = await search(w.base, { query: 'lighthouse keepers brass' });
     assert.equal(s.status, 200, s.text);
     assert.equal(s.body.results[0]?.doc_id, DOC, s.text);
+  });
+});
+
+// ---------------------------------------------------------------------------
+describe("5. tenants: each tenant's vectors are written into its own namespace", () => {
+  const DOC = 'shared/report';
+  const TEXT = {
+    'tenant-a': 'Emperor penguins waddle across Antarctic glaciers hunting krill beneath floating icebergs.',
+    'tenant-b': 'Quarterly invoices reconcile mortgage payments through automated ledger spreadsheets.',
+    default: 'Lighthouse keepers polish brass lenses before stormy nights on the rocky coast.',
+  };
+  const QUERY = {
+    'tenant-a': 'penguins antarctic krill',
+    'tenant-b': 'invoices mortgage ledger',
+    default: 'lighthouse brass lenses',
+  };
+  const tokens = {};
+  let w;
+  const step = stepWith(() => w);
+
+  before(async () => {
+    w = await startProductionWorker();
+  });
+  after(async () => {
+    await w?.stop();
+  });
+
+  step('two tenants and the default one write the same doc_id; each vector lands in its tenant’s namespace', async () => {
+    for (const tenant of ['tenant-a', 'tenant-b']) {
+      const created = await api(w.base, 'POST', '/v1/admin/tenants', { tenant_id: tenant }, { token: ADMIN_TOKEN });
+      assert.equal(created.status, 201, created.text);
+      const minted = await api(w.base, 'POST', `/v1/admin/tenants/${tenant}/tokens`, { scopes: ['ingest', 'search'] }, { token: ADMIN_TOKEN });
+      assert.equal(minted.status, 201, minted.text);
+      tokens[tenant] = minted.body.token;
+    }
+    tokens.default = INGEST_TOKEN;
+    for (const [tenant, token] of Object.entries(tokens)) {
+      const put = await api(w.base, 'PUT', docPath(DOC), { text: TEXT[tenant] }, { token });
+      assert.equal(put.status, 202, put.text);
+    }
+    for (const token of Object.values(tokens)) await waitForState(w.base, DOC, 'indexed', { token, liveVersion: 1 });
+    const stored = Array.from(w.fakes.vectorize.eventualState().values());
+    const byNamespace = {};
+    for (const v of stored) (byNamespace[v.namespace ?? '(none)'] ??= []).push(v);
+    assert.deepEqual(Object.keys(byNamespace).sort(), ['default', 'tenant-a', 'tenant-b'], JSON.stringify(Object.keys(byNamespace)));
+    for (const tenant of Object.keys(tokens)) {
+      assert.ok(byNamespace[tenant].length >= 1, tenant);
+      for (const v of byNamespace[tenant]) assert.equal(v.metadata.doc_id, DOC, JSON.stringify(v.metadata));
+    }
+    // One doc_id, three documents: three sets of vector IDs, none shared.
+    const ids = stored.map((v) => v.id);
+    assert.equal(new Set(ids).size, ids.length);
+    assert.deepEqual(w.fakes.vectorize.namespaces(), ['default', 'tenant-a', 'tenant-b']);
+  });
+
+  step('each search asks the index for its own namespace only, and serves only its own text', async () => {
+    await waitFor(() => w.fakes.vectorize.visibleVectors().length >= 3, { what: 'the vectors to be visible' });
+    const before = w.fakes.vectorize.queryNamespaces.length;
+    for (const [tenant, token] of Object.entries(tokens)) {
+      for (const [other, query] of Object.entries(QUERY)) {
+        const s = await search(w.base, { query, top_k: 10 }, { token });
+        assert.equal(s.status, 200, s.text);
+        assert.ok(s.body.results.length >= 1, `${tenant} finds its document: ${s.text}`);
+        for (const hit of s.body.results) {
+          assert.equal(hit.doc_id, DOC);
+          assert.equal(hit.text, TEXT[tenant], `${tenant} searching for ${other}'s words got: ${s.text}`);
+        }
+      }
+    }
+    const asked = w.fakes.vectorize.queryNamespaces.slice(before);
+    assert.deepEqual(asked, Object.keys(tokens).flatMap((t) => Array(Object.keys(QUERY).length).fill(t)), 'every query named the tenant’s namespace');
+    assert.ok(!w.fakes.vectorize.queryNamespaces.includes(null), 'no query without a namespace');
+  });
+
+  step("a tenant's delete removes only its own vectors", async () => {
+    const del = await api(w.base, 'DELETE', docPath(DOC), undefined, { token: tokens['tenant-b'] });
+    assert.equal(del.status, 202, del.text);
+    await waitForState(w.base, DOC, 'deleted', { token: tokens['tenant-b'] });
+    await waitFor(() => !w.fakes.vectorize.namespaces().includes('tenant-b'), { what: "tenant-b's vectors to go" });
+    assert.deepEqual(w.fakes.vectorize.namespaces(), ['default', 'tenant-a']);
+    const a = await waitForState(w.base, DOC, 'indexed', { token: tokens['tenant-a'] });
+    assert.equal(a.live_version, 1);
+    assert.equal(w.fakes.vectorize.stats().rejections.length, 0, JSON.stringify(w.fakes.vectorize.stats().rejections));
   });
 });

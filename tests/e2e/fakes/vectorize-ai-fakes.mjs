@@ -10,6 +10,17 @@
 // consistency), and failures are injected at `failureRate` from a seeded
 // PRNG (rate limit, unavailable, timeout; a timeout may have committed).
 //
+// Namespaces as in Vectorize (developers.cloudflare.com/vectorize: "Insert
+// vectors" § Namespaces, "Vectorize API" § Vectors, "Limits"): a vector
+// may carry a `namespace` (at most 64 bytes; at most 50,000 namespaces per
+// index on Workers Paid); a query with `namespace` searches only the
+// vectors of that namespace; IDs are unique in the whole index, so an
+// upsert of an existing ID into another namespace replaces (moves) the
+// vector, and getByIds / deleteByIds take IDs alone. The docs do not say
+// what a query WITHOUT a namespace searches; here it searches the whole
+// index (`queryNamespaces` records what each query asked for, so a test can
+// assert that the Worker never relies on that case).
+//
 // Errors are shaped like the real ones, since the Worker classifies them by
 // their text:
 //   Vectorize: Error("VECTOR_UPSERT_ERROR (code = 40007): …") or
@@ -35,6 +46,8 @@ export const VECTORIZE_LIMITS = Object.freeze({
   topKMax: 100,
   topKMaxWithValuesOrAllMetadata: 50,
   filterBytesMax: 2048,
+  namespaceBytesMax: 64,
+  namespacesMax: 50_000,
 });
 
 export const AI_LIMITS = Object.freeze({ textsMax: 100 });
@@ -143,7 +156,8 @@ function vectorizeError(op, code, text) {
  * failureRate, seed, failureKinds, timeoutMs, failureOps, describeShape
  * ('v2': {dimensions, vectorCount, …}; 'v1': {config: {dimensions, metric}, …}),
  * metadataIndexes (null: every property is filterable; else only these, as
- * in production where filtering needs a metadata index).
+ * in production where filtering needs a metadata index), namespacesMax
+ * (distinct namespaces the index may hold; Vectorize's 50,000 by default).
  */
 export class FakeVectorizeIndex {
   constructor({
@@ -153,6 +167,7 @@ export class FakeVectorizeIndex {
     visibilityDelayMs = 0,
     describeShape = 'v2',
     metadataIndexes = null,
+    namespacesMax = VECTORIZE_LIMITS.namespacesMax,
     now = () => Date.now(),
     ...faults
   } = {}) {
@@ -162,6 +177,7 @@ export class FakeVectorizeIndex {
     this.visibilityDelayMs = visibilityDelayMs;
     this.describeShape = describeShape;
     this.metadataIndexes = metadataIndexes;
+    this.namespacesMax = namespacesMax;
     this.now = now;
     this.faults = new Faults({ ...faults, ops: faults.failureOps ?? null });
     this.visible = new Map(); // id → { id, values: number[], metadata }
@@ -172,6 +188,7 @@ export class FakeVectorizeIndex {
     this.rejections = []; // { op, code }
     this.accepted = { upserted: 0, deleted: 0 };
     this.lastMatches = []; // IDs the last successful query returned
+    this.queryNamespaces = []; // the `namespace` of each accepted query (null: none given)
   }
 
   // ---- state, for tests -------------------------------------------------
@@ -203,6 +220,12 @@ export class FakeVectorizeIndex {
       this.visible = saved;
     }
     return copy;
+  }
+
+  /** The distinct namespaces of the vectors visible now, sorted (a vector without one is in none). */
+  namespaces() {
+    this.settle();
+    return [...new Set(Array.from(this.visible.values(), (v) => v.namespace).filter((n) => n !== undefined))].sort();
   }
 
   stats() {
@@ -244,7 +267,7 @@ export class FakeVectorizeIndex {
   mutate(apply) {
     const seq = ++this.seq;
     const mutationId = `mutation-${seq}`;
-    this.pending.push({ at: this.now() + this.visibilityDelayMs, seq, mutationId, apply });
+    this.pending.push({ at: this.now() + this.visibilityDelayMs, seq, mutationId, apply, namespaces: apply.namespaces });
     if (this.visibilityDelayMs <= 0) this.settle();
     return { mutationId };
   }
@@ -287,11 +310,15 @@ export class FakeVectorizeIndex {
         this.reject(op, 40023, `metadata over ${VECTORIZE_LIMITS.metadataBytesMax} bytes`);
       }
     }
-    if (namespace !== undefined && (typeof namespace !== 'string' || utf8Bytes(namespace) > 64)) {
-      this.reject(op, 40003, 'invalid namespace');
-    }
+    if (namespace !== undefined) this.checkNamespace(op, namespace);
     // What the real binding sends: JSON.
     return JSON.parse(JSON.stringify({ id, values: Array.from(values), metadata: metadata ?? {}, namespace }));
+  }
+
+  checkNamespace(op, namespace) {
+    if (typeof namespace !== 'string' || utf8Bytes(namespace) > VECTORIZE_LIMITS.namespaceBytesMax) {
+      this.reject(op, 40003, `invalid namespace: must be a string of at most ${VECTORIZE_LIMITS.namespaceBytesMax} bytes`);
+    }
   }
 
   write(op, vectors, overwrite) {
@@ -301,11 +328,20 @@ export class FakeVectorizeIndex {
       this.reject(op, 40006, `too many vectors: ${vectors.length} > ${VECTORIZE_LIMITS.upsertMax}`);
     }
     const clean = vectors.map((v, i) => this.checkVector(op, v, i));
-    return () => {
+    // Namespaces are created by the writes into them. (The error code of
+    // the real limit is not documented; this one is the fake's.)
+    const namespaces = [...new Set(clean.map((v) => v.namespace).filter((n) => n !== undefined))];
+    const held = new Set(this.namespaces());
+    for (const m of this.pending) for (const n of m.namespaces ?? []) held.add(n);
+    const fresh = namespaces.filter((n) => !held.has(n));
+    if (held.size + fresh.length > this.namespacesMax) {
+      this.reject(op, 40099, `too many namespaces: the index holds ${held.size}, at most ${this.namespacesMax}`);
+    }
+    return Object.assign(() => {
       for (const v of clean) {
         if (overwrite || !this.visible.has(v.id)) this.visible.set(v.id, v);
       }
-    };
+    }, { namespaces });
   }
 
   matchesFilter(metadata, filter) {
@@ -407,6 +443,7 @@ export class FakeVectorizeIndex {
     }
     if (!isPlainObject(options)) this.reject(op, 40010, `options are a ${kindOf(options)}, not a plain object`);
     const { topK = 5, returnValues = false, returnMetadata = 'none', filter, namespace } = options;
+    if (namespace !== undefined) this.checkNamespace(op, namespace);
     if (![true, false, 'none', 'indexed', 'all'].includes(returnMetadata)) this.reject(op, 40010, 'invalid returnMetadata');
     const heavy = returnValues === true || returnMetadata === 'all' || returnMetadata === true;
     const topKMax = heavy ? VECTORIZE_LIMITS.topKMaxWithValuesOrAllMetadata : VECTORIZE_LIMITS.topKMax;
@@ -425,10 +462,12 @@ export class FakeVectorizeIndex {
       }
     }
     await this.maybeFail('query');
+    this.queryNamespaces.push(namespace ?? null);
     const q = Array.from(vector);
     const scored = [];
     for (const v of this.visible.values()) {
-      if ((namespace ?? undefined) !== (v.namespace ?? undefined)) continue;
+      // With a namespace, only its vectors are searched (before scoring).
+      if (namespace !== undefined && v.namespace !== namespace) continue;
       if (filter && !this.matchesFilter(v.metadata, filter)) continue;
       scored.push({ v, score: this.score(q, v.values) });
     }
