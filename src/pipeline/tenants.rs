@@ -263,6 +263,9 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         tenant: &TenantId,
         token_id: &str,
     ) -> Result<Outcome<TokenView>, PortError> {
+        if self.store.tenant(tenant.as_str()).await?.is_none() {
+            return Ok(Err(Refused::TenantNotFound));
+        }
         let now = self.clock.now_ms();
         let row = self
             .store

@@ -469,7 +469,7 @@ describe('tenants on one Worker', () => {
       ['tokens of an unknown tenant', () => raw('GET', '/v1/admin/tenants/nobody/tokens'), 404, 'tenant_not_found'],
       // DELETE /v1/admin/tenants/{id}/tokens/{token_id}
       ['revoke an unknown token', () => raw('DELETE', '/v1/admin/tenants/tenant-a/tokens/0000000000000000'), 404, 'token_not_found'],
-      ['revoke under an unknown tenant', () => raw('DELETE', `/v1/admin/tenants/nobody/tokens/${tok.aId}`), 404, 'token_not_found'],
+      ['revoke under an unknown tenant', () => raw('DELETE', `/v1/admin/tenants/nobody/tokens/${tok.aId}`), 404, 'tenant_not_found'],
       // methods and routes
       ['PUT the tenant list', () => raw('PUT', '/v1/admin/tenants', { tenant_id: 'new-one' }), 405, 'method_not_allowed'],
       ['DELETE a tenant', () => raw('DELETE', '/v1/admin/tenants/tenant-a'), 405, 'method_not_allowed'],
