@@ -380,9 +380,10 @@ pub fn live_text(db: &SqliteDb, doc_id: &str) -> Vec<serde_json::Value> {
 // ------------------------------------------------------------------ dumps
 
 /// The state that must not depend on faults or timing (I6): document and
-/// version rows, the text, chunk rows, generations, intents, and each index
+/// version rows, the text, chunk rows, generations, intents, each index
 /// job's outcome class (`succeeded` and `superseded` both mean "done
-/// without failure"); build jobs are left out.
+/// without failure"; build jobs are left out), and each tenant's state and
+/// usage (documents and bytes stored).
 pub fn canonical_dump(db: &SqliteDb) -> String {
     let queries = [
         "SELECT doc_id, latest_version, live_version, repair_needed FROM documents ORDER BY doc_id",
@@ -395,6 +396,7 @@ pub fn canonical_dump(db: &SqliteDb) -> String {
         "SELECT job_id, doc_id, version, kind,
                     CASE WHEN state IN ('succeeded', 'superseded') THEN 'done' ELSE state END AS outcome
              FROM jobs WHERE build_generation IS NULL ORDER BY job_id",
+        "SELECT tenant_id, state, documents, bytes FROM tenants ORDER BY tenant_id",
     ];
     let mut out = String::new();
     for q in queries {

@@ -39,7 +39,7 @@ impl Monitor {
         let mut queries: Vec<String> = script
             .docs
             .iter()
-            .flat_map(|(_, ops)| ops.iter())
+            .flat_map(|c| c.ops.iter())
             .filter_map(|op| match op {
                 Op::Put(t) => t.split_whitespace().next().map(str::to_string),
                 Op::Delete | Op::Settle => None,
@@ -294,16 +294,20 @@ pub(super) fn check_redrives(w: &World, script: &Script) -> Result<(), Violation
             i["letter_job_id"], i["redrive_id"], i["state"], i["version"], i["latest_version"]
         )));
     }
-    for (doc, ops) in &script.docs {
+    for client in &script.docs {
+        let ops = &client.ops;
         let Some(Op::Put(text)) = ops.iter().rev().find(|o| !matches!(o, Op::Settle)) else {
             continue;
         };
-        let rows = oracle::live_text(&w.db, doc);
+        let rows = oracle::live_text(&w.db, client.key().as_str());
         let ok = rows.first().is_some_and(|r| {
             r["live_version"] == r["latest_version"] && r["text"].as_str() == Some(text.as_str())
         });
         if !ok {
-            return Err(v(format!("{doc} not indexed after the redrive: {rows:?}")));
+            return Err(v(format!(
+                "{} of {} not indexed after the redrive: {rows:?}",
+                client.doc_id, client.tenant
+            )));
         }
     }
     Ok(())
