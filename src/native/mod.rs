@@ -164,6 +164,13 @@ impl SqliteDb {
         SqliteDb::open(LOCAL_INDEX_MIGRATIONS)
     }
 
+    /// Rows inserted, updated or deleted since the database was opened
+    /// (SQLite's `total_changes`, triggers included): while it stays the
+    /// same, so does every row.
+    pub fn total_changes(&self) -> u64 {
+        self.conn.borrow().total_changes()
+    }
+
     fn run_query(
         conn: &rusqlite::Connection,
         stmt: &Stmt,
@@ -335,6 +342,12 @@ impl MemIndex {
 
     pub fn ids(&self) -> Vec<String> {
         self.vectors.borrow().keys().cloned().collect()
+    }
+
+    /// Upserts and deletes so far, one per vector ID ([`MemIndex::log`]'s
+    /// length): while it stays the same, so does every vector.
+    pub fn writes(&self) -> usize {
+        self.log.borrow().len()
     }
 }
 

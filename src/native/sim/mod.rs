@@ -14,7 +14,9 @@
 //! outlives the platform's wall-clock limit is killed. The clients write
 //! as two tenants (the built-in `default` and `acme`, which the world
 //! creates), with the same document IDs in both and texts of disjoint
-//! words. After every step the invariants I1–I4, I8 and I10 are checked;
+//! words. After every step that changed the ledger or the index the
+//! invariants I1–I4, I8, I10 and I11 (tenant isolation: no search hit,
+//! document view or job of one tenant reaches the other) are checked;
 //! after quiescence I5–I7, I9 and, for a redrive, R (see
 //! `docs/ARCHITECTURE.md`).
 //!
