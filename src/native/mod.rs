@@ -9,9 +9,10 @@
 //! - [`sim`]: the deterministic simulation;
 //! - [`testkit`]: the harness of the tests, the simulation and the bench.
 //!
-//! This file may import the crate's ports, core failure buckets and the
-//! adapters' filter; the rooms import this file, never the other way
-//! round (but [`SqliteDb::dump`], which is the oracle's).
+//! This file may import the crate's ports, core failure buckets, the
+//! adapters' filter and the seeded bugs' namespace; the rooms import this
+//! file, never the other way round (but [`SqliteDb::dump`], which is the
+//! oracle's).
 
 pub mod oracle;
 pub mod sim;
@@ -305,6 +306,12 @@ impl Faults {
     }
 }
 
+/// Whether a query in `namespace` searches every namespace: only the
+/// seeded bug `SearchUnfenced` asks for that ([`crate::bugs::EVERY_NAMESPACE`]).
+fn every_namespace(namespace: &str) -> bool {
+    cfg!(feature = "protocol-bugs") && namespace == crate::bugs::EVERY_NAMESPACE
+}
+
 /// An in-memory vector index as strict as Vectorize on limits, immediately
 /// consistent, with call counters and fault injection.
 pub struct MemIndex {
@@ -403,7 +410,7 @@ impl VectorIndex for MemIndex {
         let map = self.vectors.borrow();
         let mut out: Vec<VectorMatch> = map
             .values()
-            .filter(|v| v.namespace == namespace)
+            .filter(|v| v.namespace == namespace || every_namespace(namespace))
             .filter(|v| crate::adapters::filter_matches(&v.metadata, filter))
             .map(|v| VectorMatch {
                 id: v.id.clone(),
