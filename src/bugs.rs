@@ -35,10 +35,20 @@ pub enum Bug {
     /// The dead-letter consumer acknowledges a letter Queues forwarded
     /// without archiving it.
     DeadLetterNotArchived,
+    /// Search drops both of its tenant fences: it queries the index in
+    /// every namespace ([`EVERY_NAMESPACE`]) and asks D1 for the live
+    /// chunks of every tenant (either fence alone would hide the other's
+    /// absence).
+    SearchUnfenced,
 }
 
+/// The namespace `SearchUnfenced` queries: the in-memory indexes read it
+/// as every namespace, as Vectorize reads a query that names none. Not a
+/// tenant ID (`*` is not in their alphabet), so no tenant's own.
+pub const EVERY_NAMESPACE: &str = "*";
+
 impl Bug {
-    pub const ALL: [Bug; 11] = [
+    pub const ALL: [Bug; 12] = [
         Bug::DeleteBeforeReplace,
         Bug::FlipWithoutCas,
         Bug::SweepIgnoresLease,
@@ -50,6 +60,7 @@ impl Bug {
         Bug::RedriveOverlaps,
         Bug::RedriveSendInTwoSteps,
         Bug::DeadLetterNotArchived,
+        Bug::SearchUnfenced,
     ];
 }
 

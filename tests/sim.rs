@@ -3,7 +3,7 @@
 //! overtake, reindex, cancel), exhaustively, then random seeds with
 //! interleavings, duplicates, reordering, cron at arbitrary points, random
 //! faults, concurrent operators, lasting outages and the queue's
-//! `max_retries` → dead-letter path.
+//! `max_retries` → dead-letter path, their clients writing as two tenants.
 //!
 //! `SIM_SEEDS=N` sets the number of random seeds (default 2,000);
 //! `make sim SEEDS=N` runs more. A failing case prints the command that

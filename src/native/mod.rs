@@ -9,9 +9,10 @@
 //! - [`sim`]: the deterministic simulation;
 //! - [`testkit`]: the harness of the tests, the simulation and the bench.
 //!
-//! This file may import the crate's ports, core failure buckets and the
-//! adapters' filter; the rooms import this file, never the other way
-//! round (but [`SqliteDb::dump`], which is the oracle's).
+//! This file may import the crate's ports, core failure buckets, the
+//! adapters' filter and the seeded bugs' namespace; the rooms import this
+//! file, never the other way round (but [`SqliteDb::dump`], which is the
+//! oracle's).
 
 pub mod oracle;
 pub mod sim;
@@ -164,6 +165,13 @@ impl SqliteDb {
         SqliteDb::open(LOCAL_INDEX_MIGRATIONS)
     }
 
+    /// Rows inserted, updated or deleted since the database was opened
+    /// (SQLite's `total_changes`, triggers included): while it stays the
+    /// same, so does every row.
+    pub fn total_changes(&self) -> u64 {
+        self.conn.borrow().total_changes()
+    }
+
     fn run_query(
         conn: &rusqlite::Connection,
         stmt: &Stmt,
@@ -298,6 +306,12 @@ impl Faults {
     }
 }
 
+/// Whether a query in `namespace` searches every namespace: only the
+/// seeded bug `SearchUnfenced` asks for that ([`crate::bugs::EVERY_NAMESPACE`]).
+fn every_namespace(namespace: &str) -> bool {
+    cfg!(feature = "protocol-bugs") && namespace == crate::bugs::EVERY_NAMESPACE
+}
+
 /// An in-memory vector index as strict as Vectorize on limits, immediately
 /// consistent, with call counters and fault injection.
 pub struct MemIndex {
@@ -335,6 +349,12 @@ impl MemIndex {
 
     pub fn ids(&self) -> Vec<String> {
         self.vectors.borrow().keys().cloned().collect()
+    }
+
+    /// Upserts and deletes so far, one per vector ID ([`MemIndex::log`]'s
+    /// length): while it stays the same, so does every vector.
+    pub fn writes(&self) -> usize {
+        self.log.borrow().len()
     }
 }
 
@@ -390,7 +410,7 @@ impl VectorIndex for MemIndex {
         let map = self.vectors.borrow();
         let mut out: Vec<VectorMatch> = map
             .values()
-            .filter(|v| v.namespace == namespace)
+            .filter(|v| v.namespace == namespace || every_namespace(namespace))
             .filter(|v| crate::adapters::filter_matches(&v.metadata, filter))
             .map(|v| VectorMatch {
                 id: v.id.clone(),

@@ -85,6 +85,28 @@ pub fn served_vector_ids(db: &SqliteDb) -> BTreeSet<String> {
     .collect()
 }
 
+/// A served chunk's row (see [`served_chunks`]): `doc_id` is the
+/// document's key (its tenant and ID).
+#[derive(Debug, Deserialize)]
+pub struct ServedChunk {
+    pub vector_id: String,
+    pub doc_id: String,
+    pub version: u32,
+    pub chunk_index: u32,
+    pub text: String,
+}
+
+/// The chunks search may serve (as [`served_vector_ids`]), with their
+/// document keys and texts (I1, I11), in `vector_id` order.
+pub fn served_chunks(db: &SqliteDb) -> Vec<ServedChunk> {
+    db.inspect(
+        "SELECT c.vector_id, c.doc_id, c.version, c.chunk_index, c.text FROM chunks c
+             JOIN documents d ON d.doc_id = c.doc_id AND d.live_version = c.version
+             JOIN generations g ON g.generation = c.generation WHERE g.state = 'active' ORDER BY c.vector_id",
+        vec![],
+    )
+}
+
 /// Every vector ID D1 knows: a chunk row's (any version, any generation) or
 /// a cleanup intent's. A vector in the index must be one of them (I3).
 pub fn known_vector_ids(db: &SqliteDb) -> BTreeSet<String> {
@@ -186,6 +208,23 @@ pub fn live_versions(db: &SqliteDb) -> BTreeMap<String, Option<u32>> {
         .collect()
 }
 
+/// Each document's `latest_version` and `live_version`, by key.
+pub fn document_versions(db: &SqliteDb) -> BTreeMap<String, (u32, Option<u32>)> {
+    #[derive(Deserialize)]
+    struct VersionsRow {
+        doc_id: String,
+        latest_version: u32,
+        live_version: Option<u32>,
+    }
+    let rows: Vec<VersionsRow> = db.inspect(
+        "SELECT doc_id, latest_version, live_version FROM documents",
+        vec![],
+    );
+    rows.into_iter()
+        .map(|r| (r.doc_id, (r.latest_version, r.live_version)))
+        .collect()
+}
+
 /// Document rows (one per document ever accepted, deleted ones included).
 pub fn document_count(db: &SqliteDb) -> i64 {
     count(db, "SELECT count(*) AS n FROM documents")
@@ -284,6 +323,25 @@ pub fn job_ids(db: &SqliteDb) -> Vec<String> {
     rows.into_iter().map(|r| r.job_id).collect()
 }
 
+/// Every job by its id: its document's key, and its progress as text
+/// (state, step, attempts, chunks done and last update: a job that moved
+/// shows another).
+pub fn job_progress(db: &SqliteDb) -> BTreeMap<String, (String, String)> {
+    #[derive(Deserialize)]
+    struct ProgressRow {
+        job_id: String,
+        doc_id: String,
+        progress: String,
+    }
+    let rows: Vec<ProgressRow> = db.inspect(
+        "SELECT job_id, doc_id, json_array(state, step, attempts, chunks_done, updated_at) AS progress FROM jobs",
+        vec![],
+    );
+    rows.into_iter()
+        .map(|r| (r.job_id, (r.doc_id, r.progress)))
+        .collect()
+}
+
 /// Job `job_id`'s attempts so far.
 pub fn job_attempts(db: &SqliteDb, job_id: &str) -> i64 {
     count_with(
@@ -380,9 +438,10 @@ pub fn live_text(db: &SqliteDb, doc_id: &str) -> Vec<serde_json::Value> {
 // ------------------------------------------------------------------ dumps
 
 /// The state that must not depend on faults or timing (I6): document and
-/// version rows, the text, chunk rows, generations, intents, and each index
+/// version rows, the text, chunk rows, generations, intents, each index
 /// job's outcome class (`succeeded` and `superseded` both mean "done
-/// without failure"); build jobs are left out.
+/// without failure"; build jobs are left out), and each tenant's state and
+/// usage (documents and bytes stored).
 pub fn canonical_dump(db: &SqliteDb) -> String {
     let queries = [
         "SELECT doc_id, latest_version, live_version, repair_needed FROM documents ORDER BY doc_id",
@@ -395,6 +454,7 @@ pub fn canonical_dump(db: &SqliteDb) -> String {
         "SELECT job_id, doc_id, version, kind,
                     CASE WHEN state IN ('succeeded', 'superseded') THEN 'done' ELSE state END AS outcome
              FROM jobs WHERE build_generation IS NULL ORDER BY job_id",
+        "SELECT tenant_id, state, documents, bytes FROM tenants ORDER BY tenant_id",
     ];
     let mut out = String::new();
     for q in queries {

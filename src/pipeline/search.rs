@@ -5,6 +5,7 @@
 //! only its chunks (two fences, so neither alone decides isolation).
 
 use super::Pipeline;
+use crate::bugs::Bug;
 use crate::core::failure::FailureBucket;
 use crate::core::ids::{split_key, TenantId};
 use crate::ports::{Clock, Database, Embedder, JobQueue, MetadataFilter, PortError, VectorIndex};
@@ -101,9 +102,14 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             .min(self.cfg.index_query_top_k_max)
             .max(req.top_k);
         let mut want = first;
+        let namespace = if self.bugs.has(Bug::SearchUnfenced) {
+            crate::bugs::EVERY_NAMESPACE
+        } else {
+            tenant.as_str()
+        };
         loop {
             let matches = retrying(retries, || {
-                self.index.query(vector, want, tenant.as_str(), &filter)
+                self.index.query(vector, want, namespace, &filter)
             })
             .await?;
             let exhausted = matches.len() < want;
@@ -136,6 +142,16 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             .into_iter()
             .map(|r| (r.vector_id.clone(), r))
             .collect();
+        if self.bugs.has(Bug::SearchUnfenced) {
+            // The seeded bug: the live chunks of every tenant.
+            let max = self.cfg.tenants_max as usize;
+            for t in self.store.tenants_page("", max).await? {
+                let of_t = self
+                    .store
+                    .live_chunks(&ids, generation, &t.tenant_id, self.bugs);
+                live.extend(of_t.await?.into_iter().map(|r| (r.vector_id.clone(), r)));
+            }
+        }
         let mut hits = Vec::new();
         for m in matches {
             let Some(row) = live.remove(&m.id) else {

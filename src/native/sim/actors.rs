@@ -1,6 +1,6 @@
 //! The actors a script starts: a client per document, writing its
-//! operations in order and retrying each until it is accepted (as an HTTP
-//! client would on a 5xx), and the operator's requests (a reindex, two at
+//! operations in order as the document's tenant and retrying each until it
+//! is accepted (as an HTTP client would on a 5xx), and the operator's requests (a reindex, two at
 //! once, a reindex then its cancel, or a redrive polled to its end). Each is
 //! a future the executor polls; [`Progress`] is what they share with it.
 //!
@@ -9,10 +9,9 @@
 //! invariants, the reference run or the executor.
 
 use super::faults::Sched;
-use super::world::{Op, Simulated, World};
+use super::world::{DocClient, Op, Simulated, World};
 use super::wrappers::Broker;
 use crate::core::chunk::ContentType;
-use crate::core::ids::{DocId, TenantId};
 use crate::native::oracle;
 use crate::native::testkit::yield_now;
 use crate::pipeline::{BackfillAction, DocumentInput, IntakeItem, Refused};
@@ -70,20 +69,21 @@ async fn back_off(sched: &Sched, attempt: u32) {
     }
 }
 
-/// The client of document `k` of the script: its operations in order, each
-/// write retried until it is accepted; an `Op::Settle` waits (flagged in
-/// `progress`) until no message is queued or being delivered.
+/// The client of document `k` of the script, `doc` of `tenant`: its
+/// operations in order, each write (as `tenant`) retried until it is
+/// accepted; an `Op::Settle` waits (flagged in `progress`) until no
+/// message is queued or being delivered.
 pub(super) async fn client(
     p: Simulated<'_>,
     sched: &Sched,
     broker: &Broker,
     progress: &Progress,
     k: usize,
-    doc: DocId,
-    ops: Vec<Op>,
+    client: DocClient,
 ) {
     let wait = &progress.waiting[k];
-    for op in ops {
+    let (tenant, doc) = (client.tenant.clone(), client.doc());
+    for op in client.ops {
         let item = match op {
             Op::Settle => {
                 while !(broker.is_empty() && progress.in_flight.get() == 0) {
@@ -106,10 +106,7 @@ pub(super) async fn client(
                 attempt < 1000,
                 "a client could never get its write accepted"
             );
-            if p.intake(&TenantId::default_tenant(), std::slice::from_ref(&item))
-                .await
-                .is_ok()
-            {
+            if p.intake(&tenant, std::slice::from_ref(&item)).await.is_ok() {
                 break;
             }
             back_off(sched, attempt).await;

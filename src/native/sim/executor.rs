@@ -15,7 +15,6 @@ use super::world::{reindex_config, Operator, Reference, Script, Violation, World
 use super::wrappers::{Broker, Held};
 use super::T0;
 use crate::config::Config;
-use crate::core::ids::DocId;
 use crate::native::oracle;
 use crate::pipeline::bugs::Bugs;
 use crate::pipeline::{RepairReport, Settle};
@@ -265,18 +264,18 @@ impl<'a> Executor<'a> {
         self.clients += 1;
     }
 
-    /// Clients: one task per document, operations in order, each retried
-    /// until it is accepted (as an HTTP client would on a 5xx).
+    /// Clients: one task per document, writing as its tenant, operations
+    /// in order, each retried until it is accepted (as an HTTP client would
+    /// on a 5xx).
     fn start_clients(&mut self, script: &Script) {
         let (w, sched, progress) = (self.w, self.sched, self.progress);
-        for (k, (doc, ops)) in script.docs.iter().enumerate() {
+        for (k, client) in script.docs.iter().enumerate() {
             let p = w.simulated(sched);
-            let doc = DocId::parse(doc).expect("valid doc id");
-            let ops = ops.clone();
+            let client = client.clone();
             self.start_client(
                 k,
                 Box::pin(async move {
-                    actors::client(p, sched, &w.broker, progress, k, doc, ops).await;
+                    actors::client(p, sched, &w.broker, progress, k, client).await;
                     TaskEnd::Done
                 }),
             );

@@ -1,16 +1,16 @@
 //! The invariants (see `docs/ARCHITECTURE.md`): [`Monitor`], checked
-//! after every step (I1–I4, I8, I10), and the checks of a quiescent run
-//! (I5, I6 against the reference run's dump, I9, and R after a redrive
-//! scenario). What they read of the ledger comes from the oracle; each
-//! returns the first violation it finds.
+//! after every step (I1–I4, I8, I10, I11), and the checks of a quiescent
+//! run (I5, I6 against the reference run's dump, I9, and R after a
+//! redrive scenario). What they read of the ledger comes from the oracle;
+//! each returns the first violation it finds.
 //!
-//! May import `world` (the ledger, the index, search) and the oracle; not
-//! the actors, the reference run or the executor.
+//! May import `world` (the ledger, the index, search, the tenants) and the
+//! oracle; not the actors, the reference run or the executor.
 
-use super::world::{Op, Operator, Reference, Script, Violation, World};
-use crate::core::ids::TenantId;
+use super::world::{tenants, Op, Operator, Reference, Script, Violation, World};
+use crate::core::ids::{split_key, DocId, DocKey, TenantId};
 use crate::native::oracle;
-use crate::pipeline::SearchRequest;
+use crate::pipeline::{DocumentView, SearchHit, SearchRequest};
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -22,14 +22,29 @@ fn violation(invariant: &'static str, detail: String) -> Violation {
     Violation { invariant, detail }
 }
 
+/// The served chunks' texts by document key, version and chunk index.
+type Served = BTreeMap<(String, u32, u32), String>;
+/// Each document's latest and live version, by key.
+type Versions = BTreeMap<String, (u32, Option<u32>)>;
+/// Each job's document key and progress, by job ID.
+type Jobs = BTreeMap<String, (String, String)>;
+
 // ------------------------------------------------------------------ after every step
 
-/// The step invariants' memory (what a step may not go back on) and the
-/// searches I4 runs.
+/// The step invariants' memory (what a step may not go back on), the
+/// searches I4 and I11 run, and the documents and jobs I11 looks up.
 pub(super) struct Monitor {
     max_live: RefCell<BTreeMap<String, u32>>,
     max_generation: Cell<u32>,
     queries: Vec<String>,
+    /// Every document ID of the script (of either tenant): each tenant
+    /// looks up all of them.
+    doc_ids: Vec<DocId>,
+    /// Each job's progress when I11 last looked it up as every tenant.
+    jobs_seen: RefCell<BTreeMap<String, String>>,
+    /// The ledger's changes and the index's writes when the monitor last
+    /// checked (see [`Monitor::check_step`]).
+    checked_at: Cell<Option<(u64, usize)>>,
 }
 
 impl Monitor {
@@ -39,7 +54,7 @@ impl Monitor {
         let mut queries: Vec<String> = script
             .docs
             .iter()
-            .flat_map(|(_, ops)| ops.iter())
+            .flat_map(|c| c.ops.iter())
             .filter_map(|op| match op {
                 Op::Put(t) => t.split_whitespace().next().map(str::to_string),
                 Op::Delete | Op::Settle => None,
@@ -48,39 +63,66 @@ impl Monitor {
         queries.sort();
         queries.dedup();
         queries.truncate(2);
+        let mut doc_ids: Vec<DocId> = script.docs.iter().map(|c| c.doc()).collect();
+        doc_ids.sort();
+        doc_ids.dedup();
         Monitor {
             max_live: RefCell::new(BTreeMap::new()),
             max_generation: Cell::new(0),
             queries,
+            doc_ids,
+            jobs_seen: RefCell::new(BTreeMap::new()),
+            checked_at: Cell::new(None),
         }
     }
 
-    /// I1, I2, I3, I8, I10 and I4, in that order, checked after every step.
+    /// I1, I2, I3, I8, I10, I4 and I11, in that order, checked after every
+    /// step. Each is a function of the ledger and the index alone (and of
+    /// the monitor's memory, which only they move): after a step that
+    /// changed neither (a read, a failed call, a yield), they would find
+    /// what they found after the step before, so they are not run again.
     pub(super) fn check_step(&self, w: &World) -> Result<(), Violation> {
+        let state = (w.db.total_changes(), w.index.writes());
+        if self.checked_at.get() == Some(state) {
+            return Ok(());
+        }
+        self.checks(w)?;
+        self.checked_at.set(Some(state));
+        Ok(())
+    }
+
+    fn checks(&self, w: &World) -> Result<(), Violation> {
         let index: BTreeSet<String> = w.index.ids().into_iter().collect();
-        served_chunks_have_vectors(w, &index)?;
-        self.live_versions_never_decrease(w)?;
+        let chunks = oracle::served_chunks(&w.db);
+        served_chunks_have_vectors(&chunks, &index)?;
+        let served: Served = chunks
+            .into_iter()
+            .map(|c| ((c.doc_id, c.version, c.chunk_index), c.text))
+            .collect();
+        let versions = oracle::document_versions(&w.db);
+        self.live_versions_never_decrease(&versions)?;
         indexed_vectors_are_known(w, &index)?;
         let active = self.active_generation_moves_forward(w)?;
         generations_are_built_by_backfills(w)?;
-        self.search_serves_live_chunks(w, active)
+        self.search_serves_live_chunks_of_its_tenant(w, active, &versions, &served)?;
+        self.views_show_only_their_tenant(w, &versions)
     }
 
     /// I2: `live_version` never decreases (so a tombstone stays until a
     /// newer version).
-    fn live_versions_never_decrease(&self, w: &World) -> Result<(), Violation> {
-        for (doc, live) in oracle::live_versions(&w.db) {
-            let mut max = self.max_live.borrow_mut();
-            let prev = max.get(&doc).copied();
+    fn live_versions_never_decrease(&self, versions: &Versions) -> Result<(), Violation> {
+        let mut max = self.max_live.borrow_mut();
+        for (doc, &(_, live)) in versions {
+            let prev = max.get(doc).copied();
             match (prev, live) {
                 (Some(p), None) => {
-                    return Err(violation("I2", format!("{doc}: live {p} -> none")));
+                    return Err(violation("I2", format!("{}: live {p} -> none", shown(doc))));
                 }
                 (Some(p), Some(l)) if l < p => {
-                    return Err(violation("I2", format!("{doc}: live {p} -> {l}")));
+                    return Err(violation("I2", format!("{}: live {p} -> {l}", shown(doc))));
                 }
                 (_, Some(l)) => {
-                    max.insert(doc, l);
+                    max.insert(doc.clone(), l);
                 }
                 _ => {}
             }
@@ -105,21 +147,32 @@ impl Monitor {
         Ok(active)
     }
 
-    /// I4: search serves only chunks D1 holds as live, of one generation:
-    /// the `active` one.
-    fn search_serves_live_chunks(&self, w: &World, active: u32) -> Result<(), Violation> {
-        let live = oracle::live_versions(&w.db);
+    /// I4 and I11's searches: each tenant searches with every query. I11: every hit is a served chunk of that tenant's
+    /// document, never one of the other tenant's document of the same ID;
+    /// I4: only chunks D1 holds as live, of one generation: the `active`
+    /// one.
+    fn search_serves_live_chunks_of_its_tenant(
+        &self,
+        w: &World,
+        active: u32,
+        versions: &Versions,
+        served: &Served,
+    ) -> Result<(), Violation> {
         let p = w.direct();
-        for q in &self.queries {
+        for (tenant, q) in tenants()
+            .iter()
+            .flat_map(|t| self.queries.iter().map(move |q| (t, q)))
+        {
             let req = SearchRequest {
                 query: q.clone(),
                 top_k: 10,
                 doc_id: None,
                 metadata: Default::default(),
             };
-            let hits = futures::executor::block_on(p.search(&TenantId::default_tenant(), &req))
+            let hits = futures::executor::block_on(p.search(tenant, &req))
                 .map_err(|e| violation("I4", format!("search failed: {e}")))?;
             for h in hits {
+                hit_is_of_its_tenant(tenant, &h, served)?;
                 if h.generation != active {
                     return Err(violation(
                         "I4",
@@ -129,14 +182,14 @@ impl Monitor {
                         ),
                     ));
                 }
-                if live.get(&h.doc_id).copied().flatten() != Some(h.version) {
+                let key = key_of(tenant, &h.doc_id)?;
+                let live = versions.get(key.as_str()).and_then(|v| v.1);
+                if live != Some(h.version) {
                     return Err(violation(
                         "I4",
                         format!(
-                            "served {}@{} while live is {:?}",
-                            h.doc_id,
-                            h.version,
-                            live.get(&h.doc_id)
+                            "served {}@{} of {tenant} while live is {live:?}",
+                            h.doc_id, h.version
                         ),
                     ));
                 }
@@ -144,18 +197,168 @@ impl Monitor {
         }
         Ok(())
     }
+
+    /// I11, the views: each tenant's view of every document ID of the
+    /// script describes that tenant's document (absent if it has none;
+    /// else its latest and live versions, and a job of its own); a job is
+    /// visible to its tenant and to no other.
+    fn views_show_only_their_tenant(
+        &self,
+        w: &World,
+        versions: &Versions,
+    ) -> Result<(), Violation> {
+        let p = w.direct();
+        let jobs = oracle::job_progress(&w.db);
+        for tenant in tenants() {
+            let keys: Vec<DocKey> = self
+                .doc_ids
+                .iter()
+                .map(|d| DocKey::new(&tenant, d))
+                .collect();
+            let views = futures::executor::block_on(p.documents(&keys))
+                .map_err(|e| isolation(format!("document views failed: {e}")))?;
+            let mut by_id: BTreeMap<&str, &DocumentView> = BTreeMap::new();
+            for v in &views {
+                if by_id.insert(v.doc_id.as_str(), v).is_some() {
+                    return Err(isolation(format!("{tenant} sees {} twice", v.doc_id)));
+                }
+            }
+            for key in &keys {
+                view_is_of_its_tenant(
+                    key,
+                    versions.get(key.as_str()),
+                    by_id.get(key.doc_id()),
+                    &jobs,
+                )?;
+            }
+        }
+        self.jobs_are_seen_by_their_tenant_only(w, &jobs)
+    }
+
+    /// I11, the jobs: each job is looked up as every tenant whenever its
+    /// progress changed (its view reads only its row and its version's, so
+    /// it answers the same until then): its own tenant sees it, no other.
+    fn jobs_are_seen_by_their_tenant_only(&self, w: &World, jobs: &Jobs) -> Result<(), Violation> {
+        let p = w.direct();
+        let mut seen = self.jobs_seen.borrow_mut();
+        for (id, (key, progress)) in jobs {
+            if seen.get(id) == Some(progress) {
+                continue;
+            }
+            let owner = split_key(key).0;
+            for tenant in tenants() {
+                let view = futures::executor::block_on(p.job(&tenant, id))
+                    .map_err(|e| isolation(format!("job view failed: {e}")))?;
+                match view {
+                    Some(_) if tenant.as_str() != owner => {
+                        return Err(isolation(format!(
+                            "{tenant} sees job {id} (of {})",
+                            shown(key)
+                        )))
+                    }
+                    None if tenant.as_str() == owner => {
+                        return Err(isolation(format!("{tenant} does not see its job {id}")))
+                    }
+                    _ => {}
+                }
+            }
+            seen.insert(id.clone(), progress.clone());
+        }
+        Ok(())
+    }
+}
+
+/// A violation of I11, tenant isolation.
+fn isolation(detail: String) -> Violation {
+    violation("I11", detail)
+}
+
+/// I11, a document view: what `key`'s tenant sees of `key`'s document ID
+/// (`view`) is its own document (`own`: its latest and live versions, if
+/// it has one), with a job of its own.
+fn view_is_of_its_tenant(
+    key: &DocKey,
+    own: Option<&(u32, Option<u32>)>,
+    view: Option<&&DocumentView>,
+    jobs: &Jobs,
+) -> Result<(), Violation> {
+    let (tenant, doc) = (key.tenant(), key.doc_id());
+    match (own, view) {
+        (None, None) => Ok(()),
+        (None, Some(v)) => Err(isolation(format!(
+            "{tenant} sees a document {doc} it never wrote (latest version {})",
+            v.latest_version
+        ))),
+        (Some(_), None) => Err(isolation(format!("{tenant} does not see its {doc}"))),
+        (Some(&(latest, live)), Some(v)) => {
+            // The job the view names: `None` if it is no job, else its document's key.
+            let job_of = v.job_id.as_ref().map(|j| jobs.get(j).map(|r| r.0.as_str()));
+            let foreign_job = job_of.is_some_and(|of| of != Some(key.as_str()));
+            if (v.latest_version, v.live_version) != (latest, live) || foreign_job {
+                return Err(isolation(format!(
+                    "{tenant}'s view of {doc} shows versions {}/{:?} and job {:?} (of {:?}); its own are {latest}/{live:?}",
+                    v.latest_version,
+                    v.live_version,
+                    v.job_id,
+                    job_of.map(|of| of.map(shown)),
+                )));
+            }
+            Ok(())
+        }
+    }
+}
+
+/// A stored document key as a violation shows it: `<doc_id> of <tenant>`.
+fn shown(key: &str) -> String {
+    let (tenant, doc) = split_key(key);
+    format!("{doc} of {tenant}")
+}
+
+/// The key of `tenant`'s document `doc` (a hit's or a view's bare ID).
+fn key_of(tenant: &TenantId, doc: &str) -> Result<DocKey, Violation> {
+    DocId::parse(doc)
+        .map(|d| DocKey::new(tenant, &d))
+        .map_err(|e| isolation(format!("{tenant} was served a bad doc id {doc:?}: {e:?}")))
+}
+
+/// I11, a search hit: served to `tenant`, it is never a chunk of another
+/// tenant's document (of the same ID, version and chunk index, with its
+/// text). The simulation's tenants write texts of disjoint words, so no
+/// chunk of one can pass for one of the other's; a hit that is not a
+/// served chunk at all is I4's.
+fn hit_is_of_its_tenant(
+    tenant: &TenantId,
+    h: &SearchHit,
+    served: &Served,
+) -> Result<(), Violation> {
+    let at = |t: &TenantId| -> Result<Option<&String>, Violation> {
+        let key = key_of(t, &h.doc_id)?;
+        Ok(served.get(&(key.as_str().to_string(), h.version, h.chunk)))
+    };
+    if at(tenant)? == Some(&h.text) {
+        return Ok(());
+    }
+    for other in tenants().iter().filter(|t| *t != tenant) {
+        if at(other)? == Some(&h.text) {
+            return Err(isolation(format!(
+                "{tenant}'s search was served {other}'s chunk {}@{}#{}",
+                h.doc_id, h.version, h.chunk
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// I1: every chunk search may serve (a live version's, in the active
 /// generation) has its vector in the index.
-fn served_chunks_have_vectors(w: &World, index: &BTreeSet<String>) -> Result<(), Violation> {
-    match oracle::served_vector_ids(&w.db)
-        .into_iter()
-        .find(|id| !index.contains(id))
-    {
+fn served_chunks_have_vectors(
+    served: &[oracle::ServedChunk],
+    index: &BTreeSet<String>,
+) -> Result<(), Violation> {
+    match served.iter().find(|c| !index.contains(&c.vector_id)) {
         Some(missing) => Err(violation(
             "I1",
-            format!("live chunk {missing} has no vector"),
+            format!("live chunk {} has no vector", missing.vector_id),
         )),
         None => Ok(()),
     }
@@ -294,16 +497,20 @@ pub(super) fn check_redrives(w: &World, script: &Script) -> Result<(), Violation
             i["letter_job_id"], i["redrive_id"], i["state"], i["version"], i["latest_version"]
         )));
     }
-    for (doc, ops) in &script.docs {
+    for client in &script.docs {
+        let ops = &client.ops;
         let Some(Op::Put(text)) = ops.iter().rev().find(|o| !matches!(o, Op::Settle)) else {
             continue;
         };
-        let rows = oracle::live_text(&w.db, doc);
+        let rows = oracle::live_text(&w.db, client.key().as_str());
         let ok = rows.first().is_some_and(|r| {
             r["live_version"] == r["latest_version"] && r["text"].as_str() == Some(text.as_str())
         });
         if !ok {
-            return Err(v(format!("{doc} not indexed after the redrive: {rows:?}")));
+            return Err(v(format!(
+                "{} of {} not indexed after the redrive: {rows:?}",
+                client.doc_id, client.tenant
+            )));
         }
     }
     Ok(())

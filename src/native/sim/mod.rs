@@ -11,9 +11,13 @@
 //!
 //! The queue broker redelivers, duplicates and reorders messages; the cron
 //! handler runs at arbitrary points; the clock is injected and a task that
-//! outlives the platform's wall-clock limit is killed. After every step the
-//! invariants I1–I4, I8 and I10 are checked; after quiescence I5–I7, I9
-//! and, for a redrive, R (see
+//! outlives the platform's wall-clock limit is killed. The clients write
+//! as two tenants (the built-in `default` and `acme`, which the world
+//! creates), with the same document IDs in both and texts of disjoint
+//! words. After every step that changed the ledger or the index the
+//! invariants I1–I4, I8, I10 and I11 (tenant isolation: no search hit,
+//! document view or job of one tenant reaches the other) are checked;
+//! after quiescence I5–I7, I9 and, for a redrive, R (see
 //! `docs/ARCHITECTURE.md`).
 //!
 //! The rooms, in layers: each may import the ones above it (and the
@@ -23,8 +27,8 @@
 //! - `rng`: the seeded generator;
 //! - `faults`: fault kinds and plans, outages, and the scheduler [`Sched`];
 //! - `wrappers`: the port wrappers and the queue [`Broker`];
-//! - `world`: the script's types, the configurations and the [`World`] of
-//!   a run;
+//! - `world`: the script's types, the tenants, the configurations and the
+//!   [`World`] of a run;
 //! - `invariants`: the checks after every step and after quiescence;
 //! - `actors`: the clients' and the operator's tasks;
 //! - `reference`: the fault-free reference run of I6;
@@ -51,8 +55,8 @@ pub use scripts::{
     RANDOM_FAULTS_PER_MILLE,
 };
 pub use world::{
-    reindex_config, sim_config, sim_config_for_seed, sim_configs, NoQueue, Op, Operator, Script,
-    Violation, World,
+    reindex_config, sim_config, sim_config_for_seed, sim_configs, tenants, DocClient, NoQueue, Op,
+    Operator, Script, Violation, World, OTHER_TENANT,
 };
 pub use wrappers::{Broker, Queued, SimDb, SimEmbedder, SimIndex, SimQueue, QUEUE_MAX_RETRIES};
 

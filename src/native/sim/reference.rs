@@ -1,5 +1,5 @@
-//! The reference run of I6: the same clients' writes, fault-free and
-//! sequential, with the outcome of what the operator did (a reindex that
+//! The reference run of I6: the same clients' writes, each as its tenant
+//! (in a world with the same tenants), fault-free and sequential, with the outcome of what the operator did (a reindex that
 //! switched, or a cancelled one), run to quiescence; its canonical dump is
 //! what a faulty run's ledger must equal. Cached per script, reference,
 //! configuration and bugs (a seed's case repeats across runs).
@@ -13,7 +13,6 @@ use super::world::{reindex_config, Op, Reference, Script, Simulated, World};
 use super::wrappers::{Broker, Held};
 use crate::config::Config;
 use crate::core::chunk::ContentType;
-use crate::core::ids::{DocId, TenantId};
 use crate::native::oracle;
 use crate::pipeline::bugs::Bugs;
 use crate::pipeline::{DocumentInput, IntakeItem};
@@ -56,12 +55,12 @@ pub(super) fn reference_dump(
     d
 }
 
-/// Every client's operations, one document after the other; an
-/// `Op::Settle` delivers every message first.
+/// Every client's operations, as its document's tenant, one document after
+/// the other; an `Op::Settle` delivers every message first.
 fn write_in_order(w: &World, sched: &Sched, p: &Simulated<'_>, script: &Script) {
-    for (doc, ops) in &script.docs {
-        let doc = DocId::parse(doc).unwrap();
-        for op in ops {
+    for client in &script.docs {
+        let doc = client.doc();
+        for op in &client.ops {
             let item = match op {
                 Op::Settle => {
                     deliver_all(w, sched, p);
@@ -75,7 +74,7 @@ fn write_in_order(w: &World, sched: &Sched, p: &Simulated<'_>, script: &Script) 
                 }),
                 Op::Delete => IntakeItem::Delete(doc.clone()),
             };
-            block_on(p.intake(&TenantId::default_tenant(), &[item])).unwrap();
+            block_on(p.intake(&client.tenant, &[item])).unwrap();
         }
     }
 }

@@ -8,7 +8,7 @@
 use super::executor::{run, Mode, RunReport};
 use super::faults::{FaultPlan, Outage, Port, Sched};
 use super::rng::Rng;
-use super::world::{sim_config_for_seed, Op, Operator, Script, Violation};
+use super::world::{sim_config_for_seed, tenants, DocClient, Op, Operator, Script, Violation};
 use super::wrappers::QUEUE_MAX_RETRIES;
 use super::T0;
 use crate::config::Config;
@@ -71,19 +71,29 @@ pub fn run_seed(
     (case, sched, result)
 }
 
-const WORDS: [&str; 12] = [
-    "alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet",
-    "kilo", "lima",
+/// The word pools of the texts, one per tenant of [`tenants`] (in that
+/// order), disjoint: no chunk of one tenant's texts can be taken for one
+/// of the other's, so a search hit leaked across tenants is detectable
+/// by its text (I11).
+const WORDS: [[&str; 12]; 2] = [
+    [
+        "alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india",
+        "juliet", "kilo", "lima",
+    ],
+    [
+        "mike", "november", "oscar", "papa", "quebec", "romeo", "sierra", "tango", "uniform",
+        "victor", "whiskey", "xray",
+    ],
 ];
 
 /// A text of a few sentences, from a word pool, long enough for several chunks.
-fn text(rng: &mut Rng) -> String {
-    let first = WORDS[rng.below(WORDS.len() as u64) as usize];
+fn text(rng: &mut Rng, words: &[&str; 12]) -> String {
+    let first = words[rng.below(words.len() as u64) as usize];
     let n = 2 + rng.below(12);
     let mut s = String::from(first);
     for _ in 0..n {
         s.push(' ');
-        s.push_str(WORDS[rng.below(WORDS.len() as u64) as usize]);
+        s.push_str(words[rng.below(words.len() as u64) as usize]);
         if rng.chance(200) {
             s.push('.');
         }
@@ -91,11 +101,17 @@ fn text(rng: &mut Rng) -> String {
     s
 }
 
-/// A random script: 1–3 documents (4–5 for a redrive), each with 1–4 operations (puts and
-/// deletes), so versions of one document and a delete run interleaved; an
-/// operator in some; an outage of one port in some; in some, queues that
-/// give up on a message after a few deliveries (so that live jobs' messages
-/// reach the dead-letter queue).
+/// A random script: 1–3 documents (4–5 for a redrive), each with 1–4
+/// operations (puts and deletes), so versions of one document and a delete
+/// run interleaved; an operator in some; an outage of one port in some; in
+/// some, queues that give up on a message after a few deliveries (so that
+/// live jobs' messages reach the dead-letter queue).
+///
+/// The documents alternate between the two [`tenants`] (the first one's
+/// tenant drawn), each tenant numbering its own `doc-0`, `doc-1`, …: with
+/// two documents or more both tenants write, and `doc-0` (with `doc-1` in
+/// a redrive) is a document of each, with different texts (each tenant's
+/// from its own word pool).
 pub fn random_script(seed: u64) -> Script {
     let mut rng = Rng::new(seed.wrapping_mul(31).wrapping_add(7));
     let operator = match rng.below(100) {
@@ -111,9 +127,18 @@ pub fn random_script(seed: u64) -> Script {
     } else {
         1 + rng.below(3)
     };
+    let tenants = tenants();
+    let first = rng.below(2) as usize;
+    let mut numbered = [0usize; 2];
     let mut out = Vec::new();
-    for d in 0..docs {
-        out.push((format!("doc-{d}"), random_ops(&mut rng, operator)));
+    for d in 0..docs as usize {
+        let t = (first + d) % 2;
+        out.push(DocClient {
+            tenant: tenants[t].clone(),
+            doc_id: format!("doc-{}", numbered[t]),
+            ops: random_ops(&mut rng, operator, &WORDS[t]),
+        });
+        numbered[t] += 1;
     }
     let outage = random_outage(&mut rng, operator);
     let queue_max_retries = if rng.chance(300) {
@@ -130,9 +155,9 @@ pub fn random_script(seed: u64) -> Script {
 }
 
 /// One document's operations: 1–4 (1 for a redrive, whose documents are
-/// written once: any later version is a re-run), a put first, then puts
-/// and deletes, some after a `Settle`.
-fn random_ops(rng: &mut Rng, operator: Operator) -> Vec<Op> {
+/// written once: any later version is a re-run), a put first (of a text
+/// from `words`), then puts and deletes, some after a `Settle`.
+fn random_ops(rng: &mut Rng, operator: Operator, words: &[&str; 12]) -> Vec<Op> {
     let n = if operator == Operator::Redrive {
         1
     } else {
@@ -146,7 +171,7 @@ fn random_ops(rng: &mut Rng, operator: Operator) -> Vec<Op> {
         if i > 0 && rng.chance(250) {
             ops.push(Op::Delete);
         } else {
-            ops.push(Op::Put(text(rng)));
+            ops.push(Op::Put(text(rng, words)));
         }
     }
     ops
@@ -193,20 +218,32 @@ pub fn flow(name: &str) -> Script {
         "reindex" | "cancel" => vec![Op::Put(v1), Op::Settle, Op::Put(v2)],
         other => panic!("unknown flow {other}"),
     };
+    // Two flows write as the created tenant, the others as `default`: the
+    // other tenant's searches, views and jobs see nothing of them (I11).
+    let [default, other] = tenants();
+    let tenant = match name {
+        "delete" | "overtake" => other,
+        _ => default,
+    };
     Script {
         operator: match name {
             "reindex" => Operator::Reindex,
             "cancel" => Operator::ReindexCancel,
             _ => Operator::None,
         },
-        ..Script::clients(vec![("doc".into(), ops)])
+        ..Script::clients_of(vec![DocClient {
+            tenant,
+            doc_id: "doc".into(),
+            ops,
+        }])
     }
 }
 
 /// `single`: one version; `update`: v1 indexed, then v2 replaces it;
 /// `delete`: v1 indexed, then deleted; `overtake`: v2 arrives before v1 ran;
 /// `reindex`: an update during a backfill to a new generation; `cancel`:
-/// the same backfill, cancelled by the operator.
+/// the same backfill, cancelled by the operator. `delete` and `overtake`
+/// write as the created tenant (`acme`), the others as `default`.
 pub const FLOWS: [&str; 6] = [
     "single", "update", "delete", "overtake", "reindex", "cancel",
 ];

@@ -1,8 +1,9 @@
-//! The world: what a run runs ([`Script`] of client [`Op`]s, an
-//! [`Operator`], an outage), the simulation's configurations, and
-//! [`World`], the ledger, index, embedder, broker and clock of one run,
-//! with the pipelines over them (through the port wrappers, or direct for
-//! the monitor's fault-free reads).
+//! The world: what a run runs ([`Script`] of client [`Op`]s on documents
+//! of the simulation's two [`tenants`], an [`Operator`], an outage), the
+//! simulation's configurations, and [`World`], the ledger (with both
+//! tenants), index, embedder, broker and clock of one run, with the
+//! pipelines over them (through the port wrappers, or direct for the
+//! monitor's fault-free reads).
 //!
 //! May import `faults`, `wrappers`, the native fakes and the test kit's
 //! embedder, the pipeline and the configuration; not the invariants, the
@@ -13,11 +14,13 @@ use super::wrappers::{Broker, SimDb, SimEmbedder, SimIndex, SimQueue, QUEUE_MAX_
 use super::T0;
 use crate::adapters::local_embedder::LocalEmbedder;
 use crate::config::Config;
+use crate::core::ids::{DocId, DocKey, TenantId};
 use crate::native::testkit::local_embedder;
 use crate::native::{ManualClock, MemIndex, SqliteDb};
 use crate::pipeline::bugs::Bugs;
 use crate::pipeline::Pipeline;
 use crate::ports::{JobMessage, JobQueue, PortError};
+use crate::store::Quotas;
 
 /// One operation of a client on one document.
 #[derive(Clone, Debug, PartialEq)]
@@ -29,12 +32,46 @@ pub enum Op {
     Settle,
 }
 
+/// The tenant the world creates besides the built-in `default` one.
+pub const OTHER_TENANT: &str = "acme";
+
+/// The simulation's tenants: the built-in `default` and [`OTHER_TENANT`],
+/// which every [`World`] creates before a run starts.
+pub fn tenants() -> [TenantId; 2] {
+    [
+        TenantId::default_tenant(),
+        TenantId::parse(OTHER_TENANT).expect("a valid tenant id"),
+    ]
+}
+
+/// One client's document: its tenant, its ID (the same ID may be another
+/// tenant's document too), and the operations the client writes as that
+/// tenant, in order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DocClient {
+    pub tenant: TenantId,
+    pub doc_id: String,
+    pub ops: Vec<Op>,
+}
+
+impl DocClient {
+    /// The document's ID, checked.
+    pub fn doc(&self) -> DocId {
+        DocId::parse(&self.doc_id).expect("valid doc id")
+    }
+
+    /// The ledger's key of the document (tenant and ID).
+    pub fn key(&self) -> DocKey {
+        DocKey::new(&self.tenant, &self.doc())
+    }
+}
+
 /// What the clients do: per document, operations applied in order (a
 /// client sends the next one after the previous answered); what an
 /// operator does meanwhile; and an outage, if any.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Script {
-    pub docs: Vec<(String, Vec<Op>)>,
+    pub docs: Vec<DocClient>,
     pub operator: Operator,
     pub outage: Option<Outage>,
     /// The ingest queue's `max_retries` (the dead-letter queue's is 100).
@@ -42,8 +79,22 @@ pub struct Script {
 }
 
 impl Script {
-    /// Clients only: no operator, no outage, production queues.
+    /// Clients of the `default` tenant only: no operator, no outage,
+    /// production queues.
     pub fn clients(docs: Vec<(String, Vec<Op>)>) -> Script {
+        Script::clients_of(
+            docs.into_iter()
+                .map(|(doc_id, ops)| DocClient {
+                    tenant: TenantId::default_tenant(),
+                    doc_id,
+                    ops,
+                })
+                .collect(),
+        )
+    }
+
+    /// Clients of any tenant: no operator, no outage, production queues.
+    pub fn clients_of(docs: Vec<DocClient>) -> Script {
         Script {
             docs,
             operator: Operator::None,
@@ -169,12 +220,14 @@ impl JobQueue for NoQueue {
 }
 
 impl World {
+    /// A world whose ledger has both [`tenants`] (the other one created,
+    /// fault-free, through the pipeline) and generation 1.
     pub fn new(cfg: Config, bugs: Bugs) -> World {
         // Generation 1 records the configuration from the start, so that a
         // backfill may begin before anything was staged.
         let db = SqliteDb::ledger();
         crate::native::testkit::adopt_generation_one(&db, cfg.index_config(), T0);
-        World {
+        let w = World {
             db,
             index: MemIndex::new(cfg.embedding_dimensions),
             embedder: local_embedder(&cfg),
@@ -182,7 +235,13 @@ impl World {
             clock: ManualClock::new(T0),
             cfg,
             bugs,
+        };
+        for t in tenants().iter().filter(|t| !t.is_default()) {
+            futures::executor::block_on(w.direct().create_tenant(t, &Quotas::default()))
+                .expect("the setup is fault-free")
+                .expect("the tenant is created");
         }
+        w
     }
 
     pub(super) fn simulated<'a>(&'a self, s: &'a Sched) -> Simulated<'a> {
