@@ -28,7 +28,7 @@ function endless() {
   });
 }
 
-async function send(base, path, token, body) {
+async function sendOnce(base, path, token, body) {
   const headers = { 'Content-Type': 'application/json' };
   if (token) headers.Authorization = `Bearer ${token}`;
   const res = await fetch(`${base}${path}`, {
@@ -38,7 +38,22 @@ async function send(base, path, token, body) {
     duplex: 'half',
     signal: AbortSignal.timeout(20_000),
   });
-  return { status: res.status, body: await res.json() };
+  const text = await res.text().catch(() => '');
+  return { status: res.status, text };
+}
+
+/**
+ * Sends `makeBody()` and answers the status and the JSON body. The Worker
+ * answers a refused request while the client is still uploading a body it
+ * never reads; rarely, the local server then closes the connection before
+ * the response's body reached the client (seen once in ~20 runs: the
+ * status arrived, the body was empty). Such a response is sent once more,
+ * so the assertions below always see a whole answer.
+ */
+async function send(base, path, token, makeBody) {
+  let r = await sendOnce(base, path, token, makeBody());
+  if (r.text === '') r = await sendOnce(base, path, token, makeBody());
+  return { status: r.status, body: JSON.parse(r.text) };
 }
 
 describe('request bodies: authentication first, and a cap without Content-Length', () => {
@@ -53,10 +68,10 @@ describe('request bodies: authentication first, and a cap without Content-Length
   it(
     'an unauthenticated request is refused without its body being read',
     withLogs(() => w, async () => {
-      const r = await send(w.base, '/v1/documents/endless', null, endless());
+      const r = await send(w.base, '/v1/documents/endless', null, endless);
       assert.equal(r.status, 401, JSON.stringify(r.body));
       assert.equal(r.body.error.code, 'unauthorized');
-      const wrong = await send(w.base, '/v1/documents/endless', 'not-the-token', endless());
+      const wrong = await send(w.base, '/v1/documents/endless', 'not-the-token', endless);
       assert.equal(wrong.status, 401, JSON.stringify(wrong.body));
     }),
   );
@@ -64,19 +79,20 @@ describe('request bodies: authentication first, and a cap without Content-Length
   it(
     'an authenticated body over REQUEST_BYTES_MAX is refused with 413 as soon as it passes it',
     withLogs(() => w, async () => {
-      const r = await send(w.base, '/v1/documents/endless', INGEST_TOKEN, endless());
+      const r = await send(w.base, '/v1/documents/endless', INGEST_TOKEN, endless);
       assert.equal(r.status, 413, JSON.stringify(r.body));
       assert.equal(r.body.error.code, 'payload_too_large');
       // Nothing was written.
       const doc = await fetch(`${w.base}/v1/documents/endless`, { headers: { Authorization: `Bearer ${INGEST_TOKEN}` } });
       assert.equal(doc.status, 404);
       // A body under the limit, also chunked, is read and accepted.
-      const small = new ReadableStream({
-        start(c) {
-          c.enqueue(new TextEncoder().encode(JSON.stringify({ text: 'a short chunked body' })));
-          c.close();
-        },
-      });
+      const small = () =>
+        new ReadableStream({
+          start(c) {
+            c.enqueue(new TextEncoder().encode(JSON.stringify({ text: 'a short chunked body' })));
+            c.close();
+          },
+        });
       const ok = await send(w.base, '/v1/documents/small', INGEST_TOKEN, small);
       assert.equal(ok.status, 202, JSON.stringify(ok.body));
     }),
