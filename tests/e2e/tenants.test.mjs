@@ -381,6 +381,13 @@ describe('tenants on one Worker', () => {
     assert.equal((await api(base, 'DELETE', docPath('q/one'), undefined, { token: t })).status, 202);
     const now = await api(base, 'PUT', docPath('q/two'), { text: 'The second document fits now.' }, { token: t });
     assert.equal(now.status, 202, now.text);
+    // The operator raises the quota (docs/runbook.md, "Quotas"): one more fits.
+    assertError(await api(base, 'PUT', docPath('q/four'), { text: 'four' }, { token: t }), 429, 'document_quota_exceeded', 'still at 1');
+    const raised = await admin(base, 'PUT', '/v1/admin/tenants/quota-docs/quotas', { documents_max: 2 });
+    assert.equal(raised.status, 200, raised.text);
+    assert.equal(raised.body.quotas.documents_max, 2);
+    assert.deepEqual(raised.body.quotas.defaults, ['bytes_max', 'requests_per_minute_max']);
+    assert.equal((await api(base, 'PUT', docPath('q/four'), { text: 'four' }, { token: t })).status, 202);
 
     await createTenant(base, 'quota-bytes', { bytes_max: 64 });
     const tb = (await mintToken(base, 'quota-bytes', ['ingest'])).token;
