@@ -70,6 +70,6 @@ ALTER TABLE backfill_items ADD COLUMN tenant_id TEXT GENERATED ALWAYS AS
 CREATE INDEX documents_by_tenant ON documents (tenant_id, doc_id);
 CREATE INDEX dead_letters_by_tenant ON dead_letters (tenant_id, last_seen);
 
--- Operators' work scoped to one tenant (NULL: every tenant).
+-- A backfill of one tenant's documents (NULL: every tenant's). A redrive's
+-- tenant filter is in its params, with its other filters.
 ALTER TABLE backfills ADD COLUMN tenant_id TEXT;
-ALTER TABLE redrives ADD COLUMN tenant_id TEXT;
