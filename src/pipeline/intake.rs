@@ -57,6 +57,16 @@ pub enum Quota {
     Bytes,
 }
 
+impl Quota {
+    /// Its name in logs: the tenant's quota field it is.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Quota::Documents => "documents_max",
+            Quota::Bytes => "bytes_max",
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum IntakeError {
     #[error("a concurrent write to the same document won; retry")]
@@ -119,8 +129,8 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock>
     ) -> Result<Vec<IntakeOutcome>, IntakeError> {
         let mut last_conflict = IntakeError::Conflict;
         for _ in 0..INTAKE_ATTEMPTS_MAX {
-            // A quota guard that aborted the batch also reads as a
-            // constraint: the next attempt's own check tells which.
+            // A batch the quota guard aborted ends here as QuotaExceeded
+            // (`intake_once` tells it from a lost race, which retries).
             match self.intake_once(tenant, items).await {
                 Ok(out) => return Ok(out),
                 Err(IntakeError::Port(e))
@@ -192,6 +202,10 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock>
                 return Err(IntakeError::Port(e));
             }
             if let Some(quota) = self.quota_passed(&usage).await.map_err(IntakeError::Port)? {
+                log_event(
+                    "quota_refused",
+                    json!({ "tenant_id": usage.tenant_id, "quota": quota.as_str() }),
+                );
                 return Err(IntakeError::QuotaExceeded(quota));
             }
             return Err(IntakeError::Port(e));

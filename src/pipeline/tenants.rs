@@ -328,6 +328,10 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         // Not admitted: disabled (or absent), or out of requests this minute.
         match self.store.tenant(tenant.as_str()).await? {
             Some(r) if r.state == TenantState::Active => {
+                log_event(
+                    "rate_limited",
+                    json!({ "tenant_id": tenant.as_str(), "requests": r.rate_requests }),
+                );
                 let left_ms = MINUTE_MS - now.rem_euclid(MINUTE_MS);
                 Ok(Admission::RateLimited {
                     retry_after_seconds: (left_ms as u64).div_ceil(1000),

@@ -99,6 +99,19 @@ pub(super) fn usage_stmts(d: &UsageDelta) -> (Stmt, Stmt) {
 }
 
 impl<D: Database> Store<D> {
+    /// Runs a write that changes one row or none: whether it changed one.
+    async fn changes_one(&self, stmt: Stmt) -> Result<bool, PortError> {
+        Ok(self.db.execute(stmt).await? == 1)
+    }
+
+    /// The first row a read returns, if any.
+    async fn first<T: serde::de::DeserializeOwned>(
+        &self,
+        stmt: Stmt,
+    ) -> Result<Option<T>, PortError> {
+        Ok(self.db.query(stmt).await?.into_iter().next())
+    }
+
     /// Creates an active tenant; `false` if it exists or `tenants_max` do.
     pub async fn create_tenant(
         &self,
@@ -107,29 +120,23 @@ impl<D: Database> Store<D> {
         tenants_max: u64,
         now: i64,
     ) -> Result<bool, PortError> {
-        let n = self
-            .db
-            .execute(Stmt::new(
-                sql::TENANT_INSERT,
-                vec![
-                    tenant_id.into(),
-                    opt(quotas.documents_max),
-                    opt(quotas.bytes_max),
-                    opt(quotas.requests_per_minute_max),
-                    int(now),
-                    int(tenants_max as i64),
-                ],
-            ))
-            .await?;
-        Ok(n == 1)
+        self.changes_one(Stmt::new(
+            sql::TENANT_INSERT,
+            vec![
+                tenant_id.into(),
+                opt(quotas.documents_max),
+                opt(quotas.bytes_max),
+                opt(quotas.requests_per_minute_max),
+                int(now),
+                int(tenants_max as i64),
+            ],
+        ))
+        .await
     }
 
     pub async fn tenant(&self, tenant_id: &str) -> Result<Option<TenantRow>, PortError> {
-        let rows: Vec<TenantRow> = self
-            .db
-            .query(Stmt::new(sql::TENANT_GET, vec![tenant_id.into()]))
-            .await?;
-        Ok(rows.into_iter().next())
+        self.first(Stmt::new(sql::TENANT_GET, vec![tenant_id.into()]))
+            .await
     }
 
     /// Tenants after `cursor` in ID order, at most `limit`.
@@ -153,14 +160,11 @@ impl<D: Database> Store<D> {
         state: TenantState,
         now: i64,
     ) -> Result<bool, PortError> {
-        let n = self
-            .db
-            .execute(Stmt::new(
-                sql::TENANT_SET_STATE,
-                vec![tenant_id.into(), state.as_str().into(), int(now)],
-            ))
-            .await?;
-        Ok(n == 1)
+        self.changes_one(Stmt::new(
+            sql::TENANT_SET_STATE,
+            vec![tenant_id.into(), state.as_str().into(), int(now)],
+        ))
+        .await
     }
 
     /// Replaces a tenant's quotas; `false` if there is no such tenant.
@@ -170,20 +174,17 @@ impl<D: Database> Store<D> {
         quotas: &Quotas,
         now: i64,
     ) -> Result<bool, PortError> {
-        let n = self
-            .db
-            .execute(Stmt::new(
-                sql::TENANT_SET_QUOTAS,
-                vec![
-                    tenant_id.into(),
-                    opt(quotas.documents_max),
-                    opt(quotas.bytes_max),
-                    opt(quotas.requests_per_minute_max),
-                    int(now),
-                ],
-            ))
-            .await?;
-        Ok(n == 1)
+        self.changes_one(Stmt::new(
+            sql::TENANT_SET_QUOTAS,
+            vec![
+                tenant_id.into(),
+                opt(quotas.documents_max),
+                opt(quotas.bytes_max),
+                opt(quotas.requests_per_minute_max),
+                int(now),
+            ],
+        ))
+        .await
     }
 
     /// Records a token (its hash only); `false` if the tenant does not exist.
@@ -195,20 +196,17 @@ impl<D: Database> Store<D> {
         scopes_json: &str,
         now: i64,
     ) -> Result<bool, PortError> {
-        let n = self
-            .db
-            .execute(Stmt::new(
-                sql::TOKEN_INSERT,
-                vec![
-                    token_id.into(),
-                    tenant_id.into(),
-                    token_hash.into(),
-                    scopes_json.into(),
-                    int(now),
-                ],
-            ))
-            .await?;
-        Ok(n == 1)
+        self.changes_one(Stmt::new(
+            sql::TOKEN_INSERT,
+            vec![
+                token_id.into(),
+                tenant_id.into(),
+                token_hash.into(),
+                scopes_json.into(),
+                int(now),
+            ],
+        ))
+        .await
     }
 
     /// Revokes a token (a revoked one stays as it was). The token after it,
@@ -225,14 +223,11 @@ impl<D: Database> Store<D> {
                 vec![tenant_id.into(), token_id.into(), int(now)],
             ))
             .await?;
-        let rows: Vec<TokenRow> = self
-            .db
-            .query(Stmt::new(
-                sql::TOKEN_GET,
-                vec![tenant_id.into(), token_id.into()],
-            ))
-            .await?;
-        Ok(rows.into_iter().next())
+        self.first(Stmt::new(
+            sql::TOKEN_GET,
+            vec![tenant_id.into(), token_id.into()],
+        ))
+        .await
     }
 
     pub async fn tokens_of(&self, tenant_id: &str) -> Result<Vec<TokenRow>, PortError> {
@@ -243,11 +238,8 @@ impl<D: Database> Store<D> {
 
     /// The unrevoked token `token_id`, to compare its hash.
     pub async fn token_auth(&self, token_id: &str) -> Result<Option<TokenAuthRow>, PortError> {
-        let rows: Vec<TokenAuthRow> = self
-            .db
-            .query(Stmt::new(sql::TOKEN_LOOKUP, vec![token_id.into()]))
-            .await?;
-        Ok(rows.into_iter().next())
+        self.first(Stmt::new(sql::TOKEN_LOOKUP, vec![token_id.into()]))
+            .await
     }
 
     /// Counts a request of an active tenant in `minute`; `false` if the
@@ -259,14 +251,11 @@ impl<D: Database> Store<D> {
         minute: i64,
         default_max: u64,
     ) -> Result<bool, PortError> {
-        let n = self
-            .db
-            .execute(Stmt::new(
-                sql::TENANT_TAKE_REQUEST,
-                vec![tenant_id.into(), int(minute), int(default_max as i64)],
-            ))
-            .await?;
-        Ok(n == 1)
+        self.changes_one(Stmt::new(
+            sql::TENANT_TAKE_REQUEST,
+            vec![tenant_id.into(), int(minute), int(default_max as i64)],
+        ))
+        .await
     }
 
     pub async fn tenant_usage(
@@ -275,17 +264,14 @@ impl<D: Database> Store<D> {
         documents_max_default: u64,
         bytes_max_default: u64,
     ) -> Result<Option<TenantUsageRow>, PortError> {
-        let rows: Vec<TenantUsageRow> = self
-            .db
-            .query(Stmt::new(
-                sql::TENANT_USAGE,
-                vec![
-                    tenant_id.into(),
-                    int(documents_max_default as i64),
-                    int(bytes_max_default as i64),
-                ],
-            ))
-            .await?;
-        Ok(rows.into_iter().next())
+        self.first(Stmt::new(
+            sql::TENANT_USAGE,
+            vec![
+                tenant_id.into(),
+                int(documents_max_default as i64),
+                int(bytes_max_default as i64),
+            ],
+        ))
+        .await
     }
 }

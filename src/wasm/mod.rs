@@ -618,6 +618,10 @@ async fn fetch(mut req: Request, env: Env, _ctx: Context) -> worker::Result<Resp
         }
     };
     let Some(entropy) = entropy() else {
+        log_event(
+            "entropy_unavailable",
+            json!({ "bucket": FailureBucket::Internal.as_str() }),
+        );
         return json_response(
             503,
             &json!({ "error": { "code": "internal", "message": "no source of randomness" } }),
