@@ -1,53 +1,946 @@
-//! STAND-IN (replaced by the keyword module being written on h3-keyword-core).
+//! The keyword index's text rules: what the SQLite FTS5 index holds for a
+//! chunk, the MATCH expression for a user's query, the highlighted excerpt
+//! of a result, and the fusion of ranked lists.
+//!
+//! The index is an FTS5 table with the tokenizer
+//! `porter unicode61 remove_diacritics 2`. unicode61 splits text at
+//! everything that is not a letter, a number or a private-use character,
+//! so it cannot split scripts written without spaces between words
+//! (Japanese, Chinese, Thai, …): `東京都の人口` would be one token, found
+//! only by the whole run. So the indexed "terms" text sets every character
+//! of such a script apart ([`index_terms`]): each becomes its own token, and
+//! a query matches a run of them as a phrase ([`match_expression`]): the
+//! phrase `"東 京 都"` is an exact-substring match of `東京都`. Words of
+//! spaced scripts are left to unicode61 and the porter stemmer.
+//!
+//! Nothing here does I/O: the store runs the statements, the API renders
+//! [`snippet`]s and calls [`fuse`].
+
+use std::collections::{BTreeMap, BTreeSet};
+use unicode_segmentation::UnicodeSegmentation;
+
+/// Whether `c` is a letter or number (`char::is_alphanumeric`) of a script
+/// written without spaces between words, which the index sets apart
+/// character by character:
+///
+/// - Han: CJK Unified Ideographs (U+4E00–9FFF), Extension A (U+3400–4DBF),
+///   CJK Compatibility Ideographs (U+F900–FAFF), and all of the
+///   Supplementary and Tertiary Ideographic Planes (U+20000–3FFFF:
+///   Extensions B–J and the Compatibility Ideographs Supplement); in CJK
+///   Symbols and Punctuation, 々 〆 〇, the Hangzhou numerals 〡–〩 and
+///   〸 〹 〺 〻 〼;
+/// - Hiragana (U+3040–309F), Katakana (U+30A0–30FF, with ー U+30FC),
+///   Katakana Phonetic Extensions (U+31F0–31FF), the halfwidth katakana of
+///   Halfwidth and Fullwidth Forms (U+FF66–FF9F, with ｰ ﾞ ﾟ), the vertical
+///   kana repeat marks 〱–〵, Kana Extended-B, Kana Supplement, Kana
+///   Extended-A and Small Kana Extension (U+1AFF0–1B16F);
+/// - Thai (U+0E00–0E7F), Lao (U+0E80–0EFF), Khmer (U+1780–17FF), Myanmar
+///   (U+1000–109F) and Myanmar Extended-A, -B and -C (U+AA60–AA7F,
+///   U+A9E0–A9FF, U+116D0–116FF).
+///
+/// Not Hangul (Korean is written with spaces), and not punctuation or
+/// symbols (`、` `。` `「` `」` `・` `゛` are not letters). Other scripts
+/// written without spaces (Tangut, Nüshu, Yi, Tai Tham, …) are not covered.
+///
+/// Explicit ranges rather than a script-property crate: `unicode-script`
+/// (its Script and Script_Extensions tables) adds about 30 KB to the
+/// Worker's wasm (12 KB gzipped) for these seven scripts, whose blocks are
+/// stable; `char::is_alphanumeric` does the rest.
 pub fn is_unspaced(c: char) -> bool {
-    matches!(c as u32, 0x3040..=0x30ff | 0x3400..=0x9fff | 0xf900..=0xfaff | 0xff66..=0xff9f | 0x3005 | 0x3006 | 0x3007)
+    c.is_alphanumeric()
+        && matches!(
+            u32::from(c),
+            // Thai, Lao.
+            0x0E00..=0x0EFF
+            // Myanmar.
+            | 0x1000..=0x109F
+            // Khmer.
+            | 0x1780..=0x17FF
+            // CJK Symbols and Punctuation: 々 〆 〇; 〡–〩; 〱–〵; 〸–〼.
+            | 0x3005..=0x3007
+            | 0x3021..=0x3029
+            | 0x3031..=0x3035
+            | 0x3038..=0x303C
+            // Hiragana, Katakana.
+            | 0x3040..=0x30FF
+            // Katakana Phonetic Extensions.
+            | 0x31F0..=0x31FF
+            // CJK Unified Ideographs Extension A.
+            | 0x3400..=0x4DBF
+            // CJK Unified Ideographs.
+            | 0x4E00..=0x9FFF
+            // Myanmar Extended-B.
+            | 0xA9E0..=0xA9FF
+            // Myanmar Extended-A.
+            | 0xAA60..=0xAA7F
+            // CJK Compatibility Ideographs.
+            | 0xF900..=0xFAFF
+            // Halfwidth Katakana (Halfwidth and Fullwidth Forms).
+            | 0xFF66..=0xFF9F
+            // Myanmar Extended-C.
+            | 0x116D0..=0x116FF
+            // Kana Extended-B, Kana Supplement, Kana Extended-A, Small Kana Extension.
+            | 0x1AFF0..=0x1B16F
+            // Supplementary and Tertiary Ideographic Planes.
+            | 0x20000..=0x3FFFF
+        )
 }
+
+/// The "terms" text the keyword index holds for `text`: `None` when `text`
+/// has no [unspaced](is_unspaced) character (the index then holds `text`
+/// itself), else `text` with every unspaced character set apart by a space
+/// from its neighbours, so that unicode61 makes each its own token.
+///
+/// A space goes between two adjacent characters when one of them is
+/// unspaced and neither is whitespace: the same tokens as a space before
+/// and after each unspaced character, with one space where two would meet
+/// and none at the ends. Every other character is kept as it is: the
+/// output holds every character of `text`, in order, and depends on `text`
+/// alone. `Vectorizeの索引を更新` → `Vectorize の 索 引 を 更 新`.
 pub fn index_terms(text: &str) -> Option<String> {
     if !text.chars().any(is_unspaced) {
         return None;
     }
-    let mut out = String::new();
-    for c in text.chars() {
-        if is_unspaced(c) {
-            out.push(' ');
-            out.push(c);
-            out.push(' ');
-        } else {
-            out.push(c);
-        }
-    }
+    let mut out = String::with_capacity(text.len().saturating_mul(2));
+    push_spaced(&mut out, text.chars());
     Some(out)
 }
+
+/// Appends `chars` to `out`, a space between two characters when one is
+/// unspaced and neither is whitespace ([`index_terms`]' rule).
+fn push_spaced(out: &mut String, chars: impl Iterator<Item = char>) {
+    let mut prev: Option<char> = None;
+    for c in chars {
+        if let Some(p) = prev {
+            if !p.is_whitespace() && !c.is_whitespace() && (is_unspaced(p) || is_unspaced(c)) {
+                out.push(' ');
+            }
+        }
+        out.push(c);
+        prev = Some(c);
+    }
+}
+
+/// The FTS5 MATCH expression for a user's `query`, or `None` when nothing
+/// in it can match (no letter or number, or `phrases_max` is 0).
+///
+/// Whatever the user typed is literal text, never FTS5 syntax: the
+/// expression is only double-quoted strings (an inner `"` doubled) joined
+/// by ` OR `, and control characters (a NUL would end the string early)
+/// become spaces, which unicode61 separates tokens at anyway. So quotes,
+/// `*`, `^`, `:`, `(`, `)`, `+`, `-`, `{}`, `AND`/`OR`/`NOT`/`NEAR` and
+/// column names are searched as words or dropped as punctuation.
+///
+/// The query is split at whitespace into terms. The phrases, in order:
+///
+/// 1. each whole term, its unspaced characters set apart as
+///    [`index_terms`] does (`東京都の人口` → `"東 京 都 の 人 口"`, an exact
+///    substring match);
+/// 2. then, term by term: for each run of two or more unspaced characters,
+///    each adjacent pair (`"東 京"`, `"京 都"`, …: a text that paraphrases
+///    the query still matches, and bm25 scores it by how many pairs it
+///    holds); and, in a term mixing spaced-script words and unspaced runs,
+///    each word alone (`Vectorizeの索引` → `"Vectorize"`).
+///
+/// Units are grapheme clusters: a pair keeps a kana with its combining
+/// sound mark. A phrase without a letter or number is dropped, and so is
+/// one equal to an earlier one up to case and punctuation (`「検索」` gives
+/// `"「 検 索 」"` alone, not also `"検 索"`). At most `phrases_max`
+/// phrases are kept, whole terms first.
 pub fn match_expression(query: &str, phrases_max: usize) -> Option<String> {
-    let mut phrases: Vec<String> = Vec::new();
-    for term in query.split_whitespace() {
-        if !term.chars().any(char::is_alphanumeric) {
+    let terms: Vec<&str> = query
+        .split(char::is_whitespace)
+        .filter(|t| !t.is_empty())
+        .collect();
+    let mut phrases = Phrases {
+        max: phrases_max,
+        keys: BTreeSet::new(),
+        out: Vec::new(),
+    };
+    for term in &terms {
+        phrases.add(term);
+    }
+    for term in &terms {
+        let parts = parts(term);
+        let mixed = parts.iter().any(|p| matches!(p, Part::Run(_)));
+        for part in &parts {
+            match part {
+                Part::Run(units) => {
+                    for pair in units.windows(2) {
+                        phrases.add(&pair.concat());
+                    }
+                }
+                Part::Segment(segment) => {
+                    if mixed {
+                        phrases.add(segment);
+                    }
+                }
+            }
+            if phrases.full() {
+                break;
+            }
+        }
+        if phrases.full() {
+            break;
+        }
+    }
+    if phrases.out.is_empty() {
+        None
+    } else {
+        Some(phrases.out.join(" OR "))
+    }
+}
+
+/// The phrases of a MATCH expression, deduplicated and bounded.
+struct Phrases {
+    max: usize,
+    keys: BTreeSet<String>,
+    out: Vec<String>,
+}
+
+impl Phrases {
+    fn full(&self) -> bool {
+        self.out.len() >= self.max
+    }
+
+    /// Adds `text` as one FTS5 string, unless it holds no letter or number,
+    /// an equal phrase is already in, or the expression is full.
+    fn add(&mut self, text: &str) {
+        if self.full() || !text.chars().any(char::is_alphanumeric) {
+            return;
+        }
+        if !self.keys.insert(phrase_key(text)) {
+            return;
+        }
+        let mut spaced = String::with_capacity(text.len().saturating_mul(2));
+        push_spaced(
+            &mut spaced,
+            text.chars().map(|c| if c.is_control() { ' ' } else { c }),
+        );
+        let mut quoted = String::with_capacity(spaced.len().saturating_add(2));
+        quoted.push('"');
+        for c in spaced.chars() {
+            if c == '"' {
+                quoted.push('"');
+            }
+            quoted.push(c);
+        }
+        quoted.push('"');
+        self.out.push(quoted);
+    }
+}
+
+/// Two phrases with the same key match the same tokens: their letters and
+/// numbers, lowercased, split where anything else stands or where an
+/// unspaced character begins or ends. A combining diacritic that
+/// unicode61's `remove_diacritics` removes within a token (U+0300–U+0331)
+/// neither splits nor counts.
+fn phrase_key(text: &str) -> String {
+    let mut key = String::new();
+    let mut sep = false;
+    let mut prev_unspaced = false;
+    for c in text.chars() {
+        if ('\u{300}'..='\u{331}').contains(&c) {
             continue;
         }
-        let t = index_terms(term).unwrap_or_else(|| term.to_string());
-        phrases.push(format!("\"{}\"", t.replace('"', "\"\"")));
-    }
-    phrases.dedup();
-    phrases.truncate(phrases_max);
-    (!phrases.is_empty()).then(|| phrases.join(" OR "))
-}
-pub fn snippet(text: &str, _query: &str, chars_max: usize) -> String {
-    text.chars().take(chars_max).collect()
-}
-pub fn fuse(lists: &[(f64, &[String])], k: f64) -> Vec<(String, f64)> {
-    let mut acc: std::collections::BTreeMap<String, (f64, usize)> = Default::default();
-    for (w, list) in lists {
-        let mut seen = std::collections::BTreeSet::new();
-        for (i, id) in list.iter().enumerate() {
-            if !seen.insert(id) {
-                continue;
+        if c.is_alphanumeric() {
+            let unspaced = is_unspaced(c);
+            if !key.is_empty() && (sep || unspaced || prev_unspaced) {
+                key.push(' ');
             }
-            let e = acc.entry(id.clone()).or_insert((0.0, usize::MAX));
-            e.0 += w / (k + (i + 1) as f64);
-            e.1 = e.1.min(i + 1);
+            key.push(fold(c));
+            sep = false;
+            prev_unspaced = unspaced;
+        } else {
+            sep = true;
         }
     }
-    let mut v: Vec<(String, f64, usize)> = acc.into_iter().map(|(id, (s, r))| (id, s, r)).collect();
-    v.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.2.cmp(&b.2)).then(a.0.cmp(&b.0)));
-    v.into_iter().map(|(id, s, _)| (id, s)).collect()
+    key
+}
+
+/// A piece of a query term: a run of unspaced grapheme clusters, or the
+/// text between two runs (spaced-script words, punctuation).
+enum Part<'a> {
+    Run(Vec<&'a str>),
+    Segment(&'a str),
+}
+
+/// `term` cut into runs of grapheme clusters that begin with an unspaced
+/// character, and the segments between them, in order.
+fn parts(term: &str) -> Vec<Part<'_>> {
+    let mut out = Vec::new();
+    let mut run: Vec<&str> = Vec::new();
+    let mut segment_start: Option<usize> = None;
+    for (i, g) in term.grapheme_indices(true) {
+        if g.chars().next().is_some_and(is_unspaced) {
+            if let Some(segment) = segment_start.take().and_then(|s| term.get(s..i)) {
+                out.push(Part::Segment(segment));
+            }
+            run.push(g);
+        } else {
+            if !run.is_empty() {
+                out.push(Part::Run(std::mem::take(&mut run)));
+            }
+            segment_start.get_or_insert(i);
+        }
+    }
+    if !run.is_empty() {
+        out.push(Part::Run(run));
+    }
+    if let Some(segment) = segment_start.and_then(|s| term.get(s..)) {
+        out.push(Part::Segment(segment));
+    }
+    out
+}
+
+/// Unicode's simple lowercase where it maps `c` to one character, else `c`:
+/// matching compares character by character.
+fn fold(c: char) -> char {
+    let mut lower = c.to_lowercase();
+    match (lower.next(), lower.next()) {
+        (Some(l), None) => l,
+        _ => c,
+    }
+}
+
+/// The most patterns [`snippet`] looks for (the words and runs of the
+/// query, first ones first): each has a bit in a `u64`. Also the most
+/// distinct pairs it looks for in one run.
+const SNIPPET_PATTERNS_MAX: usize = 64;
+
+/// How far [`snippet`] moves an excerpt's cut to fall between words
+/// rather than inside one, in characters.
+const SNIPPET_WORD_SNAP_CHARS: usize = 16;
+
+/// What [`snippet`] marks for one word or run of the query.
+enum Pattern {
+    /// A spaced-script word (letters and numbers), found at word starts.
+    Word(Vec<char>),
+    /// A run of unspaced characters, found anywhere; if the whole run is
+    /// nowhere in the text, its adjacent pairs (of grapheme clusters).
+    Run {
+        whole: Vec<char>,
+        pairs: Vec<Vec<char>>,
+    },
+}
+
+/// The patterns of `query`, lowercased, deduplicated, at most
+/// [`SNIPPET_PATTERNS_MAX`].
+fn patterns(query: &str) -> Vec<Pattern> {
+    let mut seen: BTreeSet<Vec<char>> = BTreeSet::new();
+    let mut out = Vec::new();
+    for term in query.split(char::is_whitespace) {
+        for part in parts(term) {
+            match part {
+                Part::Run(units) => {
+                    let whole: Vec<char> = units.concat().chars().map(fold).collect();
+                    if seen.insert(whole.clone()) {
+                        let mut pairs: Vec<Vec<char>> = Vec::new();
+                        for pair in units.windows(2) {
+                            let pair: Vec<char> = pair.concat().chars().map(fold).collect();
+                            if !pairs.contains(&pair) {
+                                pairs.push(pair);
+                            }
+                            if pairs.len() >= SNIPPET_PATTERNS_MAX {
+                                break;
+                            }
+                        }
+                        out.push(Pattern::Run { whole, pairs });
+                    }
+                }
+                Part::Segment(segment) => {
+                    let mut word: Vec<char> = Vec::new();
+                    for c in segment.chars().chain(std::iter::once(' ')) {
+                        if c.is_alphanumeric() {
+                            word.push(fold(c));
+                        } else if !word.is_empty() {
+                            let w = std::mem::take(&mut word);
+                            if seen.insert(w.clone()) {
+                                out.push(Pattern::Word(w));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out.truncate(SNIPPET_PATTERNS_MAX);
+    out
+}
+
+/// A marked span of the text, in characters, and the bits of the patterns
+/// found in it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Span {
+    start: usize,
+    end: usize,
+    patterns: u64,
+}
+
+/// Where `needle` occurs in `hay` (at a position `at` accepts), as spans.
+fn find(hay: &[char], needle: &[char], at: impl Fn(usize) -> bool, bit: u64, out: &mut Vec<Span>) {
+    if needle.is_empty() || needle.len() > hay.len() {
+        return;
+    }
+    for (i, window) in hay.windows(needle.len()).enumerate() {
+        if window == needle && at(i) {
+            out.push(Span {
+                start: i,
+                end: i.saturating_add(needle.len()),
+                patterns: bit,
+            });
+        }
+    }
+}
+
+/// Sorts `spans` and merges those that overlap or touch.
+fn merge(mut spans: Vec<Span>) -> Vec<Span> {
+    spans.sort_by_key(|s| (s.start, s.end));
+    let mut out: Vec<Span> = Vec::with_capacity(spans.len());
+    for s in spans {
+        match out.last_mut() {
+            Some(last) if s.start <= last.end => {
+                last.end = last.end.max(s.end);
+                last.patterns |= s.patterns;
+            }
+            _ => out.push(s),
+        }
+    }
+    out
+}
+
+/// A highlight of `text` for a search result: an excerpt of at most
+/// `chars_max` characters around its most match-dense place (the first of
+/// the densest), HTML-escaped (`& < > " '`), every match of the query's
+/// words and runs wrapped in `<mark>`…`</mark>`, and `…` where the excerpt
+/// cuts text off (markup and ellipses are not counted in `chars_max`).
+///
+/// Matching is case-insensitive (simple lowercase, one character to one).
+/// A spaced-script word of the query matches at the start of a word of the
+/// text, and just that part is marked (`index` marks `<mark>index</mark>ing`,
+/// which the porter stemmer finds too); a run of unspaced characters
+/// matches anywhere as a whole or, when the whole run is nowhere in the
+/// text, by its adjacent pairs. Overlapping or touching matches make one
+/// mark, widened to whole grapheme clusters; the excerpt is the window
+/// that holds the most distinct query words and runs, then the most marks,
+/// with context around them, cut between grapheme clusters (and between
+/// words when one is near), never inside a mark. A mark longer than
+/// `chars_max` is not shown. With no match, the excerpt is the text's
+/// first `chars_max` characters, without marks.
+pub fn snippet(text: &str, query: &str, chars_max: usize) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let n = chars.len();
+    if chars_max == 0 || n == 0 {
+        return String::new();
+    }
+    let folded: Vec<char> = chars.iter().copied().map(fold).collect();
+    let is_alnum = |i: usize| chars.get(i).is_some_and(|c| c.is_alphanumeric());
+    let unspaced_at = |i: usize| chars.get(i).is_some_and(|c| is_unspaced(*c));
+    // Between words: not between two letters or numbers of a spaced script.
+    let word_boundary = |i: usize| {
+        i == 0 || i >= n || !is_alnum(i - 1) || !is_alnum(i) || unspaced_at(i - 1) || unspaced_at(i)
+    };
+    let word_start = |i: usize| i == 0 || !is_alnum(i - 1) || unspaced_at(i - 1) || unspaced_at(i);
+
+    let mut found = Vec::new();
+    for (p, pattern) in patterns(query).iter().enumerate() {
+        let bit = 1u64 << p;
+        match pattern {
+            Pattern::Word(word) => find(&folded, word, word_start, bit, &mut found),
+            Pattern::Run { whole, pairs } => {
+                let before = found.len();
+                find(&folded, whole, |_| true, bit, &mut found);
+                if found.len() == before {
+                    for pair in pairs {
+                        find(&folded, pair, |_| true, bit, &mut found);
+                    }
+                }
+            }
+        }
+    }
+
+    // Grapheme cluster boundaries, in characters.
+    let mut boundary = vec![false; n.saturating_add(1)];
+    let mut at = 0usize;
+    for g in text.graphemes(true) {
+        if let Some(b) = boundary.get_mut(at) {
+            *b = true;
+        }
+        at = at.saturating_add(g.chars().count());
+    }
+    if let Some(b) = boundary.get_mut(n) {
+        *b = true;
+    }
+    let is_boundary = |i: usize| boundary.get(i).copied().unwrap_or(false);
+    let boundary_at_or_before = |mut i: usize| {
+        while i > 0 && !is_boundary(i) {
+            i -= 1;
+        }
+        i
+    };
+    let boundary_at_or_after = |mut i: usize| {
+        while i < n && !is_boundary(i) {
+            i += 1;
+        }
+        i
+    };
+
+    let marks: Vec<Span> = merge(
+        merge(found)
+            .into_iter()
+            .map(|s| Span {
+                start: boundary_at_or_before(s.start),
+                end: boundary_at_or_after(s.end),
+                patterns: s.patterns,
+            })
+            .collect(),
+    )
+    .into_iter()
+    .filter(|s| s.end - s.start <= chars_max)
+    .collect();
+
+    // The densest window of marks: most distinct patterns, then most marks.
+    let mut best: Option<(u32, usize, usize, usize)> = None;
+    let mut last = 0usize;
+    for (first, mark) in marks.iter().enumerate() {
+        last = last.max(first);
+        while marks
+            .get(last.saturating_add(1))
+            .is_some_and(|m| m.end - mark.start <= chars_max)
+        {
+            last += 1;
+        }
+        let in_window = marks.get(first..=last).unwrap_or_default();
+        let distinct = in_window
+            .iter()
+            .fold(0u64, |acc, m| acc | m.patterns)
+            .count_ones();
+        let score = (distinct, in_window.len());
+        if best.is_none_or(|(d, c, _, _)| score > (d, c)) {
+            best = Some((score.0, score.1, first, last));
+        }
+    }
+
+    // A grapheme cluster of whitespace at `i`: its end.
+    let blank_at = |i: usize| {
+        let next = boundary_at_or_after(i.saturating_add(1));
+        (i < n
+            && chars
+                .get(i..next)
+                .is_some_and(|g| g.iter().all(|c| c.is_whitespace())))
+        .then_some(next)
+    };
+    // A grapheme cluster of whitespace ending at `i`: its start.
+    let blank_before = |i: usize| {
+        let prev = boundary_at_or_before(i.saturating_sub(1));
+        (prev < i
+            && chars
+                .get(prev..i)
+                .is_some_and(|g| g.iter().all(|c| c.is_whitespace())))
+        .then_some(prev)
+    };
+
+    let (a, b) = match best {
+        None => {
+            let mut a = 0;
+            while let Some(next) = blank_at(a) {
+                a = next;
+            }
+            let end = n.min(a.saturating_add(chars_max));
+            let mut b = boundary_at_or_before(end);
+            if b <= a {
+                // One grapheme cluster longer than the excerpt: cut between characters.
+                b = end;
+            } else if let Some(w) = (b.saturating_sub(SNIPPET_WORD_SNAP_CHARS).max(a + 1)..=b)
+                .rev()
+                .find(|&i| word_boundary(i) && is_boundary(i))
+            {
+                b = w;
+            }
+            while let Some(prev) = blank_before(b).filter(|&prev| prev > a) {
+                b = prev;
+            }
+            (a, b)
+        }
+        Some((_, _, first, last)) => {
+            let (s, e) = match (marks.get(first), marks.get(last)) {
+                (Some(f), Some(l)) => (f.start, l.end),
+                _ => (0, 0),
+            };
+            // Context: half of what is left before the marks (less at the
+            // text's start), the rest after (more at its end).
+            let room = chars_max - (e - s);
+            let mut a = s - (room / 2).min(s);
+            let mut b = n.min(a.saturating_add(chars_max));
+            if b - a < chars_max {
+                a = b.saturating_sub(chars_max);
+            }
+            // Between words, when a word's edge is near.
+            if let Some(w) =
+                (a..=s.min(a.saturating_add(SNIPPET_WORD_SNAP_CHARS))).find(|&i| word_boundary(i))
+            {
+                a = w;
+            }
+            if let Some(w) = (e.max(b.saturating_sub(SNIPPET_WORD_SNAP_CHARS))..=b)
+                .rev()
+                .find(|&i| word_boundary(i))
+            {
+                b = w;
+            }
+            // Between grapheme clusters (marks begin and end on boundaries).
+            a = boundary_at_or_after(a).min(s);
+            b = boundary_at_or_before(b).max(e);
+            // Never inside a mark: one the window cuts is left out.
+            for m in &marks {
+                if m.start < a && a < m.end {
+                    a = m.end.min(s);
+                }
+                if m.start < b && b < m.end {
+                    b = m.start.max(e);
+                }
+            }
+            // No whitespace at the excerpt's edges.
+            while let Some(next) = blank_at(a).filter(|&next| next <= s) {
+                a = next;
+            }
+            while let Some(prev) = blank_before(b).filter(|&prev| prev >= e) {
+                b = prev;
+            }
+            (a, b)
+        }
+    };
+
+    let cut = |range: Option<&[char]>| range.is_some_and(|r| r.iter().any(|c| !c.is_whitespace()));
+    let mut out = String::new();
+    if cut(chars.get(..a)) {
+        out.push('…');
+    }
+    let mut shown = marks
+        .iter()
+        .filter(|m| a <= m.start && m.end <= b)
+        .peekable();
+    for i in a..b {
+        if shown.peek().is_some_and(|m| m.start == i) {
+            out.push_str("<mark>");
+        }
+        if let Some(&c) = chars.get(i) {
+            push_escaped(&mut out, c);
+        }
+        if shown.peek().is_some_and(|m| m.end == i + 1) {
+            out.push_str("</mark>");
+            shown.next();
+        }
+    }
+    if cut(chars.get(b..)) {
+        out.push('…');
+    }
+    out
+}
+
+/// Appends `c` to `out`, HTML-escaped.
+fn push_escaped(out: &mut String, c: char) {
+    match c {
+        '&' => out.push_str("&amp;"),
+        '<' => out.push_str("&lt;"),
+        '>' => out.push_str("&gt;"),
+        '"' => out.push_str("&quot;"),
+        '\'' => out.push_str("&#39;"),
+        _ => out.push(c),
+    }
+}
+
+/// Reciprocal rank fusion of ranked lists of ids, each with its weight:
+/// an id's fused score is the sum, over the lists it is in, of
+/// `weight / (k + rank)`, its rank in that list starting at 1 (a list's
+/// position; an id repeated in one list counts at its first rank only).
+/// Sorted by fused score, highest first, then by the id's best (lowest)
+/// rank in any list, then by id: the same lists give the same order.
+///
+/// `k` is usually 60; with positive weights and `k > -1`, an id first in
+/// every list comes first.
+pub fn fuse(lists: &[(f64, &[String])], k: f64) -> Vec<(String, f64)> {
+    let mut fused: BTreeMap<&str, (f64, usize)> = BTreeMap::new();
+    for (weight, ids) in lists {
+        let mut seen: BTreeSet<&str> = BTreeSet::new();
+        for (position, id) in ids.iter().enumerate() {
+            if !seen.insert(id.as_str()) {
+                continue;
+            }
+            let rank = position.saturating_add(1);
+            let entry = fused.entry(id.as_str()).or_insert((0.0, rank));
+            entry.0 += weight / (k + rank as f64);
+            entry.1 = entry.1.min(rank);
+        }
+    }
+    let mut out: Vec<(&str, f64, usize)> = fused
+        .into_iter()
+        .map(|(id, (score, best))| (id, score, best))
+        .collect();
+    out.sort_by(|x, y| {
+        y.1.total_cmp(&x.1)
+            .then(x.2.cmp(&y.2))
+            .then_with(|| x.0.cmp(y.0))
+    });
+    out.into_iter()
+        .map(|(id, score, _)| (id.to_owned(), score))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unspaced_scripts() {
+        for c in [
+            '東',
+            '京',
+            '々',
+            '〆',
+            '〇',
+            '〻',
+            'の',
+            'ゝ',
+            'カ',
+            'ー',
+            'ヽ',
+            'ｶ',
+            'ｰ',
+            'ﾞ',
+            'ㇰ',
+            '㐀',
+            '丽',
+            '𠀋',
+            '𪚲',
+            '\u{30000}',
+            'ก',
+            '๒',
+            'ๆ',
+            'ກ',
+            'ក',
+            'ៗ',
+            'က',
+            '၁',
+        ] {
+            assert!(is_unspaced(c), "{c} U+{:04X}", u32::from(c));
+        }
+        for c in [
+            'a', 'Z', '1', 'é', 'Я', 'א', 'ا', '한', 'ㄱ', '、', '。', '「', '」', '・', '゛', '･',
+            '｡', '！', 'Ａ', '１', '฿', '។', ' ', '\u{3000}', '⺀', '⼀', '〜', '🈀', '\u{3099}',
+        ] {
+            assert!(!is_unspaced(c), "{c} U+{:04X}", u32::from(c));
+        }
+    }
+
+    #[test]
+    fn index_terms_sets_unspaced_characters_apart() {
+        assert_eq!(index_terms("Deleted documents are removed."), None);
+        assert_eq!(index_terms("한국어 문장입니다"), None);
+        assert_eq!(index_terms(""), None);
+        assert_eq!(
+            index_terms("Vectorizeの索引を更新").as_deref(),
+            Some("Vectorize の 索 引 を 更 新")
+        );
+        assert_eq!(
+            index_terms("東京都の人口は、約1400万人。").as_deref(),
+            Some("東 京 都 の 人 口 は 、 約 1400 万 人 。")
+        );
+        // Whitespace is kept as it is and never doubled.
+        assert_eq!(
+            index_terms(" 検索 API\n索引 ").as_deref(),
+            Some(" 検 索 API\n索 引 ")
+        );
+        assert_eq!(index_terms("ｶﾀｶﾅｰ").as_deref(), Some("ｶ ﾀ ｶ ﾅ ｰ"));
+        assert_eq!(index_terms("ภาษาไทย").as_deref(), Some("ภ า ษ า ไ ท ย"));
+    }
+
+    #[test]
+    fn match_expression_of_english() {
+        assert_eq!(
+            match_expression("error E1234", 16).as_deref(),
+            Some(r#""error" OR "E1234""#)
+        );
+        assert_eq!(
+            match_expression("  Error   error ERROR ", 16).as_deref(),
+            Some(r#""Error""#)
+        );
+        assert_eq!(
+            match_expression("delete-by-ids", 16).as_deref(),
+            Some(r#""delete-by-ids""#)
+        );
+    }
+
+    #[test]
+    fn match_expression_of_fts5_syntax_is_literal() {
+        assert_eq!(
+            match_expression(r#"foo" OR bar*"#, 16).as_deref(),
+            Some(r#""foo""" OR "OR" OR "bar*""#)
+        );
+        assert_eq!(
+            match_expression("NEAR(a b)", 16).as_deref(),
+            Some(r#""NEAR(a" OR "b)""#)
+        );
+        assert_eq!(
+            match_expression("terms:x ^y -z +w {terms}: AND NOT", 16).as_deref(),
+            Some(r#""terms:x" OR "^y" OR "-z" OR "+w" OR "{terms}:" OR "AND" OR "NOT""#)
+        );
+        // A NUL would end the string early: control characters are spaces.
+        assert_eq!(
+            match_expression("a\u{0}b\u{1}", 16).as_deref(),
+            Some(r#""a b ""#)
+        );
+        assert_eq!(match_expression("\"\" * ( ) : ^ 「」 。", 16), None);
+        assert_eq!(match_expression("", 16), None);
+        assert_eq!(match_expression("word", 0), None);
+    }
+
+    #[test]
+    fn match_expression_of_japanese() {
+        assert_eq!(
+            match_expression("東京都の人口", 16).as_deref(),
+            Some(r#""東 京 都 の 人 口" OR "東 京" OR "京 都" OR "都 の" OR "の 人" OR "人 口""#)
+        );
+        // Typed quotes are text, and the phrase is the same.
+        assert_eq!(
+            match_expression("\"東京都の人口\"", 3).as_deref(),
+            Some(r#"""" 東 京 都 の 人 口 """ OR "東 京" OR "京 都""#)
+        );
+        // The pair equals the whole term: one phrase.
+        assert_eq!(
+            match_expression("「検索」", 16).as_deref(),
+            Some(r#""「 検 索 」""#)
+        );
+        assert_eq!(match_expression("検", 16).as_deref(), Some(r#""検""#));
+        // Mixed: the whole term, its word, its pairs; whole terms first.
+        assert_eq!(
+            match_expression("Vectorizeの索引 更新", 16).as_deref(),
+            Some(r#""Vectorize の 索 引" OR "更 新" OR "Vectorize" OR "の 索" OR "索 引""#)
+        );
+        assert_eq!(
+            match_expression("Vectorizeの索引 更新", 2).as_deref(),
+            Some(r#""Vectorize の 索 引" OR "更 新""#)
+        );
+        // A pair keeps a kana with its combining sound mark (NFD が).
+        assert_eq!(
+            match_expression("か\u{3099}き", 16).as_deref(),
+            Some("\"か \u{3099} き\"")
+        );
+    }
+
+    #[test]
+    fn snippet_marks_english_words_at_word_starts() {
+        assert_eq!(
+            snippet("deleted documents", "Delete", 100),
+            "<mark>delete</mark>d documents"
+        );
+        assert_eq!(
+            snippet("Reindex the index before indexing.", "INDEX", 100),
+            "Reindex the <mark>index</mark> before <mark>index</mark>ing."
+        );
+        assert_eq!(
+            snippet("Error E1234: <b>\"x\" & 'y'</b>", "error e1234", 100),
+            "<mark>Error</mark> <mark>E1234</mark>: &lt;b&gt;&quot;x&quot; &amp; &#39;y&#39;&lt;/b&gt;"
+        );
+        // Query syntax is just words.
+        assert_eq!(
+            snippet("near a bar", r#"NEAR(a" bar*"#, 100),
+            "<mark>near</mark> <mark>a</mark> <mark>bar</mark>"
+        );
+    }
+
+    #[test]
+    fn snippet_marks_japanese_runs_as_substrings() {
+        assert_eq!(
+            snippet("全文検索では、検索語を索引から探します。", "検索", 100),
+            "全文<mark>検索</mark>では、<mark>検索</mark>語を索引から探します。"
+        );
+        // Overlapping matches make one mark.
+        assert_eq!(
+            snippet("東京都庁", "東京 京都", 100),
+            "<mark>東京都</mark>庁"
+        );
+        // The whole run is nowhere: its pairs are marked.
+        assert_eq!(
+            snippet("京都タワーに行く", "東京タワー", 100),
+            "京都<mark>タワー</mark>に行く"
+        );
+        assert_eq!(
+            snippet("Vectorizeの索引を更新する", "索引の更新", 100),
+            "Vectorizeの<mark>索引</mark>を<mark>更新</mark>する"
+        );
+    }
+
+    #[test]
+    fn snippet_cuts_around_the_densest_place() {
+        let text = "Intro words that say nothing at all. The queue retries a failed job \
+                    with backoff, then the job is dead. Closing words here.";
+        assert_eq!(
+            snippet(text, "job retries", 40),
+            "…The queue <mark>retries</mark> a failed <mark>job</mark> with…"
+        );
+        // No match: the start, without marks.
+        assert_eq!(snippet(text, "zebra", 18), "Intro words that…");
+        assert_eq!(snippet("  short  ", "zzz", 20), "short");
+        assert_eq!(snippet(text, "job", 0), "");
+        assert_eq!(snippet("", "job", 10), "");
+        // Japanese: the run as a whole, with context on both sides.
+        let ja =
+            "今日は晴れです。明日の天気予報によると、明日は雨が降るそうです。天気は変わります。";
+        assert_eq!(
+            snippet(ja, "明日の天気", 16),
+            "…晴れです。<mark>明日の天気</mark>予報によると…"
+        );
+        // The window with both words beats the first match of one.
+        let ja = "雨の日。今日は晴れです。明日は雨が降るそうです。";
+        assert_eq!(
+            snippet(ja, "雨 明日", 12),
+            "…れです。<mark>明日</mark>は<mark>雨</mark>が降るそ…"
+        );
+    }
+
+    #[test]
+    fn snippet_never_cuts_a_mark_or_a_cluster() {
+        // The only match does not fit: no marks.
+        assert_eq!(snippet("abc documentation", "documentation", 5), "abc…");
+        // A combining mark stays in the mark with its letter.
+        assert_eq!(
+            snippet("cafe\u{301} au lait", "cafe", 100),
+            "<mark>cafe\u{301}</mark> au lait"
+        );
+        // A window edge inside a mark leaves that mark out.
+        assert_eq!(
+            snippet("東京と大阪", "東京 大阪", 4),
+            "<mark>東京</mark>と…"
+        );
+        assert_eq!(
+            snippet("aaaa c bbbb", "aaaa bbbb", 8),
+            "<mark>aaaa</mark> c…"
+        );
+        // Marks merged past the window are not shown; the excerpt is the start.
+        assert_eq!(snippet("東京都庁前", "東京 京都 都庁", 3), "東京都…");
+    }
+
+    #[test]
+    fn fuse_sums_reciprocal_ranks() {
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        let vector = s(&["a", "b", "c"]);
+        let keyword = s(&["c", "a", "d", "a"]);
+        let fused = fuse(&[(1.0, &vector), (1.0, &keyword)], 60.0);
+        let ids: Vec<&str> = fused.iter().map(|(id, _)| id.as_str()).collect();
+        assert_eq!(ids, ["a", "c", "b", "d"]);
+        let score = |id: &str| fused.iter().find(|(x, _)| x == id).map(|(_, s)| *s);
+        assert_eq!(score("a"), Some(1.0 / 61.0 + 1.0 / 62.0));
+        assert_eq!(score("d"), Some(1.0 / 63.0));
+        // Ties: best rank, then id.
+        let x = s(&["q", "p"]);
+        let y = s(&["p", "q"]);
+        let tied = fuse(&[(1.0, &x), (1.0, &y)], 60.0);
+        assert_eq!(tied.first().map(|t| t.0.as_str()), Some("p"));
+        let one = s(&["z", "y"]);
+        let two = s(&["y"]);
+        // y: 1/62 + 1/61 (best rank 1), z: 1/61.
+        let fused = fuse(&[(1.0, &one), (2.0, &two)], 60.0);
+        assert_eq!(fused.first().map(|t| t.0.as_str()), Some("y"));
+        assert!(fuse(&[], 60.0).is_empty());
+    }
 }

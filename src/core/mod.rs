@@ -10,7 +10,8 @@
 //! Here: chunking ([`chunk`]), identifiers ([`ids`]), tenant tokens and
 //! their scopes ([`credentials`]), failure buckets and
 //! the retry policy ([`failure`]), the ledger's state enums ([`state`]),
-//! the local embedder ([`local_embed`]) and `Config`'s index configuration.
+//! the local embedder ([`local_embed`]), the keyword index's text rules
+//! and rank fusion ([`keyword`]) and `Config`'s index configuration.
 //!
 //! May import: `config` (a leaf) and libraries. Nothing in the crate
 //! besides config: every other module imports this one.

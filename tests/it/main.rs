@@ -14,6 +14,9 @@
 //! - `tenants` — tenants, tokens, scopes, quotas and isolation, through the API.
 //! - `chunk_props` — property tests of the chunkers over arbitrary Unicode
 //!   (`PROPTEST_CASES` per property).
+//! - `keyword_props` — property tests of the keyword index's text rules
+//!   (`core::keyword`) on a real SQLite FTS5 table (`PROPTEST_CASES` per
+//!   property).
 //! - `token_bound` — the token bound against every scalar value and a real
 //!   WordPiece tokenizer (`--ignored`).
 //! - `layers` — the dependency direction of `src/`'s modules.
@@ -25,6 +28,7 @@ mod budget;
 mod chunk_props;
 mod common;
 mod generations;
+mod keyword_props;
 mod layers;
 mod pipeline;
 mod reuse;
