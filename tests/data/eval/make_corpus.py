@@ -45,12 +45,24 @@ JA_MAN = ["man2/lseek.2", "man2/truncate.2", "man2/readlink.2", "man2/socket.2",
           "man3/backtrace.3", "man3/error.3", "man3/popen.3", "man3/scanf.3"]
 JA_SEEDS = ["000_23c333604504c1bd.txt", "002_d1dd9a78ce7dea22.txt"]
 
-PERMISSIVE = ("BSD_4_CLAUSE_UCB", "BSD_3_CLAUSE_UCB", "BSD_ONELINE_CDROM", "PERMISSIVE_MISC", "PUBLIC_DOMAIN")
+# The man pages' license markers, as corpus.tsv names them.
+PERMISSIVE = {
+    "BSD_4_CLAUSE_UCB": "BSD-4-Clause-UC (its advertising clause rescinded by UC in 1999: BSD-3-Clause)",
+    "BSD_3_CLAUSE_UCB": "BSD-3-Clause",
+    "BSD_ONELINE_CDROM": "BSD (4.4BSD-Lite)",
+    "PERMISSIVE_MISC": "MIT",
+    "PUBLIC_DOMAIN": "public domain",
+}
 
 
 def rust_html():
     sysroot = subprocess.run(["rustc", "--print", "sysroot"], capture_output=True, text=True, check=True)
     return os.path.join(sysroot.stdout.strip(), "share/doc/rust/html")
+
+
+def rust_version():
+    out = subprocess.run(["rustc", "--version"], capture_output=True, text=True, check=True)
+    return out.stdout.split()[1]
 
 
 def html_main_text(path):
@@ -123,15 +135,16 @@ def main():
         rows.append(("en/" + n.lower(), "en", write("en", n.lower(), text),
                      f"{LICENSES}/{n} (Debian base-files)", "verbatim copying permitted by the text itself"))
     root = rust_html()
+    docs_of = f"rust-docs {rust_version()}"
     for code in EN_ERROR_CODES:
         text = html_main_text(os.path.join(root, "error_codes", code + ".html"))
         rows.append(("en/rustc-" + code, "en", write("en", "rustc-" + code, text),
-                     f"rust-docs: html/error_codes/{code}.html", "Apache-2.0 OR MIT"))
+                     f"{docs_of}: html/error_codes/{code}.html", "Apache-2.0 OR MIT"))
     for page in EN_RBE:
         name = "rbe-" + page.replace("/", "-")
         text = html_main_text(os.path.join(root, "rust-by-example", page + ".html"))
         rows.append(("en/" + name, "en", write("en", name, text),
-                     f"rust-docs: html/rust-by-example/{page}.html", "Apache-2.0 OR MIT"))
+                     f"{docs_of}: html/rust-by-example/{page}.html", "Apache-2.0 OR MIT"))
     for seed in JA_SEEDS:
         rows.append(("ja/seed-" + seed.split("_")[0], "ja", "tests/data/seeds/" + seed,
                      "the project's seed document", "the project's own (Apache-2.0)"))
@@ -139,7 +152,7 @@ def main():
         name = "rbe-" + page.replace("/", "-")
         text = html_main_text(os.path.join(root, "rust-by-example/ja", page + ".html"))
         rows.append(("ja/" + name, "ja", write("ja", name, text),
-                     f"rust-docs: html/rust-by-example/ja/{page}.html", "Apache-2.0 OR MIT"))
+                     f"{docs_of}: html/rust-by-example/ja/{page}.html", "Apache-2.0 OR MIT"))
     notices = []
     for page in JA_MAN:
         path = os.path.join(MANPAGES_JA, "usr/share/man/ja", page + ".gz")
@@ -152,7 +165,7 @@ def main():
         text = man_text(src)
         rows.append(("ja/" + name, "ja", write("ja", name, text),
                      f"manpages-ja-dev 0.5.0.0.20221215+dfsg-1: usr/share/man/ja/{page}.gz (rendered by groff)",
-                     lic.group(1)))
+                     PERMISSIVE[lic.group(1)] + "; notice in NOTICES-manpages.txt"))
         notices.append(f"==== {page} ({name}.txt)\n{man_notice(src)}")
     with open(os.path.join(HERE, "NOTICES-manpages.txt"), "w", encoding="utf-8") as f:
         f.write("\n".join(notices))
