@@ -165,7 +165,12 @@ mod eval {
             self.rr / self.n.max(1) as f64
         }
         fn cells(&self) -> String {
-            format!("{:.2} | {:.2} | {:.3}", self.hit1(), self.hit5(), self.mrr())
+            format!(
+                "{:.2} | {:.2} | {:.3}",
+                self.hit1(),
+                self.hit5(),
+                self.mrr()
+            )
         }
     }
 
@@ -547,9 +552,7 @@ mod eval {
             .iter()
             .zip(relevant)
             .map(|(q, rel)| {
-                let Some(expr) = (scheme.expression)(&q.query) else {
-                    return None;
-                };
+                let expr = (scheme.expression)(&q.query)?;
                 let rows: Vec<i64> = search
                     .query_map([expr], |r| r.get(0))
                     .and_then(|rows| rows.collect())
@@ -662,7 +665,10 @@ mod eval {
                 .filter(|d| d.lang == lang)
                 .map(|d| d.id.as_str())
                 .collect();
-            chunks.iter().filter(|c| ids.contains(c.doc.as_str())).count()
+            chunks
+                .iter()
+                .filter(|c| ids.contains(c.doc.as_str()))
+                .count()
         };
         println!(
             "ingest-pipeline eval (native, profile `{}`)\n",
@@ -728,7 +734,8 @@ mod eval {
         let supported: Vec<bool> = latencies.iter().map(Option::is_some).collect();
         let shown: Vec<usize> = (0..MODES.len()).filter(|&i| supported[i]).collect();
         let labels: Vec<&str> = shown.iter().map(|&i| MODES[i].label()).collect();
-        let shown_ranks: Vec<Vec<Option<usize>>> = shown.iter().map(|&i| ranks[i].clone()).collect();
+        let shown_ranks: Vec<Vec<Option<usize>>> =
+            shown.iter().map(|&i| ranks[i].clone()).collect();
         let table = tabulate(&queries, &shown_ranks);
         print_quality(
             &format!("### 1. Search quality through the pipeline (top {TOP_K}; MRR over the top {TOP_K})"),
@@ -775,6 +782,8 @@ mod eval {
         MODES.iter().map(|m| m.label()).collect()
     }
 
+    type Metric = fn(&Quality) -> f64;
+
     /// The goal, read off table 1: hybrid at least as good as both
     /// other modes on every slice, and Japanese exact hit@1 ≥ 0.9.
     fn goal(table: &[((&str, &str), Vec<Quality>)], labels: &[&str]) {
@@ -790,7 +799,7 @@ mod eval {
             if *slice == "all" {
                 continue;
             }
-            let metrics: [(&str, fn(&Quality) -> f64); 3] = [
+            let metrics: [(&str, Metric); 3] = [
                 ("hit@1", Quality::hit1),
                 ("hit@5", Quality::hit5),
                 ("MRR", Quality::mrr),
