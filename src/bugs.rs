@@ -40,6 +40,9 @@ pub enum Bug {
     /// chunks of every tenant (either fence alone would hide the other's
     /// absence).
     SearchUnfenced,
+    /// The replace does not move the keyword index's rows: the old live
+    /// version's stay, the new one's are missing (its trigger dropped).
+    KeywordIndexUnmaintained,
 }
 
 /// The namespace `SearchUnfenced` queries: the in-memory indexes read it
@@ -48,7 +51,7 @@ pub enum Bug {
 pub const EVERY_NAMESPACE: &str = "*";
 
 impl Bug {
-    pub const ALL: [Bug; 12] = [
+    pub const ALL: [Bug; 13] = [
         Bug::DeleteBeforeReplace,
         Bug::FlipWithoutCas,
         Bug::SweepIgnoresLease,
@@ -61,6 +64,7 @@ impl Bug {
         Bug::RedriveSendInTwoSteps,
         Bug::DeadLetterNotArchived,
         Bug::SearchUnfenced,
+        Bug::KeywordIndexUnmaintained,
     ];
 }
 
@@ -92,6 +96,8 @@ impl Bugs {
 
 /// SQL used only by the seeded bugs (never by the real protocol).
 pub mod sql {
+    /// `KeywordIndexUnmaintained`: the replace's trigger, dropped.
+    pub const DROP_KEYWORD_REPLACE_TRIGGER: &str = "DROP TRIGGER chunks_fts_replaced";
     /// `FlipWithoutCas`: no compare-and-set.
     pub const SET_LIVE_UNGUARDED: &str =
         "UPDATE documents SET live_version = ?2, updated_at = ?3 WHERE doc_id = ?1";

@@ -451,6 +451,24 @@ settings! {
     /// bytes); a search whose filter is larger is refused with 422.
     index_filter_bytes_max: usize = 2048, "INDEX_FILTER_BYTES_MAX",
         in 64..=65_536, "must be 64..=65536";
+    /// Reciprocal rank fusion's constant k: a result's fused score is the
+    /// sum over the rankings it is in of weight / (k + rank). The usual 60
+    /// (Cormack et al., 2009) flattens the difference between top ranks.
+    search_rrf_k: u32 = 60, "SEARCH_RRF_K",
+        in 1..=1000, "must be 1..=1000";
+    /// The vector ranking's weight in the fusion, in percent.
+    search_vector_weight_percent: u32 = 100, "SEARCH_VECTOR_WEIGHT_PERCENT",
+        in ..=1000, "must be 0..=1000";
+    /// The keyword ranking's weight in the fusion, in percent.
+    search_keyword_weight_percent: u32 = 100, "SEARCH_KEYWORD_WEIGHT_PERCENT",
+        in ..=1000, "must be 0..=1000";
+    /// Phrases of a query the keyword index is asked for (its terms, and
+    /// the character pairs of its Japanese or Chinese runs), at most.
+    search_keyword_phrases_max: usize = 32, "SEARCH_KEYWORD_PHRASES_MAX",
+        in 1..=256, "must be 1..=256";
+    /// Characters of a highlight snippet (`"highlight": true`).
+    search_snippet_chars: usize = 200, "SEARCH_SNIPPET_CHARS",
+        in 16..=4096, "must be 16..=4096";
 
     // Retries and leases.
     /// Attempts (deliveries that claimed the job, since its last progress)

@@ -1,6 +1,6 @@
 //! Search: `POST /v1/search` parses the request with `&Config` (query within
-//! the embedding model's token bound, `top_k`, a filter within the index's
-//! limit), applies it (the pipeline serves only what D1 holds as live), and
+//! the embedding model's token bound, `top_k`, the mode, highlights, a
+//! filter within the index's limit), applies it (the pipeline serves only what D1 holds as live), and
 //! renders the hits.
 //!
 //! May import: `config`, `pipeline`, `ports`, and `super` (errors, shared
@@ -10,7 +10,7 @@ use super::fields::{json_body, object, only_fields, parse_doc_id, parse_metadata
 use super::{ok, ApiError, ApiRequest, ApiResponse};
 use crate::config::Config;
 use crate::core::ids::TenantId;
-use crate::pipeline::{Pipeline, SearchRequest};
+use crate::pipeline::{Pipeline, SearchMode, SearchRequest};
 use crate::ports::{Clock, Database, Embedder, JobQueue, MetadataFilter, VectorIndex};
 use serde_json::{json, Map, Value};
 
@@ -33,10 +33,10 @@ where
     Ok(ok(200, json!({ "results": hits })))
 }
 
-/// `{"query", "top_k"?, "filter"?: {"doc_id"?, "metadata"?}}`.
+/// `{"query", "top_k"?, "mode"?, "highlight"?, "filter"?: {"doc_id"?, "metadata"?}}`.
 fn parse_search(cfg: &Config, body: &Value) -> Result<SearchRequest, ApiError> {
     let obj = object(body)?;
-    only_fields(obj, &["query", "top_k", "filter"], "")?;
+    only_fields(obj, &["query", "top_k", "mode", "highlight", "filter"], "")?;
     let query = parse_query_text(cfg, obj)?;
     let top_k = match obj.get("top_k") {
         None | Some(Value::Null) => cfg.search_top_k_default,
@@ -55,11 +55,25 @@ fn parse_search(cfg: &Config, body: &Value) -> Result<SearchRequest, ApiError> {
         Some(Value::Object(f)) => parse_filter(cfg, f)?,
         Some(_) => return Err(ApiError::field("filter", "must be an object")),
     };
+    let mode = match obj.get("mode") {
+        None | Some(Value::Null) => SearchMode::default(),
+        Some(Value::String(m)) => SearchMode::parse(m).ok_or_else(|| {
+            ApiError::field("mode", "must be \"hybrid\", \"vector\" or \"keyword\"")
+        })?,
+        Some(_) => return Err(ApiError::field("mode", "must be a string")),
+    };
+    let highlight = match obj.get("highlight") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => return Err(ApiError::field("highlight", "must be a boolean")),
+    };
     let req = SearchRequest {
         query,
         top_k,
         doc_id,
         metadata,
+        mode,
+        highlight,
     };
     // The filter as the index gets it (with the largest generation number):
     // over the index's limit it would be refused, not a 500.

@@ -31,5 +31,6 @@ pub mod credentials;
 pub mod failure;
 pub mod ids;
 mod index_config;
+pub mod keyword;
 pub mod local_embed;
 pub mod state;

@@ -67,6 +67,10 @@ pub const LEDGER_MIGRATIONS: &[(&str, &str)] = &[
         "0009_tenants.sql",
         include_str!("../../migrations/0009_tenants.sql"),
     ),
+    (
+        "0010_keyword_index.sql",
+        include_str!("../../migrations/0010_keyword_index.sql"),
+    ),
 ];
 
 /// The local index's migrations (`migrations-local-index/`).

@@ -107,6 +107,29 @@ pub fn served_chunks(db: &SqliteDb) -> Vec<ServedChunk> {
     )
 }
 
+/// A row of the keyword index, or the row it should hold for a live chunk.
+#[derive(Debug, Deserialize, PartialEq, Eq)]
+pub struct KeywordRow {
+    pub id: i64,
+    pub terms: String,
+}
+
+/// The keyword index's rows, and the rows it should hold: each live chunk's
+/// (every chunk row of a live version, in every generation), both in
+/// rowid order (I12).
+pub fn keyword_rows(db: &SqliteDb) -> (Vec<KeywordRow>, Vec<KeywordRow>) {
+    let held = db.inspect(
+        "SELECT rowid AS id, terms FROM chunks_fts ORDER BY rowid",
+        vec![],
+    );
+    let live = db.inspect(
+        "SELECT c.chunk_id AS id, COALESCE(c.terms, c.text) AS terms FROM chunks c
+             JOIN documents d ON d.doc_id = c.doc_id AND d.live_version = c.version ORDER BY c.chunk_id",
+        vec![],
+    );
+    (held, live)
+}
+
 /// Every vector ID D1 knows: a chunk row's (any version, any generation) or
 /// a cleanup intent's. A vector in the index must be one of them (I3).
 pub fn known_vector_ids(db: &SqliteDb) -> BTreeSet<String> {
@@ -438,7 +461,7 @@ pub fn live_text(db: &SqliteDb, doc_id: &str) -> Vec<serde_json::Value> {
 // ------------------------------------------------------------------ dumps
 
 /// The state that must not depend on faults or timing (I6): document and
-/// version rows, the text, chunk rows, generations, intents, each index
+/// version rows, the text, chunk rows, the keyword index's rows, generations, intents, each index
 /// job's outcome class (`succeeded` and `superseded` both mean "done
 /// without failure"; build jobs are left out), and each tenant's state and
 /// usage (documents and bytes stored).
@@ -448,7 +471,8 @@ pub fn canonical_dump(db: &SqliteDb) -> String {
         "SELECT v.doc_id, v.version, v.is_delete, v.content_hash, v.content_type, v.metadata, v.text_bytes, v.part_count
              FROM versions v JOIN documents d ON d.doc_id = v.doc_id ORDER BY v.doc_id, v.version",
         "SELECT doc_id, version, part, text FROM version_parts ORDER BY doc_id, version, part",
-        "SELECT doc_id, version, generation, chunk_index, vector_id, start_byte, end_byte, content_hash, text FROM chunks ORDER BY vector_id",
+        "SELECT doc_id, version, generation, chunk_index, vector_id, start_byte, end_byte, content_hash, text, terms FROM chunks ORDER BY vector_id",
+        "SELECT c.vector_id, f.terms FROM chunks_fts f JOIN chunks c ON c.chunk_id = f.rowid ORDER BY c.vector_id",
         "SELECT generation, index_config, state FROM generations ORDER BY generation",
         "SELECT vector_id, doc_id, version, reason FROM cleanup_intents ORDER BY vector_id",
         "SELECT job_id, doc_id, version, kind,
@@ -482,7 +506,10 @@ pub fn dump(db: &SqliteDb, ignore: &[&str]) -> String {
     }
     let mut tables: Vec<String> = db
         .inspect::<Table>(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name",
+            // The keyword index's own tables (FTS5's shadow tables: its
+            // BLOB pages) are left out; its rows are dumped as `chunks_fts`.
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'
+               AND name NOT GLOB 'chunks_fts_*' ORDER BY name",
             vec![],
         )
         .into_iter()

@@ -222,15 +222,14 @@ impl World {
         oracle::count(&self.db, sql)
     }
 
-    /// Searches for `q`, over every document.
+    /// Searches for `q` (hybrid), over every document.
     pub fn search(&self, q: &str, top_k: usize) -> Vec<SearchHit> {
-        let req = SearchRequest {
-            query: q.into(),
-            top_k,
-            doc_id: None,
-            metadata: Default::default(),
-        };
-        block_on(self.p().search(&TenantId::default_tenant(), &req)).unwrap()
+        self.search_by(&SearchRequest::new(q, top_k))
+    }
+
+    /// Runs `req` as the default tenant.
+    pub fn search_by(&self, req: &SearchRequest) -> Vec<SearchHit> {
+        block_on(self.p().search(&TenantId::default_tenant(), req)).unwrap()
     }
 }
 

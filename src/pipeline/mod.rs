@@ -39,7 +39,7 @@ pub use crate::store::Quotas;
 pub use intake::{DocumentInput, IntakeError, IntakeItem, IntakeOutcome, Quota};
 pub use refused::{Outcome, Refused};
 pub use repair::RepairReport;
-pub use search::{SearchHit, SearchRequest};
+pub use search::{Scores, SearchHit, SearchMode, SearchRequest};
 pub use settle::{dead_letter_retry_delay, Settle};
 pub use tenants::{
     Admission, NewToken, QuotasView, TenantUsage, TenantView, TokenGrant, TokenView,

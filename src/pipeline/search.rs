@@ -3,15 +3,48 @@
 //! old or orphan vectors; they are dropped here, never served. A search is
 //! a tenant's: the index is asked for its namespace only, and D1 serves
 //! only its chunks (two fences, so neither alone decides isolation).
+//!
+//! Beside the vector ranking, the keyword index (FTS5 in D1, holding only
+//! live chunks; see migration 0010) ranks the same fenced chunks by bm25.
+//! A hybrid search (the default) fuses the two by reciprocal rank.
 
 use super::Pipeline;
 use crate::bugs::Bug;
 use crate::core::failure::FailureBucket;
-use crate::core::ids::{split_key, TenantId};
+use crate::core::ids::{split_key, DocId, DocKey, TenantId};
+use crate::core::keyword;
 use crate::ports::{Clock, Database, Embedder, JobQueue, MetadataFilter, PortError, VectorIndex};
 use crate::store::LiveChunkRow;
 use serde::Serialize;
 use std::collections::HashMap;
+
+/// How a search ranks: by both rankings fused (the default), by vector
+/// similarity alone, or by the keyword index (bm25) alone.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SearchMode {
+    #[default]
+    Hybrid,
+    Vector,
+    Keyword,
+}
+
+impl SearchMode {
+    pub fn parse(s: &str) -> Option<SearchMode> {
+        match s {
+            "hybrid" => Some(SearchMode::Hybrid),
+            "vector" => Some(SearchMode::Vector),
+            "keyword" => Some(SearchMode::Keyword),
+            _ => None,
+        }
+    }
+    fn uses_vectors(self) -> bool {
+        self != SearchMode::Keyword
+    }
+    fn uses_keywords(self) -> bool {
+        self != SearchMode::Vector
+    }
+}
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct SearchRequest {
@@ -19,6 +52,19 @@ pub struct SearchRequest {
     pub top_k: usize,
     pub doc_id: Option<String>,
     pub metadata: MetadataFilter,
+    pub mode: SearchMode,
+    /// Whether each hit carries a snippet with the query's terms marked.
+    pub highlight: bool,
+}
+
+/// A hit's scores: its vector similarity and its keyword (bm25) score, each
+/// if the hit is in that ranking, and its fused (reciprocal rank) score
+/// over the rankings the mode uses.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Scores {
+    pub vector: Option<f32>,
+    pub keyword: Option<f32>,
+    pub fused: f32,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -29,10 +75,29 @@ pub struct SearchHit {
     /// The index generation served (the active one).
     pub generation: u32,
     pub text: String,
+    /// What the results are ordered by: the fused score (hybrid), the
+    /// vector similarity (vector) or the bm25 score (keyword).
     pub score: f32,
+    pub scores: Scores,
+    /// The chunk's text around the query's terms, HTML-escaped, the terms
+    /// in `<mark>` (`"highlight": true` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snippet: Option<String>,
 }
 
 impl SearchRequest {
+    /// A hybrid search for `query`, unfiltered, without highlights.
+    pub fn new(query: impl Into<String>, top_k: usize) -> SearchRequest {
+        SearchRequest {
+            query: query.into(),
+            top_k,
+            doc_id: None,
+            metadata: MetadataFilter::new(),
+            mode: SearchMode::Hybrid,
+            highlight: false,
+        }
+    }
+
     /// The filter sent to the index: the request's metadata equalities,
     /// its `doc_id`, and (from generation 2 on) the generation searched.
     /// Vectors of generation 1 may predate the `generation` metadata field:
@@ -71,6 +136,13 @@ fn matches_exactly(req: &SearchRequest, row: &LiveChunkRow) -> bool {
     req.metadata.iter().all(|(k, v)| metadata.get(k) == Some(v))
 }
 
+/// A served candidate of one ranking: a live chunk of the request's
+/// tenant and generation that matches it exactly, with its score there.
+struct Candidate {
+    row: LiveChunkRow,
+    score: f32,
+}
+
 impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D, V, E, Q, C> {
     pub async fn search(
         &self,
@@ -82,6 +154,34 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             FailureBucket::Internal,
             "no_active_generation",
         ))?;
+        // Each ranking's candidates: as many as the results wanted in a
+        // single-ranking mode; a pool to fuse from in hybrid mode.
+        let pool = match req.mode {
+            SearchMode::Hybrid => (req.top_k * self.cfg.search_overfetch_factor)
+                .min(self.cfg.index_query_top_k_max)
+                .max(req.top_k),
+            SearchMode::Vector | SearchMode::Keyword => req.top_k,
+        };
+        let vector = match req.mode.uses_vectors() {
+            true => self.vector_candidates(tenant, req, &active, pool).await?,
+            false => Vec::new(),
+        };
+        let keyword = match req.mode.uses_keywords() {
+            true => self.keyword_candidates(tenant, req, &active, pool).await?,
+            false => Vec::new(),
+        };
+        Ok(self.fused(req, vector, keyword))
+    }
+
+    /// The vector ranking: the index's nearest candidates, in order, that
+    /// D1 serves, at most `want`.
+    async fn vector_candidates(
+        &self,
+        tenant: &TenantId,
+        req: &SearchRequest,
+        active: &crate::store::GenerationRow,
+        wanted: usize,
+    ) -> Result<Vec<Candidate>, PortError> {
         if !self.cfg.embeds_like(&active.index_config) {
             // The query would be embedded by another model than the vectors.
             return Err(PortError::new(
@@ -98,9 +198,9 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         let filter = req.index_filter(active.generation);
         // Candidates per result wanted: stale and orphan ones are dropped
         // below. If they crowd out the live ones, one second, wider query.
-        let first = (req.top_k * self.cfg.search_overfetch_factor)
+        let first = (wanted * self.cfg.search_overfetch_factor)
             .min(self.cfg.index_query_top_k_max)
-            .max(req.top_k);
+            .max(wanted);
         let mut want = first;
         let namespace = if self.bugs.has(Bug::SearchUnfenced) {
             crate::bugs::EVERY_NAMESPACE
@@ -113,9 +213,11 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             })
             .await?;
             let exhausted = matches.len() < want;
-            let hits = self.serve(tenant, req, active.generation, matches).await?;
+            let hits = self
+                .serve(tenant, req, active.generation, matches, wanted)
+                .await?;
             let widest = want >= self.cfg.index_query_top_k_max;
-            if hits.len() >= req.top_k || exhausted || widest {
+            if hits.len() >= wanted || exhausted || widest {
                 return Ok(hits);
             }
             want = self.cfg.index_query_top_k_max;
@@ -123,14 +225,15 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
     }
 
     /// Of the index's candidates, in order, the live chunks of the active
-    /// generation that match the request exactly, at most `top_k`.
+    /// generation that match the request exactly, at most `wanted`.
     async fn serve(
         &self,
         tenant: &TenantId,
         req: &SearchRequest,
         generation: u32,
         matches: Vec<crate::ports::VectorMatch>,
-    ) -> Result<Vec<SearchHit>, PortError> {
+        wanted: usize,
+    ) -> Result<Vec<Candidate>, PortError> {
         if matches.is_empty() {
             return Ok(Vec::new());
         }
@@ -160,19 +263,137 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             if !matches_exactly(req, &row) {
                 continue;
             }
-            hits.push(SearchHit {
-                doc_id: split_key(&row.doc_id).1.to_string(),
-                version: row.version,
-                chunk: row.chunk_index,
-                generation: row.generation,
-                text: row.text,
+            hits.push(Candidate {
+                row,
                 score: m.score,
             });
-            if hits.len() == req.top_k {
+            if hits.len() == wanted {
                 break;
             }
         }
         Ok(hits)
+    }
+
+    /// The keyword ranking: the keyword index's best matches (bm25) among
+    /// the tenant's live chunks of the active generation that match the
+    /// request exactly, at most `wanted`. A query with nothing to match (no
+    /// letter or number) has none. No embedder or index call.
+    async fn keyword_candidates(
+        &self,
+        tenant: &TenantId,
+        req: &SearchRequest,
+        active: &crate::store::GenerationRow,
+        wanted: usize,
+    ) -> Result<Vec<Candidate>, PortError> {
+        let Some(expression) =
+            keyword::match_expression(&req.query, self.cfg.search_keyword_phrases_max)
+        else {
+            return Ok(Vec::new());
+        };
+        let doc_key = match &req.doc_id {
+            None => None,
+            Some(d) => match DocId::parse(d) {
+                Ok(d) => Some(DocKey::new(tenant, &d)),
+                // The API admits valid IDs only; no document has another.
+                Err(_) => return Ok(Vec::new()),
+            },
+        };
+        let mut limit = wanted;
+        loop {
+            let rows = self
+                .store
+                .keyword_chunks(
+                    &expression,
+                    active.generation,
+                    tenant.as_str(),
+                    doc_key.as_ref().map(DocKey::as_str),
+                    limit,
+                )
+                .await?;
+            let exhausted = rows.len() < limit;
+            let hits: Vec<Candidate> = rows
+                .into_iter()
+                .filter(|r| matches_exactly(req, &r.chunk))
+                .take(wanted)
+                .map(|r| Candidate {
+                    row: r.chunk,
+                    score: r.score as f32,
+                })
+                .collect();
+            // Rows dropped by the metadata filter: one second, wider read.
+            let widest = limit >= self.cfg.index_query_top_k_max;
+            if hits.len() >= wanted || exhausted || widest {
+                return Ok(hits);
+            }
+            limit = self.cfg.index_query_top_k_max;
+        }
+    }
+
+    /// The results: the rankings fused by reciprocal rank (each ranking
+    /// the mode uses, weighted as configured), at most `top_k`.
+    fn fused(
+        &self,
+        req: &SearchRequest,
+        vector: Vec<Candidate>,
+        keyword: Vec<Candidate>,
+    ) -> Vec<SearchHit> {
+        let ids = |c: &[Candidate]| -> Vec<String> {
+            c.iter().map(|c| c.row.vector_id.clone()).collect()
+        };
+        let (vector_ids, keyword_ids) = (ids(&vector), ids(&keyword));
+        let percent = |p: u32| f64::from(p) / 100.0;
+        let lists = [
+            (
+                percent(self.cfg.search_vector_weight_percent),
+                &vector_ids[..],
+            ),
+            (
+                percent(self.cfg.search_keyword_weight_percent),
+                &keyword_ids[..],
+            ),
+        ];
+        let fused = keyword::fuse(&lists, f64::from(self.cfg.search_rrf_k));
+        let mut rows: HashMap<String, LiveChunkRow> = HashMap::new();
+        let mut vector_scores = HashMap::new();
+        let mut keyword_scores = HashMap::new();
+        for c in vector {
+            vector_scores.insert(c.row.vector_id.clone(), c.score);
+            rows.insert(c.row.vector_id.clone(), c.row);
+        }
+        for c in keyword {
+            keyword_scores.insert(c.row.vector_id.clone(), c.score);
+            rows.entry(c.row.vector_id.clone()).or_insert(c.row);
+        }
+        fused
+            .into_iter()
+            .take(req.top_k)
+            .filter_map(|(id, fused)| {
+                let row = rows.remove(&id)?;
+                let scores = Scores {
+                    vector: vector_scores.get(&id).copied(),
+                    keyword: keyword_scores.get(&id).copied(),
+                    fused: fused as f32,
+                };
+                let score = match req.mode {
+                    SearchMode::Hybrid => scores.fused,
+                    SearchMode::Vector => scores.vector.unwrap_or_default(),
+                    SearchMode::Keyword => scores.keyword.unwrap_or_default(),
+                };
+                let snippet = req.highlight.then(|| {
+                    keyword::snippet(&row.text, &req.query, self.cfg.search_snippet_chars)
+                });
+                Some(SearchHit {
+                    doc_id: split_key(&row.doc_id).1.to_string(),
+                    version: row.version,
+                    chunk: row.chunk_index,
+                    generation: row.generation,
+                    text: row.text,
+                    score,
+                    scores,
+                    snippet,
+                })
+            })
+            .collect()
     }
 }
 

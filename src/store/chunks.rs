@@ -36,6 +36,14 @@ pub struct Staging<'a> {
     pub build_generation: Option<u32>,
 }
 
+/// A keyword match: a live chunk and its bm25 score (higher is better).
+#[derive(Debug, Clone, Deserialize)]
+pub struct KeywordChunkRow {
+    #[serde(flatten)]
+    pub chunk: LiveChunkRow,
+    pub score: f64,
+}
+
 /// One staged chunk to embed (or reuse) and upsert (`CONSUME_PAGE`).
 #[derive(Debug, Clone, Deserialize)]
 pub struct PageRow {
@@ -59,6 +67,9 @@ pub struct StagedChunk<'a> {
     pub e: usize,
     pub h: &'a str,
     pub t: &'a str,
+    /// The keyword index's text, if not `t` itself (`core::keyword::index_terms`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub k: Option<String>,
 }
 
 impl<D: Database> Store<D> {
@@ -209,5 +220,25 @@ impl<D: Database> Store<D> {
                 ],
             ))
             .await
+    }
+
+    /// The keyword index's best matches of `expression` among the live
+    /// chunks of `generation` and `tenant` (and of `doc_key`, if given).
+    pub async fn keyword_chunks(
+        &self,
+        expression: &str,
+        generation: u32,
+        tenant: &str,
+        doc_key: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<KeywordChunkRow>, PortError> {
+        let params = vec![
+            expression.into(),
+            generation.into(),
+            tenant.into(),
+            doc_key.into(),
+            int(limit as i64),
+        ];
+        self.db.query(Stmt::new(sql::KEYWORD_CHUNKS, params)).await
     }
 }

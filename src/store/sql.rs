@@ -143,10 +143,12 @@ pub const CONSUME_LOAD_PARTS: &str =
 /// (document, version, configuration). Only into generations still written
 /// at this moment: one cron retired after the job read its targets gets no
 /// row (it would never be cleaned up). `?1` doc, `?2` version, `?3` JSON rows.
+/// A row staged for the live version enters the keyword index by trigger
+/// (migration 0010).
 pub const CONSUME_STAGE_CHUNKS: &str = "\
-INSERT OR IGNORE INTO chunks (doc_id, version, generation, chunk_index, vector_id, start_byte, end_byte, content_hash, text)
+INSERT OR IGNORE INTO chunks (doc_id, version, generation, chunk_index, vector_id, start_byte, end_byte, content_hash, text, terms)
 SELECT ?1, ?2, json_extract(value, '$.g'), json_extract(value, '$.i'), json_extract(value, '$.id'), json_extract(value, '$.s'),
-       json_extract(value, '$.e'), json_extract(value, '$.h'), json_extract(value, '$.t')
+       json_extract(value, '$.e'), json_extract(value, '$.h'), json_extract(value, '$.t'), json_extract(value, '$.k')
 FROM json_each(?3)
 WHERE json_extract(value, '$.g') IN (SELECT generation FROM generations WHERE state IN ('active', 'building', 'retained'))";
 
@@ -430,6 +432,21 @@ SELECT c.vector_id AS vector_id, c.doc_id AS doc_id, c.version AS version, c.chu
 FROM chunks c JOIN documents d ON d.doc_id = c.doc_id AND d.live_version = c.version
 JOIN versions v ON v.doc_id = c.doc_id AND v.version = c.version
 WHERE c.vector_id IN (SELECT value FROM json_each(?1)) AND c.generation = ?2 AND c.tenant_id = ?3";
+
+/// The keyword search: of the keyword index's matches of `?1` (an FTS5
+/// expression built by `core::keyword::match_expression`, never user
+/// syntax), the live chunks of generation `?2` and tenant `?3` (`?4`: of
+/// that document key only, or NULL), best bm25 first (ties: vector ID), at
+/// most `?5`. The index holds only live rows; the joins check it again, so
+/// a keyword hit is fenced exactly as a vector hit is.
+pub const KEYWORD_CHUNKS: &str = "\
+SELECT c.vector_id AS vector_id, c.doc_id AS doc_id, c.version AS version, c.chunk_index AS chunk_index, c.text AS text,
+       c.generation AS generation, v.metadata AS metadata, -bm25(chunks_fts) AS score
+FROM chunks_fts JOIN chunks c ON c.chunk_id = chunks_fts.rowid
+JOIN documents d ON d.doc_id = c.doc_id AND d.live_version = c.version
+JOIN versions v ON v.doc_id = c.doc_id AND v.version = c.version
+WHERE chunks_fts MATCH ?1 AND c.generation = ?2 AND c.tenant_id = ?3 AND (?4 IS NULL OR c.doc_id = ?4)
+ORDER BY bm25(chunks_fts), c.vector_id LIMIT ?5";
 
 // ---------------------------------------------------------------- local vector index
 
@@ -948,6 +965,7 @@ pub const ALL: &[(&str, &str)] = &[
     ("TENANT_QUOTA_GUARD", TENANT_QUOTA_GUARD),
     ("TENANT_ADD_USAGE", TENANT_ADD_USAGE),
     ("LIVE_CHUNKS_BY_VECTOR_ID", LIVE_CHUNKS_BY_VECTOR_ID),
+    ("KEYWORD_CHUNKS", KEYWORD_CHUNKS),
     ("LOCAL_INDEX_UPSERT", LOCAL_INDEX_UPSERT),
     ("LOCAL_INDEX_DELETE", LOCAL_INDEX_DELETE),
     ("LOCAL_INDEX_GET", LOCAL_INDEX_GET),

@@ -150,6 +150,8 @@ fn a_large_version_spans_invocations_within_the_budget() {
             top_k: 3,
             doc_id: None,
             metadata: Default::default(),
+            mode: ingest_pipeline::pipeline::SearchMode::Hybrid,
+            highlight: false,
         },
     ))
     .unwrap();

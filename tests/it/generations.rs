@@ -64,6 +64,8 @@ fn search(w: &World, q: &str) -> Vec<SearchHit> {
             top_k: 10,
             doc_id: None,
             metadata: Default::default(),
+            mode: ingest_pipeline::pipeline::SearchMode::Hybrid,
+            highlight: false,
         },
     ))
     .unwrap()
@@ -221,6 +223,8 @@ fn a_chunk_size_change_is_built_alongside_switched_rolled_back_and_retired() {
             top_k: 5,
             doc_id: Some("late".into()),
             metadata: Default::default(),
+            mode: ingest_pipeline::pipeline::SearchMode::Hybrid,
+            highlight: false,
         },
     ))
     .unwrap();
@@ -291,6 +295,8 @@ fn a_failed_build_is_retried_in_another_pass_and_the_switch_waits_for_it() {
                 top_k: 3,
                 doc_id: Some(doc_id(i)),
                 metadata: Default::default(),
+                mode: ingest_pipeline::pipeline::SearchMode::Hybrid,
+                highlight: false,
             },
         ))
         .unwrap();

@@ -639,6 +639,8 @@ fn search_with(
                     .iter()
                     .map(|(k, v)| (k.to_string(), v.clone()))
                     .collect(),
+                mode: ingest_pipeline::pipeline::SearchMode::Hybrid,
+                highlight: false,
             },
         ),
     )

@@ -487,6 +487,8 @@ fn searching_through_reused_vectors_matches_fresh_ones() {
             top_k: 5,
             doc_id: None,
             metadata: Default::default(),
+            mode: ingest_pipeline::pipeline::SearchMode::Hybrid,
+            highlight: false,
         };
         let ha = block_on(a.p().search(&TenantId::default_tenant(), &req)).unwrap();
         let hb = block_on(b.p().search(&TenantId::default_tenant(), &req)).unwrap();

@@ -1,5 +1,5 @@
 //! The invariants (see `docs/ARCHITECTURE.md`): [`Monitor`], checked
-//! after every step (I1–I4, I8, I10, I11), and the checks of a quiescent
+//! after every step (I1–I4, I8, I10–I12), and the checks of a quiescent
 //! run (I5, I6 against the reference run's dump, I9, and R after a
 //! redrive scenario). What they read of the ledger comes from the oracle;
 //! each returns the first violation it finds.
@@ -104,6 +104,7 @@ impl Monitor {
         indexed_vectors_are_known(w, &index)?;
         let active = self.active_generation_moves_forward(w)?;
         generations_are_built_by_backfills(w)?;
+        keyword_index_holds_the_live_chunks(w)?;
         self.search_serves_live_chunks_of_its_tenant(w, active, &versions, &served)?;
         self.views_show_only_their_tenant(w, &versions)
     }
@@ -163,12 +164,8 @@ impl Monitor {
             .iter()
             .flat_map(|t| self.queries.iter().map(move |q| (t, q)))
         {
-            let req = SearchRequest {
-                query: q.clone(),
-                top_k: 10,
-                doc_id: None,
-                metadata: Default::default(),
-            };
+            // Hybrid: both rankings' candidates, each fenced on its own.
+            let req = SearchRequest::new(q.clone(), 10);
             let hits = futures::executor::block_on(p.search(tenant, &req))
                 .map_err(|e| violation("I4", format!("search failed: {e}")))?;
             for h in hits {
@@ -362,6 +359,27 @@ fn served_chunks_have_vectors(
         )),
         None => Ok(()),
     }
+}
+
+/// I12: the keyword index holds exactly the live chunks' rows, each with
+/// its chunk's keyword text.
+fn keyword_index_holds_the_live_chunks(w: &World) -> Result<(), Violation> {
+    let (held, live) = oracle::keyword_rows(&w.db);
+    if held == live {
+        return Ok(());
+    }
+    let ids =
+        |rows: &[oracle::KeywordRow]| -> BTreeSet<i64> { rows.iter().map(|r| r.id).collect() };
+    let (held_ids, live_ids) = (ids(&held), ids(&live));
+    let detail = match (
+        held_ids.difference(&live_ids).next(),
+        live_ids.difference(&held_ids).next(),
+    ) {
+        (Some(extra), _) => format!("keyword index holds row {extra}, not a live chunk"),
+        (None, Some(missing)) => format!("live chunk {missing} missing from the keyword index"),
+        (None, None) => "a keyword row's text differs from its chunk's".to_string(),
+    };
+    Err(violation("I12", detail))
 }
 
 /// I3: every vector in the index is known to D1 (a chunk row or an intent).

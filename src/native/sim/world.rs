@@ -227,6 +227,12 @@ impl World {
         // backfill may begin before anything was staged.
         let db = SqliteDb::ledger();
         crate::native::testkit::adopt_generation_one(&db, cfg.index_config(), T0);
+        if bugs.has(crate::bugs::Bug::KeywordIndexUnmaintained) {
+            let drop =
+                crate::ports::Stmt::new(crate::bugs::sql::DROP_KEYWORD_REPLACE_TRIGGER, vec![]);
+            futures::executor::block_on(crate::ports::Database::execute(&db, drop))
+                .expect("the seeded bug's setup");
+        }
         let w = World {
             db,
             index: MemIndex::new(cfg.embedding_dimensions),

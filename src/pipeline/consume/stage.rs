@@ -7,6 +7,7 @@ use crate::config::CONSUME_RESERVE;
 use crate::core::chunk::{Chunk, ContentType};
 use crate::core::failure::FailureBucket;
 use crate::core::ids::{sha256_hex, split_key, vector_id_in, DocKey};
+use crate::core::keyword;
 use crate::core::state::GenerationState;
 use crate::pipeline::budget::{Budget, Usage};
 use crate::pipeline::Pipeline;
@@ -38,6 +39,7 @@ fn staged_rows<'a>(per_target: &'a [TargetChunks<'a>]) -> Vec<StagedChunk<'a>> {
                     e: c.end,
                     h,
                     t: c.text,
+                    k: keyword::index_terms(c.text),
                 })
         })
         .collect()
