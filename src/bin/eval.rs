@@ -38,9 +38,10 @@ mod eval {
     use futures::executor::block_on;
     use ingest_pipeline::config::Config;
     use ingest_pipeline::core::ids::TenantId;
+    use ingest_pipeline::core::keyword;
     use ingest_pipeline::native::oracle;
     use ingest_pipeline::native::testkit::World;
-    use ingest_pipeline::pipeline::{ConsumeOutcome, SearchRequest};
+    use ingest_pipeline::pipeline::{ConsumeOutcome, SearchMode, SearchRequest};
     use serde::Deserialize;
     use std::collections::BTreeSet;
     use std::path::{Path, PathBuf};
@@ -256,20 +257,19 @@ mod eval {
         }
     }
 
-    /// The pipeline's search in `mode`, top 10: the ranked chunks, or
-    /// `None` where the pipeline has no such mode.
-    fn search(w: &World, mode: Mode, query: &str) -> Option<Vec<ChunkRef>> {
-        if mode != Mode::Vector {
-            return None;
-        }
+    /// The pipeline's search in `mode`, top 10: the ranked chunks.
+    fn search(w: &World, mode: Mode, query: &str) -> Vec<ChunkRef> {
+        let mode = match mode {
+            Mode::Vector => SearchMode::Vector,
+            Mode::Keyword => SearchMode::Keyword,
+            Mode::Hybrid => SearchMode::Hybrid,
+        };
         let req = SearchRequest {
-            query: query.into(),
-            top_k: TOP_K,
-            doc_id: None,
-            metadata: Default::default(),
+            mode,
+            ..SearchRequest::new(query, TOP_K)
         };
         let hits = block_on(w.p().search(&TenantId::default_tenant(), &req)).expect("search");
-        Some(hits.into_iter().map(|h| (h.doc_id, h.chunk)).collect())
+        hits.into_iter().map(|h| (h.doc_id, h.chunk)).collect()
     }
 
     fn ingest(docs: &[Doc]) -> World {
@@ -407,59 +407,21 @@ mod eval {
 
     // ---------------------------------------------------------------- tokenizers
 
-    /// Whether `c` belongs to a script written without spaces between words
-    /// (kana, CJK ideographs, Thai, Lao, Khmer, Myanmar). A local stand-in
-    /// for `core::keyword`'s rule.
-    fn unspaced(c: char) -> bool {
-        matches!(c as u32,
-            0x0E00..=0x0EFF | 0x1000..=0x109F | 0x1780..=0x17FF | 0x3005..=0x3007 |
-            0x3040..=0x30FF | 0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xF900..=0xFAFF |
-            0xFF66..=0xFF9F)
-    }
-
-    /// The text with every character of an unspaced script set apart by
-    /// spaces (the chosen scheme's `terms`).
+    /// The chosen scheme's indexed text: `core::keyword::index_terms` (each
+    /// character of a script written without spaces set apart), or the text
+    /// itself where that is `None`.
     fn spaced(text: &str) -> String {
-        let mut out = String::with_capacity(text.len() * 2);
-        for c in text.chars() {
-            if unspaced(c) {
-                out.push(' ');
-                out.push(c);
-                out.push(' ');
-            } else {
-                out.push(c);
-            }
-        }
-        out
+        keyword::index_terms(text).unwrap_or_else(|| text.to_string())
     }
 
     fn quoted(s: &str) -> String {
         format!("\"{}\"", s.replace('"', "\"\""))
     }
 
-    /// The chosen scheme's query: each whitespace-separated term of the
-    /// query as a phrase (a run of an unspaced script spaced out, so it
-    /// matches as an exact substring), and each character pair of such a
-    /// run as a phrase too, OR-ed; at most 32 phrases. A local stand-in
-    /// for `core::keyword::match_expression`.
+    /// The chosen scheme's query: `core::keyword::match_expression`, with
+    /// the default `SEARCH_KEYWORD_PHRASES_MAX`.
     fn match_expression(query: &str) -> Option<String> {
-        let mut phrases: Vec<String> = Vec::new();
-        for term in query.split_whitespace() {
-            if !term.chars().any(char::is_alphanumeric) {
-                continue;
-            }
-            phrases.push(quoted(&spaced(term)));
-            let chars: Vec<char> = term.chars().collect();
-            for pair in chars.windows(2) {
-                if pair.iter().all(|c| unspaced(*c)) {
-                    phrases.push(quoted(&spaced(&pair.iter().collect::<String>())));
-                }
-            }
-        }
-        let mut seen = BTreeSet::new();
-        phrases.retain(|p| seen.insert(p.clone()));
-        phrases.truncate(32);
-        (!phrases.is_empty()).then(|| phrases.join(" OR "))
+        keyword::match_expression(query, Config::default().search_keyword_phrases_max)
     }
 
     /// Plain unicode61's query: each whitespace-separated term as a phrase, OR-ed.
@@ -710,76 +672,86 @@ mod eval {
 
         // 1 and 3: every query in every mode.
         let mut ranks: Vec<Vec<Option<usize>>> = Vec::new();
-        let mut latencies: Vec<Option<Vec<f64>>> = Vec::new();
+        let mut latencies: Vec<Vec<f64>> = Vec::new();
         for mode in MODES {
             let mut r = Vec::new();
             let mut ms = Vec::new();
-            let mut supported = true;
             for (q, rel) in queries.iter().zip(&relevant) {
                 let t = Instant::now();
                 let ranked = search(&w, mode, &q.query);
                 ms.push(t.elapsed().as_secs_f64() * 1e3);
-                match ranked {
-                    Some(ranked) => r.push(first_relevant(&ranked, rel)),
-                    None => {
-                        supported = false;
-                        r.push(None);
-                    }
-                }
+                r.push(first_relevant(&ranked, rel));
             }
             ms.sort_by(f64::total_cmp);
             ranks.push(r);
-            latencies.push(supported.then_some(ms));
+            latencies.push(ms);
         }
-        let supported: Vec<bool> = latencies.iter().map(Option::is_some).collect();
-        let shown: Vec<usize> = (0..MODES.len()).filter(|&i| supported[i]).collect();
-        let labels: Vec<&str> = shown.iter().map(|&i| MODES[i].label()).collect();
-        let shown_ranks: Vec<Vec<Option<usize>>> =
-            shown.iter().map(|&i| ranks[i].clone()).collect();
-        let table = tabulate(&queries, &shown_ranks);
+        let labels: Vec<&str> = MODES.iter().map(|m| m.label()).collect();
+        let table = tabulate(&queries, &ranks);
         print_quality(
             &format!("### 1. Search quality through the pipeline (top {TOP_K}; MRR over the top {TOP_K})"),
             &labels,
             &table,
         );
-        let missing: Vec<&str> = (0..MODES.len())
-            .filter(|&i| !supported[i])
-            .map(|i| MODES[i].label())
-            .collect();
-        if !missing.is_empty() {
-            println!(
-                "Not measured: the pipeline has no {} search yet.\n",
-                missing.join(" or ")
-            );
-        }
         goal(&table, &labels);
+        losses(&queries, &ranks);
 
         print_ledger_sizes(&w, chunks.len());
 
         println!("### 3. Query latency through the pipeline (native SQLite, this machine; {} queries each)\n", queries.len());
         println!("| mode | median | p95 |");
         println!("|---|---:|---:|");
-        for (i, ms) in latencies.iter().enumerate() {
-            if let Some(ms) = ms {
-                println!(
-                    "| {} | {:.2} ms | {:.2} ms |",
-                    MODES[i].label(),
-                    percentile(ms, 0.5),
-                    percentile(ms, 0.95)
-                );
-            }
+        for (mode, ms) in MODES.iter().zip(&latencies) {
+            println!(
+                "| {} | {:.2} ms | {:.2} ms |",
+                mode.label(),
+                percentile(ms, 0.5),
+                percentile(ms, 0.95)
+            );
         }
         println!();
 
         tokenizers(&chunks, &queries, &relevant);
 
         if std::env::var_os("EVAL_VERBOSE").is_some() {
-            verbose(&queries, &relevant, &ranks, &labels_all());
+            verbose(&queries, &relevant, &ranks, &labels);
         }
     }
 
-    fn labels_all() -> Vec<&'static str> {
-        MODES.iter().map(|m| m.label()).collect()
+    /// Where hybrid ranks a query's first relevant chunk below the better
+    /// of the two single modes, per slice: how often, and how often the
+    /// better mode had it first and hybrid second (a rank-1 candidate of
+    /// one list only ties, under equal weights, with the other list's).
+    fn losses(queries: &[Query], ranks: &[Vec<Option<usize>>]) {
+        let at = |m: Mode| MODES.iter().position(|x| *x == m).unwrap_or(0);
+        let (v, k, h) = (at(Mode::Vector), at(Mode::Keyword), at(Mode::Hybrid));
+        let rank = |r: Option<usize>| r.unwrap_or(usize::MAX);
+        println!(
+            "Queries where hybrid ranks the relevant chunk lower than the better single mode:\n"
+        );
+        println!("| language | slice | n | lower | of them: best mode 1st, hybrid 2nd | best mode in top 10, hybrid not |");
+        println!("|---|---|---:|---:|---:|---:|");
+        for g in groups() {
+            let (mut n, mut lower, mut second, mut dropped) = (0, 0, 0, 0);
+            for (i, q) in queries.iter().enumerate() {
+                if !in_group(q, g) {
+                    continue;
+                }
+                n += 1;
+                let best = rank(ranks[v][i]).min(rank(ranks[k][i]));
+                let got = rank(ranks[h][i]);
+                if got > best {
+                    lower += 1;
+                    second += usize::from(best == 1 && got == 2);
+                    dropped += usize::from(got == usize::MAX);
+                }
+            }
+            println!(
+                "| {} | {} | {n} | {lower} | {second} | {dropped} |",
+                g.0, g.1
+            );
+        }
+        println!();
     }
 
     type Metric = fn(&Quality) -> f64;
