@@ -21,7 +21,9 @@
 //!    terms (the chosen scheme), trigram over the raw text, plain
 //!    unicode61 over the raw text; keyword-only quality and index bytes.
 //!
-//! `EVAL_VERBOSE=1` also lists each query's first relevant rank per mode.
+//! `EVAL_VERBOSE=1` also lists each query's first relevant rank per mode;
+//! a setting's variable (`SEARCH_RRF_K=20`, `SEARCH_KEYWORD_WEIGHT_PERCENT=150`)
+//! overrides its default, as it would the Worker's.
 //!
 //! Native only: on wasm32 (the Worker build) this binary is an empty `main`.
 
@@ -272,8 +274,23 @@ mod eval {
         hits.into_iter().map(|h| (h.doc_id, h.chunk)).collect()
     }
 
+    /// The defaults, with any setting overridden by the environment
+    /// variable of its name (`SEARCH_KEYWORD_WEIGHT_PERCENT=150 make eval`),
+    /// as the Worker reads its variables.
+    fn config() -> Config {
+        Config::from_lookup(|name| std::env::var(name).ok()).expect("a valid configuration")
+    }
+
+    /// The settings the environment overrides, as `NAME=value`.
+    fn overrides() -> Vec<String> {
+        ingest_pipeline::config::SETTINGS
+            .iter()
+            .filter_map(|n| std::env::var(n).ok().map(|v| format!("{n}={v}")))
+            .collect()
+    }
+
     fn ingest(docs: &[Doc]) -> World {
-        let w = World::with(Config::default());
+        let w = World::with(config());
         for d in docs {
             w.put(&d.id, &d.text);
         }
@@ -419,9 +436,9 @@ mod eval {
     }
 
     /// The chosen scheme's query: `core::keyword::match_expression`, with
-    /// the default `SEARCH_KEYWORD_PHRASES_MAX`.
+    /// the configured `SEARCH_KEYWORD_PHRASES_MAX`.
     fn match_expression(query: &str) -> Option<String> {
-        keyword::match_expression(query, Config::default().search_keyword_phrases_max)
+        keyword::match_expression(query, config().search_keyword_phrases_max)
     }
 
     /// Plain unicode61's query: each whitespace-separated term as a phrase, OR-ed.
@@ -641,8 +658,15 @@ mod eval {
             }
         );
         println!(
-            "config: the defaults (chunker {:?}), the local embedder ({} dimensions), top_k {TOP_K}\n",
+            "config: {} (chunker {:?}; fusion k {}, weights vector {}% keyword {}%), the local embedder ({} dimensions), top_k {TOP_K}\n",
+            match overrides() {
+                o if o.is_empty() => "the defaults".to_string(),
+                o => format!("the defaults but {}", o.join(" ")),
+            },
             cfg.chunker(),
+            cfg.search_rrf_k,
+            cfg.search_vector_weight_percent,
+            cfg.search_keyword_weight_percent,
             cfg.embedding_dimensions
         );
         println!(
