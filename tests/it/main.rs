@@ -9,6 +9,7 @@
 //! - `budget` — the consumer's invocation budget.
 //! - `generations` — backfills and index generations.
 //! - `reuse` — embedding reuse.
+//! - `search` — hybrid search: the keyword index, its fences, fusion, snippets.
 //! - `admin` — dead letters, redrives and repair runs, through the API.
 //! - `tenants` — tenants, tokens, scopes, quotas and isolation, through the API.
 //! - `chunk_props` — property tests of the chunkers over arbitrary Unicode
@@ -27,6 +28,7 @@ mod generations;
 mod layers;
 mod pipeline;
 mod reuse;
+mod search;
 mod sql;
 mod tenants;
 mod token_bound;
