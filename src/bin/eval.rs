@@ -240,32 +240,18 @@ mod eval {
 
     // ---------------------------------------------------------------- the pipeline
 
-    #[derive(Clone, Copy, PartialEq)]
-    enum Mode {
-        Vector,
-        Keyword,
-        Hybrid,
-    }
+    const MODES: [SearchMode; 3] = [SearchMode::Vector, SearchMode::Keyword, SearchMode::Hybrid];
 
-    const MODES: [Mode; 3] = [Mode::Vector, Mode::Keyword, Mode::Hybrid];
-
-    impl Mode {
-        fn label(self) -> &'static str {
-            match self {
-                Mode::Vector => "vector",
-                Mode::Keyword => "keyword",
-                Mode::Hybrid => "hybrid",
-            }
+    fn label(mode: SearchMode) -> &'static str {
+        match mode {
+            SearchMode::Vector => "vector",
+            SearchMode::Keyword => "keyword",
+            SearchMode::Hybrid => "hybrid",
         }
     }
 
     /// The pipeline's search in `mode`, top 10: the ranked chunks.
-    fn search(w: &World, mode: Mode, query: &str) -> Vec<ChunkRef> {
-        let mode = match mode {
-            Mode::Vector => SearchMode::Vector,
-            Mode::Keyword => SearchMode::Keyword,
-            Mode::Hybrid => SearchMode::Hybrid,
-        };
+    fn search(w: &World, mode: SearchMode, query: &str) -> Vec<ChunkRef> {
         let req = SearchRequest {
             mode,
             ..SearchRequest::new(query, TOP_K)
@@ -710,7 +696,7 @@ mod eval {
             ranks.push(r);
             latencies.push(ms);
         }
-        let labels: Vec<&str> = MODES.iter().map(|m| m.label()).collect();
+        let labels: Vec<&str> = MODES.iter().map(|m| label(*m)).collect();
         let table = tabulate(&queries, &ranks);
         print_quality(
             &format!("### 1. Search quality through the pipeline (top {TOP_K}; MRR over the top {TOP_K})"),
@@ -728,7 +714,7 @@ mod eval {
         for (mode, ms) in MODES.iter().zip(&latencies) {
             println!(
                 "| {} | {:.2} ms | {:.2} ms |",
-                mode.label(),
+                label(*mode),
                 percentile(ms, 0.5),
                 percentile(ms, 0.95)
             );
@@ -747,8 +733,12 @@ mod eval {
     /// better mode had it first and hybrid second (a rank-1 candidate of
     /// one list only ties, under equal weights, with the other list's).
     fn losses(queries: &[Query], ranks: &[Vec<Option<usize>>]) {
-        let at = |m: Mode| MODES.iter().position(|x| *x == m).unwrap_or(0);
-        let (v, k, h) = (at(Mode::Vector), at(Mode::Keyword), at(Mode::Hybrid));
+        let at = |m: SearchMode| MODES.iter().position(|x| *x == m).unwrap_or(0);
+        let (v, k, h) = (
+            at(SearchMode::Vector),
+            at(SearchMode::Keyword),
+            at(SearchMode::Hybrid),
+        );
         let rank = |r: Option<usize>| r.unwrap_or(usize::MAX);
         println!(
             "Queries where hybrid ranks the relevant chunk lower than the better single mode:\n"
