@@ -7,7 +7,7 @@ export WRANGLER_SEND_METRICS := false
 WRANGLER := node_modules/.bin/wrangler
 SEEDS ?= 100000
 
-.PHONY: dev test setup build test-native test-e2e migrate-local sim bench proptest-long lint test-data clean
+.PHONY: dev test setup build test-native test-e2e migrate-local sim bench eval proptest-long lint test-data clean
 
 setup:
 	@bash scripts/setup.sh
@@ -73,6 +73,14 @@ bench: setup test-data
 	BENCH_SIZES=$(BENCH_SIZES) cargo run --profile sim --locked --bin bench
 	cargo run --profile sim --locked --features text-splitter --example chunkers
 	bash scripts/bench-size.sh
+
+## Search quality, measured not asserted (docs/performance.md, "Search
+## quality"): the labelled queries of tests/data/eval/ through the real
+## pipeline in each search mode (hit@1, hit@5, MRR per language and slice),
+## the keyword index's size, query latency, and tokenizers side by side.
+## Each query's rank per mode too: EVAL_VERBOSE=1 make eval
+eval: setup test-data
+	cargo run --profile sim --locked --bin eval
 
 test-e2e: build
 	node --test --test-concurrency=1 tests/e2e/
