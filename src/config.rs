@@ -462,6 +462,12 @@ settings! {
     /// The keyword ranking's weight in the fusion, in percent.
     search_keyword_weight_percent: u32 = 100, "SEARCH_KEYWORD_WEIGHT_PERCENT",
         in ..=1000, "must be 0..=1000";
+    /// The weight, in percent, of hybrid search's third ranking: the
+    /// candidates (of either ranking) that hold the query verbatim,
+    /// ignoring case and spacing, in keyword order. An exact phrase or code
+    /// pasted by a user then outranks chunks both rankings only half like.
+    search_verbatim_weight_percent: u32 = 100, "SEARCH_VERBATIM_WEIGHT_PERCENT",
+        in ..=1000, "must be 0..=1000";
     /// Phrases of a query the keyword index is asked for (its terms, and
     /// the character pairs of its Japanese or Chinese runs), at most.
     search_keyword_phrases_max: usize = 32, "SEARCH_KEYWORD_PHRASES_MAX",

@@ -644,7 +644,7 @@ mod eval {
             }
         );
         println!(
-            "config: {} (chunker {:?}; fusion k {}, weights vector {}% keyword {}%), the local embedder ({} dimensions), top_k {TOP_K}\n",
+            "config: {} (chunker {:?}; fusion k {}, weights vector {}% keyword {}% verbatim {}%), the local embedder ({} dimensions), top_k {TOP_K}\n",
             match overrides() {
                 o if o.is_empty() => "the defaults".to_string(),
                 o => format!("the defaults but {}", o.join(" ")),
@@ -653,6 +653,7 @@ mod eval {
             cfg.search_rrf_k,
             cfg.search_vector_weight_percent,
             cfg.search_keyword_weight_percent,
+            cfg.search_verbatim_weight_percent,
             cfg.embedding_dimensions
         );
         println!(

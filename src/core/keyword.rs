@@ -303,6 +303,28 @@ fn fold(c: char) -> char {
     }
 }
 
+/// Whether `text` holds `query` verbatim, ignoring case and how much
+/// whitespace separates words (a query of no letter or number holds
+/// nothing): hybrid search's third ranking, the chunks that hold what the
+/// user typed, whatever the two others make of it.
+pub fn contains_verbatim(text: &str, query: &str) -> bool {
+    fn normal(s: &str) -> Vec<char> {
+        let mut out: Vec<char> = Vec::with_capacity(s.len());
+        for word in s.split_whitespace() {
+            if !out.is_empty() {
+                out.push(' ');
+            }
+            out.extend(word.chars().map(fold));
+        }
+        out
+    }
+    if !query.chars().any(char::is_alphanumeric) {
+        return false;
+    }
+    let (hay, needle) = (normal(text), normal(query));
+    !needle.is_empty() && hay.windows(needle.len()).any(|w| w == needle.as_slice())
+}
+
 /// The most patterns [`snippet`] looks for (the words and runs of the
 /// query, first ones first): each has a bit in a `u64`. Also the most
 /// distinct pairs it looks for in one run.
@@ -689,6 +711,18 @@ pub fn fuse(lists: &[(f64, &[String])], k: f64) -> Vec<(String, f64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn verbatim_ignores_case_and_spacing_only() {
+        let text = "The upload fails with Error  E4021\nwhen 東京都の人口 is read.";
+        assert!(contains_verbatim(text, "error e4021 when"));
+        assert!(contains_verbatim(text, "東京都の人口"));
+        assert!(contains_verbatim(text, "  E4021 "));
+        assert!(!contains_verbatim(text, "E4021 fails"));
+        assert!(!contains_verbatim(text, "京都府"));
+        assert!(!contains_verbatim(text, "!!!"));
+        assert!(!contains_verbatim(text, " "));
+    }
 
     #[test]
     fn unspaced_scripts() {

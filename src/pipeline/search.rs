@@ -341,6 +341,17 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             c.iter().map(|c| c.row.vector_id.clone()).collect()
         };
         let (vector_ids, keyword_ids) = (ids(&vector), ids(&keyword));
+        // Hybrid's third ranking: the candidates that hold the query
+        // verbatim, keyword matches first (in their order), then vector ones.
+        let verbatim_ids: Vec<String> = match req.mode {
+            SearchMode::Hybrid => keyword
+                .iter()
+                .chain(&vector)
+                .filter(|c| keyword::contains_verbatim(&c.row.text, &req.query))
+                .map(|c| c.row.vector_id.clone())
+                .collect(),
+            SearchMode::Vector | SearchMode::Keyword => Vec::new(),
+        };
         let percent = |p: u32| f64::from(p) / 100.0;
         let lists = [
             (
@@ -350,6 +361,10 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             (
                 percent(self.cfg.search_keyword_weight_percent),
                 &keyword_ids[..],
+            ),
+            (
+                percent(self.cfg.search_verbatim_weight_percent),
+                &verbatim_ids[..],
             ),
         ];
         let fused = keyword::fuse(&lists, f64::from(self.cfg.search_rrf_k));
