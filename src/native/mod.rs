@@ -489,6 +489,7 @@ impl Clock for ManualClock {
 }
 // ------------------------------------------------------------------ counting wrappers
 
+use crate::core::index_config::EmbedModel;
 use crate::ports::Embedder;
 
 /// An [`Embedder`] that counts what reaches the one it wraps: calls, and
@@ -510,10 +511,14 @@ impl<E> CountingEmbedder<E> {
 }
 
 impl<E: Embedder> Embedder for CountingEmbedder<E> {
-    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, PortError> {
+    async fn embed(
+        &self,
+        model: &EmbedModel,
+        texts: &[String],
+    ) -> Result<Vec<Vec<f32>>, PortError> {
         self.calls.set(self.calls.get() + 1);
         self.texts.set(self.texts.get() + texts.len() as u64);
-        self.inner.embed(texts).await
+        self.inner.embed(model, texts).await
     }
     fn refusal(&self) -> Option<PortError> {
         self.inner.refusal()

@@ -57,10 +57,10 @@ pub const VOLATILE: &[&str] = &[
     "not_before",
 ];
 
-/// The local embedder `cfg` configures (its dimensions and batch size).
+/// The local embedder `cfg` configures (its batch size; each call names
+/// the dimensions).
 pub fn local_embedder(cfg: &Config) -> LocalEmbedder {
     LocalEmbedder {
-        dimensions: cfg.embedding_dimensions,
         batch_size_max: cfg.embed_batch_size,
     }
 }
