@@ -8,6 +8,7 @@
 //! - `api` — the HTTP contract.
 //! - `budget` — the consumer's invocation budget.
 //! - `generations` — backfills and index generations.
+//! - `model_switch` — a new embedding model rolled out without downtime.
 //! - `reuse` — embedding reuse.
 //! - `admin` — dead letters, redrives and repair runs, through the API.
 //! - `tenants` — tenants, tokens, scopes, quotas and isolation, through the API.
@@ -25,6 +26,7 @@ mod chunk_props;
 mod common;
 mod generations;
 mod layers;
+mod model_switch;
 mod pipeline;
 mod reuse;
 mod sql;
