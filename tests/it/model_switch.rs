@@ -14,7 +14,6 @@ use ingest_pipeline::core::ids::TenantId;
 use ingest_pipeline::core::index_config::EmbedModel;
 use ingest_pipeline::pipeline::{BackfillScope, ConsumeOutcome, SearchRequest};
 use serde::Deserialize;
-use serde_json::Value;
 
 const LARGE: &str = "@cf/baai/bge-large-en-v1.5";
 const M3: &str = "@cf/baai/bge-m3";
@@ -235,7 +234,7 @@ fn model_switch_search_answers_with_the_active_generations_model_before_during_a
         let state = serde_json::to_value(block_on(w.p().backfill_view(&id)).unwrap().unwrap())
             .unwrap()["state"]
             .clone();
-        if state != Value::from("running") {
+        if state != "running" {
             assert_eq!(state, "completed");
             break;
         }
