@@ -1,8 +1,9 @@
 -- The keyword index (docs/ARCHITECTURE.md, "Search"): an FTS5 table that
 -- holds exactly the live chunks' rows (every chunk row of a document's live
--- version, in every generation that has one). Triggers keep it, in the
--- statement (so the batch) that stages, replaces or cleans chunk rows:
--- it can never disagree with the ledger, and no code path maintains it.
+-- version, in every generation that has one). Triggers keep it in the
+-- statements (so the batches) that replace and clean chunk rows, and the
+-- staging batch's own statement when it stages rows of a live version: it
+-- can never disagree with the ledger.
 --
 -- Chunk rows gain a stable integer key (the index's rowid; an implicit
 -- rowid may change on VACUUM) and their keyword text: `terms` is the text
@@ -44,12 +45,9 @@ SELECT c.chunk_id, COALESCE(c.terms, c.text) FROM chunks c
 JOIN documents d ON d.doc_id = c.doc_id AND d.live_version = c.version;
 
 -- A row staged for a version that is live already (a backfill's build job)
--- is a live chunk at once.
-CREATE TRIGGER chunks_fts_staged AFTER INSERT ON chunks
-WHEN EXISTS (SELECT 1 FROM documents d WHERE d.doc_id = new.doc_id AND d.live_version = new.version)
-BEGIN
-  INSERT INTO chunks_fts (rowid, terms) VALUES (new.chunk_id, COALESCE(new.terms, new.text));
-END;
+-- is a live chunk at once: the staging batch's KEYWORD_STAGE_LIVE enters it
+-- (store::sql). Not a trigger: D1 counts a trigger's writes in the
+-- statement's `changes`, and the staging reads that count as rows staged.
 
 -- A row cleaned up leaves the index (deleting a rowid it lacks is a no-op).
 CREATE TRIGGER chunks_fts_cleaned AFTER DELETE ON chunks

@@ -331,7 +331,7 @@ fn check(ok: bool, name: &'static str, why: &'static str) -> Result<(), ConfigEr
 }
 
 /// A Workers AI model name: 1 to 128 printable ASCII characters.
-fn is_model_name(model: &str) -> bool {
+pub fn is_model_name(model: &str) -> bool {
     !model.is_empty() && model.len() <= 128 && model.bytes().all(|b| b.is_ascii_graphic())
 }
 

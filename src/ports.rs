@@ -6,6 +6,7 @@
 #![allow(async_fn_in_trait)]
 
 use crate::core::failure::FailureBucket;
+use crate::core::index_config::EmbedModel;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -136,9 +137,17 @@ pub trait VectorIndex {
     }
 }
 
-/// Turns texts into vectors of the configured dimensions, one per text, in order.
+/// Turns texts into vectors, one per text, in order, with the model named
+/// per call: each generation's vectors are made (and its queries embedded)
+/// by the model its index configuration records
+/// ([`crate::config::Config::embed_model_for`]), whatever model the Worker
+/// is configured with. The vectors have `model.dimensions`.
+///
+/// Implementations MUST reject a call over their batch limit, and refuse
+/// (never substitute) a model they cannot run.
 pub trait Embedder {
-    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, PortError>;
+    async fn embed(&self, model: &EmbedModel, texts: &[String])
+        -> Result<Vec<Vec<f32>>, PortError>;
     /// As [`VectorIndex::refusal`].
     fn refusal(&self) -> Option<PortError> {
         None
@@ -235,8 +244,12 @@ impl<T: VectorIndex> VectorIndex for &T {
 }
 
 impl<T: Embedder> Embedder for &T {
-    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, PortError> {
-        (**self).embed(texts).await
+    async fn embed(
+        &self,
+        model: &EmbedModel,
+        texts: &[String],
+    ) -> Result<Vec<Vec<f32>>, PortError> {
+        (**self).embed(model, texts).await
     }
     fn refusal(&self) -> Option<PortError> {
         (**self).refusal()

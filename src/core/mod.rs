@@ -31,7 +31,7 @@ pub mod chunk;
 pub mod credentials;
 pub mod failure;
 pub mod ids;
-mod index_config;
+pub mod index_config;
 pub mod keyword;
 pub mod local_embed;
 pub mod state;

@@ -208,11 +208,17 @@ impl SqliteDb {
         Ok(out)
     }
 
+    /// Runs a write; returns its changes as D1 counts them (`meta.changes`):
+    /// every row the statement wrote, those its triggers wrote included
+    /// (the keyword index's, and FTS5's own tables'), which SQLite's
+    /// per-statement count leaves out. So a count that a trigger inflates
+    /// on D1 is inflated here too.
     fn run_execute(conn: &rusqlite::Connection, stmt: &Stmt) -> Result<u64, rusqlite::Error> {
         let params: Vec<SqliteValue> = stmt.params.iter().map(to_sqlite).collect();
-        Ok(conn
-            .prepare_cached(stmt.sql)?
-            .execute(rusqlite::params_from_iter(params))? as u64)
+        let before = conn.total_changes();
+        conn.prepare_cached(stmt.sql)?
+            .execute(rusqlite::params_from_iter(params))?;
+        Ok(conn.total_changes().saturating_sub(before))
     }
 
     /// Every row of every table, in a canonical order, as text
@@ -493,6 +499,7 @@ impl Clock for ManualClock {
 }
 // ------------------------------------------------------------------ counting wrappers
 
+use crate::core::index_config::EmbedModel;
 use crate::ports::Embedder;
 
 /// An [`Embedder`] that counts what reaches the one it wraps: calls, and
@@ -514,10 +521,14 @@ impl<E> CountingEmbedder<E> {
 }
 
 impl<E: Embedder> Embedder for CountingEmbedder<E> {
-    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, PortError> {
+    async fn embed(
+        &self,
+        model: &EmbedModel,
+        texts: &[String],
+    ) -> Result<Vec<Vec<f32>>, PortError> {
         self.calls.set(self.calls.get() + 1);
         self.texts.set(self.texts.get() + texts.len() as u64);
-        self.inner.embed(texts).await
+        self.inner.embed(model, texts).await
     }
     fn refusal(&self) -> Option<PortError> {
         self.inner.refusal()

@@ -3,6 +3,7 @@
 //! with in-memory fakes of the index and queue, the local embedder and a
 //! manual clock, driven by hand (put, consume, deliver everything, cron);
 //! [`Counted`] wraps its embedder and index to count what reaches them;
+//! [`ModelEmbedder`] fakes Workers AI (vectors that depend on the model);
 //! [`Interleaved`], [`Uneven`], [`Hooked`] and [`FailOn`] wrap its ledger
 //! to interleave, intercept or fail calls; and a few text helpers
 //! ([`paragraph`], [`document`], [`chunk_texts`], [`changed_chunks`]).
@@ -23,11 +24,12 @@ use crate::config::Config;
 use crate::core::chunk::ContentType;
 use crate::core::failure::FailureBucket;
 use crate::core::ids::{DocId, DocKey, TenantId};
+use crate::core::index_config::EmbedModel;
 use crate::pipeline::{
     ConsumeOutcome, DocumentInput, DocumentState, IntakeItem, IntakeOutcome, Pipeline,
     RepairReport, SearchHit, SearchRequest,
 };
-use crate::ports::{Database, JobMessage, PortError, Stmt, VectorIndex};
+use crate::ports::{Database, Embedder, JobMessage, PortError, Stmt, VectorIndex};
 use futures::executor::block_on;
 use serde::de::DeserializeOwned;
 use std::cell::RefCell;
@@ -57,10 +59,10 @@ pub const VOLATILE: &[&str] = &[
     "not_before",
 ];
 
-/// The local embedder `cfg` configures (its dimensions and batch size).
+/// The local embedder `cfg` configures (its batch size; each call names
+/// the dimensions).
 pub fn local_embedder(cfg: &Config) -> LocalEmbedder {
     LocalEmbedder {
-        dimensions: cfg.embedding_dimensions,
         batch_size_max: cfg.embed_batch_size,
     }
 }
@@ -107,6 +109,22 @@ impl World {
             &self.db,
             &self.index,
             &self.embedder,
+            &self.queue,
+            &self.clock,
+        )
+    }
+
+    /// The pipeline over the world's ports but `embedder` (a fake such as
+    /// [`ModelEmbedder`]), under its configuration.
+    pub fn p_with<E: Embedder>(
+        &self,
+        embedder: E,
+    ) -> Pipeline<&SqliteDb, &MemIndex, E, &MemQueue, &ManualClock> {
+        Pipeline::new(
+            self.cfg.clone(),
+            &self.db,
+            &self.index,
+            embedder,
             &self.queue,
             &self.clock,
         )
@@ -195,6 +213,12 @@ impl World {
     /// Returns the outcomes in order.
     pub fn deliver_all(&self) -> Vec<ConsumeOutcome> {
         drain(self, 1000, |m| self.consume(m))
+    }
+
+    /// [`Self::deliver_all`] through the pipeline over `embedder`
+    /// ([`Self::p_with`]).
+    pub fn deliver_all_with<E: Embedder>(&self, embedder: &E) -> Vec<ConsumeOutcome> {
+        drain(self, 1000, |m| block_on(self.p_with(embedder).consume(m)))
     }
 
     /// One cron run.
@@ -312,6 +336,80 @@ pub fn changed_chunks(old: &str, new: &str, w: &World) -> usize {
         .iter()
         .filter(|t| !old.contains(*t))
         .count()
+}
+
+/// A fake of Workers AI for native tests: it runs any model but the local
+/// embedder, and its vectors depend on the model: the local embedder's
+/// vector of the text with each coordinate's sign flipped by a stream
+/// seeded with the model's name ([`ModelEmbedder::vector`]), so that a query
+/// embedded by another model than its document's does not find it (their
+/// cosine is near 0), while one embedded by the same model scores as the
+/// local embedder would. It records the model of every call.
+pub struct ModelEmbedder {
+    /// Texts per call (Workers AI: 100).
+    pub batch_size_max: usize,
+    /// The model of each call, in order.
+    pub calls: RefCell<Vec<String>>,
+}
+
+impl ModelEmbedder {
+    /// The fake with `cfg`'s batch size.
+    pub fn new(cfg: &Config) -> ModelEmbedder {
+        ModelEmbedder {
+            batch_size_max: cfg.embed_batch_size,
+            calls: RefCell::new(Vec::new()),
+        }
+    }
+
+    /// The vector `model` gives `text`.
+    pub fn vector(model: &EmbedModel, text: &str) -> Vec<f32> {
+        // FNV-1a of the name seeds a SplitMix64 stream: one sign per coordinate.
+        let mut state = model.name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+        crate::core::local_embed::embed(text, model.dimensions)
+            .into_iter()
+            .map(|x| {
+                state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+                let mut z = state;
+                z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+                z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+                if (z ^ (z >> 31)) & 1 == 1 {
+                    -x
+                } else {
+                    x
+                }
+            })
+            .collect()
+    }
+
+    /// The model of the last call.
+    pub fn last_model(&self) -> Option<String> {
+        self.calls.borrow().last().cloned()
+    }
+}
+
+impl Embedder for ModelEmbedder {
+    async fn embed(
+        &self,
+        model: &EmbedModel,
+        texts: &[String],
+    ) -> Result<Vec<Vec<f32>>, PortError> {
+        if model.name == crate::core::local_embed::EMBEDDER_ID {
+            return Err(PortError::new(
+                FailureBucket::ConfigInvalid,
+                "embed_model_unsupported",
+            ));
+        }
+        if texts.len() > self.batch_size_max {
+            return Err(PortError::new(
+                FailureBucket::EmbedRejected,
+                "embed_batch_too_large",
+            ));
+        }
+        self.calls.borrow_mut().push(model.name.clone());
+        Ok(texts.iter().map(|t| Self::vector(model, t)).collect())
+    }
 }
 
 /// The world's ports, wrapped to count what reaches the embedder and the index.

@@ -10,6 +10,7 @@
 //! May import: `ports`, `store` (the usage snapshot), the pipeline itself.
 
 use super::Pipeline;
+use crate::core::index_config::EmbedModel;
 use crate::ports::{
     Clock, Database, Embedder, JobMessage, JobQueue, MetadataFilter, PortError, Stmt, VectorIndex,
     VectorMatch, VectorRecord,
@@ -162,9 +163,13 @@ impl<P: VectorIndex> VectorIndex for Metered<'_, P> {
 }
 
 impl<P: Embedder> Embedder for Metered<'_, P> {
-    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, PortError> {
+    async fn embed(
+        &self,
+        model: &EmbedModel,
+        texts: &[String],
+    ) -> Result<Vec<Vec<f32>>, PortError> {
         bump(&self.usage.embed, 1);
-        self.inner.embed(texts).await
+        self.inner.embed(model, texts).await
     }
     fn refusal(&self) -> Option<PortError> {
         self.inner.refusal()

@@ -182,16 +182,17 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         active: &crate::store::GenerationRow,
         wanted: usize,
     ) -> Result<Vec<Candidate>, PortError> {
-        if !self.cfg.embeds_like(&active.index_config) {
-            // The query would be embedded by another model than the vectors.
+        // The query is embedded by the active generation's own model.
+        let Some(model) = self.cfg.embed_model_for(&active.index_config) else {
+            // This Worker cannot embed with the model of the vectors.
             return Err(PortError::new(
                 FailureBucket::IndexMisconfigured,
                 "generation_embedder_mismatch",
             ));
-        }
+        };
         let query = std::slice::from_ref(&req.query);
         let retries = self.cfg.search_retries_max;
-        let vectors = retrying(retries, || self.embedder.embed(query)).await?;
+        let vectors = retrying(retries, || self.embedder.embed(&model, query)).await?;
         let [vector] = vectors.as_slice() else {
             return Err(PortError::new(FailureBucket::EmbedRejected, "embed_shape"));
         };

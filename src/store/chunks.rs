@@ -113,6 +113,10 @@ impl<D: Database> Store<D> {
             })
             .collect();
         let pages = stmts.len();
+        stmts.push(Stmt::new(
+            sql::KEYWORD_STAGE_LIVE,
+            vec![doc_id.into(), version.into()],
+        ));
         if let Some((count, index_config)) = stage.version_chunks {
             stmts.push(Stmt::new(
                 sql::CONSUME_SET_CHUNK_COUNT,

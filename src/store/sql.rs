@@ -143,14 +143,25 @@ pub const CONSUME_LOAD_PARTS: &str =
 /// (document, version, configuration). Only into generations still written
 /// at this moment: one cron retired after the job read its targets gets no
 /// row (it would never be cleaned up). `?1` doc, `?2` version, `?3` JSON rows.
-/// A row staged for the live version enters the keyword index by trigger
-/// (migration 0010).
+/// Its changes are the rows staged (no trigger on inserts into `chunks`;
+/// `KEYWORD_STAGE_LIVE` follows it in the batch).
 pub const CONSUME_STAGE_CHUNKS: &str = "\
 INSERT OR IGNORE INTO chunks (doc_id, version, generation, chunk_index, vector_id, start_byte, end_byte, content_hash, text, terms)
 SELECT ?1, ?2, json_extract(value, '$.g'), json_extract(value, '$.i'), json_extract(value, '$.id'), json_extract(value, '$.s'),
        json_extract(value, '$.e'), json_extract(value, '$.h'), json_extract(value, '$.t'), json_extract(value, '$.k')
 FROM json_each(?3)
 WHERE json_extract(value, '$.g') IN (SELECT generation FROM generations WHERE state IN ('active', 'building', 'retained'))";
+
+/// In the staging batch, after `CONSUME_STAGE_CHUNKS`: the version's rows
+/// not yet in the keyword index enter it if the version is live (a build
+/// job's rows; an index job's version is not live yet, and the replace's
+/// trigger enters its rows). `?1` doc, `?2` version.
+pub const KEYWORD_STAGE_LIVE: &str = "\
+INSERT INTO chunks_fts (rowid, terms)
+SELECT c.chunk_id, COALESCE(c.terms, c.text) FROM chunks c
+JOIN documents d ON d.doc_id = c.doc_id AND d.live_version = c.version
+WHERE c.doc_id = ?1 AND c.version = ?2
+  AND NOT EXISTS (SELECT 1 FROM chunks_fts f WHERE f.rowid = c.chunk_id)";
 
 /// Records the chunk count of a staged version and the configuration
 /// (chunker, model, pooling, dimensions) that produced its chunks and
@@ -930,6 +941,7 @@ pub const ALL: &[(&str, &str)] = &[
     ("CONSUME_CLAIM", CONSUME_CLAIM),
     ("CONSUME_LOAD_PARTS", CONSUME_LOAD_PARTS),
     ("CONSUME_STAGE_CHUNKS", CONSUME_STAGE_CHUNKS),
+    ("KEYWORD_STAGE_LIVE", KEYWORD_STAGE_LIVE),
     ("CONSUME_SET_CHUNK_COUNT", CONSUME_SET_CHUNK_COUNT),
     ("CONSUME_STAGED", CONSUME_STAGED),
     ("CONSUME_PAGE", CONSUME_PAGE),

@@ -19,6 +19,7 @@ use crate::adapters::IndexLimits;
 use crate::api::{self, ApiRequest, Secrets};
 use crate::config::{Config, EmbedderBackend, IndexBackend};
 use crate::core::failure::FailureBucket;
+use crate::core::index_config::EmbedModel;
 use crate::pipeline::{log_event, ConsumeOutcome, Pipeline, Settle};
 use crate::ports::{
     Clock, Embedder, JobMessage, JobQueue, MetadataFilter, PortError, VectorIndex, VectorMatch,
@@ -99,10 +100,14 @@ enum AnyEmbedder {
 }
 
 impl Embedder for AnyEmbedder {
-    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, PortError> {
+    async fn embed(
+        &self,
+        model: &EmbedModel,
+        texts: &[String],
+    ) -> Result<Vec<Vec<f32>>, PortError> {
         match self {
-            AnyEmbedder::Local(e) => e.embed(texts).await,
-            AnyEmbedder::WorkersAi(e) => e.embed(texts).await,
+            AnyEmbedder::Local(e) => e.embed(model, texts).await,
+            AnyEmbedder::WorkersAi(e) => e.embed(model, texts).await,
             AnyEmbedder::Refused(e) => Err(*e),
         }
     }
@@ -230,15 +235,11 @@ fn app(env: &Env) -> Result<App, PortError> {
     };
     let embedder = match cfg.embedder_backend {
         EmbedderBackend::LocalHash => AnyEmbedder::Local(LocalEmbedder {
-            dimensions: cfg.embedding_dimensions,
             batch_size_max: cfg.embed_batch_size,
         }),
         EmbedderBackend::WorkersAi => match env.get_binding::<AiBinding>("AI") {
             Ok(binding) => AnyEmbedder::WorkersAi(WorkersAiEmbedder {
                 binding,
-                model: cfg.embedding_model.clone(),
-                pooling: cfg.embedding_pooling,
-                dimensions: cfg.embedding_dimensions,
                 batch_size_max: cfg.embed_batch_size,
             }),
             Err(_) => AnyEmbedder::Refused(PortError::new(
@@ -453,11 +454,12 @@ fn embedder_health(app: &App) -> Result<EmbedderHealth<'_>, PortError> {
             pooling: None,
             dimensions: app.cfg.embedding_dimensions,
         },
-        AnyEmbedder::WorkersAi(e) => EmbedderHealth {
+        // The configured model: the one new generations are built with.
+        AnyEmbedder::WorkersAi(_) => EmbedderHealth {
             backend: "workers-ai",
-            model: Some(&e.model),
-            pooling: Some(e.pooling.as_str()),
-            dimensions: e.dimensions,
+            model: Some(&app.cfg.embedding_model),
+            pooling: Some(app.cfg.embedding_pooling.as_str()),
+            dimensions: app.cfg.embedding_dimensions,
         },
         AnyEmbedder::Refused(e) => return Err(*e),
     })

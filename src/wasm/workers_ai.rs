@@ -3,14 +3,17 @@
 //! The binding's `run(model, inputs)` is declared here rather than used
 //! through `worker::Ai`: that type serializes its input with
 //! `serde_wasm_bindgen::to_value` and insists on a binding class named `Ai`.
-//! The input is a plain object `{text: [...], pooling}`; the answer must be
+//! Each call names its model (the generation's, `EmbedModel`), so one Worker
+//! writes and searches generations of several models. The input is a plain
+//! object `{text: [...], pooling}`; the answer must be
 //! `{shape: [n, dims], data: number[][]}` with `n` the number of texts and
-//! `dims` the configured dimensions, or the call is `EmbedRejected`.
+//! `dims` the model's dimensions, or the call is `EmbedRejected`.
 
 use super::js_error_text;
 use super::vectorize::has_methods;
-use crate::config::Pooling;
 use crate::core::failure::FailureBucket;
+use crate::core::index_config::EmbedModel;
+use crate::core::local_embed::EMBEDDER_ID;
 use crate::ports::{Embedder, PortError};
 use js_sys::{Array, Float32Array, Object, Promise, Reflect};
 use wasm_bindgen::prelude::*;
@@ -40,11 +43,10 @@ impl worker::EnvBinding for AiBinding {
     }
 }
 
+/// The Workers AI embedder: each call runs the model it is given (a
+/// generation's), with its pooling, and checks its dimensions.
 pub struct WorkersAiEmbedder {
     pub binding: AiBinding,
-    pub model: String,
-    pub pooling: Pooling,
-    pub dimensions: usize,
     /// Texts per call (Workers AI embedding models: 100).
     pub batch_size_max: usize,
 }
@@ -147,7 +149,18 @@ fn read_output(out: &JsValue, n: usize, dims: usize) -> Result<Vec<Vec<f32>>, Po
 }
 
 impl Embedder for WorkersAiEmbedder {
-    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, PortError> {
+    async fn embed(
+        &self,
+        model: &EmbedModel,
+        texts: &[String],
+    ) -> Result<Vec<Vec<f32>>, PortError> {
+        if model.name == EMBEDDER_ID {
+            // The local embedder's vectors: not a Workers AI model.
+            return Err(PortError::new(
+                FailureBucket::ConfigInvalid,
+                "embed_model_unsupported",
+            ));
+        }
         if texts.len() > self.batch_size_max {
             return Err(rejected("embed_batch_too_large"));
         }
@@ -161,19 +174,25 @@ impl Embedder for WorkersAiEmbedder {
         let inputs = Object::new();
         let _ = Reflect::set(&inputs, &JsValue::from_str("text"), &text);
         // Only the models whose input takes it (bge-*-en-v1.5) get `pooling`;
-        // an unknown model gets it as configured.
-        if crate::config::known_model(&self.model).is_none_or(|m| m.takes_pooling) {
+        // an unknown model gets it as its generation recorded it.
+        if let Some(pooling) = model.pooling.filter(|_| takes_pooling(&model.name)) {
             let _ = Reflect::set(
                 &inputs,
                 &JsValue::from_str("pooling"),
-                &JsValue::from_str(self.pooling.as_str()),
+                &JsValue::from_str(pooling.as_str()),
             );
         }
-        let result = match self.binding.run(&self.model, &inputs) {
+        let result = match self.binding.run(&model.name, &inputs) {
             Ok(p) => JsFuture::from(p).await,
             Err(e) => Err(e),
         };
         let out = result.map_err(|e| classify(&js_error_text(&e)))?;
-        read_output(&out, texts.len(), self.dimensions)
+        read_output(&out, texts.len(), model.dimensions)
     }
+}
+
+/// Whether `model`'s Workers AI input takes `pooling`: a known model's
+/// figure, and yes for one this project does not know.
+fn takes_pooling(model: &str) -> bool {
+    crate::config::known_model(model).is_none_or(|m| m.takes_pooling)
 }

@@ -3,7 +3,8 @@
 // production backends selected (INDEX_BACKEND=vectorize,
 // EMBEDDER_BACKEND=workers-ai) and the VECTORIZE and AI bindings replaced by
 // the strict fakes of fakes/vectorize-ai-fakes.mjs. In-memory D1 (migrated
-// here from migrations/*.sql) and in-memory Queues. One instance per
+// here from migrations/*.sql; or kept in a directory, for a restart over the
+// same state) and in-memory Queues. One instance per
 // scenario: options differ per scenario (delays, failure rates, dimensions).
 
 import fs from 'node:fs';
@@ -110,11 +111,26 @@ function stdioCollector() {
  * Starts the built Worker with the production backends over the fakes.
  * `vars` override Worker variables; `vectorize` / `ai` are options of the
  * fakes; `consumer` overrides the queue consumer settings.
+ *
+ * A restart over the same state: `persistDir` keeps D1 in that directory
+ * (migrated only when it is empty), and `fakes` reuses the fakes (the
+ * index's vectors) of an earlier instance, stopped first. Queues are never
+ * persisted: a message still queued at the stop is lost.
  * Returns `{ mf, base, fakes: {vectorize, ai}, logs(), events(name), scheduled(), stop() }`.
  */
-export async function startProductionWorker({ vars = {}, vectorize = {}, ai = {}, consumer = {}, buildDir = BUILD } = {}) {
+export async function startProductionWorker({
+  vars = {},
+  vectorize = {},
+  ai = {},
+  consumer = {},
+  buildDir = BUILD,
+  persistDir = null,
+  fakes: reused = null,
+} = {}) {
   assertBuilt(buildDir);
-  const fakes = { vectorize: new FakeVectorizeIndex(vectorize), ai: new FakeWorkersAi(ai) };
+  const fakes = reused ?? { vectorize: new FakeVectorizeIndex(vectorize), ai: new FakeWorkersAi(ai) };
+  const fresh = !persistDir || !fs.existsSync(persistDir) || fs.readdirSync(persistDir).length === 0;
+  if (persistDir) fs.mkdirSync(persistDir, { recursive: true });
   const stdio = stdioCollector();
   const mf = new Miniflare({
     host: '127.0.0.1',
@@ -148,7 +164,7 @@ export async function startProductionWorker({ vars = {}, vectorize = {}, ai = {}
       },
       fakeBindingsWorker(fakes),
     ],
-    d1Persist: false,
+    d1Persist: persistDir ?? false,
     queuesPersist: false,
   });
   let stopped = false;
@@ -160,7 +176,7 @@ export async function startProductionWorker({ vars = {}, vectorize = {}, ai = {}
   };
   try {
     const url = await mf.ready;
-    await migrate(mf, 'DB', path.join(REPO_ROOT, 'migrations'));
+    if (fresh) await migrate(mf, 'DB', path.join(REPO_ROOT, 'migrations'));
     const base = url.origin;
     const worker = await mf.getWorker('ingest-pipeline');
     return {

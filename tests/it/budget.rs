@@ -10,6 +10,7 @@ use crate::common::{changed_chunks, chunk_texts, counted, document, Counted, Wor
 use futures::executor::block_on;
 use ingest_pipeline::config::Config;
 use ingest_pipeline::core::failure::FailureBucket;
+use ingest_pipeline::core::index_config::EmbedModel;
 use ingest_pipeline::native::{CountingEmbedder, CountingIndex};
 use ingest_pipeline::pipeline::{ConsumeOutcome, DocumentState, JobView, SearchRequest};
 use ingest_pipeline::ports::{Clock, Embedder, PortError, VectorIndex};
@@ -283,9 +284,13 @@ fn a_lost_continuation_is_requeued_by_cron() {
 /// An embedder that takes 100 s of the injected clock per call.
 struct Slow<'a>(&'a World);
 impl Embedder for Slow<'_> {
-    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, PortError> {
+    async fn embed(
+        &self,
+        model: &EmbedModel,
+        texts: &[String],
+    ) -> Result<Vec<Vec<f32>>, PortError> {
         self.0.clock.advance_ms(100_000);
-        self.0.embedder.embed(texts).await
+        self.0.embedder.embed(model, texts).await
     }
 }
 

@@ -8,6 +8,7 @@
 //! - `api` — the HTTP contract.
 //! - `budget` — the consumer's invocation budget.
 //! - `generations` — backfills and index generations.
+//! - `model_switch` — a new embedding model rolled out without downtime.
 //! - `reuse` — embedding reuse.
 //! - `search` — hybrid search: the keyword index, its fences, fusion, snippets.
 //! - `admin` — dead letters, redrives and repair runs, through the API.
@@ -30,6 +31,7 @@ mod common;
 mod generations;
 mod keyword_props;
 mod layers;
+mod model_switch;
 mod pipeline;
 mod reuse;
 mod search;

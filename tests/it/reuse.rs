@@ -189,7 +189,6 @@ fn a_configuration_change_takes_effect_through_a_new_generation_only() {
     let served = w.live_vector_ids();
     w.cfg.embedding_dimensions = 32;
     w.index.dimensions = 32;
-    w.embedder.dimensions = 32;
     w.put("doc", &v2);
     let m = w.queue.take_all().remove(0);
     assert!(matches!(w.consume(&m), ConsumeOutcome::Retry { .. }));

@@ -11,6 +11,7 @@
 
 use super::faults::{CallKind, Sched};
 use crate::adapters::local_embedder::LocalEmbedder;
+use crate::core::index_config::EmbedModel;
 use crate::native::{ManualClock, MemIndex, SqliteDb};
 use crate::pipeline::Settle;
 use crate::ports::{
@@ -104,8 +105,14 @@ impl VectorIndex for SimIndex<'_> {
 }
 
 impl Embedder for SimEmbedder<'_> {
-    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, PortError> {
-        self.1.call(CallKind::Embed, self.0.embed(texts)).await
+    async fn embed(
+        &self,
+        model: &EmbedModel,
+        texts: &[String],
+    ) -> Result<Vec<Vec<f32>>, PortError> {
+        self.1
+            .call(CallKind::Embed, self.0.embed(model, texts))
+            .await
     }
     fn refusal(&self) -> Option<PortError> {
         self.0.refusal()

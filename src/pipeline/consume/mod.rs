@@ -165,12 +165,15 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         }
         if job.kind == JobKind::Index {
             // 2. stage (unless a previous attempt did).
-            let Some(chunk_count) = self.staged(job, claim, &doc_id, budget, usage).await? else {
+            let Some((chunk_count, models)) =
+                self.staged(job, claim, &doc_id, budget, usage).await?
+            else {
                 return Ok(Progress::Checkpoint);
             };
-            // 3 + 4. embed (or reuse) and upsert, page by page, while the budget lasts.
+            // 3 + 4. embed (or reuse) and upsert, page by page, while the
+            // budget lasts, each generation with its own model.
             if !self
-                .write_pages(job, chunk_count, done, budget, usage)
+                .write_pages(job, chunk_count, models, done, budget, usage)
                 .await?
             {
                 return Ok(Progress::Checkpoint);

@@ -1,40 +1,68 @@
 //! Steps 3 and 4, page by page: read a page of staged rows (`CONSUME_PAGE`),
 //! keep the prefix that fits in the budget, reuse the live version's vector
 //! values where the text and configuration match (`get_by_ids`, reads only),
-//! embed the rest, and upsert the page under this version's own IDs.
+//! embed the rest, each row with its generation's model (one embed call per
+//! model and batch), and upsert the page under this version's own IDs.
 
 use crate::config::CONSUME_RESERVE;
 use crate::core::failure::FailureBucket;
 use crate::core::ids::split_key;
+use crate::core::index_config::EmbedModel;
 use crate::pipeline::budget::{Budget, Usage};
 use crate::pipeline::{log_event, Pipeline};
 use crate::ports::{
     Clock, Database, Embedder, JobQueue, PortError, VectorIndex, VectorMetadata, VectorRecord,
 };
-use crate::store::{ConsumeRow, PageRow};
+use crate::store::{ConsumeRow, GenerationRow, PageRow};
 use serde_json::{json, Value};
 use std::cell::Cell;
 use std::collections::BTreeMap;
 
+/// The model of each generation still written (by number), as this Worker
+/// embeds for it; `None`: one it cannot embed for. A generation absent is
+/// no longer written (retiring, retired or abandoned since the staging):
+/// its rows are never served and become cleanup intents, so they are not
+/// written.
+pub(super) type Models = BTreeMap<u32, Option<EmbedModel>>;
+
+/// What a page does with one row: embed or reuse it for a model, or skip it.
+type RowModels<'m> = Vec<Option<&'m EmbedModel>>;
+
 impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D, V, E, Q, C> {
     /// Steps 3 and 4 for every chunk from `done` on, page by page, while
-    /// the budget lasts. Returns whether all `chunk_count` are written
+    /// the budget lasts, with the model of each generation (`models`, from
+    /// the staging; `None`: an earlier invocation staged, so they are read
+    /// once, one D1 read). Returns whether all `chunk_count` are written
     /// (`false`: checkpoint).
     pub(super) async fn write_pages(
         &self,
         job: &ConsumeRow,
         chunk_count: u32,
+        models: Option<Models>,
         done: &Cell<u32>,
         budget: &Budget,
         usage: &Usage,
     ) -> Result<bool, PortError> {
+        if done.get() >= chunk_count {
+            return Ok(true);
+        }
+        let models = match models {
+            Some(m) => m,
+            None => {
+                // The read, and a page after it.
+                if !budget.allows(usage, self.clock.now_ms(), 4, CONSUME_RESERVE) {
+                    return Ok(false);
+                }
+                self.models_of(&self.store.target_generations().await?)
+            }
+        };
         let base_metadata = self.vector_metadata(job)?;
         while done.get() < chunk_count {
             if !budget.allows(usage, self.clock.now_ms(), 3, CONSUME_RESERVE) {
                 return Ok(false);
             }
             match self
-                .embed_and_upsert_page(job, done.get(), &base_metadata, budget, usage)
+                .embed_and_upsert_page(job, done.get(), &models, &base_metadata, budget, usage)
                 .await?
             {
                 0 => return Ok(false),
@@ -44,14 +72,23 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         Ok(true)
     }
 
+    /// The model this Worker embeds with for each of `generations`.
+    pub(super) fn models_of(&self, generations: &[GenerationRow]) -> Models {
+        generations
+            .iter()
+            .map(|g| (g.generation, self.cfg.embed_model_for(&g.index_config)))
+            .collect()
+    }
+
     /// Steps 3 and 4 for the chunks from `from` on: reads a page of staged
     /// rows, keeps the prefix whose reads, embeddings and upsert fit in the
-    /// budget, and upserts it. Returns how many chunks now have vectors (0:
-    /// nothing fit; checkpoint).
+    /// budget, and upserts it. Returns how many chunks now have vectors, or
+    /// need none (0: nothing fit; checkpoint).
     async fn embed_and_upsert_page(
         &self,
         job: &ConsumeRow,
         from: u32,
+        models: &Models,
         base_metadata: &VectorMetadata,
         budget: &Budget,
         usage: &Usage,
@@ -70,18 +107,24 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             // The version's chunk count promises rows the ledger does not hold.
             return Err(PortError::new(FailureBucket::Internal, "chunks_missing"));
         }
+        let mut row_models = row_models(&rows, models)?;
         // Keep the longest prefix whose get and embed calls fit, with the upsert.
         let left = budget.left(usage, self.clock.now_ms(), CONSUME_RESERVE + 1);
-        rows.truncate(self.fitting_prefix(&rows, left));
+        let keep = self.fitting_prefix(&rows, &row_models, left);
+        rows.truncate(keep);
+        row_models.truncate(keep);
         if rows.is_empty() {
             return Ok(0);
         }
-        let mut values = self.reused_values(&rows).await;
+        let mut values = self.reused_values(&rows, &row_models).await;
         let copied: Vec<bool> = values.iter().map(Option::is_some).collect();
-        self.embed_misses(&rows, &mut values, budget, usage).await?;
+        self.embed_misses(&rows, &row_models, &mut values, budget, usage)
+            .await?;
+        // The page is cut before the first row to write left without a vector.
         let cut = values
             .iter()
-            .position(Option::is_none)
+            .zip(&row_models)
+            .position(|(v, m)| v.is_none() && m.is_some())
             .unwrap_or(values.len());
         if cut == 0 {
             return Ok(0);
@@ -90,6 +133,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         let records: Vec<VectorRecord> = rows[..cut]
             .iter()
             .zip(values)
+            .filter_map(|(r, v)| v.map(|v| (r, v)))
             .map(|(r, v)| {
                 let mut metadata = base_metadata.clone();
                 metadata.insert("chunk".into(), json!(r.chunk_index));
@@ -97,69 +141,95 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                 VectorRecord {
                     id: r.vector_id.clone(),
                     namespace: split_key(&job.doc_id).0.to_string(),
-                    values: v.expect("the prefix has vectors"),
+                    values: v,
                     metadata,
                 }
             })
             .collect();
-        self.index.upsert(&records).await?;
+        if !records.is_empty() {
+            self.index.upsert(&records).await?;
+        }
         usage.reused.set(usage.reused.get() + reused_here);
         Ok(cut as u32)
     }
 
     /// The length of the longest prefix of `rows` whose `get_by_ids` calls
-    /// (for the chunks to reuse) and embed calls (for the rest) fit in
-    /// `left` subrequests.
-    fn fitting_prefix(&self, rows: &[PageRow], left: u64) -> usize {
+    /// (for the chunks to reuse) and embed calls (for the rest: calls per
+    /// model) fit in `left` subrequests. Rows to skip cost nothing.
+    fn fitting_prefix(&self, rows: &[PageRow], row_models: &RowModels<'_>, left: u64) -> usize {
         let (get_max, embed_max) = (
             self.get_batch_size() as u64,
             self.cfg.embed_batch_size as u64,
         );
-        let (mut reuse, mut fresh, mut keep) = (0u64, 0u64, 0usize);
-        for r in rows {
-            let (r2, f2) = if r.reuse_id.is_some() {
-                (reuse + 1, fresh)
-            } else {
-                (reuse, fresh + 1)
+        let (mut reuse, mut keep) = (0u64, 0usize);
+        // Texts to embed per model, in the order the models appear.
+        let mut fresh: Vec<(&EmbedModel, u64)> = Vec::new();
+        for (r, model) in rows.iter().zip(row_models) {
+            let Some(model) = *model else {
+                keep += 1;
+                continue;
             };
-            if r2.div_ceil(get_max) + f2.div_ceil(embed_max) > left {
+            let mut fresh2 = fresh.clone();
+            let reuse2 = if r.reuse_id.is_some() {
+                reuse + 1
+            } else {
+                match fresh2.iter_mut().find(|(m, _)| *m == model) {
+                    Some((_, n)) => *n += 1,
+                    None => fresh2.push((model, 1)),
+                }
+                reuse
+            };
+            let embeds: u64 = fresh2.iter().map(|(_, n)| n.div_ceil(embed_max)).sum();
+            if reuse2.div_ceil(get_max) + embeds > left {
                 break;
             }
-            (reuse, fresh, keep) = (r2, f2, keep + 1);
+            (reuse, fresh, keep) = (reuse2, fresh2, keep + 1);
         }
         keep
     }
 
-    /// Embeds the chunks of `rows` that have no value yet, in order; a reuse
-    /// that failed makes more to embed than planned, so each call asks the
-    /// budget again, and the page is cut (by the caller) before the first
-    /// chunk left without a vector.
+    /// Embeds the chunks of `rows` to write that have no value yet, model
+    /// by model (in the order the models appear), in calls of at most
+    /// `EMBED_BATCH_SIZE`; a reuse that failed makes more to embed than
+    /// planned, so each call asks the budget again, and the page is cut (by
+    /// the caller) before the first chunk left without a vector.
     async fn embed_misses(
         &self,
         rows: &[PageRow],
+        row_models: &RowModels<'_>,
         values: &mut [Option<Vec<f32>>],
         budget: &Budget,
         usage: &Usage,
     ) -> Result<(), PortError> {
-        let misses: Vec<usize> = (0..rows.len()).filter(|&k| values[k].is_none()).collect();
-        for batch in misses.chunks(self.cfg.embed_batch_size) {
-            if !budget.allows(usage, self.clock.now_ms(), 2, CONSUME_RESERVE) {
-                break;
+        let mut groups: Vec<(&EmbedModel, Vec<usize>)> = Vec::new();
+        for (k, model) in row_models.iter().enumerate() {
+            let Some(model) = *model else { continue };
+            if values[k].is_some() {
+                continue;
             }
-            let texts: Vec<String> = batch.iter().map(|&k| rows[k].text.clone()).collect();
-            let vectors = self.embedder.embed(&texts).await?;
-            if vectors.len() != texts.len()
-                || vectors
-                    .iter()
-                    .any(|v| v.len() != self.cfg.embedding_dimensions)
-            {
-                return Err(PortError::new(FailureBucket::EmbedRejected, "embed_shape"));
+            match groups.iter_mut().find(|(m, _)| *m == model) {
+                Some((_, ks)) => ks.push(k),
+                None => groups.push((model, vec![k])),
             }
-            usage
-                .embedded
-                .set(usage.embedded.get() + texts.len() as u64);
-            for (&k, v) in batch.iter().zip(vectors) {
-                values[k] = Some(v);
+        }
+        for (model, misses) in &groups {
+            for batch in misses.chunks(self.cfg.embed_batch_size) {
+                if !budget.allows(usage, self.clock.now_ms(), 2, CONSUME_RESERVE) {
+                    return Ok(());
+                }
+                let texts: Vec<String> = batch.iter().map(|&k| rows[k].text.clone()).collect();
+                let vectors = self.embedder.embed(model, &texts).await?;
+                if vectors.len() != texts.len()
+                    || vectors.iter().any(|v| v.len() != model.dimensions)
+                {
+                    return Err(PortError::new(FailureBucket::EmbedRejected, "embed_shape"));
+                }
+                usage
+                    .embedded
+                    .set(usage.embedded.get() + texts.len() as u64);
+                for (&k, v) in batch.iter().zip(vectors) {
+                    values[k] = Some(v);
+                }
             }
         }
         Ok(())
@@ -171,12 +241,17 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
     /// visible yet, or gone), returns malformed, or a failed fetch, only
     /// means embedding that chunk: reuse is an optimization, never a reason
     /// for the job to fail.
-    async fn reused_values(&self, rows: &[PageRow]) -> Vec<Option<Vec<f32>>> {
+    async fn reused_values(
+        &self,
+        rows: &[PageRow],
+        row_models: &RowModels<'_>,
+    ) -> Vec<Option<Vec<f32>>> {
         let mut out: Vec<Option<Vec<f32>>> = vec![None; rows.len()];
-        // Live vector ID → positions in this page (a text may repeat).
+        // Live vector ID → positions in this page (a text may repeat); the
+        // live vector is of the same generation, so of the same model.
         let mut wanted: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
-        for (k, r) in rows.iter().enumerate() {
-            if let Some(id) = &r.reuse_id {
+        for (k, (r, model)) in rows.iter().zip(row_models).enumerate() {
+            if let (Some(id), Some(_)) = (&r.reuse_id, model) {
                 wanted.entry(id.as_str()).or_default().push(k);
             }
         }
@@ -223,4 +298,21 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         m.insert("version".into(), json!(job.version));
         Ok(m)
     }
+}
+
+/// Per row of a page, the model to write it with (`None`: its generation is
+/// no longer written, so the row is skipped), or `IndexMisconfigured` for a
+/// row of a generation still written that this Worker cannot embed for (the
+/// configuration changed since the staging: a deploy fixes it).
+fn row_models<'m>(rows: &[PageRow], models: &'m Models) -> Result<RowModels<'m>, PortError> {
+    rows.iter()
+        .map(|r| match models.get(&r.generation) {
+            None => Ok(None),
+            Some(Some(model)) => Ok(Some(model)),
+            Some(None) => Err(PortError::new(
+                FailureBucket::IndexMisconfigured,
+                "generation_embedder_mismatch",
+            )),
+        })
+        .collect()
 }

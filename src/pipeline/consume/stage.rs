@@ -2,11 +2,13 @@
 //! each (with that generation's chunker), and one D1 batch that records
 //! every chunk row and vector ID before any vector is written.
 
+use super::page::Models;
 use crate::bugs::Bug;
 use crate::config::CONSUME_RESERVE;
 use crate::core::chunk::{Chunk, ContentType};
 use crate::core::failure::FailureBucket;
 use crate::core::ids::{sha256_hex, split_key, vector_id_in, DocKey};
+use crate::core::index_config::EmbedModel;
 use crate::core::keyword;
 use crate::core::state::GenerationState;
 use crate::pipeline::budget::{Budget, Usage};
@@ -47,8 +49,9 @@ fn staged_rows<'a>(per_target: &'a [TargetChunks<'a>]) -> Vec<StagedChunk<'a>> {
 
 impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D, V, E, Q, C> {
     /// The number of chunk rows to write: from the claim if an earlier
-    /// attempt staged them, else by staging now. `None`: staging does not
-    /// fit in the budget (checkpoint).
+    /// attempt staged them, else by staging now, with the model of each
+    /// generation staged (`None` when an earlier attempt staged: the pages
+    /// read them). `None`: staging does not fit in the budget (checkpoint).
     pub(super) async fn staged(
         &self,
         job: &ConsumeRow,
@@ -56,27 +59,31 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         doc_id: &DocKey,
         budget: &Budget,
         usage: &Usage,
-    ) -> Result<Option<u32>, PortError> {
+    ) -> Result<Option<(u32, Option<Models>)>, PortError> {
         if claim.step == "staged" {
-            return claim.rows_total.map(Some).ok_or(PortError::new(
+            let rows = claim.rows_total.ok_or(PortError::new(
                 FailureBucket::Internal,
                 "rows_total_missing",
-            ));
+            ))?;
+            return Ok(Some((rows, None)));
         }
         // The generations to write, the text, one staging batch.
         if !budget.allows(usage, self.clock.now_ms(), 3, CONSUME_RESERVE) {
             return Ok(None);
         }
-        self.stage(job, doc_id).await.map(Some)
+        let (rows, models) = self.stage(job, doc_id).await?;
+        Ok(Some((rows, Some(models))))
     }
 
     /// Chunks the version's text for each generation it is written in (a
     /// build job: its own; an index job: the active one, one being built,
-    /// one retained, each with its own chunker, if this Worker's embedder
-    /// made it) and stages the chunk rows with their vector IDs, atomically
-    /// with the step `staged`. Returns the number of rows.
-    async fn stage(&self, job: &ConsumeRow, doc_id: &DocKey) -> Result<u32, PortError> {
+    /// one retained, each with its own chunker, if this Worker can embed
+    /// with its model) and stages the chunk rows with their vector IDs,
+    /// atomically with the step `staged`. Returns the number of rows and
+    /// each target's model.
+    async fn stage(&self, job: &ConsumeRow, doc_id: &DocKey) -> Result<(u32, Models), PortError> {
         let (targets, adopt) = self.stage_targets(job).await?;
+        let models = self.models_of(&targets);
         let text = self
             .store
             .load_text(&job.doc_id, job.version, job.part_count)
@@ -93,7 +100,10 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         let per_target = self.chunk_targets(&targets, doc_id, job.version, &text, content_type)?;
         let staged = staged_rows(&per_target);
         if self.bugs.has(Bug::UpsertBeforeStage) {
-            self.bug_upsert_before_stage(job, &per_target[0]).await?;
+            let model = models.get(&per_target[0].generation).cloned().flatten();
+            let model = model.ok_or(PortError::new(FailureBucket::Internal, "no_target"))?;
+            self.bug_upsert_before_stage(job, &per_target[0], &model)
+                .await?;
         }
         // The version's own chunk count and configuration: those of the
         // generation search serves (the first target if this Worker does not
@@ -116,7 +126,8 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             adopt_config: adopt.as_deref(),
             build_generation: job.build_generation,
         };
-        self.store
+        let rows = self
+            .store
             .stage_chunks(
                 &job.job_id,
                 &job.doc_id,
@@ -124,12 +135,14 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                 &stage,
                 self.clock.now_ms(),
             )
-            .await
+            .await?;
+        Ok((rows, models))
     }
 
-    /// The generations the job writes (`GENERATIONS_TARGET`, those this
-    /// Worker's embedder made; a build job: its own), and the configuration
-    /// generation 1 adopts if it has none yet.
+    /// The generations the job writes (`GENERATIONS_TARGET`, those whose
+    /// model this Worker can embed with, `Config::embed_model_for`; a build
+    /// job: its own), and the configuration generation 1 adopts if it has
+    /// none yet.
     async fn stage_targets(
         &self,
         job: &ConsumeRow,
@@ -162,11 +175,11 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         let targets: Vec<GenerationRow> = generations
             .into_iter()
             .filter(|g| job.build_generation.is_none_or(|b| b == g.generation))
-            .filter(|g| self.cfg.embeds_like(&g.index_config))
+            .filter(|g| self.cfg.embed_model_for(&g.index_config).is_some())
             .collect();
         if targets.is_empty() {
-            // The configured embedder made none of the generations in use:
-            // a deploy (or a backfill to a new generation) fixes it.
+            // This Worker can embed for none of the generations in use
+            // (another backend, other dimensions): a deploy fixes it.
             return Err(PortError::new(
                 FailureBucket::IndexMisconfigured,
                 "generation_embedder_mismatch",
@@ -222,13 +235,14 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         &self,
         job: &ConsumeRow,
         target: &TargetChunks<'_>,
+        model: &EmbedModel,
     ) -> Result<(), PortError> {
         let page = &target.chunks[..target.chunks.len().min(self.cfg.upsert_batch_size)];
         let texts: Vec<String> = page.iter().map(|c| c.text.to_string()).collect();
         let metadata = self.vector_metadata(job)?;
         let records: Vec<VectorRecord> = self
             .embedder
-            .embed(&texts)
+            .embed(model, &texts)
             .await?
             .into_iter()
             .zip(&target.ids)

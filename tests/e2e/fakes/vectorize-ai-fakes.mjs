@@ -91,13 +91,16 @@ function fnv1a(s) {
  * A deterministic embedding: each word (lower-cased letters and digits)
  * hashed to a signed position, then L2-normalized. Texts sharing words are
  * close under cosine, so lexical search works. `pooling` changes the hash,
- * so mean and cls vectors are (as in reality) not comparable.
+ * so mean and cls vectors are (as in reality) not comparable, and so does
+ * `model` (the fake AI passes the model it runs): a query embedded by
+ * another model than its document's vectors does not find it.
  */
-export function fakeEmbedding(text, dims, pooling = 'mean') {
+export function fakeEmbedding(text, dims, pooling = 'mean', model = '') {
   const v = new Array(dims).fill(0);
   const words = String(text).toLowerCase().match(/[\p{L}\p{N}]+/gu) ?? [];
+  const salt = model ? `${model}:${pooling}` : pooling;
   for (const w of words) {
-    const h = fnv1a(`${pooling}:${w}`);
+    const h = fnv1a(`${salt}:${w}`);
     v[h % dims] += h & 0x80000000 ? -1 : 1;
   }
   let norm = Math.hypot(...v);
@@ -497,6 +500,7 @@ export class FakeWorkersAi {
     this.faults = new Faults(faults);
     this.calls = 0;
     this.texts = 0;
+    this.models = {}; // model → calls answered
     this.rejections = [];
   }
 
@@ -535,7 +539,8 @@ export class FakeWorkersAi {
     }
     this.texts += texts.length;
     const p = pooling ?? 'mean';
-    return { shape: [texts.length, dims], data: texts.map((t) => fakeEmbedding(t, dims, p)), pooling: p };
+    this.models[model] = (this.models[model] ?? 0) + 1;
+    return { shape: [texts.length, dims], data: texts.map((t) => fakeEmbedding(t, dims, p, model)), pooling: p };
   }
 }
 
