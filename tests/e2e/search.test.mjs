@@ -371,11 +371,9 @@ describe('hybrid search in workerd', () => {
     const ASKS = [...MODES.map((mode) => ({ mode, highlight: true })), { mode: 'keyword', highlight: false }];
     for (const query of QUERIES) {
       for (const { mode, highlight } of ASKS) {
-        {
-          const s = await search(base, { query, mode, highlight, top_k: 10 });
-          if (s.status !== 200 || !Array.isArray(s.body?.results)) {
-            failures.push(`${JSON.stringify({ query, mode, highlight })}: expected 200 with results, got ${s.status} ${s.text.slice(0, 300)}`);
-          }
+        const s = await search(base, { query, mode, highlight, top_k: 10 });
+        if (s.status !== 200 || !Array.isArray(s.body?.results)) {
+          failures.push(`${JSON.stringify({ query, mode, highlight })}: expected 200 with results, got ${s.status} ${s.text.slice(0, 300)}`);
         }
       }
     }
