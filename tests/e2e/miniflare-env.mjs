@@ -26,7 +26,7 @@ function compatibilityDate() {
   return /^compatibility_date\s*=\s*"([^"]+)"/m.exec(toml)[1];
 }
 
-/** Splits SQL text into statements: `;` outside quotes, `--` comments dropped. */
+/** Splits SQL text into statements: `;` outside quotes and trigger bodies, `--` comments dropped. */
 export function splitSql(sql) {
   const out = [];
   let cur = '';
@@ -42,6 +42,9 @@ export function splitSql(sql) {
     } else if (c === '-' && sql[i + 1] === '-') {
       while (i < sql.length && sql[i] !== '\n') i++;
       cur += '\n';
+    } else if (c === ';' && /^CREATE\s+(TEMP\s+|TEMPORARY\s+)?TRIGGER\b/i.test(cur.trim()) && !/\bEND$/i.test(cur.trim())) {
+      // Inside a trigger's BEGIN … END body: its statements end with `;` too.
+      cur += c;
     } else if (c === ';') {
       if (cur.trim()) out.push(cur.trim());
       cur = '';

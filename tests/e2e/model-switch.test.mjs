@@ -74,15 +74,16 @@ function step(name, fn) {
 }
 
 /**
- * One search for `d`: `null` if it answered 200 with `d` first and a score
- * only its own model's query gives (a query of another model scores about
- * 0), else what went wrong.
+ * One (hybrid) search for `d`: `null` if it answered 200 with `d` first and
+ * a vector score only its own model's query gives (a query of another model
+ * scores about 0; the keyword ranking alone would still find `d`), else
+ * what went wrong.
  */
 async function searchProblem(d) {
   const s = await search(worker.base, { query: d.query, top_k: 3 });
   if (s.status !== 200) return `${d.doc_id}: ${s.status} ${s.text}`;
   const top = s.body?.results?.[0];
-  if (top?.doc_id !== d.doc_id || !(top.score > 0.2)) return `${d.doc_id}: top hit ${JSON.stringify(top)}`;
+  if (top?.doc_id !== d.doc_id || !(top.scores?.vector > 0.2)) return `${d.doc_id}: top hit ${JSON.stringify(top)}`;
   return null;
 }
 
