@@ -114,6 +114,21 @@ pub struct KeywordRow {
     pub terms: String,
 }
 
+/// How many rows the keyword index holds that a live chunk does not (or
+/// with another text), plus how many live chunks' rows it lacks: 0 when it
+/// holds exactly the live chunks' rows (I12, read in SQL: no row leaves
+/// SQLite unless there is a difference to show, [`keyword_rows`]).
+pub fn keyword_mismatches(db: &SqliteDb) -> i64 {
+    count(
+        db,
+        "WITH held AS (SELECT rowid AS id, terms FROM chunks_fts),
+              live AS (SELECT c.chunk_id AS id, COALESCE(c.terms, c.text) AS terms FROM chunks c
+                       JOIN documents d ON d.doc_id = c.doc_id AND d.live_version = c.version)
+         SELECT (SELECT count(*) FROM (SELECT * FROM held EXCEPT SELECT * FROM live))
+              + (SELECT count(*) FROM (SELECT * FROM live EXCEPT SELECT * FROM held)) AS n",
+    )
+}
+
 /// The keyword index's rows, and the rows it should hold: each live chunk's
 /// (every chunk row of a live version, in every generation), both in
 /// rowid order (I12).
