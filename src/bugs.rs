@@ -43,6 +43,10 @@ pub enum Bug {
     /// The replace does not move the keyword index's rows: the old live
     /// version's stay, the new one's are missing (its trigger dropped).
     KeywordIndexUnmaintained,
+    /// The drain claims intents without the reference check: it deletes a
+    /// vector that a row which may be served (an unchanged chunk of the
+    /// live or a staged version) still refers to.
+    DeleteReferencedVector,
 }
 
 /// The namespace `SearchUnfenced` queries: the in-memory indexes read it
@@ -51,7 +55,7 @@ pub enum Bug {
 pub const EVERY_NAMESPACE: &str = "*";
 
 impl Bug {
-    pub const ALL: [Bug; 13] = [
+    pub const ALL: [Bug; 14] = [
         Bug::DeleteBeforeReplace,
         Bug::FlipWithoutCas,
         Bug::SweepIgnoresLease,
@@ -65,6 +69,7 @@ impl Bug {
         Bug::DeadLetterNotArchived,
         Bug::SearchUnfenced,
         Bug::KeywordIndexUnmaintained,
+        Bug::DeleteReferencedVector,
     ];
 }
 
@@ -108,6 +113,13 @@ SELECT c.vector_id, c.doc_id, c.version, 'abandoned', 0, 0, ?1
 FROM chunks c JOIN documents d ON d.doc_id = c.doc_id
 WHERE c.version < d.latest_version AND (d.live_version IS NULL OR c.version <> d.live_version)
 LIMIT ?2";
+    /// `DeleteReferencedVector`: the claim without its reference check.
+    pub const INTENTS_CLAIM_IGNORING_REFERENCES: &str = "\
+UPDATE cleanup_intents SET deleting_until = ?4 WHERE vector_id IN (
+  SELECT i.vector_id FROM cleanup_intents i
+  WHERE (?1 IS NULL OR i.doc_id = ?1) AND i.not_before <= ?2 AND (i.deleting_until IS NULL OR i.deleting_until < ?2)
+  ORDER BY i.not_before, i.vector_id LIMIT ?3)
+RETURNING vector_id";
     /// `ServeUnfiltered`: chunks by vector id, live or not.
     pub const CHUNKS_BY_VECTOR_ID: &str = "\
 SELECT vector_id, doc_id, version, chunk_index, text, generation FROM chunks WHERE vector_id IN (SELECT value FROM json_each(?1)) AND ?2 IS NOT NULL AND tenant_id = ?3";

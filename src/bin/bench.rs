@@ -31,7 +31,7 @@ mod bench {
     use futures::executor::block_on;
     use ingest_pipeline::config::Config;
     use ingest_pipeline::core::chunk::{Chunker, ContentType};
-    use ingest_pipeline::core::ids::{sha256_hex, vector_id, DocId, DocKey, TenantId};
+    use ingest_pipeline::core::ids::{occurrences, sha256_hex, vector_id, DocId, DocKey, TenantId};
     use ingest_pipeline::core::local_embed;
     use ingest_pipeline::native::oracle;
     use ingest_pipeline::native::sim::Rng;
@@ -228,8 +228,15 @@ mod bench {
         let mut sink = 0usize;
         for _ in 0..reps {
             let chunks = chunk_cfg(&cfg).chunk(&text, ContentType::Plain);
-            for c in &chunks {
-                sink += sha256_hex(c.text.as_bytes()).len() + vector_id(&doc, 7, c.index).len();
+            let hashes: Vec<String> = chunks
+                .iter()
+                .map(|c| sha256_hex(c.text.as_bytes()))
+                .collect();
+            for (h, k) in hashes
+                .iter()
+                .zip(occurrences(hashes.iter().map(String::as_str)))
+            {
+                sink += vector_id(&doc, 1, h, k, "{}").len();
             }
         }
         let all_s = t.elapsed().as_secs_f64() / reps as f64;

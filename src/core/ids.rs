@@ -168,33 +168,69 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     out
 }
 
-/// The vector ID of chunk `chunk_index` of `version` of the document `key`.
+/// The vector ID of a chunk: a pure function of the document `key`, the
+/// index `generation`, the chunk's `content_hash` (hex SHA-256 of its
+/// text), its `occurrence` (how many earlier chunks of the same version and
+/// generation have the same text) and the document's user `metadata` (its
+/// canonical JSON), and of nothing else: not the version, nor the chunk's
+/// position. A chunk unchanged in a new version (same text, same
+/// metadata) has the same ID, so it keeps its vector; one moved elsewhere in
+/// the document too; a text repeated twice has two (occurrences 0 and 1).
 ///
-/// A pure function of its arguments: `<32 hex of sha256(key)>:<version>:<chunk>`,
-/// at most 32 + 1 + 10 + 1 + 10 = 54 bytes, under Vectorize's 64-byte limit.
-/// The version is part of the ID, so a new version never overwrites a live
-/// vector of another version, and redelivering a version overwrites its own
-/// vectors with identical values. The key holds the tenant, so two tenants'
-/// documents of the same ID have different vector IDs (Vectorize's IDs are
-/// unique across namespaces); a default-tenant key is the bare document
-/// ID, so IDs written before tenants existed are unchanged.
-pub fn vector_id(key: &DocKey, version: u32, chunk_index: u32) -> String {
-    let h = sha256_hex(key.as_str().as_bytes());
-    format!("{}:{version}:{chunk_index}", h.get(..32).unwrap_or(&h))
+/// `<32 hex of sha256(key)>.<24 hex of sha256(generation, content hash,
+/// occurrence, metadata)>`: always 57 bytes, under Vectorize's 64. The key
+/// holds the tenant, so two tenants' documents of the same ID have
+/// different IDs (Vectorize's IDs are unique across namespaces); the
+/// metadata the index filters on is part of the identity, so a vector's
+/// metadata never changes under its ID. The `.` keeps these IDs apart from
+/// the version-derived ones rows written before recorded
+/// ([`legacy_vector_id`]), which contain `:` and no `.`.
+pub fn vector_id(
+    key: &DocKey,
+    generation: u32,
+    content_hash: &str,
+    occurrence: u32,
+    metadata: &str,
+) -> String {
+    let doc = sha256_hex(key.as_str().as_bytes());
+    let what = format!("{generation}\u{0}{content_hash}\u{0}{occurrence}\u{0}{metadata}");
+    let chunk = sha256_hex(what.as_bytes());
+    format!(
+        "{}.{}",
+        doc.get(..32).unwrap_or(&doc),
+        chunk.get(..24).unwrap_or(&chunk)
+    )
 }
 
-/// The vector ID of a chunk in index generation `generation`: generation 1
-/// keeps [`vector_id`] (the IDs written before generations existed stay
-/// valid); later ones add `:g<generation>`, so the same chunk of the same
-/// version has one vector per generation (at most 65 bytes; the consumer
-/// refuses a version whose IDs pass `VECTOR_ID_BYTES_MAX`).
-pub fn vector_id_in(key: &DocKey, version: u32, chunk_index: u32, generation: u32) -> String {
-    let base = vector_id(key, version, chunk_index);
+/// The version-derived vector ID rows staged before content-derived IDs
+/// recorded (`<32 hex of sha256(key)>:<version>:<chunk>`, and `:g<n>` after
+/// it for a generation from 2 on). Nothing writes new rows with it; such
+/// rows keep their IDs, and cleanup treats them as any other (a vector is
+/// deleted when no row that may be served or written refers to it). Tests
+/// use it to write a ledger as it was before.
+pub fn legacy_vector_id(key: &DocKey, version: u32, chunk_index: u32, generation: u32) -> String {
+    let h = sha256_hex(key.as_str().as_bytes());
+    let base = format!("{}:{version}:{chunk_index}", h.get(..32).unwrap_or(&h));
     if generation <= 1 {
         base
     } else {
         format!("{base}:g{generation}")
     }
+}
+
+/// Each chunk's occurrence index, for chunks with these content hashes in
+/// order: how many earlier ones have the same hash.
+pub fn occurrences<'h>(hashes: impl IntoIterator<Item = &'h str>) -> Vec<u32> {
+    let mut seen: std::collections::HashMap<&str, u32> = std::collections::HashMap::new();
+    hashes
+        .into_iter()
+        .map(|h| {
+            let n = seen.entry(h).or_insert(0);
+            let k = *n;
+            *n += 1;
+            k
+        })
+        .collect()
 }
 
 /// Deterministic job ID for `(key, version, kind, generation)`: a UUIDv5,
@@ -235,7 +271,10 @@ mod tests {
         let acme = DocKey::new(&TenantId::parse("acme").unwrap(), &doc);
         assert_eq!(acme.as_str(), "acme\u{1f}a:b/日本語");
         assert_eq!((acme.tenant(), acme.doc_id()), ("acme", "a:b/日本語"));
-        assert_ne!(vector_id(&default, 1, 0), vector_id(&acme, 1, 0));
+        assert_ne!(
+            vector_id(&default, 1, "h", 0, "{}"),
+            vector_id(&acme, 1, "h", 0, "{}")
+        );
         assert_ne!(
             job_id(&default, 1, "index", 0),
             job_id(&acme, 1, "index", 0)
@@ -248,14 +287,18 @@ mod tests {
     }
 
     #[test]
-    fn generation_ids_differ_and_generation_one_keeps_the_old_format() {
+    fn legacy_ids_keep_their_format() {
         let d = key("doc");
-        assert_eq!(vector_id_in(&d, 3, 7, 1), vector_id(&d, 3, 7));
         assert_eq!(
-            vector_id_in(&d, 3, 7, 2),
-            format!("{}:g2", vector_id(&d, 3, 7))
+            legacy_vector_id(&d, 1, 0, 1),
+            "139d544b821b13ebea14f1b0fe185772:1:0"
         );
-        assert_ne!(vector_id_in(&d, 3, 7, 2), vector_id_in(&d, 3, 7, 3));
+        assert_eq!(
+            legacy_vector_id(&d, 3, 7, 2),
+            "139d544b821b13ebea14f1b0fe185772:3:7:g2"
+        );
+        // A content-derived ID never has the legacy shape.
+        assert!(!vector_id(&d, 1, "h", 0, "{}").contains(':'));
     }
 
     #[test]
@@ -277,13 +320,31 @@ mod tests {
             &TenantId::parse(&"t".repeat(64)).unwrap(),
             &DocId::parse(&"語".repeat(85)).unwrap(),
         );
-        let a = vector_id(&d, u32::MAX, u32::MAX);
-        assert!(a.len() <= 64, "{}", a.len());
-        assert_eq!(a, vector_id(&d, u32::MAX, u32::MAX));
+        let h = sha256_hex(b"text");
+        let a = vector_id(&d, u32::MAX, &h, u32::MAX, &"m".repeat(4096));
+        assert_eq!(a.len(), 57);
+        assert_eq!(a, vector_id(&d, u32::MAX, &h, u32::MAX, &"m".repeat(4096)));
         let e = key("doc");
-        assert_eq!(vector_id(&e, 1, 0), "139d544b821b13ebea14f1b0fe185772:1:0");
-        assert_ne!(vector_id(&e, 1, 0), vector_id(&e, 2, 0));
-        assert_ne!(vector_id(&e, 1, 0), vector_id(&e, 1, 1));
+        let base = vector_id(&e, 1, &h, 0, "{}");
+        assert!(
+            base.starts_with("139d544b821b13ebea14f1b0fe185772."),
+            "{base}"
+        );
+        // Every part of the identity matters; nothing else is in it.
+        assert_ne!(base, vector_id(&e, 2, &h, 0, "{}"));
+        assert_ne!(base, vector_id(&e, 1, &sha256_hex(b"other"), 0, "{}"));
+        assert_ne!(base, vector_id(&e, 1, &h, 1, "{}"));
+        assert_ne!(base, vector_id(&e, 1, &h, 0, r#"{"k":1}"#));
+        assert_ne!(base, vector_id(&key("doc2"), 1, &h, 0, "{}"));
+    }
+
+    #[test]
+    fn occurrences_count_earlier_equal_hashes() {
+        assert_eq!(
+            occurrences(["a", "b", "a", "a", "c", "b"]),
+            [0, 0, 1, 2, 0, 1]
+        );
+        assert!(occurrences([]).is_empty());
     }
 
     #[test]

@@ -71,6 +71,10 @@ pub const LEDGER_MIGRATIONS: &[(&str, &str)] = &[
         "0010_keyword_index.sql",
         include_str!("../../migrations/0010_keyword_index.sql"),
     ),
+    (
+        "0011_content_vector_ids.sql",
+        include_str!("../../migrations/0011_content_vector_ids.sql"),
+    ),
 ];
 
 /// The local index's migrations (`migrations-local-index/`).

@@ -25,9 +25,11 @@ pub struct Usage {
     pub embed: Cell<u64>,
     pub index: Cell<u64>,
     pub queue: Cell<u64>,
-    /// Chunks embedded and reused by this invocation.
+    /// Chunks embedded and reused by this invocation, and those it found
+    /// with their vector in the index already (kept).
     pub embedded: Cell<u64>,
     pub reused: Cell<u64>,
+    pub kept: Cell<u64>,
 }
 
 fn bump(c: &Cell<u64>, n: u64) {
@@ -51,6 +53,7 @@ impl Usage {
             queue,
             embedded: self.embedded.get(),
             reused: self.reused.get(),
+            kept: self.kept.get(),
             peak: d1 + self.embed.get() + self.index.get() + queue,
         }
     }

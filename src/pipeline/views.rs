@@ -169,8 +169,13 @@ pub struct JobProgress {
     pub chunks_done: u32,
     /// Chunk texts sent to the embedder.
     pub chunks_embedded: u64,
-    /// Chunks whose vectors were copied from the live version.
+    /// Chunks whose vectors were copied from the live version (the same
+    /// text under another vector ID: a repeat, or new metadata), and
+    /// written.
     pub chunks_reused: u64,
+    /// Chunks unchanged from the live version: their vector (the same ID)
+    /// is in the index already, so nothing was embedded, read or written.
+    pub chunks_kept: u64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -215,6 +220,7 @@ impl JobView {
             chunks_done,
             chunks_embedded,
             chunks_reused,
+            chunks_kept,
             invocations,
             subrequests_d1: d1,
             subrequests_embed: embed,
@@ -232,6 +238,7 @@ impl JobView {
                 chunks_done,
                 chunks_embedded,
                 chunks_reused,
+                chunks_kept,
             },
             usage: JobUsage {
                 invocations,

@@ -6,6 +6,7 @@
 use super::usage::usage_stmt;
 use super::{int, json_array, json_pages, sql, Store, UsageSnapshot};
 use crate::bugs::{self, Bug, Bugs};
+use crate::core::failure::FailureBucket;
 use crate::ports::{Database, PortError, SqlValue, Stmt};
 use serde::{Deserialize, Serialize};
 
@@ -44,7 +45,8 @@ pub struct KeywordChunkRow {
     pub score: f64,
 }
 
-/// One staged chunk to embed (or reuse) and upsert (`CONSUME_PAGE`).
+/// One staged chunk whose vector is to write: embedded (or reused) and
+/// upserted (`CONSUME_PAGE`).
 #[derive(Debug, Clone, Deserialize)]
 pub struct PageRow {
     pub generation: u32,
@@ -52,6 +54,11 @@ pub struct PageRow {
     pub vector_id: String,
     pub content_hash: String,
     pub text: String,
+    /// Its place among all the version's rows the job writes, from 1, in
+    /// (generation, chunk) order: the checkpoint after it.
+    pub position: u32,
+    /// How many rows the version has (those the job writes).
+    pub rows_now: u32,
     /// The live version's vector with the same text, if it can be reused.
     pub reuse_id: Option<String>,
 }
@@ -73,7 +80,8 @@ pub struct StagedChunk<'a> {
 }
 
 impl<D: Database> Store<D> {
-    /// Up to `limit` staged chunks of a version from chunk `from` on.
+    /// Up to `limit` staged chunks of a version after position `from` whose
+    /// vector the index does not hold yet.
     pub async fn consume_page(
         &self,
         doc_id: &str,
@@ -114,6 +122,10 @@ impl<D: Database> Store<D> {
             .collect();
         let pages = stmts.len();
         stmts.push(Stmt::new(
+            sql::CONSUME_STAGE_GUARD,
+            vec![doc_id.into(), version.into(), int(now)],
+        ));
+        stmts.push(Stmt::new(
             sql::KEYWORD_STAGE_LIVE,
             vec![doc_id.into(), version.into()],
         ));
@@ -144,9 +156,35 @@ impl<D: Database> Store<D> {
                 stage.build_generation.into(),
             ],
         ));
-        let changes = self.db.batch(stmts).await?;
+        let changes = match self.db.batch(stmts).await {
+            Ok(changes) => changes,
+            Err(e) if e.code == "db_constraint" && self.deletes_in_flight(doc_id, now).await? => {
+                // A drain is deleting one of these vectors: stage after it.
+                return Err(PortError::new(
+                    FailureBucket::DbBusy,
+                    "vector_delete_in_flight",
+                ));
+            }
+            Err(e) => return Err(e),
+        };
         let staged: u64 = changes.iter().take(pages).sum();
         Ok(u32::try_from(staged).unwrap_or(u32::MAX))
+    }
+
+    /// Whether a drain's claim holds on an intent of `doc_id`.
+    async fn deletes_in_flight(&self, doc_id: &str, now: i64) -> Result<bool, PortError> {
+        #[derive(Deserialize)]
+        struct N {
+            n: i64,
+        }
+        let rows: Vec<N> = self
+            .db
+            .query(Stmt::new(
+                sql::STAGE_DELETES_IN_FLIGHT,
+                vec![doc_id.into(), int(now)],
+            ))
+            .await?;
+        Ok(rows.first().is_some_and(|r| r.n > 0))
     }
 
     /// A build job's end: the job only (the version is already live).
@@ -168,7 +206,8 @@ impl<D: Database> Store<D> {
             .map(|_| ())
     }
 
-    /// The replace step: intents for the replaced version, the
+    /// The replace step: intents for the replaced version's vectors this
+    /// one does not keep, its rows whose vectors it keeps dropped, the
     /// compare-and-set, intents for a loser, and the job's end, atomically.
     /// Returns whether this version is now live.
     pub async fn commit(
@@ -192,13 +231,14 @@ impl<D: Database> Store<D> {
             .db
             .batch(vec![
                 Stmt::new(sql::COMMIT_INTENTS_FOR_REPLACED, p()),
+                Stmt::new(sql::COMMIT_DROP_KEPT_ROWS, p()),
                 Stmt::new(set_live, p()),
                 Stmt::new(sql::COMMIT_INTENTS_FOR_LOSER, p()),
                 Stmt::new(sql::COMMIT_FINISH_JOB, finish),
                 usage_stmt(job_id, usage),
             ])
             .await?;
-        Ok(changes.get(1).copied().unwrap_or(0) > 0)
+        Ok(changes.get(2).copied().unwrap_or(0) > 0)
     }
 
     /// Of `vector_ids`, the chunks live in `generation` and of `tenant`.

@@ -1,4 +1,5 @@
-//! Cleanup intents: due intents, their completion and back-off, and the
+//! Cleanup intents: retiring those whose vector is still referenced,
+//! claiming the rest for a delete, their completion and back-off, and the
 //! sweep of abandoned versions into intents.
 //!
 //! May import: `ports`, `core`, `bugs`, `store::sql`.
@@ -14,34 +15,55 @@ struct VectorIdRow {
 }
 
 impl<D: Database> Store<D> {
-    pub async fn intents_due_for_doc(
+    /// Retires up to `limit` intents (of `doc_id`, or of any document)
+    /// whose vector a row that may be served refers to: their rows that
+    /// nothing holds leave with them, no index call (`INTENTS_RETIRE`).
+    /// Returns how many intents it retired.
+    pub async fn retire_referenced_intents(
         &self,
-        doc_id: &str,
-        now: i64,
+        doc_id: Option<&str>,
         limit: usize,
+    ) -> Result<u64, PortError> {
+        let p = || vec![doc_id.into(), int(limit as i64)];
+        let changes = self
+            .db
+            .batch(vec![
+                Stmt::new(sql::INTENTS_RETIRE_ROWS, p()),
+                Stmt::new(sql::INTENTS_RETIRE, p()),
+            ])
+            .await?;
+        Ok(changes.get(1).copied().unwrap_or(0))
+    }
+
+    /// Claims up to `limit` due intents (of `doc_id`, or of any document)
+    /// whose vectors nothing refers to any more, until `claim_until`, and
+    /// returns their vector IDs in order (`INTENTS_CLAIM`).
+    pub async fn claim_intents(
+        &self,
+        doc_id: Option<&str>,
+        now: i64,
+        claim_until: i64,
+        limit: usize,
+        bugs: Bugs,
     ) -> Result<Vec<String>, PortError> {
+        let claim = if bugs.has(Bug::DeleteReferencedVector) {
+            bugs::sql::INTENTS_CLAIM_IGNORING_REFERENCES
+        } else {
+            sql::INTENTS_CLAIM
+        };
         let rows: Vec<VectorIdRow> = self
             .db
             .query(Stmt::new(
-                sql::INTENTS_DUE_FOR_DOC,
-                vec![doc_id.into(), int(now), int(limit as i64)],
+                claim,
+                vec![doc_id.into(), int(now), int(limit as i64), int(claim_until)],
             ))
             .await?;
-        Ok(rows.into_iter().map(|r| r.vector_id).collect())
+        let mut ids: Vec<String> = rows.into_iter().map(|r| r.vector_id).collect();
+        ids.sort();
+        Ok(ids)
     }
 
-    pub async fn intents_due(&self, now: i64, limit: usize) -> Result<Vec<String>, PortError> {
-        let rows: Vec<VectorIdRow> = self
-            .db
-            .query(Stmt::new(
-                sql::INTENTS_DUE,
-                vec![int(now), int(limit as i64)],
-            ))
-            .await?;
-        Ok(rows.into_iter().map(|r| r.vector_id).collect())
-    }
-
-    /// After the index deleted `ids`: drop their non-live chunk rows and the intents.
+    /// After the index deleted `ids`: drop their chunk rows nothing holds, and the intents.
     pub async fn intents_done(&self, ids: &[String]) -> Result<(), PortError> {
         let ids = json_array(ids);
         self.db

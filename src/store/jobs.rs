@@ -29,6 +29,7 @@ pub struct JobViewRow {
     pub chunks_done: u32,
     pub chunks_embedded: u64,
     pub chunks_reused: u64,
+    pub chunks_kept: u64,
     pub invocations: u32,
     pub subrequests_d1: u64,
     pub subrequests_embed: u64,

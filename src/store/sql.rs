@@ -75,10 +75,99 @@ SELECT j.job_id AS job_id, j.doc_id AS doc_id, j.version AS version, j.kind AS k
        j.attempts AS attempts, j.last_failure_bucket AS last_failure_bucket, j.lease_until AS lease_until,
        j.next_attempt_at AS next_attempt_at, j.created_at AS created_at, j.updated_at AS updated_at,
        j.rows_total AS chunk_count, j.chunks_done AS chunks_done, j.build_generation AS build_generation, j.chunks_embedded AS chunks_embedded,
-       j.chunks_reused AS chunks_reused, j.invocations AS invocations, j.subrequests_d1 AS subrequests_d1,
+       j.chunks_reused AS chunks_reused, j.chunks_kept AS chunks_kept, j.invocations AS invocations, j.subrequests_d1 AS subrequests_d1,
        j.subrequests_embed AS subrequests_embed, j.subrequests_index AS subrequests_index,
        j.subrequests_queue AS subrequests_queue, j.subrequests_peak AS subrequests_peak
 FROM jobs j JOIN versions v ON v.doc_id = j.doc_id AND v.version = j.version WHERE j.job_id = ?1";
+
+// ---------------------------------------------------------------- references
+
+/// The rows of document `$d`, version `$v`, generation `$g` (SQL
+/// expressions) were written by a build that failed or died, and no build
+/// of them since is under way or done (a later pass builds them again).
+macro_rules! build_failed {
+    (row $r:literal) => {
+        concat!(
+            "(EXISTS (SELECT 1 FROM jobs bf WHERE bf.doc_id = ",
+            $r,
+            ".doc_id AND bf.version = ",
+            $r,
+            ".version
+          AND bf.build_generation = ",
+            $r,
+            ".generation AND bf.state IN ('failed', 'dead'))
+  AND NOT EXISTS (SELECT 1 FROM jobs bo WHERE bo.doc_id = ",
+            $r,
+            ".doc_id AND bo.version = ",
+            $r,
+            ".version
+          AND bo.build_generation = ",
+            $r,
+            ".generation AND bo.state NOT IN ('failed', 'dead')))"
+        )
+    };
+    (doc $d:literal, version $v:literal, generation $g:literal) => {
+        concat!(
+            "(EXISTS (SELECT 1 FROM jobs bf WHERE bf.doc_id = ",
+            $d,
+            " AND bf.version = ",
+            $v,
+            "
+          AND bf.build_generation = ",
+            $g,
+            " AND bf.state IN ('failed', 'dead'))
+  AND NOT EXISTS (SELECT 1 FROM jobs bo WHERE bo.doc_id = ",
+            $d,
+            " AND bo.version = ",
+            $v,
+            "
+          AND bo.build_generation = ",
+            $g,
+            " AND bo.state NOT IN ('failed', 'dead')))"
+        )
+    };
+}
+
+/// A chunk row `$r` (a table alias) that may be served, now or later: of a
+/// generation still written (active, building, retained), of its
+/// document's live version or of its latest version not live yet (whose
+/// job did not end without it: a failed version is re-run as a new one),
+/// and not written by a build that failed (those rows are cleaned up and written
+/// again). A vector such a row refers to is never deleted.
+macro_rules! row_may_be_served {
+    ($r:literal) => {
+        concat!(
+            "(EXISTS (SELECT 1 FROM generations hg WHERE hg.generation = ", $r, ".generation
+          AND hg.state IN ('active', 'building', 'retained'))
+  AND EXISTS (SELECT 1 FROM documents hd WHERE hd.doc_id = ", $r, ".doc_id AND (hd.live_version = ", $r, ".version
+          OR (hd.latest_version = ", $r, ".version AND (hd.live_version IS NULL OR hd.live_version < ", $r, ".version)
+              AND NOT EXISTS (SELECT 1 FROM jobs he WHERE he.doc_id = ", $r, ".doc_id AND he.version = ", $r, ".version
+                              AND he.build_generation IS NULL AND he.state IN ('failed', 'dead', 'superseded')))))
+  AND NOT ",
+            build_failed!(row $r),
+            ")"
+        )
+    };
+}
+
+/// A chunk row `$r` that may be served ([`row_may_be_served`]) or written:
+/// a job of its version has not ended (a delivery may still upsert its
+/// vectors, or page through its rows). Such a row is never deleted, nor
+/// is a vector it refers to.
+macro_rules! row_held {
+    ($r:literal) => {
+        concat!(
+            "(",
+            row_may_be_served!($r),
+            " OR EXISTS (SELECT 1 FROM jobs hj WHERE hj.doc_id = ",
+            $r,
+            ".doc_id AND hj.version = ",
+            $r,
+            ".version
+          AND hj.state IN ('queued', 'running', 'up_for_retry')))"
+        )
+    };
+}
 
 // ---------------------------------------------------------------- consume
 
@@ -152,6 +241,23 @@ SELECT ?1, ?2, json_extract(value, '$.g'), json_extract(value, '$.i'), json_extr
 FROM json_each(?3)
 WHERE json_extract(value, '$.g') IN (SELECT generation FROM generations WHERE state IN ('active', 'building', 'retained'))";
 
+/// In the staging batch, after the rows: aborts it (a row in
+/// `stage_refusals` violates its CHECK) if one of the version's vector IDs
+/// is being deleted (a drain claimed its intent, `INTENTS_CLAIM`, and its
+/// claim holds): the staging waits for the delete, and a vector is never
+/// deleted while a row that may be served or written refers to it. An
+/// intent's document is its vector's (the ID holds the document key).
+/// `?1` doc, `?2` version, `?3` now.
+pub const CONSUME_STAGE_GUARD: &str = "\
+INSERT INTO stage_refusals (vector_id)
+SELECT c.vector_id FROM cleanup_intents i JOIN chunks c ON c.vector_id = i.vector_id AND c.doc_id = ?1 AND c.version = ?2
+WHERE i.doc_id = ?1 AND i.deleting_until >= ?3 LIMIT 1";
+
+/// Whether a drain's claim holds on an intent of document `?1` (`?2` now):
+/// why a staging batch was refused.
+pub const STAGE_DELETES_IN_FLIGHT: &str = "\
+SELECT count(*) AS n FROM cleanup_intents WHERE doc_id = ?1 AND deleting_until >= ?2";
+
 /// In the staging batch, after `CONSUME_STAGE_CHUNKS`: the version's rows
 /// not yet in the keyword index enter it if the version is live (a build
 /// job's rows; an index job's version is not live yet, and the replace's
@@ -169,23 +275,43 @@ WHERE c.doc_id = ?1 AND c.version = ?2
 pub const CONSUME_SET_CHUNK_COUNT: &str =
     "UPDATE versions SET chunk_count = ?3, index_config = ?4 WHERE doc_id = ?1 AND version = ?2";
 
-/// One page of a staged version's chunk rows, in (generation, chunk) order
-/// from row `?3` on (at most `?4`), each with the live version's vector for
-/// the same text in the same generation, if it can be reused: the live
-/// version is older and not a tombstone. `?1` doc, `?2` version, `?5` a
-/// build job's generation (its rows only), or NULL (an index job: all).
-pub const CONSUME_PAGE: &str = "\
-WITH live AS (
-  SELECT d.live_version AS version FROM documents d
+/// One page of the staged rows of a version that need a vector written:
+/// in (generation, chunk) order, those after position `?3` (1-based in that
+/// order, over all the version's rows; a build job's: of generation `?5`
+/// only, else NULL) whose vector the index does not hold already, at most
+/// `?4`. A row's vector is held when the live version (older, not a
+/// tombstone, not marked for repair) has a row with the same vector ID,
+/// written (not by a build still running or failed): an unchanged chunk
+/// keeps its vector, and is neither embedded, read nor written. Each row
+/// comes with its position, the number of rows the version has, and the
+/// live version's vector for the same text in the same generation, if its
+/// values can be reused (a repeat, or a new metadata). `?1` doc, `?2` version.
+pub const CONSUME_PAGE: &str = concat!(
+    "WITH live AS (
+  SELECT d.live_version AS version, d.repair_needed AS repair_needed FROM documents d
   JOIN versions lv ON lv.doc_id = d.doc_id AND lv.version = d.live_version
-  WHERE d.doc_id = ?1 AND d.live_version < ?2 AND lv.is_delete = 0)
-SELECT n.generation AS generation, n.chunk_index AS chunk_index, n.vector_id AS vector_id,
-  n.content_hash AS content_hash, n.text AS text,
+  WHERE d.doc_id = ?1 AND d.live_version < ?2 AND lv.is_delete = 0),
+ranked AS (
+  SELECT n.generation, n.chunk_index, n.vector_id, n.content_hash, n.text,
+         ROW_NUMBER() OVER (ORDER BY n.generation, n.chunk_index) AS position, count(*) OVER () AS rows_now
+  FROM chunks n WHERE n.doc_id = ?1 AND n.version = ?2 AND (?5 IS NULL OR n.generation = ?5))
+SELECT r.generation AS generation, r.chunk_index AS chunk_index, r.vector_id AS vector_id,
+  r.content_hash AS content_hash, r.text AS text, r.position AS position, r.rows_now AS rows_now,
   (SELECT MIN(o.vector_id) FROM chunks o
-   WHERE o.doc_id = ?1 AND o.version = (SELECT version FROM live) AND o.generation = n.generation
-     AND o.content_hash = n.content_hash) AS reuse_id
-FROM chunks n WHERE n.doc_id = ?1 AND n.version = ?2 AND (?5 IS NULL OR n.generation = ?5)
-ORDER BY n.generation, n.chunk_index LIMIT ?4 OFFSET ?3";
+   WHERE o.doc_id = ?1 AND o.version = (SELECT version FROM live) AND o.generation = r.generation
+     AND o.content_hash = r.content_hash) AS reuse_id
+FROM ranked r
+WHERE r.position > ?3
+  AND NOT EXISTS (SELECT 1 FROM chunks o
+    WHERE o.vector_id = r.vector_id AND o.doc_id = ?1 AND o.generation = r.generation
+      AND o.version = (SELECT version FROM live WHERE repair_needed = 0)
+      AND NOT EXISTS (SELECT 1 FROM jobs b WHERE b.doc_id = ?1 AND b.version = o.version
+                      AND b.build_generation = o.generation AND b.state IN ('queued', 'running', 'up_for_retry'))
+      AND NOT ",
+    build_failed!(row "o"),
+    ")
+ORDER BY r.position LIMIT ?4"
+);
 
 /// The checkpoint: a running job hands itself to the next invocation. The
 /// attempt that made progress is not a failure: `attempts` counts attempts
@@ -197,12 +323,13 @@ WHERE job_id = ?1 AND state = 'running'";
 /// What one invocation used, added to the job's counters (in the same batch
 /// as the statement that ends the invocation). `?1` job, `?2`–`?5`
 /// subrequests by kind (D1, embed, index, queue), `?6` chunks embedded,
-/// `?7` chunks reused, `?8` the invocation's subrequests so far.
+/// `?7` chunks reused, `?8` the invocation's subrequests so far, `?9`
+/// chunks kept (their vector already in the index).
 pub const JOB_ADD_USAGE: &str = "\
 UPDATE jobs SET subrequests_d1 = subrequests_d1 + ?2, subrequests_embed = subrequests_embed + ?3,
   subrequests_index = subrequests_index + ?4, subrequests_queue = subrequests_queue + ?5,
   subrequests_peak = MAX(subrequests_peak, ?8),
-  chunks_embedded = chunks_embedded + ?6, chunks_reused = chunks_reused + ?7
+  chunks_embedded = chunks_embedded + ?6, chunks_reused = chunks_reused + ?7, chunks_kept = chunks_kept + ?9
 WHERE job_id = ?1";
 
 /// The staging is done: step `staged` and the rows to write, counted as
@@ -213,16 +340,33 @@ UPDATE jobs SET step = 'staged', chunks_done = 0, updated_at = ?2,
   rows_total = (SELECT count(*) FROM chunks c WHERE c.doc_id = ?3 AND c.version = ?4 AND (?5 IS NULL OR c.generation = ?5))
 WHERE job_id = ?1 AND state = 'running'";
 
-/// Replace step, statement 1 of 4 (invariant 3): when this version is about
-/// to go live, the old live version's vectors become cleanup intents, in the
-/// same atomic batch as the compare-and-set. `?1` doc, `?2` version, `?3` now.
+/// Replace step, statement 1 of 5 (invariant 3): when this version is about
+/// to go live, the old live version's vectors that it does not keep become
+/// cleanup intents, in the same atomic batch as the compare-and-set (and
+/// all of them while a job of the old version has not ended: a build may
+/// still page through its rows). `?1` doc, `?2` version, `?3` now.
 pub const COMMIT_INTENTS_FOR_REPLACED: &str = "\
 INSERT OR IGNORE INTO cleanup_intents (vector_id, doc_id, version, reason, attempts, not_before, created_at)
 SELECT c.vector_id, c.doc_id, c.version, 'replaced', 0, 0, ?3
 FROM chunks c JOIN documents d ON d.doc_id = c.doc_id
-WHERE c.doc_id = ?1 AND c.version = d.live_version AND d.latest_version = ?2 AND d.live_version < ?2";
+WHERE c.doc_id = ?1 AND c.version = d.live_version AND d.latest_version = ?2 AND d.live_version < ?2
+  AND (NOT EXISTS (SELECT 1 FROM chunks n WHERE n.vector_id = c.vector_id AND n.doc_id = ?1 AND n.version = ?2)
+       OR EXISTS (SELECT 1 FROM jobs j WHERE j.doc_id = c.doc_id AND j.version = c.version
+                  AND j.state IN ('queued', 'running', 'up_for_retry')))";
 
-/// Replace step, statement 2 of 4 (invariant 2): the compare-and-set. A
+/// Replace step, statement 2 of 5: the old live version's rows whose
+/// vector this version keeps leave (the vector stays: this version's row
+/// refers to it), unless a job of the old version has not ended (then
+/// statement 1 made them intents). `?1` doc, `?2` version, `?3` now (unused).
+pub const COMMIT_DROP_KEPT_ROWS: &str = "\
+DELETE FROM chunks WHERE doc_id = ?1
+  AND version = (SELECT d.live_version FROM documents d WHERE d.doc_id = ?1 AND d.latest_version = ?2 AND d.live_version < ?2)
+  AND EXISTS (SELECT 1 FROM chunks n WHERE n.vector_id = chunks.vector_id AND n.doc_id = ?1 AND n.version = ?2)
+  AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.doc_id = chunks.doc_id AND j.version = chunks.version
+                  AND j.state IN ('queued', 'running', 'up_for_retry'))
+  AND ?3 IS NOT NULL";
+
+/// Replace step, statement 3 of 5 (invariant 2): the compare-and-set. A
 /// version goes live only if it is still the latest and newer than the live
 /// one, so `live_version` never decreases and a stale message cannot
 /// resurrect a deleted document. `?1` doc, `?2` version, `?3` now.
@@ -230,7 +374,7 @@ pub const COMMIT_SET_LIVE: &str = "\
 UPDATE documents SET live_version = ?2, repair_needed = 0, updated_at = ?3
 WHERE doc_id = ?1 AND latest_version = ?2 AND (live_version IS NULL OR live_version < ?2)";
 
-/// Replace step, statement 3 of 4: if the compare-and-set did not make this
+/// Replace step, statement 4 of 5: if the compare-and-set did not make this
 /// version live (a newer one arrived), its own vectors become intents.
 pub const COMMIT_INTENTS_FOR_LOSER: &str = "\
 INSERT OR IGNORE INTO cleanup_intents (vector_id, doc_id, version, reason, attempts, not_before, created_at)
@@ -239,7 +383,7 @@ FROM chunks c
 WHERE c.doc_id = ?1 AND c.version = ?2
   AND NOT EXISTS (SELECT 1 FROM documents d WHERE d.doc_id = ?1 AND d.live_version = ?2)";
 
-/// Replace step, statement 4 of 4: the job ends `succeeded` if its version
+/// Replace step, statement 5 of 5: the job ends `succeeded` if its version
 /// is live, `superseded` otherwise. `?1` doc, `?2` version, `?3` now, `?4` job.
 pub const COMMIT_FINISH_JOB: &str = "\
 UPDATE jobs SET
@@ -271,39 +415,75 @@ WHERE job_id = ?1 AND state = 'running'";
 
 // ---------------------------------------------------------------- cleanup
 
-/// Due cleanup intents of one document, except those of a version a build
-/// job may still write (a backfill writes a live version; if that version
-/// is replaced meanwhile, its vectors are deleted once the build ended, not
-/// before its last upsert). `?1` doc, `?2` now, `?3` limit.
-pub const INTENTS_DUE_FOR_DOC: &str = "\
-SELECT i.vector_id AS vector_id FROM cleanup_intents i WHERE i.doc_id = ?1 AND i.not_before <= ?2
-  AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.doc_id = i.doc_id AND j.version = i.version
-                  AND j.build_generation IS NOT NULL AND j.state IN ('queued', 'running', 'up_for_retry'))
-ORDER BY i.vector_id LIMIT ?3";
+/// The intents a drain retires without calling the index (of document
+/// `?1`, or of any if NULL; at most `?2`): their vector is referenced by a
+/// row that may be served, so it stays, and only their rows that nothing
+/// holds leave (statement 1, `INTENTS_RETIRE_ROWS`) with the intents
+/// (statement 2, `INTENTS_RETIRE`), in one batch. Statement 1 deletes no
+/// row that may be served, so both select the same intents.
+macro_rules! intents_to_retire {
+    () => {
+        concat!(
+            "SELECT i.vector_id FROM cleanup_intents i WHERE (?1 IS NULL OR i.doc_id = ?1)
+  AND EXISTS (SELECT 1 FROM chunks r WHERE r.vector_id = i.vector_id AND ",
+            row_may_be_served!("r"),
+            ")
+ORDER BY i.vector_id LIMIT ?2"
+        )
+    };
+}
 
-/// Due cleanup intents of any document (with the same exception). `?1` now, `?2` limit.
-pub const INTENTS_DUE: &str = "\
-SELECT i.vector_id AS vector_id FROM cleanup_intents i WHERE i.not_before <= ?1
-  AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.doc_id = i.doc_id AND j.version = i.version
-                  AND j.build_generation IS NOT NULL AND j.state IN ('queued', 'running', 'up_for_retry'))
-ORDER BY i.not_before, i.vector_id LIMIT ?2";
+/// Retiring intents, statement 1 of 2 (see `intents_to_retire`).
+pub const INTENTS_RETIRE_ROWS: &str = concat!(
+    "DELETE FROM chunks WHERE vector_id IN (",
+    intents_to_retire!(),
+    ") AND NOT ",
+    row_held!("chunks")
+);
+
+/// Retiring intents, statement 2 of 2.
+pub const INTENTS_RETIRE: &str = concat!(
+    "DELETE FROM cleanup_intents WHERE vector_id IN (",
+    intents_to_retire!(),
+    ")"
+);
+
+/// The drain's claim (deletes by reference): of the due intents of document
+/// `?1` (or of any, if NULL), at most `?3`, those whose vector no row that
+/// may be served or written refers to (`row_held`, checked here, in the
+/// statement that chooses what to delete) and that no other drain holds,
+/// claimed until `?4` (a lease, longer than any invocation). While the
+/// claim holds, no staging may refer to these vectors
+/// (`CONSUME_STAGE_GUARD`). Returns the claimed vector IDs. `?2` now.
+pub const INTENTS_CLAIM: &str = concat!(
+    "UPDATE cleanup_intents SET deleting_until = ?4 WHERE vector_id IN (
+  SELECT i.vector_id FROM cleanup_intents i
+  WHERE (?1 IS NULL OR i.doc_id = ?1) AND i.not_before <= ?2 AND (i.deleting_until IS NULL OR i.deleting_until < ?2)
+    AND NOT EXISTS (SELECT 1 FROM chunks r WHERE r.vector_id = i.vector_id AND ",
+    row_held!("r"),
+    ")
+  ORDER BY i.not_before, i.vector_id LIMIT ?3)
+RETURNING vector_id"
+);
 
 /// After the vectors in `?1` (JSON array) were deleted from the index: drop
-/// their chunk rows, unless the row is served (live version, active
-/// generation: never delete what search serves).
-pub const INTENTS_DONE_DELETE_CHUNKS: &str = "\
-DELETE FROM chunks WHERE vector_id IN (SELECT value FROM json_each(?1))
-AND NOT (EXISTS (SELECT 1 FROM documents d WHERE d.doc_id = chunks.doc_id AND d.live_version = chunks.version)
-         AND EXISTS (SELECT 1 FROM generations g WHERE g.generation = chunks.generation AND g.state = 'active'))";
+/// their chunk rows that nothing holds (`row_held`: a row that may be
+/// served or written stays).
+pub const INTENTS_DONE_DELETE_CHUNKS: &str = concat!(
+    "DELETE FROM chunks WHERE vector_id IN (SELECT value FROM json_each(?1)) AND NOT ",
+    row_held!("chunks")
+);
 
 /// ... and then the intents themselves (invariant 2 of the design: an intent
 /// is removed only after its effect succeeded).
 pub const INTENTS_DONE_DELETE: &str =
     "DELETE FROM cleanup_intents WHERE vector_id IN (SELECT value FROM json_each(?1))";
 
-/// A failed delete: back off those intents. `?1` JSON ids, `?2` not before.
+/// A failed delete: back off those intents, and release their claim.
+/// `?1` JSON ids, `?2` not before.
 pub const INTENTS_BACK_OFF: &str = "\
-UPDATE cleanup_intents SET attempts = attempts + 1, not_before = ?2 WHERE vector_id IN (SELECT value FROM json_each(?1))";
+UPDATE cleanup_intents SET attempts = attempts + 1, not_before = ?2, deleting_until = NULL
+WHERE vector_id IN (SELECT value FROM json_each(?1))";
 
 // ---------------------------------------------------------------- repair (cron)
 
@@ -728,30 +908,34 @@ pub const GENERATION_MAX: &str =
     "SELECT COALESCE(MAX(generation), 0) AS generation FROM generations";
 
 /// What keeps generation `?1` from being switched to: live documents whose
-/// live version has no rows there, or rows waiting on cleanup intents (a
-/// failed build); index jobs not ended without rows there (whatever their
+/// live version has no rows there, or rows of a build there that failed or
+/// died (to be cleaned up and built again); index jobs not ended without
+/// rows there (whatever their
 /// step: a delivery that read its target generations before this one
 /// existed stages without it, maybe after a switch); and build jobs of it
 /// not ended (their rows may lack vectors).
-pub const GENERATION_GAPS: &str = "\
-SELECT
+pub const GENERATION_GAPS: &str = concat!(
+    "SELECT
   (SELECT count(*) FROM documents d JOIN versions v ON v.doc_id = d.doc_id AND v.version = d.live_version
    WHERE v.is_delete = 0 AND (
      NOT EXISTS (SELECT 1 FROM chunks c WHERE c.doc_id = d.doc_id AND c.version = d.live_version AND c.generation = ?1)
-     OR EXISTS (SELECT 1 FROM chunks c JOIN cleanup_intents i ON i.vector_id = c.vector_id
-                WHERE c.doc_id = d.doc_id AND c.version = d.live_version AND c.generation = ?1))) AS missing,
+     OR ",
+    build_failed!(doc "d.doc_id", version "d.live_version", generation "?1"),
+    ")) AS missing,
   (SELECT count(*) FROM jobs j WHERE j.state IN ('queued', 'running', 'up_for_retry') AND j.kind = 'index'
      AND j.build_generation IS NULL
      AND NOT EXISTS (SELECT 1 FROM chunks c WHERE c.doc_id = j.doc_id AND c.version = j.version AND c.generation = ?1)) AS unstaged,
-  (SELECT count(*) FROM jobs j WHERE j.build_generation = ?1 AND j.state IN ('queued', 'running', 'up_for_retry')) AS building";
+  (SELECT count(*) FROM jobs j WHERE j.build_generation = ?1 AND j.state IN ('queued', 'running', 'up_for_retry')) AS building"
+);
 
 /// Nothing keeps generation `?1` from being switched to (`GENERATION_GAPS`
 /// as one condition): no build of it and no index job without rows there
 /// still in flight, and every live document has its vectors there (rows, and
-/// no intent on them). Shared by the switch's statements, so that each
+/// no build of them that failed). Shared by the switch's statements, so that each
 /// applies only if the switch does.
 macro_rules! switch_allowed {
     () => {
+        concat!(
         "NOT EXISTS (SELECT 1 FROM jobs j WHERE j.build_generation = ?1 AND j.state IN ('queued', 'running', 'up_for_retry'))
   AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.state IN ('queued', 'running', 'up_for_retry') AND j.kind = 'index'
                   AND j.build_generation IS NULL
@@ -760,8 +944,10 @@ macro_rules! switch_allowed {
     SELECT 1 FROM documents d JOIN versions v ON v.doc_id = d.doc_id AND v.version = d.live_version
     WHERE v.is_delete = 0 AND (
       NOT EXISTS (SELECT 1 FROM chunks c WHERE c.doc_id = d.doc_id AND c.version = d.live_version AND c.generation = ?1)
-      OR EXISTS (SELECT 1 FROM chunks c JOIN cleanup_intents i ON i.vector_id = c.vector_id
-                 WHERE c.doc_id = d.doc_id AND c.version = d.live_version AND c.generation = ?1)))"
+      OR ",
+            build_failed!(doc "d.doc_id", version "d.live_version", generation "?1"),
+            "))"
+        )
     };
 }
 
@@ -941,6 +1127,8 @@ pub const ALL: &[(&str, &str)] = &[
     ("CONSUME_CLAIM", CONSUME_CLAIM),
     ("CONSUME_LOAD_PARTS", CONSUME_LOAD_PARTS),
     ("CONSUME_STAGE_CHUNKS", CONSUME_STAGE_CHUNKS),
+    ("CONSUME_STAGE_GUARD", CONSUME_STAGE_GUARD),
+    ("STAGE_DELETES_IN_FLIGHT", STAGE_DELETES_IN_FLIGHT),
     ("KEYWORD_STAGE_LIVE", KEYWORD_STAGE_LIVE),
     ("CONSUME_SET_CHUNK_COUNT", CONSUME_SET_CHUNK_COUNT),
     ("CONSUME_STAGED", CONSUME_STAGED),
@@ -948,13 +1136,15 @@ pub const ALL: &[(&str, &str)] = &[
     ("CONSUME_CHECKPOINT", CONSUME_CHECKPOINT),
     ("JOB_ADD_USAGE", JOB_ADD_USAGE),
     ("COMMIT_INTENTS_FOR_REPLACED", COMMIT_INTENTS_FOR_REPLACED),
+    ("COMMIT_DROP_KEPT_ROWS", COMMIT_DROP_KEPT_ROWS),
     ("COMMIT_SET_LIVE", COMMIT_SET_LIVE),
     ("COMMIT_INTENTS_FOR_LOSER", COMMIT_INTENTS_FOR_LOSER),
     ("COMMIT_FINISH_JOB", COMMIT_FINISH_JOB),
     ("JOB_UP_FOR_RETRY", JOB_UP_FOR_RETRY),
     ("JOB_END_FAILED", JOB_END_FAILED),
-    ("INTENTS_DUE_FOR_DOC", INTENTS_DUE_FOR_DOC),
-    ("INTENTS_DUE", INTENTS_DUE),
+    ("INTENTS_RETIRE_ROWS", INTENTS_RETIRE_ROWS),
+    ("INTENTS_RETIRE", INTENTS_RETIRE),
+    ("INTENTS_CLAIM", INTENTS_CLAIM),
     ("INTENTS_DONE_DELETE_CHUNKS", INTENTS_DONE_DELETE_CHUNKS),
     ("INTENTS_DONE_DELETE", INTENTS_DONE_DELETE),
     ("INTENTS_BACK_OFF", INTENTS_BACK_OFF),

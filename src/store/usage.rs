@@ -1,4 +1,4 @@
-//! Per-job usage counters (subrequests, embeddings made and reused), recorded in D1
+//! Per-job usage counters (subrequests, embeddings made and reused, vectors kept), recorded in D1
 //! with the job's own statements.
 //!
 //! May import: `ports`, `core`, `store::sql`.
@@ -15,6 +15,8 @@ pub struct UsageSnapshot {
     pub queue: u64,
     pub embedded: u64,
     pub reused: u64,
+    /// Chunks whose vector the index held already (unchanged: not written).
+    pub kept: u64,
     /// The invocation's total subrequests at this point (not a difference).
     pub peak: u64,
 }
@@ -29,6 +31,7 @@ impl UsageSnapshot {
             queue: self.queue - earlier.queue,
             embedded: self.embedded - earlier.embedded,
             reused: self.reused - earlier.reused,
+            kept: self.kept - earlier.kept,
             peak: self.peak,
         }
     }
@@ -47,6 +50,7 @@ pub(super) fn usage_stmt(job_id: &str, u: &UsageSnapshot) -> Stmt {
             n(u.embedded),
             n(u.reused),
             n(u.peak),
+            n(u.kept),
         ],
     )
 }

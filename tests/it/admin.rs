@@ -282,11 +282,12 @@ fn cron_finds_missing_live_vectors_and_repairs_the_document() {
     // Too recent to verify: nothing is checked yet.
     assert_eq!(w.cron().chunks_verified, 0);
     // The index loses one of a's vectors (e.g. an index rebuilt from an old snapshot).
-    let lost = w
-        .live_vector_ids()
+    // (Only a has a chunk 1.)
+    let lost = oracle::live_chunks(&w.db)
         .into_iter()
-        .find(|id| id.ends_with(":1:1"))
-        .unwrap();
+        .find(|c| c.chunk_index == 1)
+        .unwrap()
+        .vector_id;
     w.index.vectors.borrow_mut().remove(&lost);
     w.clock
         .advance_ms(i64::from(w.cfg.index_visibility_window_seconds) * 1000 + 1);

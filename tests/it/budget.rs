@@ -163,7 +163,7 @@ fn a_large_version_spans_invocations_within_the_budget() {
 }
 
 #[test]
-fn a_new_version_with_one_changed_paragraph_embeds_only_that_across_invocations() {
+fn a_new_version_with_one_changed_paragraph_writes_only_that_in_one_invocation() {
     let w = World::with(small_budget());
     let v1 = document(600, None);
     put_job(&w, "big", &v1);
@@ -186,10 +186,14 @@ fn a_new_version_with_one_changed_paragraph_embeds_only_that_across_invocations(
     assert!(runs
         .iter()
         .all(|(_, u)| *u <= w.cfg.consume_subrequests_max));
-    assert!(
-        runs.len() > 1,
-        "copying 600 vectors in gets of 100 still spans invocations"
+    assert_eq!(
+        runs.len(),
+        1,
+        "the unchanged chunks keep their vectors: nothing to copy, one invocation"
     );
+    assert_eq!(c.index.get_calls.get(), 0, "no vector is read");
+    assert_eq!(c.index.upsert_calls.get(), 1);
+    assert_eq!(c.index.vectors_written.get(), changed);
     assert_eq!(w.state("big"), DocumentState::Indexed);
     assert_eq!(
         c.embedder.texts.get(),
@@ -199,8 +203,12 @@ fn a_new_version_with_one_changed_paragraph_embeds_only_that_across_invocations(
     let j = job(&w, &job_id);
     let n = chunk_texts(&v2, &w).len() as u64;
     assert_eq!(
-        (j.progress.chunks_embedded, j.progress.chunks_reused),
-        (changed, n - changed)
+        (
+            j.progress.chunks_embedded,
+            j.progress.chunks_reused,
+            j.progress.chunks_kept
+        ),
+        (changed, 0, n - changed)
     );
     // The old version's vectors are gone (or waiting as intents for cron).
     w.clock.advance_ms(60_000);

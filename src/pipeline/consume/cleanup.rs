@@ -1,6 +1,7 @@
-//! Step 6, cleanup: deletes the vectors of due cleanup intents from the
-//! index in bounded batches, then removes the intents (cron's drain runs
-//! the same `delete_vectors`).
+//! Step 6, cleanup: retires the intents whose vector is still referenced,
+//! claims the others (deletes by reference: `INTENTS_CLAIM`), deletes their
+//! vectors from the index in bounded batches, then removes the intents
+//! (cron's drain runs the same `claim_intents` and `delete_vectors`).
 
 use crate::bugs::Bug;
 use crate::pipeline::budget::{Budget, Usage};
@@ -34,16 +35,18 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         }
     }
 
-    /// Deletes this document's due cleanup intents, in at most `batches`
-    /// bounded batches. Returns the batches attempted.
+    /// Deletes the vectors of this document's due cleanup intents that
+    /// nothing refers to any more, in at most `batches` bounded batches.
+    /// Returns the batches attempted. (Intents whose vector is still
+    /// referenced are left to cron's drain, which retires them in bulk;
+    /// the replace makes none.)
     pub(in crate::pipeline) async fn cleanup_doc(&self, doc_id: &str, batches: usize) -> usize {
         let mut budget = self.cfg.cron_cleanup_intents_max;
         let mut attempted = 0;
         while budget > 0 && attempted < batches {
-            let now = self.clock.now_ms();
             let limit = self.cfg.delete_batch_size.min(budget);
             attempted += 1;
-            let ids = match self.store.intents_due_for_doc(doc_id, now, limit).await {
+            let ids = match self.claim_intents(Some(doc_id), limit).await {
                 Ok(ids) if !ids.is_empty() => ids,
                 _ => return attempted,
             };
@@ -53,6 +56,21 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             }
         }
         attempted
+    }
+
+    /// Claims up to `limit` due intents (of `doc_id`, or of any document)
+    /// whose vectors nothing refers to, for one lease (`JOB_LEASE_SECONDS`:
+    /// longer than this invocation can live).
+    pub(in crate::pipeline) async fn claim_intents(
+        &self,
+        doc_id: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<String>, crate::ports::PortError> {
+        let now = self.clock.now_ms();
+        let until = now + i64::from(self.cfg.job_lease_seconds) * 1000;
+        self.store
+            .claim_intents(doc_id, now, until, limit, self.bugs)
+            .await
     }
 
     /// Deletes `ids` from the index, then removes their intents; on a

@@ -1,8 +1,10 @@
-//! Steps 3 and 4, page by page: read a page of staged rows (`CONSUME_PAGE`),
-//! keep the prefix that fits in the budget, reuse the live version's vector
-//! values where the text and configuration match (`get_by_ids`, reads only),
-//! embed the rest, each row with its generation's model (one embed call per
-//! model and batch), and upsert the page under this version's own IDs.
+//! Steps 3 and 4, page by page: read a page of the staged rows whose vector
+//! the index does not hold yet (`CONSUME_PAGE`: an unchanged chunk has the
+//! live version's vector ID, so it is kept, and costs nothing), keep the
+//! prefix that fits in the budget, reuse the live version's vector values
+//! where the same text has another ID (`get_by_ids`, reads only), embed the
+//! rest, each row with its generation's model (one embed call per model and
+//! batch), and upsert the page.
 
 use crate::config::CONSUME_RESERVE;
 use crate::core::failure::FailureBucket;
@@ -25,6 +27,14 @@ use std::collections::BTreeMap;
 /// written.
 pub(super) type Models = BTreeMap<u32, Option<EmbedModel>>;
 
+/// Where a page starts (after position `from`) among the version's
+/// `rows_total` rows.
+#[derive(Clone, Copy)]
+struct PageAt {
+    from: u32,
+    rows_total: u32,
+}
+
 /// What a page does with one row: embed or reuse it for a model, or skip it.
 type RowModels<'m> = Vec<Option<&'m EmbedModel>>;
 
@@ -32,8 +42,9 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
     /// Steps 3 and 4 for every chunk from `done` on, page by page, while
     /// the budget lasts, with the model of each generation (`models`, from
     /// the staging; `None`: an earlier invocation staged, so they are read
-    /// once, one D1 read). Returns whether all `chunk_count` are written
-    /// (`false`: checkpoint).
+    /// once, one D1 read). `done` is a position among the `chunk_count`
+    /// rows, in (generation, chunk) order: every row up to it has its
+    /// vector. Returns whether all are written (`false`: checkpoint).
     pub(super) async fn write_pages(
         &self,
         job: &ConsumeRow,
@@ -61,12 +72,16 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             if !budget.allows(usage, self.clock.now_ms(), 3, CONSUME_RESERVE) {
                 return Ok(false);
             }
+            let page = PageAt {
+                from: done.get(),
+                rows_total: chunk_count,
+            };
             match self
-                .embed_and_upsert_page(job, done.get(), &models, &base_metadata, budget, usage)
+                .embed_and_upsert_page(job, page, &models, &base_metadata, budget, usage)
                 .await?
             {
-                0 => return Ok(false),
-                n => done.set(done.get() + n),
+                None => return Ok(false),
+                Some(to) => done.set(to),
             }
         }
         Ok(true)
@@ -80,33 +95,40 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             .collect()
     }
 
-    /// Steps 3 and 4 for the chunks from `from` on: reads a page of staged
-    /// rows, keeps the prefix whose reads, embeddings and upsert fit in the
-    /// budget, and upserts it. Returns how many chunks now have vectors, or
-    /// need none (0: nothing fit; checkpoint).
+    /// Steps 3 and 4 for the rows after position `page.from`: reads a page
+    /// of the rows whose vector is to write, keeps the prefix whose reads,
+    /// embeddings and upsert fit in the budget, and upserts it. Returns the
+    /// position every row up to which now has its vector (the rows between
+    /// kept theirs), or `None`: nothing fit (checkpoint).
     async fn embed_and_upsert_page(
         &self,
         job: &ConsumeRow,
-        from: u32,
+        page: PageAt,
         models: &Models,
         base_metadata: &VectorMetadata,
         budget: &Budget,
         usage: &Usage,
-    ) -> Result<u32, PortError> {
+    ) -> Result<Option<u32>, PortError> {
+        let PageAt { from, rows_total } = page;
+        let limit = self.cfg.upsert_batch_size;
         let mut rows = self
             .store
-            .consume_page(
-                &job.doc_id,
-                job.version,
-                from,
-                self.cfg.upsert_batch_size,
-                job.build_generation,
-            )
+            .consume_page(&job.doc_id, job.version, from, limit, job.build_generation)
             .await?;
-        if rows.is_empty() {
+        let Some(first) = rows.first() else {
+            // Every row left keeps its vector.
+            usage
+                .kept
+                .set(usage.kept.get() + u64::from(rows_total - from));
+            return Ok(Some(rows_total));
+        };
+        if first.rows_now != rows_total {
             // The version's chunk count promises rows the ledger does not hold.
             return Err(PortError::new(FailureBucket::Internal, "chunks_missing"));
         }
+        // The page holds every row to write after `from`.
+        let last_page = rows.len() < limit;
+        let read = rows.len();
         let mut row_models = row_models(&rows, models)?;
         // Keep the longest prefix whose get and embed calls fit, with the upsert.
         let left = budget.left(usage, self.clock.now_ms(), CONSUME_RESERVE + 1);
@@ -114,7 +136,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         rows.truncate(keep);
         row_models.truncate(keep);
         if rows.is_empty() {
-            return Ok(0);
+            return Ok(None);
         }
         let mut values = self.reused_values(&rows, &row_models).await;
         let copied: Vec<bool> = values.iter().map(Option::is_some).collect();
@@ -127,8 +149,12 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             .position(|(v, m)| v.is_none() && m.is_some())
             .unwrap_or(values.len());
         if cut == 0 {
-            return Ok(0);
+            return Ok(None);
         }
+        let reached = match last_page && cut == read {
+            true => rows_total,
+            false => rows[cut - 1].position,
+        };
         let reused_here = copied[..cut].iter().filter(|&&c| c).count() as u64;
         let records: Vec<VectorRecord> = rows[..cut]
             .iter()
@@ -136,7 +162,6 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             .filter_map(|(r, v)| v.map(|v| (r, v)))
             .map(|(r, v)| {
                 let mut metadata = base_metadata.clone();
-                metadata.insert("chunk".into(), json!(r.chunk_index));
                 metadata.insert("generation".into(), json!(r.generation));
                 VectorRecord {
                     id: r.vector_id.clone(),
@@ -150,7 +175,10 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             self.index.upsert(&records).await?;
         }
         usage.reused.set(usage.reused.get() + reused_here);
-        Ok(cut as u32)
+        // The rows passed over, not in the page, kept their vectors.
+        let kept = u64::from(reached - from).saturating_sub(cut as u64);
+        usage.kept.set(usage.kept.get() + kept);
+        Ok(Some(reached))
     }
 
     /// The length of the longest prefix of `rows` whose `get_by_ids` calls
@@ -287,15 +315,16 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         self.cfg.delete_batch_size.max(1)
     }
 
-    /// The metadata every vector of this version carries: `doc_id`,
-    /// `version` and the document's own (scalar) metadata.
+    /// The metadata every vector of this version carries: `doc_id` and the
+    /// document's own (scalar) metadata, both part of the vector's identity
+    /// (`core::ids::vector_id`); never the version or the chunk's position,
+    /// which a vector shared by several versions does not have.
     pub(super) fn vector_metadata(&self, job: &ConsumeRow) -> Result<VectorMetadata, PortError> {
         let user: serde_json::Map<String, Value> = serde_json::from_str(&job.metadata)
             .map_err(|_| PortError::new(FailureBucket::InputInvalid, "metadata"))?;
         let mut m: VectorMetadata = user.into_iter().collect();
         // The document's own ID: the tenant is the vector's namespace.
         m.insert("doc_id".into(), json!(split_key(&job.doc_id).1));
-        m.insert("version".into(), json!(job.version));
         Ok(m)
     }
 }

@@ -7,7 +7,7 @@ use crate::bugs::Bug;
 use crate::config::CONSUME_RESERVE;
 use crate::core::chunk::{Chunk, ContentType};
 use crate::core::failure::FailureBucket;
-use crate::core::ids::{sha256_hex, split_key, vector_id_in, DocKey};
+use crate::core::ids::{occurrences, sha256_hex, split_key, vector_id, DocKey};
 use crate::core::index_config::EmbedModel;
 use crate::core::keyword;
 use crate::core::state::GenerationState;
@@ -97,7 +97,8 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         }
         let content_type = ContentType::parse(&job.content_type)
             .ok_or(PortError::new(FailureBucket::InputInvalid, "content_type"))?;
-        let per_target = self.chunk_targets(&targets, doc_id, job.version, &text, content_type)?;
+        let metadata = canonical_metadata(&job.metadata)?;
+        let per_target = self.chunk_targets(&targets, doc_id, &metadata, &text, content_type)?;
         let staged = staged_rows(&per_target);
         if self.bugs.has(Bug::UpsertBeforeStage) {
             let model = models.get(&per_target[0].generation).cloned().flatten();
@@ -189,12 +190,14 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
     }
 
     /// Per target generation: its chunks of `text` (by the chunker its
-    /// recorded configuration names), their vector IDs and hashes.
+    /// recorded configuration names), their content hashes and vector IDs
+    /// (from the document, the generation, the content, its occurrence and
+    /// the document's canonical `metadata`: `core::ids::vector_id`).
     fn chunk_targets<'t>(
         &self,
         targets: &[GenerationRow],
         doc_id: &DocKey,
-        version: u32,
+        metadata: &str,
         text: &'t str,
         content_type: ContentType,
     ) -> Result<Vec<TargetChunks<'t>>, PortError> {
@@ -205,9 +208,14 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                 .chunking_of(&g.index_config)
                 .ok_or(PortError::new(FailureBucket::Internal, "generation_config"))?;
             let chunks = chunker.chunk(text, content_type);
-            let ids: Vec<String> = chunks
+            let hashes: Vec<String> = chunks
                 .iter()
-                .map(|c| vector_id_in(doc_id, version, c.index, g.generation))
+                .map(|c| sha256_hex(c.text.as_bytes()))
+                .collect();
+            let ids: Vec<String> = hashes
+                .iter()
+                .zip(occurrences(hashes.iter().map(String::as_str)))
+                .map(|(h, k)| vector_id(doc_id, g.generation, h, k, metadata))
                 .collect();
             if ids.iter().any(|id| id.len() > self.cfg.vector_id_bytes_max) {
                 return Err(PortError::new(
@@ -215,10 +223,6 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                     "vector_id_too_long",
                 ));
             }
-            let hashes: Vec<String> = chunks
-                .iter()
-                .map(|c| sha256_hex(c.text.as_bytes()))
-                .collect();
             per_target.push(TargetChunks {
                 generation: g.generation,
                 chunks,
@@ -255,4 +259,13 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             .collect();
         self.index.upsert(&records).await
     }
+}
+
+/// A version's user metadata (a JSON object) in canonical form: keys in
+/// order, no whitespace. Part of each vector's identity.
+fn canonical_metadata(stored: &str) -> Result<String, PortError> {
+    let user: std::collections::BTreeMap<String, serde_json::Value> = serde_json::from_str(stored)
+        .map_err(|_| PortError::new(FailureBucket::InputInvalid, "metadata"))?;
+    serde_json::to_string(&user)
+        .map_err(|_| PortError::new(FailureBucket::InputInvalid, "metadata"))
 }

@@ -1,13 +1,15 @@
-//! Step 2: due cleanup intents are deleted from the index in batches of
-//! `DELETE_BATCH_SIZE` (`CRON_CLEANUP_INTENTS_MAX` per run); a failed delete
-//! backs its intents off (`consume/cleanup.rs`'s `delete_vectors`).
+//! Step 2: cleanup intents whose vector a row that may be served still
+//! refers to are retired (one batch, no index call); the due others are
+//! claimed and deleted from the index in batches of `DELETE_BATCH_SIZE`
+//! (`CRON_CLEANUP_INTENTS_MAX` per run); a failed delete backs its intents
+//! off (`consume/cleanup.rs`'s `delete_vectors`).
 
 use super::Run;
 use crate::core::failure::FailureBucket;
 use crate::pipeline::Pipeline;
 use crate::ports::{Clock, Database, Embedder, JobQueue, VectorIndex};
 
-/// Calls of one batch (exact): the due intents, the index delete, and the
+/// Calls of one batch (exact): the claim, the index delete, and the
 /// ledger update (the intents done, or backed off after a failed delete).
 const DRAIN_BATCH_CALLS: u64 = 3;
 
@@ -16,9 +18,18 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
     /// per-run cap last.
     pub(super) async fn drain_intents(&self, run: &mut Run<'_>) {
         let mut budget = self.cfg.cron_cleanup_intents_max;
+        if self.allows(run, 1) {
+            match self.store.retire_referenced_intents(None, budget).await {
+                Ok(n) => {
+                    run.report.intents_retired += n;
+                    budget = budget.saturating_sub(n as usize);
+                }
+                Err(e) => run.report.failed(e.bucket),
+            }
+        }
         while budget > 0 && self.allows(run, DRAIN_BATCH_CALLS) {
             let limit = self.cfg.delete_batch_size.min(budget);
-            let ids = match self.store.intents_due(self.clock.now_ms(), limit).await {
+            let ids = match self.claim_intents(None, limit).await {
                 Ok(ids) if ids.is_empty() => break,
                 Ok(ids) => ids,
                 Err(e) => {

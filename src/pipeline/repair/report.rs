@@ -14,6 +14,9 @@ use std::collections::BTreeMap;
 pub struct RepairReport {
     pub abandoned_chunks_swept: u64,
     pub intents_deleted: u64,
+    /// Intents retired without an index call: their vector is still
+    /// referenced by a row that may be served (an unchanged chunk).
+    pub intents_retired: u64,
     pub intents_failed: u64,
     pub jobs_requeued: u64,
     pub jobs_dead: u64,
@@ -60,6 +63,7 @@ impl RepairReport {
     pub fn did_work(&self) -> bool {
         self.abandoned_chunks_swept
             + self.intents_deleted
+            + self.intents_retired
             + self.intents_failed
             + self.jobs_requeued
             + self.jobs_dead
