@@ -1,27 +1,37 @@
-//! Embedding reuse across versions: a new version's chunks whose text the
-//! live version holds, embedded with the same configuration, take the live
-//! vectors' values instead of reaching the embedder; everything else about
-//! the protocol stays the same (vectors under the new version's own IDs,
-//! upsert before replace, old vectors deleted through intents).
+//! Vectors that outlive versions. A vector's ID comes from the document,
+//! the generation, the chunk's text, its occurrence and the document's
+//! metadata, not from the version: a chunk unchanged in a new version keeps
+//! its vector (no embed, no read, no write, no delete); a text the live
+//! version holds under another ID (a repeat that gained an occurrence, a
+//! metadata change) copies the live vector's values (`get_by_ids`) instead
+//! of reaching the embedder; only new text is embedded. Old vectors are
+//! deleted by reference: only once no row that may be served or written
+//! refers to them. Everything else about the protocol stays the same
+//! (upsert before replace, intents, cleanup).
 
 use crate::common::default_key;
 use crate::common::{
     changed_chunks, chunk_texts, counted, document, oracle, paragraph, Counted, World,
 };
 use futures::executor::block_on;
+use ingest_pipeline::core::chunk::ContentType;
 use ingest_pipeline::core::failure::FailureBucket;
 use ingest_pipeline::core::ids::sha256_hex;
-use ingest_pipeline::core::ids::TenantId;
+use ingest_pipeline::core::ids::{legacy_vector_id, TenantId};
 use ingest_pipeline::core::local_embed;
 use ingest_pipeline::native::sim::{self, CallKind, FaultKind, FaultPlan, Mode, Op, Sched, Script};
 use ingest_pipeline::native::{CountingEmbedder, CountingIndex, MemIndex};
 use ingest_pipeline::pipeline::bugs::Bugs;
 use ingest_pipeline::pipeline::{ConsumeOutcome, DocumentState, SearchRequest};
-use ingest_pipeline::ports::{MetadataFilter, PortError, VectorIndex, VectorMatch, VectorRecord};
+use ingest_pipeline::ports::{
+    Database, MetadataFilter, PortError, Stmt, VectorIndex, VectorMatch, VectorRecord,
+};
+use serde_json::json;
 use std::collections::BTreeSet;
 
 /// Every live chunk's vector holds exactly what embedding its text gives
-/// (the local embedder is deterministic), with this version's metadata.
+/// (the local embedder is deterministic), with the document's metadata and
+/// nothing of a version (a vector may be shared by several).
 fn assert_vectors_are_fresh_embeddings(w: &World) {
     let rows = oracle::live_chunks(&w.db);
     assert!(!rows.is_empty());
@@ -36,13 +46,26 @@ fn assert_vectors_are_fresh_embeddings(w: &World) {
             "vector {} differs",
             r.vector_id
         );
-        assert_eq!(v.metadata["version"], serde_json::json!(r.version));
-        assert_eq!(v.metadata["chunk"], serde_json::json!(r.chunk_index));
+        assert!(v.metadata.get("version").is_none(), "{:?}", v.metadata);
+        assert!(v.metadata.get("chunk").is_none(), "{:?}", v.metadata);
+        assert!(v.metadata.contains_key("doc_id"));
     }
 }
 
+/// The job of the latest version of `doc`.
+fn latest_job(w: &World, doc: &str) -> ingest_pipeline::pipeline::JobView {
+    let view = block_on(w.p().document(&default_key(doc)))
+        .unwrap()
+        .unwrap();
+    let id = view.job_id.expect("a job");
+    block_on(w.p().store.job_view(&id))
+        .unwrap()
+        .map(|r| ingest_pipeline::pipeline::JobView::from_row(r, 0))
+        .unwrap()
+}
+
 #[test]
-fn reingest_with_one_paragraph_changed_embeds_only_the_changed_chunks() {
+fn an_edit_keeps_the_unchanged_vectors_and_writes_only_the_changed_chunks() {
     let w = World::new();
     let v1 = document(200, None);
     let n1 = chunk_texts(&v1, &w).len();
@@ -61,16 +84,13 @@ fn reingest_with_one_paragraph_changed_embeds_only_the_changed_chunks() {
         n1 as u64,
         "a first version embeds every chunk"
     );
-    assert_eq!(
-        first.index.get_calls.get(),
-        0,
-        "nothing to reuse: no live version"
-    );
-    let v1_ids = w.index.ids();
+    assert_eq!(first.index.get_calls.get(), 0, "nothing to reuse");
+    let v1_ids: BTreeSet<String> = w.index.ids().into_iter().collect();
 
     // Version 2: paragraph 100 rewritten.
     let v2 = document(200, Some((100, "Paragraph 100 now covers zeppelins and marmalade instead; nothing else in the document changed at all, not one byte.")));
     let changed = changed_chunks(&v1, &v2, &w);
+    let removed = changed_chunks(&v2, &v1, &w);
     assert!(
         (1..=2).contains(&changed),
         "one paragraph changes one or two chunks, got {changed}"
@@ -90,18 +110,28 @@ fn reingest_with_one_paragraph_changed_embeds_only_the_changed_chunks() {
         "only the changed chunks reach the embedder"
     );
     assert_eq!(second.embedder.calls.get(), 1);
-    let reused = (n2 - changed) as u64;
-    assert_eq!(second.index.ids_got.get(), reused);
-    assert_eq!(
-        second.index.get_calls.get(),
-        reused.div_ceil(w.cfg.delete_batch_size as u64)
-    );
+    assert_eq!(second.index.get_calls.get(), 0, "no vector is read");
+    assert_eq!(second.index.upsert_calls.get(), 1);
     assert_eq!(
         second.index.vectors_written.get(),
-        n2 as u64,
-        "every chunk of v2 has its own vector"
+        changed as u64,
+        "only the changed chunks are written"
     );
-    assert_eq!(second.index.upsert_calls.get(), 1);
+    assert_eq!(second.index.delete_calls.get(), 1);
+    assert_eq!(
+        second.index.ids_deleted.get(),
+        removed as u64,
+        "only the replaced chunks' vectors are deleted"
+    );
+    let job = latest_job(&w, "doc");
+    assert_eq!(
+        (
+            job.progress.chunks_embedded,
+            job.progress.chunks_reused,
+            job.progress.chunks_kept
+        ),
+        (changed as u64, 0, (n2 - changed) as u64)
+    );
 
     assert_eq!(w.state("doc"), DocumentState::Indexed);
     assert_eq!(
@@ -109,15 +139,17 @@ fn reingest_with_one_paragraph_changed_embeds_only_the_changed_chunks() {
         w.live_vector_ids(),
         "the index holds exactly the live vectors"
     );
-    assert!(
-        v1_ids.iter().all(|id| !w.index.ids().contains(id)),
-        "v1's vectors were deleted after the replace"
+    let now: BTreeSet<String> = w.index.ids().into_iter().collect();
+    assert_eq!(
+        v1_ids.intersection(&now).count(),
+        n2 - changed,
+        "every unchanged chunk kept its vector ID"
     );
-    assert!(w.live_vector_ids().iter().all(|id| id.contains(":2:")));
     assert_eq!(oracle::cleanup_intents(&w.db), 0);
+    assert_eq!(oracle::chunks_of_version(&w.db, 1), 0, "v1's rows are gone");
     assert_vectors_are_fresh_embeddings(&w);
 
-    // Search finds the new text and the reused text, both in version 2.
+    // Search finds the new text and the kept text, both in version 2.
     let hits = w.search("zeppelins marmalade", 3);
     assert_eq!(
         (hits[0].version, hits[0].text.contains("zeppelins")),
@@ -128,17 +160,366 @@ fn reingest_with_one_paragraph_changed_embeds_only_the_changed_chunks() {
     assert_eq!(hits[0].version, 2);
     assert!(hits[0].text.contains(&paragraph(42)), "{hits:?}");
 
-    // Version 3 goes back to v1's text: v3 reuses v2's vectors (themselves
-    // copies of v1's), and only the paragraph that differs from v2 is embedded.
+    // Version 3 goes back to v1's text: only the paragraph that differs
+    // from v2 is embedded again (its old vector was deleted).
     let third = counted(&w);
     w.put("doc", &v1);
     third.deliver_all();
-    assert_eq!(
-        third.embedder.texts.get(),
-        changed_chunks(&v2, &v1, &w) as u64
-    );
+    assert_eq!(third.embedder.texts.get(), removed as u64);
+    assert_eq!(third.index.vectors_written.get(), removed as u64);
     assert_eq!(w.state("doc"), DocumentState::Indexed);
     assert_eq!(w.index.ids(), w.live_vector_ids());
+    let back: BTreeSet<String> = w.index.ids().into_iter().collect();
+    assert_eq!(back, v1_ids, "the same text has the same vector IDs again");
+    assert_vectors_are_fresh_embeddings(&w);
+}
+
+/// A world whose chunks do not overlap: a paragraph is a chunk, whose text
+/// does not depend on its neighbours (with an overlap, a chunk begins with
+/// the end of the one before it, so a moved paragraph is new text).
+fn world_without_overlap() -> World {
+    let mut cfg = World::new().cfg;
+    cfg.chunk_overlap_tokens = 0;
+    World::with(cfg)
+}
+
+#[test]
+fn a_moved_chunk_keeps_its_vector_and_is_served_at_its_new_place() {
+    let w = world_without_overlap();
+    let v1 = document(30, None);
+    w.put("doc", &v1);
+    w.deliver_all();
+    // Paragraph 5 moves to the end.
+    let mut ps: Vec<String> = (0..30).map(paragraph).collect();
+    let moved = ps.remove(5);
+    ps.push(moved.clone());
+    let v2 = ps.join("\n\n");
+    let texts = chunk_texts(&v2, &w);
+    let at = texts.iter().position(|t| *t == moved).expect("one chunk");
+    assert_eq!(changed_chunks(&v1, &v2, &w), 0, "no text is new");
+    let c = counted(&w);
+    w.put("doc", &v2);
+    c.deliver_all();
+    assert_eq!(c.embedder.texts.get(), 0);
+    assert_eq!(c.index.vectors_written.get(), 0, "nothing to write");
+    assert_eq!(c.index.get_calls.get(), 0);
+    assert_eq!(c.index.ids_deleted.get(), 0, "nothing to delete");
+    let hits = w.search(&moved, 3);
+    let found: Vec<_> = hits.iter().filter(|h| h.text == moved).collect();
+    assert_eq!(found.len(), 1, "{hits:?}");
+    assert_eq!((found[0].version, found[0].chunk), (2, at as u32));
+    assert_eq!(w.index.ids(), w.live_vector_ids());
+    assert_vectors_are_fresh_embeddings(&w);
+}
+
+#[test]
+fn a_chunk_repeated_twice_has_two_vectors_the_copy_reused_and_both_are_served() {
+    // The same paragraph once, then twice: the first occurrence keeps its
+    // vector, the second (occurrence 1, a new ID) copies its values.
+    let w = world_without_overlap();
+    let v1 = document(10, None);
+    w.put("doc", &v1);
+    w.deliver_all();
+    let repeated = paragraph(3);
+    let v2 = format!("{v1}\n\n{repeated}");
+    let texts = chunk_texts(&v2, &w);
+    let places: Vec<usize> = texts
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| **t == repeated)
+        .map(|(k, _)| k)
+        .collect();
+    assert_eq!(
+        places.len(),
+        2,
+        "the test needs the paragraph as two chunks"
+    );
+    let c = counted(&w);
+    w.put("doc", &v2);
+    c.deliver_all();
+    assert_eq!(c.embedder.texts.get(), 0, "no text is new");
+    assert_eq!((c.index.get_calls.get(), c.index.ids_got.get()), (1, 1));
+    assert_eq!(c.index.vectors_written.get(), 1, "the copy's vector");
+    let job = latest_job(&w, "doc");
+    assert_eq!(
+        (job.progress.chunks_reused, job.progress.chunks_kept),
+        (1, texts.len() as u64 - 1)
+    );
+    let hits = w.search(&repeated, 5);
+    let mut found: Vec<u32> = hits
+        .iter()
+        .filter(|h| h.text == repeated && h.version == 2)
+        .map(|h| h.chunk)
+        .collect();
+    found.sort();
+    assert_eq!(
+        found,
+        places.iter().map(|&k| k as u32).collect::<Vec<_>>(),
+        "{hits:?}"
+    );
+    assert_eq!(w.index.ids(), w.live_vector_ids());
+    assert_vectors_are_fresh_embeddings(&w);
+}
+
+#[test]
+fn a_metadata_change_moves_every_vector_to_new_ids_with_copied_values() {
+    // The metadata the index filters on is part of a vector's identity.
+    let w = World::new();
+    let v1 = document(20, None);
+    let meta = |lang: &str| {
+        let mut m = serde_json::Map::new();
+        m.insert("lang".into(), json!(lang));
+        m
+    };
+    w.put_with("doc", &v1, meta("en"), ContentType::Plain);
+    w.deliver_all();
+    let old: BTreeSet<String> = w.index.ids().into_iter().collect();
+    let n = old.len() as u64;
+    let c = counted(&w);
+    w.put_with("doc", &v1, meta("fr"), ContentType::Plain);
+    c.deliver_all();
+    assert_eq!(c.embedder.texts.get(), 0, "the values are copied");
+    assert_eq!(c.index.ids_got.get(), n);
+    assert_eq!(c.index.vectors_written.get(), n);
+    assert_eq!(c.index.ids_deleted.get(), n);
+    let now: BTreeSet<String> = w.index.ids().into_iter().collect();
+    assert!(old.is_disjoint(&now));
+    assert_eq!(w.index.ids(), w.live_vector_ids());
+    assert!(w
+        .index
+        .vectors
+        .borrow()
+        .values()
+        .all(|v| v.metadata["lang"] == "fr"));
+    assert_vectors_are_fresh_embeddings(&w);
+}
+
+#[test]
+fn a_vector_lost_from_the_index_is_repaired_even_when_the_next_version_keeps_it() {
+    let w = World::new();
+    let v1 = document(30, None);
+    w.put("doc", &v1);
+    w.deliver_all();
+    // The index loses a live vector (an index restored from an old snapshot).
+    // The next version keeps it: nothing checks it on the way.
+    let v2 = document(30, Some((20, "Paragraph 020 is brand new.")));
+    let kept = chunk_texts(&v2, &w);
+    let lost = oracle::live_chunks(&w.db)
+        .into_iter()
+        .find(|c| c.chunk_index == 7 && kept.contains(&c.text))
+        .expect("chunk 7 is unchanged")
+        .vector_id;
+    w.index.vectors.borrow_mut().remove(&lost);
+    let c = counted(&w);
+    w.put("doc", &v2);
+    c.deliver_all();
+    assert_eq!(c.embedder.texts.get(), changed_chunks(&v1, &v2, &w) as u64);
+    assert!(w.live_vector_ids().contains(&lost), "kept, and still lost");
+    // Cron's verification finds it, and the re-run writes every vector
+    // (a version marked for repair keeps none).
+    w.clock
+        .advance_ms(i64::from(w.cfg.index_visibility_window_seconds) * 1000 + 1);
+    assert_eq!(w.cron().documents_repaired, 1);
+    w.deliver_all();
+    w.cron();
+    assert_eq!(w.state("doc"), DocumentState::Indexed);
+    assert_eq!(w.index.ids(), w.live_vector_ids());
+    assert_vectors_are_fresh_embeddings(&w);
+}
+
+#[test]
+fn a_vector_the_index_does_not_return_is_embedded() {
+    // A metadata change copies every value; one the index does not return
+    // (not visible yet, or gone) is embedded instead.
+    let w = World::new();
+    let v1 = document(30, None);
+    w.put("doc", &v1);
+    w.deliver_all();
+    let lost = w.live_vector_ids()[7].clone();
+    w.index.vectors.borrow_mut().remove(&lost);
+    let mut m = serde_json::Map::new();
+    m.insert("k".into(), json!(1));
+    let c = counted(&w);
+    w.put_with("doc", &v1, m, ContentType::Plain);
+    c.deliver_all();
+    assert_eq!(c.embedder.texts.get(), 1);
+    assert_eq!(w.state("doc"), DocumentState::Indexed);
+    assert_eq!(w.index.ids(), w.live_vector_ids());
+    assert_vectors_are_fresh_embeddings(&w);
+}
+
+/// The world's index, but `get_by_ids` fails.
+struct GetFails<'a>(&'a MemIndex);
+
+impl VectorIndex for GetFails<'_> {
+    async fn upsert(&self, vectors: &[VectorRecord]) -> Result<(), PortError> {
+        self.0.upsert(vectors).await
+    }
+    async fn delete_by_ids(&self, ids: &[String]) -> Result<(), PortError> {
+        self.0.delete_by_ids(ids).await
+    }
+    async fn query(
+        &self,
+        vector: &[f32],
+        top_k: usize,
+        namespace: &str,
+        filter: &MetadataFilter,
+    ) -> Result<Vec<VectorMatch>, PortError> {
+        self.0.query(vector, top_k, namespace, filter).await
+    }
+    async fn get_by_ids(&self, _: &[String]) -> Result<Vec<VectorRecord>, PortError> {
+        Err(PortError::new(FailureBucket::IndexRejected, "injected"))
+    }
+}
+
+#[test]
+fn a_failing_fetch_falls_back_to_embedding() {
+    let w = World::new();
+    let v1 = document(30, None);
+    w.put("doc", &v1);
+    w.deliver_all();
+    // New metadata: every chunk has a new ID, its values to copy.
+    let mut m = serde_json::Map::new();
+    m.insert("k".into(), json!(1));
+    let c = Counted {
+        w: &w,
+        embedder: CountingEmbedder::new(&w.embedder),
+        index: CountingIndex::new(GetFails(&w.index)),
+    };
+    w.put_with("doc", &v1, m, ContentType::Plain);
+    assert_eq!(
+        c.deliver_all(),
+        vec![ConsumeOutcome::Ack {
+            reason: "committed"
+        }],
+        "reuse never fails a job"
+    );
+    assert_eq!(
+        c.index.get_calls.get(),
+        1,
+        "one failed fetch, then no more tries"
+    );
+    assert_eq!(c.embedder.texts.get(), chunk_texts(&v1, &w).len() as u64);
+    assert_eq!(w.index.ids(), w.live_vector_ids());
+    assert_vectors_are_fresh_embeddings(&w);
+}
+
+/// Rewrites `doc`'s live rows and vectors to the version-derived IDs rows
+/// had before content-derived ones (and the metadata vectors had then):
+/// a ledger and an index as an earlier release left them.
+fn to_legacy_ids(w: &World, doc: &str) -> BTreeSet<String> {
+    const SET_ID: &str = "UPDATE chunks SET vector_id = ?2 WHERE vector_id = ?1";
+    let key = default_key(doc);
+    let mut legacy = BTreeSet::new();
+    for r in oracle::live_chunks(&w.db) {
+        let id = legacy_vector_id(&key, r.version, r.chunk_index, 1);
+        block_on(w.db.execute(Stmt::new(
+            SET_ID,
+            vec![r.vector_id.as_str().into(), id.as_str().into()],
+        )))
+        .unwrap();
+        let mut v = w.index.vectors.borrow_mut().remove(&r.vector_id).unwrap();
+        v.id = id.clone();
+        v.metadata.insert("version".into(), json!(r.version));
+        v.metadata.insert("chunk".into(), json!(r.chunk_index));
+        w.index.vectors.borrow_mut().insert(id.clone(), v);
+        legacy.insert(id);
+    }
+    legacy
+}
+
+#[test]
+fn rows_with_version_derived_ids_keep_working_and_move_to_content_ids_on_their_next_version() {
+    // No migration cliff: a ledger written before content-derived IDs is
+    // served as it is, and its next version copies the values to new IDs.
+    let w = World::new();
+    let v1 = document(20, None);
+    w.put("doc", &v1);
+    w.deliver_all();
+    let legacy = to_legacy_ids(&w, "doc");
+    assert_eq!(w.index.ids(), w.live_vector_ids());
+    let hits = w.search(&paragraph(4), 3);
+    assert_eq!(
+        (hits[0].version, hits[0].text.contains(&paragraph(4))),
+        (1, true)
+    );
+    let v2 = document(20, Some((10, "Paragraph 010 is new text now.")));
+    let c = counted(&w);
+    w.put("doc", &v2);
+    c.deliver_all();
+    let changed = changed_chunks(&v1, &v2, &w) as u64;
+    assert_eq!(c.embedder.texts.get(), changed, "the rest is copied");
+    assert_eq!(
+        c.index.ids_deleted.get(),
+        legacy.len() as u64,
+        "every legacy vector goes once nothing refers to it"
+    );
+    let now: BTreeSet<String> = w.index.ids().into_iter().collect();
+    assert!(now.is_disjoint(&legacy));
+    assert_eq!(w.index.ids(), w.live_vector_ids());
+    assert_eq!(oracle::cleanup_intents(&w.db), 0);
+    assert_vectors_are_fresh_embeddings(&w);
+}
+
+/// A paragraph removed, then restored while a drain holds the claim on its
+/// old vector's intent: the restoring version's staging waits for the
+/// delete (a vector is never deleted while a row that may be served or
+/// written refers to it), then writes the vector again. Returns the world.
+pub(crate) fn restore_during_a_delete() -> World {
+    let w = World::new();
+    let v1 = document(12, None);
+    w.put("doc", &v1);
+    w.deliver_all();
+    let v2 = document(12, Some((6, "Paragraph 006 is gone for a while.")));
+    // v2's own cleanup fails: the intent for paragraph 6's vector stays.
+    w.index
+        .delete_faults
+        .fail_next(1, FailureBucket::IndexUnavailable);
+    w.put("doc", &v2);
+    w.deliver_all();
+    let intents = oracle::cleanup_intents(&w.db);
+    assert!(intents >= 1);
+    w.clock
+        .advance_ms(i64::from(w.cfg.retry_base_delay_seconds) * 1000 + 1);
+    // A drain claims it, and has not deleted the vector yet.
+    let key = default_key("doc");
+    let now = w.clock.0.get();
+    let claimed = block_on(w.p().store.claim_intents(
+        Some(key.as_str()),
+        now,
+        now + 60_000,
+        100,
+        Bugs::default(),
+    ))
+    .unwrap();
+    assert_eq!(claimed.len() as i64, intents);
+    // v3 restores paragraph 6: its staging is refused while the claim holds.
+    w.put("doc", &v1);
+    let m = w.queue.take_all().remove(0);
+    assert!(matches!(w.consume(&m), ConsumeOutcome::Retry { .. }));
+    let job = latest_job(&w, "doc");
+    assert_eq!(job.last_failure_bucket.as_deref(), Some("db_busy"));
+    assert_eq!(job.step, "claimed", "nothing staged");
+    // The drain deletes, then records it.
+    block_on(w.index.delete_by_ids(&claimed)).unwrap();
+    block_on(w.p().store.intents_done(&claimed)).unwrap();
+    // The retry stages and writes the vector again.
+    w.clock.advance_ms(60_000);
+    w.queue.sent.borrow_mut().push_back(m);
+    w.deliver_all();
+    assert_eq!(w.state("doc"), DocumentState::Indexed);
+    assert_eq!(w.index.ids(), w.live_vector_ids());
+    let hits = w.search(&paragraph(6), 3);
+    assert_eq!(
+        (hits[0].version, hits[0].text.contains(&paragraph(6))),
+        (3, true)
+    );
+    w
+}
+
+#[test]
+fn a_restored_paragraph_waits_for_the_delete_of_its_old_vector() {
+    let w = restore_during_a_delete();
     assert_vectors_are_fresh_embeddings(&w);
 }
 
@@ -204,115 +585,6 @@ fn a_configuration_change_takes_effect_through_a_new_generation_only() {
 }
 
 #[test]
-fn a_vector_the_index_does_not_return_is_embedded() {
-    let w = World::new();
-    let v1 = document(30, None);
-    w.put("doc", &v1);
-    w.deliver_all();
-    // Eventual consistency (or a lost vector): the index does not return
-    // one of the live vectors.
-    let lost = w.live_vector_ids()[7].clone();
-    w.index.vectors.borrow_mut().remove(&lost);
-    let v2 = document(30, Some((20, "Paragraph 020 is brand new.")));
-    let c = counted(&w);
-    w.put("doc", &v2);
-    c.deliver_all();
-    assert_eq!(
-        c.embedder.texts.get(),
-        changed_chunks(&v1, &v2, &w) as u64 + 1
-    );
-    assert_eq!(w.state("doc"), DocumentState::Indexed);
-    assert_eq!(w.index.ids(), w.live_vector_ids());
-    assert_vectors_are_fresh_embeddings(&w);
-}
-
-/// The world's index, but `get_by_ids` fails.
-struct GetFails<'a>(&'a MemIndex);
-
-impl VectorIndex for GetFails<'_> {
-    async fn upsert(&self, vectors: &[VectorRecord]) -> Result<(), PortError> {
-        self.0.upsert(vectors).await
-    }
-    async fn delete_by_ids(&self, ids: &[String]) -> Result<(), PortError> {
-        self.0.delete_by_ids(ids).await
-    }
-    async fn query(
-        &self,
-        vector: &[f32],
-        top_k: usize,
-        namespace: &str,
-        filter: &MetadataFilter,
-    ) -> Result<Vec<VectorMatch>, PortError> {
-        self.0.query(vector, top_k, namespace, filter).await
-    }
-    async fn get_by_ids(&self, _: &[String]) -> Result<Vec<VectorRecord>, PortError> {
-        Err(PortError::new(FailureBucket::IndexRejected, "injected"))
-    }
-}
-
-#[test]
-fn a_failing_fetch_falls_back_to_embedding() {
-    let w = World::new();
-    let v1 = document(30, None);
-    w.put("doc", &v1);
-    w.deliver_all();
-    let v2 = document(30, Some((3, "Paragraph 003 is brand new.")));
-    let c = Counted {
-        w: &w,
-        embedder: CountingEmbedder::new(&w.embedder),
-        index: CountingIndex::new(GetFails(&w.index)),
-    };
-    w.put("doc", &v2);
-    assert_eq!(
-        c.deliver_all(),
-        vec![ConsumeOutcome::Ack {
-            reason: "committed"
-        }],
-        "reuse never fails a job"
-    );
-    assert_eq!(
-        c.index.get_calls.get(),
-        1,
-        "one failed fetch, then no more tries"
-    );
-    assert_eq!(c.embedder.texts.get(), chunk_texts(&v2, &w).len() as u64);
-    assert_eq!(w.index.ids(), w.live_vector_ids());
-    assert_vectors_are_fresh_embeddings(&w);
-}
-
-#[test]
-fn a_repeated_text_is_fetched_once_and_reused_everywhere() {
-    // The same paragraph block twice: two chunks per repeated text.
-    let w = World::new();
-    let block = document(6, None);
-    let v1 = format!("{block}\n\n{block}\n\n{}", paragraph(50));
-    w.put("doc", &v1);
-    w.deliver_all();
-    let v2 = format!("{block}\n\n{block}\n\n{}", paragraph(51));
-    let c = counted(&w);
-    w.put("doc", &v2);
-    c.deliver_all();
-    let texts = chunk_texts(&v2, &w);
-    let distinct: BTreeSet<&String> = texts.iter().collect();
-    assert!(
-        distinct.len() < texts.len(),
-        "the test needs repeated chunks"
-    );
-    assert_eq!(c.embedder.texts.get(), changed_chunks(&v1, &v2, &w) as u64);
-    let reusable_distinct = distinct
-        .iter()
-        .filter(|t| chunk_texts(&v1, &w).contains(t))
-        .count() as u64;
-    assert_eq!(
-        c.index.ids_got.get(),
-        reusable_distinct,
-        "one fetch per distinct text"
-    );
-    assert_eq!(w.index.ids(), w.live_vector_ids());
-    assert_vectors_are_fresh_embeddings(&w);
-}
-
-#[test]
 fn reuse_is_recorded_per_chunk_hash_in_d1() {
     // The reuse decision rests on D1: content hashes of chunk rows are the
     // sha256 of the chunk text.
@@ -341,6 +613,8 @@ fn sim_texts() -> (String, String, String) {
     let v1: Vec<String> = (0..8).map(s).collect();
     let mut v2 = v1.clone();
     v2[5] = "juliet foxtrot charlie delta.".into();
+    // A repeat: its second occurrence copies the first one's values.
+    v2.push(v1[0].clone());
     let mut v3 = v2.clone();
     v3[1] = "mike november oscar papa.".into();
     (v1.join(" "), v2.join(" "), v3.join(" "))

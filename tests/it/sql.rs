@@ -192,6 +192,72 @@ fn every_statement_compiles_against_the_schema() {
 }
 
 #[test]
+fn migration_0011_keeps_every_chunk_row_its_keyword_entry_and_lets_versions_share_a_vector() {
+    // A ledger as 0010 left it: a live version's rows (legacy IDs) in the
+    // keyword index.
+    let db = rusqlite::Connection::open_in_memory().unwrap();
+    db.execute_batch("PRAGMA foreign_keys = ON").unwrap();
+    let (before, after): (Vec<_>, Vec<_>) = LEDGER_MIGRATIONS
+        .iter()
+        .partition(|(name, _)| *name < "0011");
+    for (_, m) in &before {
+        db.execute_batch(m).unwrap();
+    }
+    db.execute_batch(
+        "INSERT INTO documents (doc_id, latest_version, live_version, repair_needed, created_at, updated_at) VALUES ('d', 1, 1, 0, 0, 0);
+         INSERT INTO versions (doc_id, version, is_delete, content_hash, content_type, metadata, text_bytes, part_count, chunk_count, created_at)
+           VALUES ('d', 1, 0, 'h', 'text/plain', '{}', 10, 1, 2, 0);
+         INSERT INTO chunks (doc_id, version, generation, chunk_index, vector_id, start_byte, end_byte, content_hash, text)
+           VALUES ('d', 1, 1, 0, 'x:1:0', 0, 5, 'a', 'alpha'), ('d', 1, 1, 1, 'x:1:1', 5, 10, 'b', 'bravo');
+         INSERT INTO chunks_fts (rowid, terms) SELECT chunk_id, text FROM chunks;",
+    )
+    .unwrap();
+    let rows = |db: &rusqlite::Connection| -> Vec<(i64, String, String)> {
+        let mut q = db
+            .prepare("SELECT chunk_id, vector_id, text FROM chunks ORDER BY chunk_id")
+            .unwrap();
+        q.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    };
+    let kept = rows(&db);
+    for (_, m) in &after {
+        db.execute_batch(m).unwrap();
+    }
+    assert_eq!(rows(&db), kept, "every row, with its key and ID");
+    let hit: i64 = db
+        .query_row(
+            "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH 'bravo'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(hit, kept[1].0, "the keyword index still points at its row");
+    // A second version's row may refer to the same vector now.
+    db.execute_batch(
+        "INSERT INTO versions (doc_id, version, is_delete, content_hash, content_type, metadata, text_bytes, part_count, chunk_count, created_at)
+           VALUES ('d', 2, 0, 'h2', 'text/plain', '{}', 5, 1, 1, 0);
+         INSERT INTO chunks (doc_id, version, generation, chunk_index, vector_id, start_byte, end_byte, content_hash, text)
+           VALUES ('d', 2, 1, 0, 'x:1:0', 0, 5, 'a', 'alpha');
+         UPDATE documents SET latest_version = 2, live_version = 2 WHERE doc_id = 'd';",
+    )
+    .unwrap();
+    // The replace trigger moved the keyword index to version 2's row.
+    let live: Vec<i64> = {
+        let mut q = db
+            .prepare("SELECT rowid FROM chunks_fts ORDER BY rowid")
+            .unwrap();
+        q.query_map([], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    };
+    assert_eq!(live.len(), 1);
+    assert!(live[0] > kept[1].0);
+}
+
+#[test]
 fn foreign_keys_are_enforced() {
     let db = SqliteDb::ledger();
     let orphan = Stmt::new(
@@ -276,6 +342,13 @@ fn every_statement_is_exercised_by_the_flows() {
         w.db.executed
             .borrow_mut()
             .extend(w2.db.executed.borrow().iter().copied());
+    }
+    // A staging refused while a drain deletes one of its vectors.
+    {
+        let w8 = crate::reuse::restore_during_a_delete();
+        w.db.executed
+            .borrow_mut()
+            .extend(w8.db.executed.borrow().iter().copied());
     }
     // Parts too large for one JSON parameter go one per statement.
     {
