@@ -280,15 +280,19 @@ pub const CONSUME_SET_CHUNK_COUNT: &str =
 /// order, over all the version's rows; a build job's: of generation `?5`
 /// only, else NULL) whose vector the index does not hold already, at most
 /// `?4`. A row's vector is held when the live version (older, not a
-/// tombstone, not marked for repair) has a row with the same vector ID,
-/// written (not by a build still running or failed): an unchanged chunk
-/// keeps its vector, and is neither embedded, read nor written. Each row
+/// tombstone, not marked for repair, not of the same content: a re-run of
+/// it, by a reindex or a repair, rewrites every vector) has a row with the
+/// same vector ID, written (not by a build still running or failed): an
+/// unchanged chunk keeps its vector, and is neither embedded, read nor
+/// written. Each row
 /// comes with its position, the number of rows the version has, and the
 /// live version's vector for the same text in the same generation, if its
 /// values can be reused (a repeat, or a new metadata). `?1` doc, `?2` version.
 pub const CONSUME_PAGE: &str = concat!(
     "WITH live AS (
-  SELECT d.live_version AS version, d.repair_needed AS repair_needed FROM documents d
+  SELECT d.live_version AS version, d.repair_needed AS repair_needed,
+         lv.content_hash = (SELECT v.content_hash FROM versions v WHERE v.doc_id = ?1 AND v.version = ?2) AS rerun
+  FROM documents d
   JOIN versions lv ON lv.doc_id = d.doc_id AND lv.version = d.live_version
   WHERE d.doc_id = ?1 AND d.live_version < ?2 AND lv.is_delete = 0),
 ranked AS (
@@ -304,7 +308,7 @@ FROM ranked r
 WHERE r.position > ?3
   AND NOT EXISTS (SELECT 1 FROM chunks o
     WHERE o.vector_id = r.vector_id AND o.doc_id = ?1 AND o.generation = r.generation
-      AND o.version = (SELECT version FROM live WHERE repair_needed = 0)
+      AND o.version = (SELECT version FROM live WHERE repair_needed = 0 AND rerun = 0)
       AND NOT EXISTS (SELECT 1 FROM jobs b WHERE b.doc_id = ?1 AND b.version = o.version
                       AND b.build_generation = o.generation AND b.state IN ('queued', 'running', 'up_for_retry'))
       AND NOT ",

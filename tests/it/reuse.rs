@@ -773,3 +773,39 @@ fn searching_through_reused_vectors_matches_fresh_ones() {
         assert_eq!(key(&ha), key(&hb), "query {q}");
     }
 }
+
+#[test]
+fn a_reindex_of_the_same_content_rewrites_every_vector_with_copied_values() {
+    // An operator's re-run (a reindex, a backfill, a repair) is asked to
+    // write the vectors again (e.g. after a metadata index was created:
+    // Vectorize's metadata indexes are not retroactive), so it keeps none.
+    let w = World::new();
+    let v1 = document(20, None);
+    w.put("doc", &v1);
+    w.deliver_all();
+    let ids = w.index.ids();
+    let c = counted(&w);
+    block_on(w.p().reindex_document(&default_key("doc")))
+        .unwrap()
+        .unwrap();
+    c.deliver_all();
+    assert_eq!(c.embedder.texts.get(), 0, "the values are copied");
+    assert_eq!(c.index.vectors_written.get(), ids.len() as u64);
+    assert_eq!(
+        c.index.ids_deleted.get(),
+        0,
+        "the same IDs: nothing to delete"
+    );
+    let job = latest_job(&w, "doc");
+    assert_eq!(
+        (
+            job.version,
+            job.progress.chunks_reused,
+            job.progress.chunks_kept
+        ),
+        (2, ids.len() as u64, 0)
+    );
+    assert_eq!(w.index.ids(), ids);
+    assert_eq!(w.index.ids(), w.live_vector_ids());
+    assert_vectors_are_fresh_embeddings(&w);
+}
