@@ -46,8 +46,8 @@ fn assert_vectors_are_fresh_embeddings(w: &World) {
             "vector {} differs",
             r.vector_id
         );
-        assert!(v.metadata.get("version").is_none(), "{:?}", v.metadata);
-        assert!(v.metadata.get("chunk").is_none(), "{:?}", v.metadata);
+        assert!(!v.metadata.contains_key("version"), "{:?}", v.metadata);
+        assert!(!v.metadata.contains_key("chunk"), "{:?}", v.metadata);
         assert!(v.metadata.contains_key("doc_id"));
     }
 }
