@@ -51,7 +51,8 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                 _ => return attempted,
             };
             budget = budget.saturating_sub(ids.len());
-            if !self.delete_vectors(&ids).await {
+            if !self.delete_vectors(&ids).await || ids.len() < limit {
+                // A short claim took every intent there was to take.
                 return attempted;
             }
         }

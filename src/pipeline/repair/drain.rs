@@ -38,8 +38,13 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                 }
             };
             budget = budget.saturating_sub(ids.len());
+            let short = ids.len() < limit;
             if self.delete_vectors(&ids).await {
                 run.report.intents_deleted += ids.len() as u64;
+                if short {
+                    // A short claim took every intent there was to take.
+                    break;
+                }
             } else {
                 run.report.intents_failed += ids.len() as u64;
                 run.report.failed(FailureBucket::IndexUnavailable);
