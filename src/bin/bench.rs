@@ -9,8 +9,12 @@
 //!    call and statement counters, in-memory index and queue; its `Counted`
 //!    embedder and index), against the fewest calls the platform limits
 //!    allow;
-//! 3. a re-ingest with one paragraph changed: what reaches the embedder and
-//!    what is written to the index (embedding reuse);
+//! 3. an edit of one paragraph of a document of 200 … 20,000 chunks (v1
+//!    ingested, then v2 put and delivered, then cron until quiescent): what
+//!    reaches the embedder, what is written to and deleted from the index,
+//!    D1 calls and rows written, the job's subrequests and invocations,
+//!    against the platform minimum of an edit (`edit_minimum`); v1's own
+//!    ingest beside it for scale;
 //! 4. memory while ingesting: the process's peak RSS, and the Rust heap's
 //!    peak and retained growth.
 //!
@@ -35,12 +39,17 @@ mod bench {
     use ingest_pipeline::core::local_embed;
     use ingest_pipeline::native::oracle;
     use ingest_pipeline::native::sim::Rng;
-    use ingest_pipeline::native::testkit::{changed_chunks, counted, Counted, World};
+    use ingest_pipeline::native::testkit::{changed_chunks, counted, queued, Counted, World};
+    use ingest_pipeline::native::SqliteDb;
     use ingest_pipeline::pipeline::{ConsumeOutcome, DocumentInput, IntakeItem, Pipeline};
     use ingest_pipeline::ports::{
-        MetadataFilter, PortError, VectorIndex, VectorMatch, VectorRecord,
+        Database, MetadataFilter, PortError, Stmt, VectorIndex, VectorMatch, VectorRecord,
     };
+    use ingest_pipeline::store::sql;
+    use serde::de::DeserializeOwned;
     use std::alloc::{GlobalAlloc, Layout, System};
+    use std::cell::RefCell;
+    use std::collections::BTreeSet;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::Instant;
 
@@ -563,33 +572,282 @@ mod bench {
         println!("Peak RSS is the whole native process, with the in-memory SQLite ledger (text, parts, chunk rows) and the in-memory index (every vector) inside it; on the platform both are remote. The consumer's heap peak is measured in a second run whose index keeps nothing: the text, chunks, IDs, hashes, staged rows' JSON, one page of vectors and the rows read back from the ledger; the closest native stand-in for the Worker's own memory (128 MB per isolate).\n");
     }
 
-    // ---------------------------------------------------------------- 3. reuse
+    // ---------------------------------------------------------------- 3. an edit
 
-    struct Reingest {
+    /// Document sizes (in chunks) of the edit table.
+    const EDIT_SIZES: [usize; 4] = [200, 1_000, 10_000, 20_000];
+
+    /// D1 calls of one edit's job that do not grow with the document (the
+    /// staging is counted apart): load the job, claim it, read the
+    /// generations to write, read the text, read the one page of rows to
+    /// write, replace (one batch, which also records the usage and makes
+    /// the intents).
+    const EDIT_D1_FIXED: u64 = 6;
+    /// D1 calls of the cleanup, when old vectors are removed: claim their
+    /// intents, mark them done, record the cleanup's usage.
+    const EDIT_D1_CLEANUP: u64 = 3;
+
+    /// The fewest subrequests an edit can cost on the platform: what must
+    /// reach the embedder and the index, and the D1 calls no design avoids.
+    #[derive(Clone, Copy, Debug)]
+    struct Minimum {
+        embed: u64,
+        upsert: u64,
+        delete: u64,
+        d1: u64,
+    }
+
+    impl Minimum {
+        fn total(&self) -> u64 {
+            self.embed + self.upsert + self.delete + self.d1
+        }
+    }
+
+    /// The platform minimum of an edit that writes `added` vectors, removes
+    /// `removed` and stages its rows in `staging_calls`: ⌈added / EMBED_BATCH_SIZE⌉
+    /// embed calls, ⌈added / UPSERT_BATCH_SIZE⌉ upserts (1 here),
+    /// ⌈removed / DELETE_BATCH_SIZE⌉ deletes, and D1 calls: `staging_calls`
+    /// to stage the version's rows, plus [`EDIT_D1_FIXED`], plus
+    /// [`EDIT_D1_CLEANUP`] if anything is removed.
+    fn edit_minimum(cfg: &Config, added: u64, removed: u64, staging_calls: u64) -> Minimum {
+        Minimum {
+            embed: added.div_ceil(cfg.embed_batch_size as u64),
+            upsert: added.div_ceil(cfg.upsert_batch_size as u64),
+            delete: removed.div_ceil(cfg.delete_batch_size as u64),
+            d1: staging_calls + EDIT_D1_FIXED + if removed > 0 { EDIT_D1_CLEANUP } else { 0 },
+        }
+    }
+
+    /// Staging calls as the issue counts them: one per started MB of text.
+    fn staging_calls_per_mb(bytes: usize) -> u64 {
+        (bytes as u64).div_ceil(1_000_000)
+    }
+
+    /// The job's usage as `GET /v1/jobs/{id}` reports it.
+    #[derive(Clone, Copy, Debug, Default)]
+    struct JobUsage {
+        invocations: u64,
+        d1: u64,
+        embed: u64,
+        index: u64,
+        queue: u64,
+        embedded: u64,
+        reused: u64,
+        kept: u64,
+    }
+
+    impl JobUsage {
+        fn subrequests(&self) -> u64 {
+            self.d1 + self.embed + self.index + self.queue
+        }
+    }
+
+    fn job_usage(c: &Counted<'_>, job_id: &str) -> JobUsage {
+        let v = block_on(c.w.p().store.job_view(job_id))
+            .expect("the job view reads")
+            .expect("the job exists");
+        JobUsage {
+            invocations: u64::from(v.invocations),
+            d1: v.subrequests_d1,
+            embed: v.subrequests_embed,
+            index: v.subrequests_index,
+            queue: v.subrequests_queue,
+            embedded: v.chunks_embedded,
+            reused: v.chunks_reused,
+            kept: v.chunks_kept,
+        }
+    }
+
+    /// What cron did after the edit's job, run by run until quiescent.
+    #[derive(Clone, Copy, Debug, Default)]
+    struct Cron {
+        runs: u64,
+        delete_calls: u64,
+        ids_deleted: u64,
+        intents_retired: u64,
+    }
+
+    /// The ledger, counting the rows each kind of statement writes
+    /// (SQLite's `total_changes`, triggers included) — to show where an
+    /// edit's D1 rows written go.
+    struct RowsBySql<'a> {
+        db: &'a SqliteDb,
+        rows: RefCell<RowsWritten>,
+    }
+
+    /// Rows written by the consumer, by statement.
+    #[derive(Clone, Copy, Debug, Default)]
+    struct RowsWritten {
+        /// `CONSUME_STAGE_CHUNKS`: the version's chunk rows.
+        staged: u64,
+        /// `COMMIT_SET_LIVE` with its trigger: the keyword index (FTS5)
+        /// moves from the old version's rows to the new one's.
+        set_live: u64,
+        /// `COMMIT_DROP_KEPT_ROWS` with its trigger: the old version's rows
+        /// whose vector the new one keeps leave (and their FTS5 entries).
+        dropped: u64,
+        /// Every other statement (jobs, usage, intents, chunks of removed
+        /// vectors).
+        other: u64,
+    }
+
+    impl RowsWritten {
+        fn total(&self) -> u64 {
+            self.staged + self.set_live + self.dropped + self.other
+        }
+    }
+
+    impl RowsBySql<'_> {
+        fn add(&self, sql_text: &str, n: u64) {
+            let mut r = self.rows.borrow_mut();
+            let slot = if sql_text == sql::CONSUME_STAGE_CHUNKS {
+                &mut r.staged
+            } else if sql_text == sql::COMMIT_SET_LIVE {
+                &mut r.set_live
+            } else if sql_text == sql::COMMIT_DROP_KEPT_ROWS {
+                &mut r.dropped
+            } else {
+                &mut r.other
+            };
+            *slot += n;
+        }
+    }
+
+    impl Database for RowsBySql<'_> {
+        async fn query<T: DeserializeOwned>(&self, stmt: Stmt) -> Result<Vec<T>, PortError> {
+            let (before, sql_text) = (self.db.total_changes(), stmt.sql);
+            let out = self.db.query(stmt).await;
+            self.add(sql_text, self.db.total_changes() - before);
+            out
+        }
+        async fn execute(&self, stmt: Stmt) -> Result<u64, PortError> {
+            let (before, sql_text) = (self.db.total_changes(), stmt.sql);
+            let out = self.db.execute(stmt).await;
+            self.add(sql_text, self.db.total_changes() - before);
+            out
+        }
+        async fn batch(&self, stmts: Vec<Stmt>) -> Result<Vec<u64>, PortError> {
+            // Statement by statement inside the one batch call (one
+            // transaction, one subrequest, as before).
+            let before = self.db.total_changes();
+            let texts: Vec<&'static str> = stmts.iter().map(|s| s.sql).collect();
+            let out = self.db.batch(stmts).await;
+            if let Ok(changes) = &out {
+                let mut counted = 0;
+                for (t, &n) in texts.iter().zip(changes) {
+                    // A RETURNING statement reports its rows returned.
+                    if !t.contains("RETURNING") {
+                        self.add(t, n);
+                        counted += n;
+                    }
+                }
+                self.add(
+                    "",
+                    (self.db.total_changes() - before).saturating_sub(counted),
+                );
+            }
+            out
+        }
+    }
+
+    /// [`deliver_all`] through the pipeline over `rows` (the world's ledger,
+    /// wrapped) and `c`'s counted embedder and index.
+    fn deliver_all_over(c: &Counted<'_>, rows: &RowsBySql<'_>) -> u64 {
+        let p = Pipeline::new(
+            c.w.cfg.clone(),
+            rows,
+            &c.index,
+            &c.embedder,
+            &c.w.queue,
+            &c.w.clock,
+        );
+        let mut deliveries = 0;
+        loop {
+            let messages = c.w.queue.take_all();
+            if messages.is_empty() {
+                return deliveries;
+            }
+            for m in &messages {
+                let outcome = block_on(p.consume(m));
+                assert!(expected(&outcome), "unexpected outcome {outcome:?}");
+                if let ConsumeOutcome::Retry { delay_seconds } = outcome {
+                    c.w.clock.advance_ms(i64::from(delay_seconds) * 1000);
+                    c.w.queue.sent.borrow_mut().push_back(m.clone());
+                }
+                deliveries += 1;
+            }
+        }
+    }
+
+    struct Edit {
         chunks: usize,
+        bytes: usize,
+        /// Chunks of v2 whose text is not a chunk of v1.
         changed: usize,
-        /// v1's consume (every chunk embedded: the cost without reuse) and
-        /// v2's (reuse).
-        first: Counts,
-        second: Counts,
+        /// v2's live vectors that v1 did not have, and v1's that v2 has not.
+        added: usize,
+        removed: usize,
+        /// v1 as a new document: the whole document embedded and written.
+        v1: JobUsage,
+        v1_counts: Counts,
+        v1_rows: u64,
+        intake: Counts,
+        intake_rows: u64,
+        /// v2's consumer: the counted ports, the ledger's rows written, the
+        /// deliveries, and the job's own usage.
+        consume: Counts,
+        rows_written: u64,
+        rows: RowsWritten,
+        deliveries: u64,
+        job: JobUsage,
+        cron: Cron,
     }
 
-    /// Ingests v1 then v2 (one paragraph changed) in `w`, counting the
-    /// consumer side of each.
-    fn two_versions(w: &World, v1: &str, v2: &str) -> (Counts, Counts, usize) {
-        let c = counted(w);
-        put(&c, "bench", v1.to_string());
-        let c0 = counts(&c);
-        deliver_all(&c);
-        let c1 = counts(&c);
-        put(&c, "bench", v2.to_string());
-        let c2 = counts(&c);
-        deliver_all(&c);
-        let c3 = counts(&c);
-        (c1.since(c0), c3.since(c2), live_chunks(w))
+    /// Puts `text` as document `doc` through the counted ports; returns
+    /// its job's ID.
+    fn put_job(c: &Counted<'_>, doc: &str, text: String) -> String {
+        let item = IntakeItem::Put(DocumentInput {
+            doc_id: DocId::parse(doc).unwrap(),
+            text,
+            metadata: Default::default(),
+            content_type: ContentType::Plain,
+        });
+        let outcomes = block_on(c.p().intake(&TenantId::default_tenant(), &[item]))
+            .expect("intake accepts the document");
+        queued(&outcomes[0]).1
     }
 
-    fn reingest(target_chunks: usize) -> Reingest {
+    /// Runs cron through the counted ports, a minute apart, until a run
+    /// deletes and retires nothing and the index holds exactly the live
+    /// vectors with no intent left; returns what the runs did.
+    fn cron_until_quiet(c: &Counted<'_>) -> Cron {
+        let mut cron = Cron::default();
+        for _ in 0..100 {
+            let (calls, ids) = (c.index.delete_calls.get(), c.index.ids_deleted.get());
+            c.w.clock.advance_ms(60_000);
+            let report = block_on(c.p().repair());
+            cron.runs += 1;
+            cron.delete_calls += c.index.delete_calls.get() - calls;
+            cron.ids_deleted += c.index.ids_deleted.get() - ids;
+            cron.intents_retired += report.intents_retired;
+            let live: BTreeSet<String> = oracle::live_vector_ids(&c.w.db).into_iter().collect();
+            let held: BTreeSet<String> = c.w.index.ids().into_iter().collect();
+            let intents = oracle::count(&c.w.db, "SELECT count(*) AS n FROM cleanup_intents");
+            if report.intents_deleted == 0
+                && report.intents_retired == 0
+                && intents == 0
+                && live == held
+            {
+                return cron;
+            }
+        }
+        panic!("cron did not bring the index to the live vectors in 100 runs");
+    }
+
+    /// v1 of about `target_chunks` chunks ingested and delivered, then v2
+    /// (the middle paragraph replaced) put and delivered, then cron until
+    /// quiescent; v2's intake, consumer and cron are counted apart.
+    fn edit(target_chunks: usize) -> Edit {
         let cfg = bench_config();
         let mut paragraphs = document(7 + target_chunks as u64, target_chunks, PARAGRAPH_CHARS);
         let v1 = paragraphs.join("\n\n");
@@ -598,45 +856,151 @@ mod bench {
         let v2 = paragraphs.join("\n\n");
         let w = World::with(cfg);
         let changed = changed_chunks(&v1, &v2, &w);
-        let (first, second, chunks) = two_versions(&w, &v1, &v2);
-        Reingest {
-            chunks,
+        let c = counted(&w);
+
+        let job1 = put_job(&c, "bench", v1);
+        let (a, ra) = (counts(&c), w.db.total_changes());
+        deliver_all(&c);
+        let (v1_counts, v1_rows) = (counts(&c).since(a), w.db.total_changes() - ra);
+        let v1_usage = job_usage(&c, &job1);
+        cron_until_quiet(&c);
+        let before: BTreeSet<String> = w.live_vector_ids().into_iter().collect();
+
+        let bytes = v2.len();
+        let (c0, r0) = (counts(&c), w.db.total_changes());
+        let job2 = put_job(&c, "bench", v2);
+        let (c1, r1) = (counts(&c), w.db.total_changes());
+        let rows = RowsBySql {
+            db: &w.db,
+            rows: RefCell::default(),
+        };
+        let deliveries = deliver_all_over(&c, &rows);
+        let (c2, r2) = (counts(&c), w.db.total_changes());
+        let rows = rows.rows.into_inner();
+        assert_eq!(rows.total(), r2 - r1, "every row written is attributed");
+        let job = job_usage(&c, &job2);
+        let cron = cron_until_quiet(&c);
+
+        let after: BTreeSet<String> = w.live_vector_ids().into_iter().collect();
+        let held: BTreeSet<String> = w.index.ids().into_iter().collect();
+        assert_eq!(held, after, "the index holds exactly the live vectors");
+        Edit {
+            chunks: after.len(),
+            bytes,
             changed,
-            first,
-            second,
+            added: after.difference(&before).count(),
+            removed: before.difference(&after).count(),
+            v1: v1_usage,
+            v1_counts,
+            v1_rows,
+            intake: c1.since(c0),
+            intake_rows: r1 - r0,
+            consume: c2.since(c1),
+            rows_written: r2 - r1,
+            rows,
+            deliveries,
+            job,
+            cron,
         }
     }
 
-    fn reuse_table(runs: &[Reingest]) {
-        println!("### 3. Re-ingest with one paragraph changed (embedding reuse)\n");
-        println!("Consumer side of each version.\n");
-        println!("| chunks | version | chunks changed | texts embedded | embed calls | vectors fetched (get calls) | vectors written (upsert calls) | old vectors deleted (delete calls) | D1 calls | subrequests | consume time |");
-        println!("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    fn edit_table(runs: &[Edit]) {
+        let cfg = bench_config();
+        println!("### 3. An edit: one paragraph changed, v2 put and delivered after v1\n");
+        println!("v2's job only (v1 ingested, delivered and cleaned up before; cron run after v2 until the index holds exactly the live vectors). Port calls as the counted embedder, index and ledger saw them; subrequests and invocations as the job's usage reports them (`GET /v1/jobs/{{id}}`).\n");
+        println!("| chunks | text | changed chunks (vectors added / removed) | texts embedded (embed calls) | vectors written (upsert calls) | vectors deleted by the consumer (delete calls) | by cron (delete calls; cron runs) | getByIds calls | intake D1 calls / rows written | D1 calls | D1 stmts | D1 rows written | subrequests (d1 / embed / index / queue) | invocations | chunks kept / reused | minimum | ratio | minimum, staging as 1 call | ratio |");
+        println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
         for r in runs {
-            let rows = [
-                ("v1 (new document)", r.chunks, &r.first),
-                ("v2, with reuse", r.changed, &r.second),
-            ];
-            for (label, changed, c) in rows {
-                println!(
-                    "| {} | {label} | {changed} | {} | {} | {} ({}) | {} ({}) | {} ({}) | {} | {} | {:.0} ms |",
-                    r.chunks,
-                    c.texts_embedded,
-                    c.embed_calls,
-                    c.ids_fetched,
-                    c.get_calls,
-                    c.vectors_written,
-                    c.upsert_calls,
-                    c.ids_deleted,
-                    c.delete_calls,
-                    c.d1_calls,
-                    c.subrequests(),
-                    c.ms
-                );
-            }
+            let c = &r.consume;
+            let j = &r.job;
+            let (added, removed) = (r.added as u64, r.removed as u64);
+            let issue = edit_minimum(&cfg, added, removed, staging_calls_per_mb(r.bytes));
+            let strict = edit_minimum(&cfg, added, removed, 1);
+            let measured = j.subrequests() + r.cron.delete_calls;
+            println!(
+                "| {} | {:.2} MB | {} ({} / {}) | {} ({}) | {} ({}) | {} ({}) | {} ({}; {}) | {} | {} / {} | {} | {} | {} | {} ({} / {} / {} / {}) | {} | {} / {} | {} | {:.2} | {} | {:.2} |",
+                r.chunks,
+                r.bytes as f64 / 1e6,
+                r.changed,
+                r.added,
+                r.removed,
+                c.texts_embedded,
+                c.embed_calls,
+                c.vectors_written,
+                c.upsert_calls,
+                c.ids_deleted,
+                c.delete_calls,
+                r.cron.ids_deleted,
+                r.cron.delete_calls,
+                r.cron.runs,
+                c.get_calls,
+                r.intake.d1_calls,
+                r.intake_rows,
+                c.d1_calls,
+                c.d1_statements,
+                r.rows_written,
+                j.subrequests(),
+                j.d1,
+                j.embed,
+                j.index,
+                j.queue,
+                j.invocations,
+                j.kept,
+                j.reused,
+                issue.total(),
+                measured as f64 / issue.total() as f64,
+                strict.total(),
+                measured as f64 / strict.total() as f64,
+            );
+            assert_eq!(j.invocations, r.deliveries, "one invocation per delivery");
+            assert_eq!(
+                j.embedded, c.texts_embedded,
+                "the job counts what was embedded"
+            );
         }
         println!();
-        println!("Without reuse, v2 would cost what v1 costs (every chunk embedded). Every chunk of v2 gets a vector under its own ID either way (IDs embed the version; a live vector is never overwritten), so vectors written = chunks. The consumer deletes at most CRON_CLEANUP_INTENTS_MAX (1,000) old vectors itself; cron drains the rest.\n");
+        println!("minimum = ⌈added/{}⌉ embed calls + ⌈added/{}⌉ upserts + ⌈removed/{}⌉ deletes (added, removed: live vectors v2 has and v1 had not, and the reverse) + D1 calls: ⌈text bytes / 1 MB⌉ to stage v2's rows, + {EDIT_D1_FIXED} (load, claim, the generations to write, the text, the page of rows to write, the replace) + {EDIT_D1_CLEANUP} when something is removed (claim the intents, mark them done, record the cleanup's usage). The consumer stages in one D1 batch call (⌈JSON bytes / D1_JSON_PARAM_BYTES_MAX⌉ statements), so the second minimum counts staging as 1 call. measured = the job's subrequests + cron's delete calls. D1 rows written: SQLite's total_changes over v2's consumer (its triggers' rows, the keyword index's and FTS5's own, included); intake's apart. kept: chunks whose vector v1 wrote and v2 keeps (not embedded, not written, not deleted); reused: chunks whose vector values were copied from another ID (getByIds) instead of embedded.\n",
+            cfg.embed_batch_size, cfg.upsert_batch_size, cfg.delete_batch_size);
+        println!("For scale, v1 (a new document: every chunk embedded and written; what the edit would cost if no vector were kept, its cleanup of the old vectors not included):\n");
+        println!("| chunks | texts embedded (embed calls) | vectors written (upsert calls) | D1 calls | D1 rows written | subrequests (d1 / embed / index / queue) | invocations |");
+        println!("|---:|---:|---:|---:|---:|---:|---:|");
+        for r in runs {
+            let (c, j) = (&r.v1_counts, &r.v1);
+            println!(
+                "| {} | {} ({}) | {} ({}) | {} | {} | {} ({} / {} / {} / {}) | {} |",
+                r.chunks,
+                c.texts_embedded,
+                c.embed_calls,
+                c.vectors_written,
+                c.upsert_calls,
+                c.d1_calls,
+                r.v1_rows,
+                j.subrequests(),
+                j.d1,
+                j.embed,
+                j.index,
+                j.queue,
+                j.invocations
+            );
+        }
+        println!();
+        println!("Where v2's D1 rows written go (SQLite's total_changes per statement, triggers included):\n");
+        println!("| chunks | staging: v2's chunk rows | replace: keyword index moved to v2 (COMMIT_SET_LIVE's trigger) | replace: v1's kept rows dropped (and their FTS5 entries) | other | total | per chunk |");
+        println!("|---:|---:|---:|---:|---:|---:|---:|");
+        for r in runs {
+            let w = &r.rows;
+            println!(
+                "| {} | {} | {} | {} | {} | {} | {:.1} |",
+                r.chunks,
+                w.staged,
+                w.set_live,
+                w.dropped,
+                w.other,
+                w.total(),
+                w.total() as f64 / r.chunks as f64
+            );
+        }
+        println!();
     }
 
     pub fn main() {
@@ -676,13 +1040,14 @@ mod bench {
         // Smallest first, so the largest document's ingest sets the peaks last.
         let runs: Vec<Ingest> = sizes.iter().map(|&n| ingest(n)).collect();
         pipeline_table(&runs);
-        let reuse: Vec<Reingest> = [200, *sizes.iter().max().unwrap_or(&200)]
+        // The edits: 200 chunks, and each larger size up to the largest asked.
+        let largest = sizes.iter().copied().max().unwrap_or(200);
+        let edits: Vec<Edit> = EDIT_SIZES
             .into_iter()
-            .collect::<std::collections::BTreeSet<_>>()
-            .into_iter()
-            .map(reingest)
+            .filter(|&n| n == 200 || n <= largest)
+            .map(edit)
             .collect();
-        reuse_table(&reuse);
+        edit_table(&edits);
         memory_table(&runs);
     }
 }
