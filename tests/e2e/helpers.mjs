@@ -10,7 +10,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 
 export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const INGEST_TOKEN = 'dev-ingest-token';
@@ -19,8 +19,13 @@ const WRANGLER = path.join(REPO_ROOT, 'node_modules', '.bin', 'wrangler');
 const STARTUP_TIMEOUT_MS = 240_000;
 const LOG_BUFFER_MAX = 512 * 1024;
 
+// Preloaded into every wrangler process: Miniflare's loopback server must
+// not close idle connections that workerd reuses (see the file).
+const KEEPALIVE_PRELOAD = `--import=${pathToFileURL(path.join(REPO_ROOT, 'tests', 'e2e', 'loopback-keepalive.mjs')).href}`;
+
 function childEnv() {
-  return { ...process.env, CI: '1', WRANGLER_SEND_METRICS: 'false', NO_COLOR: '1' };
+  const nodeOptions = [process.env.NODE_OPTIONS, KEEPALIVE_PRELOAD].filter(Boolean).join(' ');
+  return { ...process.env, CI: '1', WRANGLER_SEND_METRICS: 'false', NO_COLOR: '1', NODE_OPTIONS: nodeOptions };
 }
 
 function tail(text, n = 6000) {

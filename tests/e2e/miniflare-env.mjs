@@ -7,6 +7,8 @@
 // same state) and in-memory Queues. One instance per
 // scenario: options differ per scenario (delays, failure rates, dimensions).
 
+// First: Miniflare's loopback server must not close idle connections (see the file).
+import './loopback-keepalive.mjs';
 import fs from 'node:fs';
 import path from 'node:path';
 import { Miniflare, Response as MfResponse } from 'miniflare';

@@ -273,12 +273,15 @@ describe('2. full flow with a 1.5 s visibility delay: never a stale result', () 
   };
   let w;
   const step = stepWith(() => w);
+  // A vector carries no version (one may serve several versions): each
+  // version's vector IDs are recorded as the version is written.
+  const idsOf = { 1: new Set(), 2: new Set() };
   const vectorsOf = (docId, version) =>
-    w.fakes.vectorize.visibleVectors().filter((v) => v.metadata.doc_id === docId && (version === undefined || v.metadata.version === version));
+    w.fakes.vectorize.visibleVectors().filter((v) => v.metadata.doc_id === docId && (version === undefined || idsOf[version].has(v.id)));
 
   before(async () => {
     w = await startProductionWorker({
-      vectorize: { visibilityDelayMs: DELAY, metadataIndexes: ['doc_id', 'version', 'lang'] },
+      vectorize: { visibilityDelayMs: DELAY, metadataIndexes: ['doc_id', 'generation', 'lang'] },
     });
   });
   after(async () => {
@@ -343,15 +346,17 @@ describe('2. full flow with a 1.5 s visibility delay: never a stale result', () 
     await waitForState(w.base, DOC, 'indexed', { liveVersion: 1 });
     await waitForState(w.base, OTHER, 'indexed');
 
-    // What reached the index: plain metadata, the configured dimensions.
+    // What reached the index: plain metadata, the configured dimensions, a
+    // content-derived ID; the metadata is the document's own, its doc_id
+    // and the generation, never the version or the chunk's position (a
+    // vector may be shared by versions, at other positions).
     const stored = Array.from(w.fakes.vectorize.eventualState().values()).filter((v) => v.metadata.doc_id === DOC);
     assert.ok(stored.length >= 1);
     for (const v of stored) {
       assert.equal(v.values.length, 768);
-      assert.ok(Buffer.byteLength(v.id) <= 64, v.id);
-      assert.equal(v.metadata.version, 1);
-      assert.equal(v.metadata.lang, 'en');
-      assert.equal(typeof v.metadata.chunk, 'number');
+      assert.match(v.id, /^[0-9a-f]{32}\.[0-9a-f]{24}$/);
+      assert.deepEqual(v.metadata, { doc_id: DOC, generation: 1, lang: 'en' });
+      idsOf[1].add(v.id);
     }
     vectorsIds = stored.map((v) => ({ id: v.id, version: 1 }));
 
@@ -376,11 +381,12 @@ describe('2. full flow with a 1.5 s visibility delay: never a stale result', () 
     assert.equal(put.status, 202, put.text);
     assert.equal(put.body.version, 2);
     await waitForState(w.base, DOC, 'indexed', { liveVersion: 2 });
-    vectorsIds.push(
-      ...Array.from(w.fakes.vectorize.eventualState().values())
-        .filter((v) => v.metadata.doc_id === DOC && v.metadata.version === 2)
-        .map((v) => ({ id: v.id, version: 2 })),
-    );
+    // Version 2's vectors: its text is new, so are their IDs.
+    for (const v of w.fakes.vectorize.eventualState().values()) {
+      if (v.metadata.doc_id === DOC && !idsOf[1].has(v.id)) idsOf[2].add(v.id);
+    }
+    assert.ok(idsOf[2].size >= 1, 'version 2 wrote vectors of its own');
+    vectorsIds.push(...[...idsOf[2]].map((id) => ({ id, version: 2 })));
     assert.ok(vectorsOf(DOC, 1).length > 0, 'version 1 is still visible in the index right after the commit');
     const { staleCandidates } = await pollNoStale(
       async () => vectorsOf(DOC, 1).length === 0 && vectorsOf(DOC, 2).length > 0,

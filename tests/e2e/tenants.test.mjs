@@ -12,6 +12,7 @@
 
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -662,15 +663,34 @@ describe('upgrade: vectors written before tenants (no namespace) move to namespa
     assert.ok(written.length >= 1 && written.every((v) => v.namespace === 'default'), JSON.stringify(written));
 
     // What a deployment from before tenants holds after migrating: the same
-    // ledger rows (a default-tenant key is the bare doc_id) and vectors in
-    // no namespace (the local index's migration 0002 gives them '').
+    // ledger rows (a default-tenant key is the bare doc_id) with the vector
+    // IDs of that time, derived from the version (`<32 hex of sha256(key)>:
+    // <version>:<chunk>`, src/core/ids.rs `legacy_vector_id`: content-derived
+    // IDs came after tenants), and those vectors in no namespace (the local
+    // index's migration 0002 gives them ''), carrying the version and chunk
+    // metadata vectors had then.
     const persistDir = worker.persistDir;
     await worker.stop({ keepState: true });
-    await d1Query('VECTORS_DB', persistDir, "UPDATE vectors SET namespace = ''");
+    const rows = await d1Query('DB', persistDir, `SELECT chunk_index, vector_id FROM chunks WHERE doc_id = '${DOC}' ORDER BY chunk_index`);
+    assert.equal(rows.length, written.length, JSON.stringify({ rows, written }));
+    const keyHash = createHash('sha256').update(DOC).digest('hex').slice(0, 32);
+    const legacyId = (chunk) => `${keyHash}:1:${chunk}`;
+    await d1Query('DB', persistDir, rows.map((r) => `UPDATE chunks SET vector_id = '${legacyId(r.chunk_index)}' WHERE vector_id = '${r.vector_id}'`).join(';\n'));
+    await d1Query(
+      'VECTORS_DB',
+      persistDir,
+      rows
+        .map(
+          (r) =>
+            `UPDATE vectors SET id = '${legacyId(r.chunk_index)}', namespace = '', ` +
+            `metadata = json_set(metadata, '$.version', 1, '$.chunk', ${r.chunk_index}) WHERE id = '${r.vector_id}'`,
+        )
+        .join(';\n'),
+    );
     const legacy = await vectors(persistDir);
     assert.ok(legacy.every((v) => v.namespace === ''), JSON.stringify(legacy));
     oldIds = legacy.map((v) => v.id);
-    assert.deepEqual(oldIds, written.map((v) => v.id));
+    assert.deepEqual(oldIds, rows.map((r) => legacyId(r.chunk_index)).sort());
     worker = await startWorker({ persistDir });
 
     const view = await api(worker.base, 'GET', docPath(DOC));
@@ -693,8 +713,12 @@ describe('upgrade: vectors written before tenants (no namespace) move to namespa
     const job = await api(worker.base, 'GET', `/v1/jobs/${encodeURIComponent(view.job_id)}`);
     assert.equal(job.status, 200, job.text);
     assert.ok(job.body.progress.chunks_total >= 1, job.text);
+    // Same content, but the vector IDs are now content-derived, not those of
+    // the legacy rows: no vector is kept; every value is copied from the old
+    // vectors (getByIds) and written under its new ID into namespace default.
     assert.equal(job.body.progress.chunks_reused, job.body.progress.chunks_total, `values copied from the old vectors, none embedded again: ${job.text}`);
     assert.equal(job.body.progress.chunks_embedded, 0, job.text);
+    assert.equal(job.body.progress.chunks_kept, 0, job.text);
     await waitFor(
       async () => {
         await triggerCron(worker.base);
@@ -705,8 +729,8 @@ describe('upgrade: vectors written before tenants (no namespace) move to namespa
     const s = await search(worker.base, { query: QUERY });
     assert.equal(s.body.results[0]?.doc_id, DOC, s.text);
     assert.equal(s.body.results[0].version, 2);
-    // The new version's vectors (new IDs: the version is part of them) are
-    // in namespace default; those of version 1 (in none) are deleted.
+    // The new version's vectors (new, content-derived IDs) are in namespace
+    // default; the legacy ones of version 1 (in none) are deleted.
     await waitFor(
       async () => {
         await triggerCron(worker.base);
@@ -716,6 +740,8 @@ describe('upgrade: vectors written before tenants (no namespace) move to namespa
     );
     const now = await vectors();
     assert.ok(now.length >= 1);
-    assert.ok(now.every((v) => !oldIds.includes(v.id) && /:2:\d+$/.test(v.id)), JSON.stringify({ oldIds, now }));
+    assert.ok(now.every((v) => !oldIds.includes(v.id) && /^[0-9a-f]{32}\.[0-9a-f]{24}$/.test(v.id)), JSON.stringify({ oldIds, now }));
+    const live = await d1Query('DB', worker.persistDir, `SELECT vector_id FROM chunks WHERE doc_id = '${DOC}' AND version = 2 ORDER BY vector_id`);
+    assert.deepEqual(now.map((v) => v.id).sort(), live.map((r) => r.vector_id), 'the index holds exactly the live rows\' vectors');
   });
 });
