@@ -288,6 +288,10 @@ pub const CONSUME_SET_CHUNK_COUNT: &str =
 /// comes with its position, the number of rows the version has, and the
 /// live version's vector for the same text in the same generation, if its
 /// values can be reused (a repeat, or a new metadata). `?1` doc, `?2` version.
+/// The held check looks each row's vector ID up in `chunks_by_vector`; the
+/// unary `+` keeps SQLite from choosing the (doc, version, generation,
+/// chunk) key instead, which scans the whole live version per row
+/// (quadratic; `sql::a_page_finds_kept_chunks_…`).
 pub const CONSUME_PAGE: &str = concat!(
     "WITH live AS (
   SELECT d.live_version AS version, d.repair_needed AS repair_needed,
@@ -307,8 +311,8 @@ SELECT r.generation AS generation, r.chunk_index AS chunk_index, r.vector_id AS 
 FROM ranked r
 WHERE r.position > ?3
   AND NOT EXISTS (SELECT 1 FROM chunks o
-    WHERE o.vector_id = r.vector_id AND o.doc_id = ?1 AND o.generation = r.generation
-      AND o.version = (SELECT version FROM live WHERE repair_needed = 0 AND rerun = 0)
+    WHERE o.vector_id = r.vector_id AND +o.doc_id = ?1 AND +o.generation = r.generation
+      AND +o.version = (SELECT version FROM live WHERE repair_needed = 0 AND rerun = 0)
       AND NOT EXISTS (SELECT 1 FROM jobs b WHERE b.doc_id = ?1 AND b.version = o.version
                       AND b.build_generation = o.generation AND b.state IN ('queued', 'running', 'up_for_retry'))
       AND NOT ",
@@ -354,7 +358,7 @@ INSERT OR IGNORE INTO cleanup_intents (vector_id, doc_id, version, reason, attem
 SELECT c.vector_id, c.doc_id, c.version, 'replaced', 0, 0, ?3
 FROM chunks c JOIN documents d ON d.doc_id = c.doc_id
 WHERE c.doc_id = ?1 AND c.version = d.live_version AND d.latest_version = ?2 AND d.live_version < ?2
-  AND (NOT EXISTS (SELECT 1 FROM chunks n WHERE n.vector_id = c.vector_id AND n.doc_id = ?1 AND n.version = ?2)
+  AND (NOT EXISTS (SELECT 1 FROM chunks n WHERE n.vector_id = c.vector_id AND +n.doc_id = ?1 AND +n.version = ?2)
        OR EXISTS (SELECT 1 FROM jobs j WHERE j.doc_id = c.doc_id AND j.version = c.version
                   AND j.state IN ('queued', 'running', 'up_for_retry')))";
 
@@ -365,7 +369,7 @@ WHERE c.doc_id = ?1 AND c.version = d.live_version AND d.latest_version = ?2 AND
 pub const COMMIT_DROP_KEPT_ROWS: &str = "\
 DELETE FROM chunks WHERE doc_id = ?1
   AND version = (SELECT d.live_version FROM documents d WHERE d.doc_id = ?1 AND d.latest_version = ?2 AND d.live_version < ?2)
-  AND EXISTS (SELECT 1 FROM chunks n WHERE n.vector_id = chunks.vector_id AND n.doc_id = ?1 AND n.version = ?2)
+  AND EXISTS (SELECT 1 FROM chunks n WHERE n.vector_id = chunks.vector_id AND +n.doc_id = ?1 AND +n.version = ?2)
   AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.doc_id = chunks.doc_id AND j.version = chunks.version
                   AND j.state IN ('queued', 'running', 'up_for_retry'))
   AND ?3 IS NOT NULL";
