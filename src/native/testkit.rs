@@ -524,6 +524,34 @@ pub struct Hooked<'a> {
     pub hook: RefCell<Option<Hook<'a>>>,
 }
 
+/// As [`Hooked`], but `hook` runs just after the first batch that holds
+/// statement `after` (whatever its result): what another writer does
+/// between a task's write and its next call.
+pub struct HookedAfter<'a> {
+    pub db: &'a SqliteDb,
+    pub after: &'static str,
+    pub hook: RefCell<Option<Hook<'a>>>,
+}
+
+impl Database for HookedAfter<'_> {
+    async fn query<T: DeserializeOwned>(&self, stmt: Stmt) -> Result<Vec<T>, PortError> {
+        self.db.query(stmt).await
+    }
+    async fn execute(&self, stmt: Stmt) -> Result<u64, PortError> {
+        self.db.execute(stmt).await
+    }
+    async fn batch(&self, stmts: Vec<Stmt>) -> Result<Vec<u64>, PortError> {
+        let hooked = stmts.iter().any(|s| s.sql == self.after);
+        let out = self.db.batch(stmts).await;
+        if hooked {
+            if let Some(hook) = self.hook.borrow_mut().take() {
+                hook(self.db);
+            }
+        }
+        out
+    }
+}
+
 impl Database for Hooked<'_> {
     async fn query<T: DeserializeOwned>(&self, stmt: Stmt) -> Result<Vec<T>, PortError> {
         self.db.query(stmt).await

@@ -158,8 +158,11 @@ impl<D: Database> Store<D> {
         ));
         let changes = match self.db.batch(stmts).await {
             Ok(changes) => changes,
-            Err(e) if e.code == "db_constraint" && self.deletes_in_flight(doc_id, now).await? => {
-                // A drain is deleting one of these vectors: stage after it.
+            // The batch's only constraint is `CONSUME_STAGE_GUARD` (rows are
+            // `INSERT OR IGNORE`): a drain was deleting one of these
+            // vectors. Stage after it. (Not re-checked here: the drain may
+            // have recorded its delete meanwhile.)
+            Err(e) if e.code == "db_constraint" => {
                 return Err(PortError::new(
                     FailureBucket::DbBusy,
                     "vector_delete_in_flight",
@@ -169,22 +172,6 @@ impl<D: Database> Store<D> {
         };
         let staged: u64 = changes.iter().take(pages).sum();
         Ok(u32::try_from(staged).unwrap_or(u32::MAX))
-    }
-
-    /// Whether a drain's claim holds on an intent of `doc_id`.
-    async fn deletes_in_flight(&self, doc_id: &str, now: i64) -> Result<bool, PortError> {
-        #[derive(Deserialize)]
-        struct N {
-            n: i64,
-        }
-        let rows: Vec<N> = self
-            .db
-            .query(Stmt::new(
-                sql::STAGE_DELETES_IN_FLIGHT,
-                vec![doc_id.into(), int(now)],
-            ))
-            .await?;
-        Ok(rows.first().is_some_and(|r| r.n > 0))
     }
 
     /// A build job's end: the job only (the version is already live).

@@ -253,11 +253,6 @@ INSERT INTO stage_refusals (vector_id)
 SELECT c.vector_id FROM cleanup_intents i JOIN chunks c ON c.vector_id = i.vector_id AND c.doc_id = ?1 AND c.version = ?2
 WHERE i.doc_id = ?1 AND i.deleting_until >= ?3 LIMIT 1";
 
-/// Whether a drain's claim holds on an intent of document `?1` (`?2` now):
-/// why a staging batch was refused.
-pub const STAGE_DELETES_IN_FLIGHT: &str = "\
-SELECT count(*) AS n FROM cleanup_intents WHERE doc_id = ?1 AND deleting_until >= ?2";
-
 /// In the staging batch, after `CONSUME_STAGE_CHUNKS`: the version's rows
 /// not yet in the keyword index enter it if the version is live (a build
 /// job's rows; an index job's version is not live yet, and the replace's
@@ -1136,7 +1131,6 @@ pub const ALL: &[(&str, &str)] = &[
     ("CONSUME_LOAD_PARTS", CONSUME_LOAD_PARTS),
     ("CONSUME_STAGE_CHUNKS", CONSUME_STAGE_CHUNKS),
     ("CONSUME_STAGE_GUARD", CONSUME_STAGE_GUARD),
-    ("STAGE_DELETES_IN_FLIGHT", STAGE_DELETES_IN_FLIGHT),
     ("KEYWORD_STAGE_LIVE", KEYWORD_STAGE_LIVE),
     ("CONSUME_SET_CHUNK_COUNT", CONSUME_SET_CHUNK_COUNT),
     ("CONSUME_STAGED", CONSUME_STAGED),

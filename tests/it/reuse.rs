@@ -524,6 +524,67 @@ fn a_restored_paragraph_waits_for_the_delete_of_its_old_vector() {
 }
 
 #[test]
+fn a_staging_refused_by_a_delete_that_ends_meanwhile_is_retried_not_failed() {
+    // Issue (simulation seed 1364): the staging batch aborted on a claim,
+    // the drain recorded its delete before the consumer asked why, so the
+    // consumer saw no claim and failed the job as `db_rejected`.
+    let w = World::new();
+    let v1 = document(12, None);
+    w.put("doc", &v1);
+    w.deliver_all();
+    w.index
+        .delete_faults
+        .fail_next(1, FailureBucket::IndexUnavailable);
+    w.put("doc", &document(12, Some((6, "Paragraph 006 is gone for a while."))));
+    w.deliver_all();
+    w.clock
+        .advance_ms(i64::from(w.cfg.retry_base_delay_seconds) * 1000 + 1);
+    let key = default_key("doc");
+    let now = w.clock.0.get();
+    let claimed = block_on(w.p().store.claim_intents(
+        Some(key.as_str()),
+        now,
+        now + 60_000,
+        100,
+        Bugs::default(),
+    ))
+    .unwrap();
+    assert!(!claimed.is_empty());
+    block_on(w.index.delete_by_ids(&claimed)).unwrap();
+    // v3 restores paragraph 6; its staging is refused by the claim, and the
+    // drain records its delete right after.
+    w.put("doc", &v1);
+    let m = w.queue.take_all().remove(0);
+    let ids = serde_json::to_string(&claimed).unwrap();
+    let db = crate::common::HookedAfter {
+        db: &w.db,
+        after: ingest_pipeline::store::sql::CONSUME_STAGE_GUARD,
+        hook: std::cell::RefCell::new(Some(Box::new(
+            move |db: &ingest_pipeline::native::SqliteDb| {
+                for stmt in [
+                    ingest_pipeline::store::sql::INTENTS_DONE_DELETE_CHUNKS,
+                    ingest_pipeline::store::sql::INTENTS_DONE_DELETE,
+                ] {
+                    let _: Vec<serde_json::Value> = db.inspect(stmt, vec![ids.clone().into()]);
+                }
+            },
+        ))),
+    };
+    let out = block_on(w.p_over(db).consume(&m));
+    assert!(matches!(out, ConsumeOutcome::Retry { .. }), "{out:?}");
+    let job = latest_job(&w, "doc");
+    assert_eq!(job.last_failure_bucket.as_deref(), Some("db_busy"));
+    assert_eq!(job.step, "claimed", "nothing staged");
+    // The retry stages and writes the vector again.
+    w.clock.advance_ms(60_000);
+    w.queue.sent.borrow_mut().push_back(m);
+    w.deliver_all();
+    assert_eq!(w.state("doc"), DocumentState::Indexed);
+    assert_eq!(w.index.ids(), w.live_vector_ids());
+    assert_vectors_are_fresh_embeddings(&w);
+}
+
+#[test]
 fn a_configuration_change_takes_effect_through_a_new_generation_only() {
     let v1 = document(40, None);
     let v2 = document(40, Some((20, "Paragraph 020 is different now.")));
