@@ -7,12 +7,12 @@
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Bug {
-    /// Deletes the live version's vectors before the replace commits.
+    /// Deletes the live version's vectors that the new version does not
+    /// keep straight from the index (no intent, no claim) before the
+    /// replace commits: the live version is served without them meanwhile.
     DeleteBeforeReplace,
     /// Flips `live_version` without the compare-and-set.
     FlipWithoutCas,
-    /// The abandoned-version sweep ignores the lease of a running job.
-    SweepIgnoresLease,
     /// Writes vectors before their chunk rows are recorded in D1.
     UpsertBeforeStage,
     /// Search serves index matches without checking D1 for liveness.
@@ -55,10 +55,9 @@ pub enum Bug {
 pub const EVERY_NAMESPACE: &str = "*";
 
 impl Bug {
-    pub const ALL: [Bug; 14] = [
+    pub const ALL: [Bug; 13] = [
         Bug::DeleteBeforeReplace,
         Bug::FlipWithoutCas,
-        Bug::SweepIgnoresLease,
         Bug::UpsertBeforeStage,
         Bug::ServeUnfiltered,
         Bug::IntentRemovedBeforeDelete,
@@ -106,13 +105,13 @@ pub mod sql {
     /// `FlipWithoutCas`: no compare-and-set.
     pub const SET_LIVE_UNGUARDED: &str =
         "UPDATE documents SET live_version = ?2, updated_at = ?3 WHERE doc_id = ?1";
-    /// `SweepIgnoresLease`: the sweep without the lease condition.
-    pub const SWEEP_IGNORING_LEASE: &str = "\
-INSERT OR IGNORE INTO cleanup_intents (vector_id, doc_id, version, reason, attempts, not_before, created_at)
-SELECT c.vector_id, c.doc_id, c.version, 'abandoned', 0, 0, ?1
-FROM chunks c JOIN documents d ON d.doc_id = c.doc_id
-WHERE c.version < d.latest_version AND (d.live_version IS NULL OR c.version <> d.live_version)
-LIMIT ?2";
+    /// `DeleteBeforeReplace`: the live version's vectors the new version
+    /// (`?2`) does not hold, of document `?1`.
+    pub const LIVE_VECTORS_NOT_KEPT: &str = "\
+SELECT c.vector_id AS vector_id FROM chunks c JOIN documents d ON d.doc_id = c.doc_id
+WHERE c.doc_id = ?1 AND c.version = d.live_version AND d.live_version < ?2
+  AND NOT EXISTS (SELECT 1 FROM chunks n WHERE n.vector_id = c.vector_id AND +n.doc_id = ?1 AND +n.version = ?2)
+ORDER BY c.vector_id";
     /// `DeleteReferencedVector`: the claim without its reference check.
     pub const INTENTS_CLAIM_IGNORING_REFERENCES: &str = "\
 UPDATE cleanup_intents SET deleting_until = ?4 WHERE vector_id IN (

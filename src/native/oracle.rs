@@ -156,6 +156,30 @@ pub fn known_vector_ids(db: &SqliteDb) -> BTreeSet<String> {
     .collect()
 }
 
+/// Which of `ids` a chunk row still holds (I13): a row of its document's
+/// live version in a generation still written, or of its latest version
+/// not live yet whose index job did not end without it (failed, dead,
+/// superseded), or of any version with a job not ended (a delivery may
+/// still write or read it). A delete of such a vector would leave a chunk
+/// that is (or may be) served without its vector.
+pub fn held_references(db: &SqliteDb, ids: &[String]) -> Vec<String> {
+    let ids = serde_json::to_string(ids).expect("ids serialize");
+    let rows: Vec<IdRow> = db.inspect(
+        "SELECT DISTINCT c.vector_id FROM chunks c JOIN documents d ON d.doc_id = c.doc_id
+         WHERE c.vector_id IN (SELECT value FROM json_each(?1))
+           AND ((c.generation IN (SELECT generation FROM generations WHERE state IN ('active', 'building', 'retained'))
+                 AND (c.version = d.live_version
+                      OR (c.version = d.latest_version AND c.version > COALESCE(d.live_version, 0)
+                          AND NOT EXISTS (SELECT 1 FROM jobs e WHERE e.doc_id = c.doc_id AND e.version = c.version
+                                          AND e.build_generation IS NULL AND e.state IN ('failed', 'dead', 'superseded')))))
+                OR EXISTS (SELECT 1 FROM jobs j WHERE j.doc_id = c.doc_id AND j.version = c.version
+                           AND j.state IN ('queued', 'running', 'up_for_retry')))
+         ORDER BY c.vector_id",
+        vec![ids.into()],
+    );
+    rows.into_iter().map(|r| r.vector_id).collect()
+}
+
 // ------------------------------------------------------------------ chunks
 
 /// A live chunk's row (see [`live_chunks`]).

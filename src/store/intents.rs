@@ -85,33 +85,29 @@ impl<D: Database> Store<D> {
             .map(|_| ())
     }
 
-    pub async fn sweep_abandoned(
-        &self,
-        now: i64,
-        limit: usize,
-        bugs: Bugs,
-    ) -> Result<u64, PortError> {
-        let sweep = if bugs.has(Bug::SweepIgnoresLease) {
-            bugs::sql::SWEEP_IGNORING_LEASE
-        } else {
-            sql::SWEEP_ABANDONED
-        };
+    pub async fn sweep_abandoned(&self, now: i64, limit: usize) -> Result<u64, PortError> {
         self.db
-            .execute(Stmt::new(sweep, vec![int(now), int(limit as i64)]))
+            .execute(Stmt::new(
+                sql::SWEEP_ABANDONED,
+                vec![int(now), int(limit as i64)],
+            ))
             .await
     }
 
-    /// `DeleteBeforeReplace` only: the replaced version's intents, ahead of the replace.
-    pub async fn bug_intents_for_replaced(
+    /// `DeleteBeforeReplace` only: the live version's vectors that
+    /// `version` does not hold.
+    pub async fn bug_replaced_vector_ids(
         &self,
         doc_id: &str,
         version: u32,
-        now: i64,
-    ) -> Result<(), PortError> {
-        let stmt = Stmt::new(
-            sql::COMMIT_INTENTS_FOR_REPLACED,
-            vec![doc_id.into(), version.into(), int(now)],
-        );
-        self.db.execute(stmt).await.map(|_| ())
+    ) -> Result<Vec<String>, PortError> {
+        let rows: Vec<VectorIdRow> = self
+            .db
+            .query(Stmt::new(
+                bugs::sql::LIVE_VECTORS_NOT_KEPT,
+                vec![doc_id.into(), version.into()],
+            ))
+            .await?;
+        Ok(rows.into_iter().map(|r| r.vector_id).collect())
     }
 }

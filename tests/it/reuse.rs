@@ -535,7 +535,10 @@ fn a_staging_refused_by_a_delete_that_ends_meanwhile_is_retried_not_failed() {
     w.index
         .delete_faults
         .fail_next(1, FailureBucket::IndexUnavailable);
-    w.put("doc", &document(12, Some((6, "Paragraph 006 is gone for a while."))));
+    w.put(
+        "doc",
+        &document(12, Some((6, "Paragraph 006 is gone for a while."))),
+    );
     w.deliver_all();
     w.clock
         .advance_ms(i64::from(w.cfg.retry_base_delay_seconds) * 1000 + 1);

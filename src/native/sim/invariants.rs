@@ -1,5 +1,5 @@
 //! The invariants (see `docs/ARCHITECTURE.md`): [`Monitor`], checked
-//! after every step (I1–I4, I8, I10–I12), and the checks of a quiescent
+//! after every step (I1–I4, I8, I10–I13), and the checks of a quiescent
 //! run (I5, I6 against the reference run's dump, I9, and R after a
 //! redrive scenario). What they read of the ledger comes from the oracle;
 //! each returns the first violation it finds.
@@ -88,6 +88,7 @@ impl Monitor {
     /// changed neither (a read, a failed call, a yield), they would find
     /// what they found after the step before, so they are not run again.
     pub(super) fn check_step(&self, w: &World) -> Result<(), Violation> {
+        vectors_are_not_deleted_while_held(w)?;
         let state = (w.db.total_changes(), w.index.writes());
         if self.checked_at.get() == Some(state) {
             return Ok(());
@@ -370,6 +371,20 @@ fn served_chunks_have_vectors(
             format!("live chunk {} has no vector", missing.vector_id),
         )),
         None => Ok(()),
+    }
+}
+
+/// I13: no delete was sent for a vector while a chunk row that may be
+/// served or written referred to it (recorded by the index wrapper, at the
+/// delete).
+fn vectors_are_not_deleted_while_held(w: &World) -> Result<(), Violation> {
+    let held = w.deleted_while_held.borrow();
+    match held.first() {
+        None => Ok(()),
+        Some(id) => Err(violation(
+            "I13",
+            format!("a delete of vector {id} was sent while a chunk row held it"),
+        )),
     }
 }
 

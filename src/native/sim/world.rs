@@ -159,6 +159,8 @@ pub struct World {
     pub broker: Broker,
     pub clock: ManualClock,
     pub bugs: Bugs,
+    /// Vectors a delete was sent for while a chunk row held them (I13).
+    pub deleted_while_held: std::cell::RefCell<Vec<String>>,
 }
 
 pub fn sim_config() -> Config {
@@ -241,6 +243,7 @@ impl World {
             clock: ManualClock::new(T0),
             cfg,
             bugs,
+            deleted_while_held: std::cell::RefCell::new(Vec::new()),
         };
         for t in tenants().iter().filter(|t| !t.is_default()) {
             futures::executor::block_on(w.direct().create_tenant(t, &Quotas::default()))
@@ -258,7 +261,12 @@ impl World {
         let mut p = Pipeline::new(
             cfg,
             SimDb(&self.db, s),
-            SimIndex(&self.index, s),
+            SimIndex {
+                index: &self.index,
+                sched: s,
+                db: &self.db,
+                deleted_while_held: &self.deleted_while_held,
+            },
             SimEmbedder(&self.embedder, s),
             SimQueue(&self.broker, &self.clock, s),
             &self.clock,

@@ -22,7 +22,15 @@ use serde::de::DeserializeOwned;
 use std::cell::{Cell, RefCell};
 
 pub struct SimDb<'a>(pub &'a SqliteDb, pub &'a Sched);
-pub struct SimIndex<'a>(pub &'a MemIndex, pub &'a Sched);
+/// The index, through the scheduler; each delete first checks I13 against
+/// the ledger (`db`) and records the vectors it finds held in
+/// `deleted_while_held` (the monitor reports them).
+pub struct SimIndex<'a> {
+    pub index: &'a MemIndex,
+    pub sched: &'a Sched,
+    pub db: &'a SqliteDb,
+    pub deleted_while_held: &'a RefCell<Vec<String>>,
+}
 pub struct SimEmbedder<'a>(pub &'a LocalEmbedder, pub &'a Sched);
 pub struct SimQueue<'a>(pub &'a Broker, pub &'a ManualClock, pub &'a Sched);
 
@@ -62,22 +70,29 @@ impl Database for SimDb<'_> {
 
 impl VectorIndex for SimIndex<'_> {
     async fn upsert(&self, vectors: &[VectorRecord]) -> Result<(), PortError> {
-        if self.1.verbose.get() {
-            self.1.trace.borrow_mut().push(format!(
+        if self.sched.verbose.get() {
+            self.sched.trace.borrow_mut().push(format!(
                 "   upsert {:?}",
                 vectors.iter().map(|v| v.id.as_str()).collect::<Vec<_>>()
             ));
         }
-        self.1
-            .call(CallKind::IndexUpsert, self.0.upsert(vectors))
+        self.sched
+            .call(CallKind::IndexUpsert, self.index.upsert(vectors))
             .await
     }
     async fn delete_by_ids(&self, ids: &[String]) -> Result<(), PortError> {
-        if self.1.verbose.get() {
-            self.1.trace.borrow_mut().push(format!("   delete {ids:?}"));
+        if self.sched.verbose.get() {
+            self.sched
+                .trace
+                .borrow_mut()
+                .push(format!("   delete {ids:?}"));
         }
-        self.1
-            .call(CallKind::IndexDelete, self.0.delete_by_ids(ids))
+        // I13, before the delete applies (or fails: deciding to delete a
+        // held vector is the violation).
+        let held = crate::native::oracle::held_references(self.db, ids);
+        self.deleted_while_held.borrow_mut().extend(held);
+        self.sched
+            .call(CallKind::IndexDelete, self.index.delete_by_ids(ids))
             .await
     }
     async fn query(
@@ -87,20 +102,20 @@ impl VectorIndex for SimIndex<'_> {
         namespace: &str,
         filter: &MetadataFilter,
     ) -> Result<Vec<VectorMatch>, PortError> {
-        self.1
+        self.sched
             .call(
                 CallKind::IndexQuery,
-                self.0.query(vector, top_k, namespace, filter),
+                self.index.query(vector, top_k, namespace, filter),
             )
             .await
     }
     async fn get_by_ids(&self, ids: &[String]) -> Result<Vec<VectorRecord>, PortError> {
-        self.1
-            .call(CallKind::IndexGet, self.0.get_by_ids(ids))
+        self.sched
+            .call(CallKind::IndexGet, self.index.get_by_ids(ids))
             .await
     }
     fn refusal(&self) -> Option<PortError> {
-        self.0.refusal()
+        self.index.refusal()
     }
 }
 

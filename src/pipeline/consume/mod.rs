@@ -180,10 +180,13 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             }
         }
         if self.bugs.has(Bug::DeleteBeforeReplace) {
-            self.store
-                .bug_intents_for_replaced(&job.doc_id, job.version, self.clock.now_ms())
+            let ids = self
+                .store
+                .bug_replaced_vector_ids(&job.doc_id, job.version)
                 .await?;
-            self.cleanup_doc(&job.doc_id, usize::MAX).await;
+            if !ids.is_empty() {
+                self.index.delete_by_ids(&ids).await?;
+            }
         }
         // 5. replace (the reserve still covers a failure of it).
         if !budget.allows(usage, self.clock.now_ms(), 1, CONSUME_RESERVE) {

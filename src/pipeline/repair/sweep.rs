@@ -19,11 +19,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         }
         match self
             .store
-            .sweep_abandoned(
-                self.clock.now_ms(),
-                self.cfg.cron_abandoned_chunks_max,
-                self.bugs,
-            )
+            .sweep_abandoned(self.clock.now_ms(), self.cfg.cron_abandoned_chunks_max)
             .await
         {
             Ok(n) => {
