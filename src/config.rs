@@ -377,6 +377,26 @@ settings! {
     tenant_requests_per_minute: u64 = 6000, "TENANT_REQUESTS_PER_MINUTE",
         in 1.., "must be positive";
 
+    // Source sync.
+    /// How long a sync session stays open for writes before it expires,
+    /// deleting nothing.
+    sync_session_ttl_seconds: u64 = 86_400, "SYNC_SESSION_TTL_SECONDS",
+        in 60..=2_592_000, "must be 60..=2592000 (30 days)";
+    /// Largest share of a source, in percent, a commit may delete without
+    /// `allow_mass_delete` (`409 sync_delete_guard` above).
+    sync_delete_share_max_percent: u32 = 50, "SYNC_DELETE_SHARE_MAX_PERCENT",
+        in ..=100, "must be 0..=100";
+    /// Planned deletes a commit settles per page (one intake batch each).
+    sync_commit_page_size: u32 = 100, "SYNC_COMMIT_PAGE_SIZE",
+        in 1..=1000, "must be 1..=1000";
+    /// Pages a `POST /v1/syncs/{id}/commit` request settles before it
+    /// answers; the cron and later calls continue.
+    sync_commit_pages_per_request: u32 = 4, "SYNC_COMMIT_PAGES_PER_REQUEST",
+        in ..=50, "must be 0..=50";
+    /// Pages of sync commits one cron invocation settles.
+    cron_sync_pages_max: u32 = 20, "CRON_SYNC_PAGES_MAX",
+        in ..=200, "must be 0..=200";
+
     // D1.
     /// Bytes of one JSON parameter passed to a `json_each` bulk statement
     /// (D1 rejects strings over 2,000,000 bytes).

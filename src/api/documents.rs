@@ -15,7 +15,8 @@ use crate::config::Config;
 use crate::core::chunk::ContentType;
 use crate::core::ids::{DocId, DocKey, TenantId};
 use crate::pipeline::{
-    DocumentInput, DocumentView, IntakeError, IntakeItem, IntakeOutcome, Pipeline, Quota, Refused,
+    DocumentInput, DocumentView, IntakeError, IntakeItem, IntakeOutcome, IntakeScope, Pipeline,
+    Quota, Refused, SourceWrite,
 };
 use crate::ports::{Clock, Database, Embedder, JobQueue, VectorIndex};
 use serde_json::{json, Map, Value};
@@ -42,7 +43,8 @@ where
     let doc_id = path_doc_id(id)?;
     let body = json_body(&p.cfg, req)?;
     let input = parse_document(&p.cfg, &body, Some(doc_id))?;
-    write_one(p, tenant, IntakeItem::Put(input)).await
+    let scope = parse_source_write(object(&body)?)?;
+    write_one(p, tenant, IntakeItem::Put(input), scope.as_ref()).await
 }
 
 /// `POST /v1/documents`: one document, or a batch (`{"documents": [...]}`).
@@ -63,7 +65,8 @@ where
         return batch(p, tenant, &body).await;
     }
     let input = parse_document(&p.cfg, &body, None)?;
-    write_one(p, tenant, IntakeItem::Put(input)).await
+    let scope = parse_source_write(object(&body)?)?;
+    write_one(p, tenant, IntakeItem::Put(input), scope.as_ref()).await
 }
 
 /// `DELETE /v1/documents/{doc_id}`.
@@ -80,7 +83,7 @@ where
     C: Clock,
 {
     let doc_id = path_doc_id(id)?;
-    write_one(p, tenant, IntakeItem::Delete(doc_id)).await
+    write_one(p, tenant, IntakeItem::Delete(doc_id), None).await
 }
 
 /// `GET /v1/documents/{doc_id}`.
@@ -161,7 +164,11 @@ fn parse_document(
     path_doc_id: Option<DocId>,
 ) -> Result<DocumentInput, ApiError> {
     let obj = object(body)?;
-    only_fields(obj, &["doc_id", "text", "metadata", "content_type"], "")?;
+    only_fields(
+        obj,
+        &["doc_id", "text", "metadata", "content_type", "source", "sync_id"],
+        "",
+    )?;
     let doc_id = match (path_doc_id, obj.get("doc_id")) {
         (Some(id), None) => id,
         (Some(id), Some(Value::String(s))) if s == id.as_str() => id,
@@ -185,6 +192,57 @@ fn parse_document(
             Some(_) => return Err(ApiError::field("metadata", "must be an object")),
         },
     })
+}
+
+/// A document's `source` and `sync_id` (a sync session of that source),
+/// if given: a source is 1 to `SOURCE_BYTES_MAX` bytes of UTF-8 without
+/// control characters; a session needs its source.
+pub(super) fn parse_source_write(obj: &Map<String, Value>) -> Result<Option<SourceWrite>, ApiError> {
+    let sync_id = match obj.get("sync_id") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) if !s.is_empty() && s.len() <= 64 && s.bytes().all(|b| b.is_ascii_graphic()) => {
+            Some(s.clone())
+        }
+        Some(_) => {
+            return Err(ApiError::field(
+                "sync_id",
+                "must be a sync session's ID (1 to 64 printable ASCII characters)",
+            ))
+        }
+    };
+    let source = match obj.get("source") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(parse_source(s)?),
+        Some(_) => return Err(ApiError::field("source", "must be a string")),
+    };
+    match (source, sync_id) {
+        (Some(source), sync_id) => Ok(Some(SourceWrite { source, sync_id })),
+        (None, Some(_)) => Err(ApiError::field(
+            "source",
+            "is required with sync_id (the session's source)",
+        )),
+        (None, None) => Ok(None),
+    }
+}
+
+/// Bytes of UTF-8 a source name may hold.
+pub(super) const SOURCE_BYTES_MAX: usize = 128;
+
+/// A source name: 1 to `SOURCE_BYTES_MAX` bytes, no control characters.
+pub(super) fn parse_source(s: &str) -> Result<String, ApiError> {
+    if s.is_empty() || s.len() > SOURCE_BYTES_MAX {
+        return Err(ApiError::field(
+            "source",
+            "must be 1 to 128 bytes of UTF-8",
+        ));
+    }
+    if s.chars().any(char::is_control) {
+        return Err(ApiError::field(
+            "source",
+            "must not contain control characters",
+        ));
+    }
+    Ok(s.to_string())
 }
 
 /// A document's `text`: a string within `DOCUMENT_BYTES_MAX`, not blank.
@@ -233,6 +291,7 @@ async fn write_one<D, V, E, Q, C>(
     p: &Pipeline<D, V, E, Q, C>,
     tenant: &TenantId,
     item: IntakeItem,
+    scope: Option<&SourceWrite>,
 ) -> Result<ApiResponse, ApiError>
 where
     D: Database,
@@ -241,7 +300,7 @@ where
     Q: JobQueue,
     C: Clock,
 {
-    let out = intake(p, tenant, &[item]).await?;
+    let out = intake(p, tenant, &[item], scope).await?;
     let out = out
         .into_iter()
         .next()
@@ -255,6 +314,7 @@ async fn intake<D, V, E, Q, C>(
     p: &Pipeline<D, V, E, Q, C>,
     tenant: &TenantId,
     items: &[IntakeItem],
+    scope: Option<&SourceWrite>,
 ) -> Result<Vec<IntakeOutcome>, ApiError>
 where
     D: Database,
@@ -263,7 +323,9 @@ where
     Q: JobQueue,
     C: Clock,
 {
-    p.intake(tenant, items).await.map_err(|e| match e {
+    let scope = scope.map_or(IntakeScope::Plain, IntakeScope::Source);
+    p.intake_in(tenant, items, scope).await.map_err(|e| match e {
+        IntakeError::SyncNotOpen => refused(Refused::SyncNotOpen),
         IntakeError::Conflict => ApiError::new(
             409,
             "conflict",
@@ -355,19 +417,34 @@ where
     // Each item's slot: its index among the valid items, or why it is not.
     let mut slots: Vec<Result<usize, ApiError>> = Vec::with_capacity(docs.len());
     let mut items = Vec::new();
+    // The batch's source and session: the first valid item's, which every
+    // other item must share (one intake writes one source).
+    let mut scope: Option<Option<SourceWrite>> = None;
     for d in docs {
-        match parse_document(&p.cfg, d, None) {
-            Ok(input) => {
+        let parsed = parse_document(&p.cfg, d, None).and_then(|input| {
+            let own = parse_source_write(object(d)?)?;
+            match &scope {
+                Some(first) if *first != own => Err(ApiError::field(
+                    "source",
+                    "every document of a batch must have the same source and sync_id",
+                )),
+                _ => Ok((input, own)),
+            }
+        });
+        match parsed {
+            Ok((input, own)) => {
+                scope.get_or_insert(own);
                 slots.push(Ok(items.len()));
                 items.push(IntakeItem::Put(input));
             }
             Err(e) => slots.push(Err(e)),
         }
     }
+    let scope = scope.flatten();
     let outcomes = if items.is_empty() {
         Vec::new()
     } else {
-        intake(p, tenant, &items).await?
+        intake(p, tenant, &items, scope.as_ref()).await?
     };
     let views = unchanged_views(p, tenant, &outcomes).await?;
     let results: Vec<Value> = slots

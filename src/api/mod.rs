@@ -16,7 +16,7 @@
 //! Here: the route table ([`route`]), authentication, the error type and
 //! the one mapping of the pipeline's refusals to statuses ([`refused`]),
 //! and the health check. The routes live by resource: `documents.rs`
-//! (documents and jobs), `search.rs`, `admin.rs` (`/v1/admin/*`), each
+//! (documents and jobs), `search.rs`, `syncs.rs` (source sync sessions), `admin.rs` (`/v1/admin/*`), each
 //! route in one shape: parse (with `&Config`, through the shared
 //! validation of `fields.rs`), apply (call the pipeline), render. Only
 //! `api` knows statuses.
@@ -34,6 +34,7 @@ mod admin;
 mod documents;
 mod fields;
 mod search;
+mod syncs;
 mod tenants;
 
 use crate::core::credentials::{Scope, Scopes};
@@ -231,6 +232,33 @@ fn refused(r: Refused) -> ApiError {
             "plan_changed",
             "the letters changed since the preflight; run it again",
         ),
+        SyncNotFound => ApiError::new(404, "sync_not_found", "no such sync session"),
+        SyncExpired => ApiError::new(
+            409,
+            "sync_expired",
+            "the sync session expired before its commit; it deleted nothing",
+        ),
+        SyncSuperseded => ApiError::new(
+            409,
+            "sync_superseded",
+            "a later sync session of this source committed first",
+        ),
+        SyncNotOpen => ApiError::new(
+            409,
+            "sync_not_open",
+            "the sync session is not open for writes (committed, expired, superseded, or of another source)",
+        ),
+        SyncDeleteGuard {
+            to_delete,
+            documents,
+            share_max_percent,
+        } => ApiError::new(
+            409,
+            "sync_delete_guard",
+            format!(
+                "the commit would delete {to_delete} of the source's {documents} documents, more than {share_max_percent}%; commit with allow_mass_delete to proceed"
+            ),
+        ),
     }
 }
 
@@ -341,9 +369,17 @@ where
         ("POST", ["documents", id, "reindex"]) => documents::reindex(p, tenant, id).await,
         ("GET", ["jobs", id]) => documents::job(p, tenant, id).await,
         ("POST", ["search"]) => search::post(p, tenant, req).await,
-        (_, ["documents", _]) | (_, ["documents"]) | (_, ["jobs", _]) | (_, ["search"]) => {
-            Err(method_not_allowed())
-        }
+        ("POST", ["syncs"]) => syncs::open(p, tenant, req).await,
+        ("GET", ["syncs", id]) => syncs::get(p, tenant, id).await,
+        ("POST", ["syncs", id, "commit"]) => syncs::commit(p, tenant, req, id).await,
+        ("POST", ["syncs", id, "seen"]) => syncs::seen(p, tenant, req, id).await,
+        (_, ["documents", _])
+        | (_, ["documents"])
+        | (_, ["jobs", _])
+        | (_, ["search"])
+        | (_, ["syncs"])
+        | (_, ["syncs", _])
+        | (_, ["syncs", _, "commit" | "seen"]) => Err(method_not_allowed()),
         _ => Err(not_found()),
     }
 }

@@ -189,6 +189,28 @@ states! {
     }
 }
 
+states! {
+    /// `syncs.state`: a source sync session. `open` takes writes until it
+    /// commits or expires; `committing` deletes what it did not see, page
+    /// by page; `superseded` lost to a later session of its source.
+    SyncState {
+        Open = "open",
+        Committing = "committing",
+        Committed = "committed",
+        Expired = "expired",
+        Superseded = "superseded",
+    }
+}
+
+states! {
+    /// `sync_deletes.state`: a planned delete of a commit.
+    SyncDeleteState {
+        Pending = "pending",
+        Deleted = "deleted",
+        Kept = "kept",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -261,6 +283,11 @@ mod tests {
         assert_eq!(
             names(RedriveItemState::ALL),
             check_values("redrive_items", "state")
+        );
+        assert_eq!(names(SyncState::ALL), check_values("syncs", "state"));
+        assert_eq!(
+            names(SyncDeleteState::ALL),
+            check_values("sync_deletes", "state")
         );
     }
 

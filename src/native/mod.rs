@@ -75,6 +75,10 @@ pub const LEDGER_MIGRATIONS: &[(&str, &str)] = &[
         "0011_content_vector_ids.sql",
         include_str!("../../migrations/0011_content_vector_ids.sql"),
     ),
+    (
+        "0012_syncs.sql",
+        include_str!("../../migrations/0012_syncs.sql"),
+    ),
 ];
 
 /// The local index's migrations (`migrations-local-index/`).

@@ -6,9 +6,12 @@ use super::log_event;
 use crate::core::chunk::ContentType;
 use crate::core::failure::FailureBucket;
 use crate::core::ids::{job_id, sha256_hex, DocId, DocKey, TenantId};
-use crate::core::state::JobKind;
+use crate::core::state::{JobKind, SyncDeleteState, SyncState};
 use crate::ports::{Clock, Database, Embedder, JobMessage, JobQueue, PortError, VectorIndex};
-use crate::store::{DocRow, JobRow, NewVersions, PartRow, UsageDelta, VersionRow};
+use crate::store::{
+    settle_deletes_stmts, DocRow, JobRow, NewVersions, PartRow, SyncWriteRows, UsageDelta,
+    VersionRow,
+};
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 
@@ -25,15 +28,43 @@ pub struct DocumentInput {
 pub enum IntakeItem {
     Put(DocumentInput),
     Delete(DocId),
+    /// A sync commit's delete: a tombstone only if `version` is still the
+    /// document's latest (a newer version, or a delete already, is kept:
+    /// `Unchanged`).
+    Retire { doc_id: DocId, version: u32 },
 }
 
 impl IntakeItem {
     fn doc_id(&self) -> &DocId {
         match self {
             IntakeItem::Put(d) => &d.doc_id,
-            IntakeItem::Delete(d) => d,
+            IntakeItem::Delete(d) | IntakeItem::Retire { doc_id: d, .. } => d,
         }
     }
+
+    fn is_delete(&self) -> bool {
+        !matches!(self, IntakeItem::Put(_))
+    }
+}
+
+/// A write into a source (`source`), in sync session `sync_id` if given.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SourceWrite {
+    pub source: String,
+    pub sync_id: Option<String>,
+}
+
+/// What an intake records in its batch besides the versions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IntakeScope<'a> {
+    /// Nothing more.
+    Plain,
+    /// Every written document (new version or unchanged) joins the source
+    /// and, in a session, counts as seen; the session must be open.
+    Source(&'a SourceWrite),
+    /// A page of sync session `sync_id`'s deletes: each tombstone settles
+    /// its planned delete in the same batch.
+    SyncDeletes { sync_id: &'a str },
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -74,6 +105,10 @@ pub enum IntakeError {
     /// The items would take the tenant past a quota: nothing was written.
     #[error("the tenant's quota would be exceeded")]
     QuotaExceeded(Quota),
+    /// The write names a sync session that is not open (committed,
+    /// expired, superseded, of another source, or none): nothing written.
+    #[error("the sync session is not open")]
+    SyncNotOpen,
     #[error("{0}")]
     Port(PortError),
 }
@@ -127,11 +162,22 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock>
         tenant: &TenantId,
         items: &[IntakeItem],
     ) -> Result<Vec<IntakeOutcome>, IntakeError> {
+        self.intake_in(tenant, items, IntakeScope::Plain).await
+    }
+
+    /// [`intake`](Self::intake), recording `scope`'s rows in the same batch.
+    pub async fn intake_in(
+        &self,
+        tenant: &TenantId,
+        items: &[IntakeItem],
+        scope: IntakeScope<'_>,
+    ) -> Result<Vec<IntakeOutcome>, IntakeError> {
         let mut last_conflict = IntakeError::Conflict;
         for _ in 0..INTAKE_ATTEMPTS_MAX {
-            // A batch the quota guard aborted ends here as QuotaExceeded
-            // (`intake_once` tells it from a lost race, which retries).
-            match self.intake_once(tenant, items).await {
+            // A batch the quota guard aborted ends here as QuotaExceeded,
+            // one the sync guard aborted as SyncNotOpen (`intake_once`
+            // tells them from a lost race, which retries).
+            match self.intake_once(tenant, items, scope).await {
                 Ok(out) => return Ok(out),
                 Err(IntakeError::Port(e))
                     if e.bucket == FailureBucket::DbRejected && e.code == "db_constraint" =>
@@ -154,6 +200,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock>
         &self,
         tenant: &TenantId,
         items: &[IntakeItem],
+        scope: IntakeScope<'_>,
     ) -> Result<Vec<IntakeOutcome>, IntakeError> {
         let now = self.clock.now_ms();
         let keys: Vec<DocKey> = items
@@ -167,9 +214,49 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock>
             let outcome = batch.add(item, key, &mut latest, self.cfg.d1_text_part_bytes_max);
             outcomes.push(outcome);
         }
+        let written: Vec<&str> = items
+            .iter()
+            .zip(&keys)
+            .filter(|(i, _)| !i.is_delete())
+            .map(|(_, k)| k.as_str())
+            .collect();
+        let source_rows = match scope {
+            IntakeScope::Source(w) => Some(SyncWriteRows {
+                tenant_id: tenant.as_str(),
+                source: &w.source,
+                sync_id: w.sync_id.as_deref(),
+                doc_ids: &written,
+                now,
+            }),
+            _ => None,
+        };
         if batch.messages.is_empty() {
+            // Nothing new: a source's marks alone (the guard still holds).
+            if let Some(rows) = &source_rows {
+                if let Err(e) = self.store.record_sync_write(rows).await {
+                    return Err(self.sync_refusal(tenant, scope, now, e).await);
+                }
+            }
             return Ok(outcomes);
         }
+        let extra = match (scope, &source_rows) {
+            (IntakeScope::Source(_), Some(rows)) => rows.stmts(self.store.json_param_bytes_max),
+            (IntakeScope::SyncDeletes { sync_id }, _) => {
+                let tombstoned: Vec<&str> = outcomes
+                    .iter()
+                    .zip(&keys)
+                    .filter(|(o, _)| matches!(o, IntakeOutcome::Queued { .. }))
+                    .map(|(_, k)| k.as_str())
+                    .collect();
+                settle_deletes_stmts(
+                    sync_id,
+                    SyncDeleteState::Deleted,
+                    &tombstoned,
+                    self.store.json_param_bytes_max,
+                )
+            }
+            _ => Vec::new(),
+        };
         let usage = UsageDelta {
             tenant_id: tenant.as_str().to_string(),
             documents: batch.documents_delta,
@@ -192,6 +279,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock>
                     parts: &batch.parts,
                     jobs: &batch.jobs,
                     usage: Some(&usage),
+                    extra,
                 },
                 now,
             )
@@ -200,6 +288,9 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock>
             let constraint = e.bucket == FailureBucket::DbRejected && e.code == "db_constraint";
             if !constraint {
                 return Err(IntakeError::Port(e));
+            }
+            if let IntakeError::SyncNotOpen = self.sync_refusal(tenant, scope, now, e).await {
+                return Err(IntakeError::SyncNotOpen);
             }
             if let Some(quota) = self.quota_passed(&usage).await.map_err(IntakeError::Port)? {
                 log_event(
@@ -222,6 +313,35 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock>
             }
         }
         Ok(outcomes)
+    }
+
+    /// After a batch of `scope` failed with `e`: `SyncNotOpen` if its sync
+    /// session is not open (then the guard aborted it), else `e`.
+    async fn sync_refusal(
+        &self,
+        tenant: &TenantId,
+        scope: IntakeScope<'_>,
+        now: i64,
+        e: PortError,
+    ) -> IntakeError {
+        let constraint = e.bucket == FailureBucket::DbRejected && e.code == "db_constraint";
+        let IntakeScope::Source(SourceWrite {
+            source,
+            sync_id: Some(sync_id),
+        }) = scope
+        else {
+            return IntakeError::Port(e);
+        };
+        if !constraint {
+            return IntakeError::Port(e);
+        }
+        match self.store.sync(sync_id, tenant.as_str()).await {
+            Ok(Some(s)) if s.state == SyncState::Open && s.expires_at > now && &s.source == source => {
+                IntakeError::Port(e)
+            }
+            Ok(_) => IntakeError::SyncNotOpen,
+            Err(read) => IntakeError::Port(read),
+        }
     }
 
     /// After a batch failed: the quota `delta` would pass, if any (then the
@@ -249,7 +369,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock>
     }
 
     /// The latest version of each item's document (none for a new one).
-    async fn latest_of(&self, keys: &[DocKey]) -> Result<Latest, PortError> {
+    pub(super) async fn latest_of(&self, keys: &[DocKey]) -> Result<Latest, PortError> {
         let ids: Vec<&str> = keys.iter().map(DocKey::as_str).collect();
         let mut latest = Latest::new();
         if ids.is_empty() {
@@ -278,10 +398,10 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock>
 /// What a document's latest version is: its number, content hash, whether
 /// it is a tombstone, and its text's bytes.
 #[derive(Clone)]
-struct Stored {
-    version: u32,
-    hash: String,
-    is_delete: bool,
+pub(super) struct Stored {
+    pub(super) version: u32,
+    pub(super) hash: String,
+    pub(super) is_delete: bool,
     text_bytes: i64,
 }
 
@@ -297,7 +417,7 @@ impl Stored {
 }
 
 /// Document key -> its latest version.
-type Latest = HashMap<String, Stored>;
+pub(super) type Latest = HashMap<String, Stored>;
 
 /// The rows and messages of the new versions of one intake.
 #[derive(Default)]
@@ -327,8 +447,16 @@ impl<'a> Batch<'a> {
         let prev = latest.get(key.as_str()).cloned();
         let (hash, is_delete) = match item {
             IntakeItem::Put(d) => (content_hash(d), false),
-            IntakeItem::Delete(_) => (TOMBSTONE_HASH.to_string(), true),
+            IntakeItem::Delete(_) | IntakeItem::Retire { .. } => (TOMBSTONE_HASH.to_string(), true),
         };
+        if let (IntakeItem::Retire { version, .. }, Some(p)) = (item, &prev) {
+            if p.version != *version || p.is_delete {
+                return IntakeOutcome::Unchanged {
+                    doc_id: doc_id.to_string(),
+                    version: p.version,
+                };
+            }
+        }
         match (&prev, is_delete) {
             (None, true) => {
                 return IntakeOutcome::NotFound {
@@ -374,7 +502,7 @@ impl<'a> Batch<'a> {
         part_bytes_max: usize,
     ) -> String {
         let doc_id = key.as_str();
-        let is_delete = matches!(item, IntakeItem::Delete(_));
+        let is_delete = item.is_delete();
         let kind = if is_delete {
             JobKind::Delete
         } else {
@@ -387,7 +515,9 @@ impl<'a> Batch<'a> {
                 d.content_type.as_str(),
                 Value::Object(d.metadata.clone()).to_string(),
             ),
-            IntakeItem::Delete(_) => ("", ContentType::Plain.as_str(), "{}".to_string()),
+            IntakeItem::Delete(_) | IntakeItem::Retire { .. } => {
+                ("", ContentType::Plain.as_str(), "{}".to_string())
+            }
         };
         let text_parts = split_parts(text, part_bytes_max);
         for (i, t) in text_parts.iter().enumerate() {

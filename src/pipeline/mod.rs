@@ -5,7 +5,7 @@
 //! Here: `intake`, `consume/` (the consumer's steps in protocol order),
 //! `settle` (how a delivery ends), `repair/` (cron's steps), `backfill`
 //! (reindexing, backfills, generations), `admin` (dead letters, redrives),
-//! `search`, `tenants` (tenants, tokens, admission), `budget` (the metered ports), `views` (what operations show,
+//! `search`, `sync` (source sync sessions), `tenants` (tenants, tokens, admission), `budget` (the metered ports), `views` (what operations show,
 //! as `Serialize` structs) and `refused` (why an operation says no). It
 //! answers in domain terms; only `api` turns them into HTTP.
 //!
@@ -21,6 +21,7 @@ mod refused;
 mod repair;
 mod search;
 mod settle;
+mod sync;
 mod tenants;
 mod views;
 
@@ -36,10 +37,14 @@ pub use crate::config::{CONSUME_RESERVE, CONSUME_SUBREQUESTS_MIN};
 /// install the sink).
 pub use crate::log::log_event;
 pub use crate::store::Quotas;
-pub use intake::{DocumentInput, IntakeError, IntakeItem, IntakeOutcome, Quota};
+pub use intake::{
+    content_hash, DocumentInput, IntakeError, IntakeItem, IntakeOutcome, IntakeScope, Quota,
+    SourceWrite,
+};
 pub use refused::{Outcome, Refused};
 pub use repair::RepairReport;
 pub use search::{Scores, SearchHit, SearchMode, SearchRequest};
+pub use sync::{SeenClaim, SyncView};
 pub use settle::{dead_letter_retry_delay, Settle};
 pub use tenants::{
     Admission, NewToken, QuotasView, TenantUsage, TenantView, TokenGrant, TokenView,

@@ -64,4 +64,19 @@ pub enum Refused {
     /// The letters changed since the preflight that made the plan (or the
     /// plan was executed already).
     PlanChanged,
+    /// No such sync session (of this tenant).
+    SyncNotFound,
+    /// The session expired before its commit: it deletes nothing.
+    SyncExpired,
+    /// A later session of the source committed first.
+    SyncSuperseded,
+    /// A write or a mark names a session that is not open.
+    SyncNotOpen,
+    /// The commit would delete more than `share_max_percent` of the
+    /// source's `documents` (`to_delete` of them).
+    SyncDeleteGuard {
+        to_delete: u64,
+        documents: u64,
+        share_max_percent: u32,
+    },
 }

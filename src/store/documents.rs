@@ -88,6 +88,10 @@ pub struct NewVersions<'a> {
     /// What they add to their tenant's usage: checked against its quotas
     /// first in the batch, added last.
     pub usage: Option<&'a super::UsageDelta>,
+    /// More statements of the same batch, after the quota guard: a source
+    /// sync's guard, seen marks and membership, or a commit's settled
+    /// deletes (see `store::syncs`).
+    pub extra: Vec<Stmt>,
 }
 
 impl<D: Database> Store<D> {
@@ -103,6 +107,7 @@ impl<D: Database> Store<D> {
         if let Some((guard, _)) = &usage {
             stmts.push(guard.clone());
         }
+        stmts.extend(new.extra.iter().cloned());
         for page in json_pages(new.docs, max) {
             stmts.push(Stmt::new(
                 sql::INTAKE_UPSERT_DOCUMENTS,

@@ -4,7 +4,8 @@
 //! Here: `sql.rs` (every statement's text, with the invariant it holds),
 //! and one file per aggregate with its row types and typed functions on
 //! [`Store`]: documents (versions, views, the intake batch), jobs, chunks,
-//! intents, generations, backfills, redrives, dead letters, repair, usage,
+//! intents, generations, backfills, redrives, dead letters, repair, syncs,
+//! tenants, usage,
 //! and the offline index's rows (`vector_rows`). The database handle is
 //! private: nothing outside builds a statement.
 //!
@@ -22,6 +23,7 @@ mod intents;
 mod jobs;
 mod redrives;
 mod repair;
+mod syncs;
 mod tenants;
 mod usage;
 pub mod vector_rows;
@@ -36,6 +38,9 @@ pub use generations::{GenerationListRow, GenerationRow};
 pub use jobs::{AttemptEnd, ClaimRow, ConsumeRow, JobViewRow, StalledJobRow};
 pub use redrives::{AuditRow, Candidate, CandidateFilter, ItemRow, NewItem, RedriveRow, RerunOf};
 pub use repair::{RepairRunRow, VerifyRow};
+pub use syncs::{
+    settle_deletes_stmts, CommittingRow, SourceCounts, SyncDeleteRow, SyncRow, SyncWriteRows,
+};
 pub use tenants::{Quotas, TenantRow, TenantUsageRow, TokenAuthRow, TokenRow, UsageDelta};
 pub use usage::UsageSnapshot;
 

@@ -1115,6 +1115,138 @@ pub const BACKFILL_COMPLETE: &str = "\
 UPDATE backfills SET state = 'completed', updated_at = ?2 WHERE backfill_id = ?1 AND state = 'running'
   AND (to_generation IS NULL OR EXISTS (SELECT 1 FROM generations g WHERE g.generation = backfills.to_generation AND g.state = 'active'))";
 
+// ---------------------------------------------------------------- syncs
+
+/// A new open session: `?1` sync_id, `?2` tenant, `?3` source, `?4` now,
+/// `?5` when it expires.
+pub const SYNC_INSERT: &str = "\
+INSERT INTO syncs (sync_id, tenant_id, source, state, created_at, expires_at, updated_at)
+VALUES (?1, ?2, ?3, 'open', ?4, ?5, ?4)";
+
+/// Session `?1` of tenant `?2`, with the documents it has seen so far and
+/// its planned deletes still pending.
+pub const SYNC_GET: &str = "\
+SELECT s.sync_id AS sync_id, s.tenant_id AS tenant_id, s.source AS source, s.state AS state,
+       s.created_at AS created_at, s.expires_at AS expires_at, s.committed_at AS committed_at,
+       s.finished_at AS finished_at, s.seen AS seen, s.to_delete AS to_delete, s.deleted AS deleted, s.kept AS kept,
+       (SELECT count(*) FROM sync_seen x WHERE x.sync_id = s.sync_id) AS seen_now,
+       (SELECT count(*) FROM sync_deletes x WHERE x.sync_id = s.sync_id AND x.state = 'pending') AS pending
+FROM syncs s WHERE s.sync_id = ?1 AND s.tenant_id = ?2";
+
+/// In a write's batch, first: aborts it (a row in `sync_refusals` violates
+/// its CHECK) unless session `?1` of tenant `?2` and source `?3` is open
+/// and unexpired at `?4`.
+pub const SYNC_WRITE_GUARD: &str = "\
+INSERT INTO sync_refusals (sync_id)
+SELECT ?1 WHERE NOT EXISTS (SELECT 1 FROM syncs s WHERE s.sync_id = ?1 AND s.tenant_id = ?2 AND s.source = ?3
+                            AND s.state = 'open' AND s.expires_at > ?4)";
+
+/// Session `?1` saw the documents in `?2` (JSON array of keys).
+pub const SYNC_MARK_SEEN: &str = "\
+INSERT OR IGNORE INTO sync_seen (sync_id, doc_id) SELECT ?1, value FROM json_each(?2)";
+
+/// The documents in `?3` (JSON array of keys) belong to source `?2` of
+/// tenant `?1` (a document belongs to the last source it was written with).
+pub const SOURCE_SET_DOCUMENTS: &str = "\
+INSERT INTO source_documents (doc_id, tenant_id, source) SELECT value, ?1, ?2 FROM json_each(?3) WHERE true
+ON CONFLICT (doc_id) DO UPDATE SET tenant_id = excluded.tenant_id, source = excluded.source";
+
+/// Open sessions past their time (`?1`: now) expire, deleting nothing.
+pub const SYNC_EXPIRE_DUE: &str = "\
+UPDATE syncs SET state = 'expired', finished_at = ?1, updated_at = ?1 WHERE state = 'open' AND expires_at <= ?1";
+
+/// Of tenant `?2`'s source `?3`: its documents (latest version not a
+/// tombstone) and how many of them session `?1` has not seen.
+macro_rules! source_counts {
+    () => {
+        "SELECT count(*) AS documents,
+       coalesce(sum(CASE WHEN EXISTS (SELECT 1 FROM sync_seen x WHERE x.sync_id = ?1 AND x.doc_id = sd.doc_id)
+                         THEN 0 ELSE 1 END), 0) AS to_delete
+FROM source_documents sd
+JOIN documents d ON d.doc_id = sd.doc_id
+JOIN versions v ON v.doc_id = d.doc_id AND v.version = d.latest_version
+WHERE sd.tenant_id = ?2 AND sd.source = ?3 AND v.is_delete = 0"
+    };
+}
+
+pub const SYNC_SOURCE_COUNTS: &str = source_counts!();
+
+/// In a commit's batch, first: aborts it unless `?5` (allow a mass delete)
+/// is 1 or what session `?1` would delete is at most `?4` percent of the
+/// source (tenant `?2`, source `?3`).
+pub const SYNC_DELETE_GUARD: &str = concat!(
+    "INSERT INTO sync_refusals (sync_id) SELECT ?1 FROM (",
+    source_counts!(),
+    ") c WHERE ?5 = 0 AND c.to_delete * 100 > ?4 * c.documents"
+);
+
+/// A commit's plan, if session `?1` (tenant `?2`, source `?3`) is open at
+/// `?4`: every document of the source it did not see, at its latest version.
+pub const SYNC_PLAN_DELETES: &str = "\
+INSERT OR IGNORE INTO sync_deletes (sync_id, doc_id, version, state)
+SELECT ?1, sd.doc_id, d.latest_version, 'pending'
+FROM source_documents sd
+JOIN documents d ON d.doc_id = sd.doc_id
+JOIN versions v ON v.doc_id = d.doc_id AND v.version = d.latest_version
+WHERE sd.tenant_id = ?2 AND sd.source = ?3 AND v.is_delete = 0
+  AND NOT EXISTS (SELECT 1 FROM sync_seen x WHERE x.sync_id = ?1 AND x.doc_id = sd.doc_id)
+  AND EXISTS (SELECT 1 FROM syncs s WHERE s.sync_id = ?1 AND s.state = 'open' AND s.expires_at > ?4)";
+
+/// In a commit's batch, if session `?1` is open at `?2`: the earlier open
+/// sessions of its source are superseded (the later commit wins).
+pub const SYNC_SUPERSEDE_EARLIER: &str = "\
+UPDATE syncs SET state = 'superseded', finished_at = ?2, updated_at = ?2
+WHERE state = 'open'
+  AND tenant_id = (SELECT tenant_id FROM syncs WHERE sync_id = ?1)
+  AND source = (SELECT source FROM syncs WHERE sync_id = ?1)
+  AND seq < (SELECT seq FROM syncs WHERE sync_id = ?1)
+  AND EXISTS (SELECT 1 FROM syncs s WHERE s.sync_id = ?1 AND s.state = 'open' AND s.expires_at > ?2)";
+
+/// Last in a commit's batch: session `?1`, if open at `?2`, is committing,
+/// with what it saw and plans to delete.
+pub const SYNC_BEGIN_COMMIT: &str = "\
+UPDATE syncs SET state = 'committing', committed_at = ?2, updated_at = ?2,
+  seen = (SELECT count(*) FROM sync_seen x WHERE x.sync_id = ?1),
+  to_delete = (SELECT count(*) FROM sync_deletes x WHERE x.sync_id = ?1)
+WHERE sync_id = ?1 AND state = 'open' AND expires_at > ?2";
+
+/// A page of session `?1`'s pending deletes (`?2` rows, by key), each with
+/// whether to keep it: a later session of the source saw it, or it moved
+/// to another source.
+pub const SYNC_DELETES_PAGE: &str = "\
+SELECT p.doc_id AS doc_id, p.version AS version,
+       (EXISTS (SELECT 1 FROM sync_seen x JOIN syncs l ON l.sync_id = x.sync_id
+                WHERE x.doc_id = p.doc_id AND l.tenant_id = s.tenant_id AND l.source = s.source AND l.seq > s.seq)
+        OR NOT EXISTS (SELECT 1 FROM source_documents m
+                       WHERE m.doc_id = p.doc_id AND m.tenant_id = s.tenant_id AND m.source = s.source)) AS keep
+FROM sync_deletes p JOIN syncs s ON s.sync_id = p.sync_id
+WHERE p.sync_id = ?1 AND p.state = 'pending'
+ORDER BY p.doc_id LIMIT ?2";
+
+/// Session `?1`'s pending deletes of the keys in `?3` (JSON array) end as
+/// `?2` (`deleted` in the batch of their tombstones, `kept` after it).
+pub const SYNC_DELETES_SETTLE: &str = "\
+UPDATE sync_deletes SET state = ?2
+WHERE sync_id = ?1 AND state = 'pending' AND doc_id IN (SELECT value FROM json_each(?3))";
+
+/// After a page: session `?1`'s figures, counted from its plan, and
+/// `committed` (at `?2`) once no delete is pending.
+pub const SYNC_PAGE_DONE: &str = "\
+UPDATE syncs SET
+  deleted = (SELECT count(*) FROM sync_deletes x WHERE x.sync_id = ?1 AND x.state = 'deleted'),
+  kept = (SELECT count(*) FROM sync_deletes x WHERE x.sync_id = ?1 AND x.state = 'kept'),
+  finished_at = CASE WHEN EXISTS (SELECT 1 FROM sync_deletes x WHERE x.sync_id = ?1 AND x.state = 'pending')
+                     THEN NULL ELSE ?2 END,
+  state = CASE WHEN EXISTS (SELECT 1 FROM sync_deletes x WHERE x.sync_id = ?1 AND x.state = 'pending')
+               THEN 'committing' ELSE 'committed' END,
+  updated_at = ?2
+WHERE sync_id = ?1 AND state = 'committing'";
+
+/// Sessions whose commit is under way, oldest first (`?1` at most): the
+/// cron continues them.
+pub const SYNCS_COMMITTING: &str = "\
+SELECT sync_id, tenant_id FROM syncs WHERE state = 'committing' ORDER BY seq LIMIT ?1";
+
 /// Every statement above, by name (checked against this file by tests/it/sql.rs).
 pub const ALL: &[(&str, &str)] = &[
     ("LATEST_VERSIONS", LATEST_VERSIONS),
@@ -1234,4 +1366,19 @@ pub const ALL: &[(&str, &str)] = &[
     ("BACKFILL_NEXT_PASS", BACKFILL_NEXT_PASS),
     ("BACKFILL_COUNTS", BACKFILL_COUNTS),
     ("BACKFILL_COMPLETE", BACKFILL_COMPLETE),
+    ("SYNC_INSERT", SYNC_INSERT),
+    ("SYNC_GET", SYNC_GET),
+    ("SYNC_WRITE_GUARD", SYNC_WRITE_GUARD),
+    ("SYNC_MARK_SEEN", SYNC_MARK_SEEN),
+    ("SOURCE_SET_DOCUMENTS", SOURCE_SET_DOCUMENTS),
+    ("SYNC_EXPIRE_DUE", SYNC_EXPIRE_DUE),
+    ("SYNC_SOURCE_COUNTS", SYNC_SOURCE_COUNTS),
+    ("SYNC_DELETE_GUARD", SYNC_DELETE_GUARD),
+    ("SYNC_PLAN_DELETES", SYNC_PLAN_DELETES),
+    ("SYNC_SUPERSEDE_EARLIER", SYNC_SUPERSEDE_EARLIER),
+    ("SYNC_BEGIN_COMMIT", SYNC_BEGIN_COMMIT),
+    ("SYNC_DELETES_PAGE", SYNC_DELETES_PAGE),
+    ("SYNC_DELETES_SETTLE", SYNC_DELETES_SETTLE),
+    ("SYNC_PAGE_DONE", SYNC_PAGE_DONE),
+    ("SYNCS_COMMITTING", SYNCS_COMMITTING),
 ];

@@ -128,6 +128,8 @@ fn every_state_literal_in_sql_is_a_known_state() {
         strs(RedriveState::ALL.iter().map(|s| s.as_str()).collect()),
         strs(RedriveItemState::ALL.iter().map(|s| s.as_str()).collect()),
         strs(TenantState::ALL.iter().map(|s| s.as_str()).collect()),
+        strs(SyncState::ALL.iter().map(|s| s.as_str()).collect()),
+        strs(SyncDeleteState::ALL.iter().map(|s| s.as_str()).collect()),
     ]
     .into_iter()
     .flatten()

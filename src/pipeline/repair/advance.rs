@@ -1,6 +1,7 @@
-//! Steps 5 and 6: active redrives, and the running backfill, advanced in
-//! the budget left (`pipeline/admin.rs` and `pipeline/backfill.rs` hold
-//! what one advance does). Their worst cases are estimates: what an advance
+//! Steps 5, 6 and 7: active redrives, the running backfill, and source
+//! sync sessions (expired, or committing), advanced in the budget left
+//! (`pipeline/admin.rs`, `pipeline/backfill.rs` and `pipeline/sync.rs`
+//! hold what one advance does). Their worst cases are estimates: what an advance
 //! costs depends on what it finds.
 
 use super::Run;
@@ -28,6 +29,13 @@ const fn redrive_advance_worst() -> u64 {
 /// `backfill_page_cost` (`pipeline/backfill.rs`; also an estimate: 8 + 4
 /// per document).
 const BACKFILL_STEP_MIN: u64 = 8;
+
+/// One page of a sync commit at worst: the page, the latest versions, the
+/// intake batch, the queue send, the page's end; with one spare.
+const SYNC_PAGE_WORST: u64 = 6;
+
+/// The sync step's reads before its pages: the expiry, the committing list.
+const SYNC_STEP_MIN: u64 = 2;
 
 impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D, V, E, Q, C> {
     /// Step 5: redrives in progress, as many as fit at their worst after
@@ -57,6 +65,23 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         let left = run.left().saturating_sub(2);
         match self.advance_backfills(left).await {
             Ok(pages) => run.report.backfill_pages = pages,
+            Err(e) => run.report.failed(e.bucket),
+        }
+    }
+
+    /// Step 7: open sync sessions past their time expire, and committing
+    /// ones continue, as many pages as fit (at most `CRON_SYNC_PAGES_MAX`).
+    pub(super) async fn advance_syncs_step(&self, run: &mut Run<'_>) {
+        if !self.allows(run, SYNC_STEP_MIN) {
+            return;
+        }
+        let fit = run.left().saturating_sub(SYNC_STEP_MIN) / SYNC_PAGE_WORST;
+        let pages = fit.min(u64::from(self.cfg.cron_sync_pages_max)) as u32;
+        match self.advance_syncs(pages).await {
+            Ok((expired, pages)) => {
+                run.report.syncs_expired = expired;
+                run.report.sync_pages = pages;
+            }
             Err(e) => run.report.failed(e.bucket),
         }
     }

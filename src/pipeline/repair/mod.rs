@@ -14,7 +14,8 @@
 //! - `drain.rs` — 2: due intents' vectors deleted from the index;
 //! - `requeue.rs` — 3: stalled jobs sent again, or ended `dead`;
 //! - `verify.rs` — 4: a sample of live chunks checked against the index;
-//! - `advance.rs` — 5: active redrives; 6: the running backfill;
+//! - `advance.rs` — 5: active redrives; 6: the running backfill; 7: sync
+//!   sessions expired, and committing ones continued;
 //! - `report.rs` — the run's [`RepairReport`], logged and recorded.
 //!
 //! May import: the rest of `pipeline` (`consume`'s `delete_vectors`,
@@ -74,6 +75,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         metered.verify_step(&mut run).await; // 4
         metered.advance_redrives_step(&mut run).await; // 5
         metered.advance_backfill_step(&mut run).await; // 6
+        metered.advance_syncs_step(&mut run).await; // 7
         let mut report = run.report;
         report.subrequests_used = usage.total();
         report.elapsed_ms = self.clock.now_ms() - started_at;

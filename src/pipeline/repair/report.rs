@@ -31,6 +31,10 @@ pub struct RepairReport {
     pub generation_rows_retired: u64,
     /// Pages the running backfill enqueued.
     pub backfill_pages: u64,
+    /// Open sync sessions that expired.
+    pub syncs_expired: u64,
+    /// Pages of sync commits settled.
+    pub sync_pages: u64,
     /// Whether a step stopped at its per-run cap, or the run at its
     /// subrequest or wall-time budget (work is left for the next run).
     pub budget_hit: bool,
@@ -71,6 +75,8 @@ impl RepairReport {
             + self.redrives_advanced
             + self.generation_rows_retired
             + self.backfill_pages
+            + self.syncs_expired
+            + self.sync_pages
             > 0
             || !self.failures.is_empty()
     }
