@@ -166,7 +166,14 @@ fn parse_document(
     let obj = object(body)?;
     only_fields(
         obj,
-        &["doc_id", "text", "metadata", "content_type", "source", "sync_id"],
+        &[
+            "doc_id",
+            "text",
+            "metadata",
+            "content_type",
+            "source",
+            "sync_id",
+        ],
         "",
     )?;
     let doc_id = match (path_doc_id, obj.get("doc_id")) {
@@ -197,10 +204,14 @@ fn parse_document(
 /// A document's `source` and `sync_id` (a sync session of that source),
 /// if given: a source is 1 to `SOURCE_BYTES_MAX` bytes of UTF-8 without
 /// control characters; a session needs its source.
-pub(super) fn parse_source_write(obj: &Map<String, Value>) -> Result<Option<SourceWrite>, ApiError> {
+pub(super) fn parse_source_write(
+    obj: &Map<String, Value>,
+) -> Result<Option<SourceWrite>, ApiError> {
     let sync_id = match obj.get("sync_id") {
         None | Some(Value::Null) => None,
-        Some(Value::String(s)) if !s.is_empty() && s.len() <= 64 && s.bytes().all(|b| b.is_ascii_graphic()) => {
+        Some(Value::String(s))
+            if !s.is_empty() && s.len() <= 64 && s.bytes().all(|b| b.is_ascii_graphic()) =>
+        {
             Some(s.clone())
         }
         Some(_) => {
@@ -231,10 +242,7 @@ pub(super) const SOURCE_BYTES_MAX: usize = 128;
 /// A source name: 1 to `SOURCE_BYTES_MAX` bytes, no control characters.
 pub(super) fn parse_source(s: &str) -> Result<String, ApiError> {
     if s.is_empty() || s.len() > SOURCE_BYTES_MAX {
-        return Err(ApiError::field(
-            "source",
-            "must be 1 to 128 bytes of UTF-8",
-        ));
+        return Err(ApiError::field("source", "must be 1 to 128 bytes of UTF-8"));
     }
     if s.chars().any(char::is_control) {
         return Err(ApiError::field(
@@ -324,25 +332,27 @@ where
     C: Clock,
 {
     let scope = scope.map_or(IntakeScope::Plain, IntakeScope::Source);
-    p.intake_in(tenant, items, scope).await.map_err(|e| match e {
-        IntakeError::SyncNotOpen => refused(Refused::SyncNotOpen),
-        IntakeError::Conflict => ApiError::new(
-            409,
-            "conflict",
-            "a concurrent write to the same document won; retry",
-        ),
-        IntakeError::QuotaExceeded(Quota::Documents) => ApiError::too_many(
-            "document_quota_exceeded",
-            "the tenant stores as many documents as its quota allows; nothing was written",
-            QUOTA_RETRY_AFTER_SECONDS,
-        ),
-        IntakeError::QuotaExceeded(Quota::Bytes) => ApiError::too_many(
-            "byte_quota_exceeded",
-            "the tenant stores as many text bytes as its quota allows; nothing was written",
-            QUOTA_RETRY_AFTER_SECONDS,
-        ),
-        IntakeError::Port(e) => ApiError::from_port(e),
-    })
+    p.intake_in(tenant, items, scope)
+        .await
+        .map_err(|e| match e {
+            IntakeError::SyncNotOpen => refused(Refused::SyncNotOpen),
+            IntakeError::Conflict => ApiError::new(
+                409,
+                "conflict",
+                "a concurrent write to the same document won; retry",
+            ),
+            IntakeError::QuotaExceeded(Quota::Documents) => ApiError::too_many(
+                "document_quota_exceeded",
+                "the tenant stores as many documents as its quota allows; nothing was written",
+                QUOTA_RETRY_AFTER_SECONDS,
+            ),
+            IntakeError::QuotaExceeded(Quota::Bytes) => ApiError::too_many(
+                "byte_quota_exceeded",
+                "the tenant stores as many text bytes as its quota allows; nothing was written",
+                QUOTA_RETRY_AFTER_SECONDS,
+            ),
+            IntakeError::Port(e) => ApiError::from_port(e),
+        })
 }
 
 /// The current state of the documents an intake left unchanged (read only

@@ -56,7 +56,10 @@ where
     C: Clock,
 {
     let id = percent_decode(id)?;
-    let view = p.sync_view(tenant, &id).await.map_err(ApiError::from_port)?;
+    let view = p
+        .sync_view(tenant, &id)
+        .await
+        .map_err(ApiError::from_port)?;
     Ok(ok(200, to_json(view.map_err(refused)?)?))
 }
 
@@ -139,7 +142,9 @@ where
         };
         let content_hash = match o.get("content_hash") {
             Some(Value::String(h))
-                if h.len() == 64 && h.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) =>
+                if h.len() == 64
+                    && h.bytes()
+                        .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) =>
             {
                 h.clone()
             }

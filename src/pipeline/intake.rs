@@ -31,7 +31,10 @@ pub enum IntakeItem {
     /// A sync commit's delete: a tombstone only if `version` is still the
     /// document's latest (a newer version, or a delete already, is kept:
     /// `Unchanged`).
-    Retire { doc_id: DocId, version: u32 },
+    Retire {
+        doc_id: DocId,
+        version: u32,
+    },
 }
 
 impl IntakeItem {
@@ -336,7 +339,9 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock>
             return IntakeError::Port(e);
         }
         match self.store.sync(sync_id, tenant.as_str()).await {
-            Ok(Some(s)) if s.state == SyncState::Open && s.expires_at > now && &s.source == source => {
+            Ok(Some(s))
+                if s.state == SyncState::Open && s.expires_at > now && &s.source == source =>
+            {
                 IntakeError::Port(e)
             }
             Ok(_) => IntakeError::SyncNotOpen,

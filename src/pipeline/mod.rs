@@ -44,8 +44,8 @@ pub use intake::{
 pub use refused::{Outcome, Refused};
 pub use repair::RepairReport;
 pub use search::{Scores, SearchHit, SearchMode, SearchRequest};
-pub use sync::{SeenClaim, SyncView};
 pub use settle::{dead_letter_retry_delay, Settle};
+pub use sync::{SeenClaim, SyncView};
 pub use tenants::{
     Admission, NewToken, QuotasView, TenantUsage, TenantView, TokenGrant, TokenView,
 };

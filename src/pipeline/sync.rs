@@ -119,7 +119,13 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock>
         let id = sync_id(entropy);
         let ttl_ms = (self.cfg.sync_session_ttl_seconds as i64).saturating_mul(1000);
         self.store
-            .insert_sync(&id, tenant.as_str(), source, now, now.saturating_add(ttl_ms))
+            .insert_sync(
+                &id,
+                tenant.as_str(),
+                source,
+                now,
+                now.saturating_add(ttl_ms),
+            )
             .await?;
         match self.store.sync(&id, tenant.as_str()).await? {
             Some(row) => Ok(SyncView::of(row, now)),
@@ -128,7 +134,11 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock>
     }
 
     /// Tenant `tenant`'s session `id` (another tenant's is not found).
-    pub async fn sync_view(&self, tenant: &TenantId, id: &str) -> Result<Outcome<SyncView>, PortError> {
+    pub async fn sync_view(
+        &self,
+        tenant: &TenantId,
+        id: &str,
+    ) -> Result<Outcome<SyncView>, PortError> {
         let now = self.clock.now_ms();
         Ok(match self.store.sync(id, tenant.as_str()).await? {
             Some(row) => Ok(SyncView::of(row, now)),
@@ -211,12 +221,17 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock>
                 .await;
             let refused = match begun {
                 Ok(()) => false,
-                Err(e) if e.bucket == FailureBucket::DbRejected && e.code == "db_constraint" => true,
+                Err(e) if e.bucket == FailureBucket::DbRejected && e.code == "db_constraint" => {
+                    true
+                }
                 Err(e) => return Err(e),
             };
             row = self.reread(tenant, id).await?;
             if refused && row.state == SyncState::Open && row.expires_at > now {
-                let counts = self.store.source_counts(id, &row.tenant_id, &row.source).await?;
+                let counts = self
+                    .store
+                    .source_counts(id, &row.tenant_id, &row.source)
+                    .await?;
                 return Ok(Err(Refused::SyncDeleteGuard {
                     to_delete: counts.to_delete,
                     documents: counts.documents,
@@ -227,7 +242,9 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock>
         match SyncView::of(row, now).state {
             SyncState::Expired => return Ok(Err(Refused::SyncExpired)),
             SyncState::Superseded => return Ok(Err(Refused::SyncSuperseded)),
-            SyncState::Open => return Err(PortError::new(FailureBucket::Internal, "sync_not_begun")),
+            SyncState::Open => {
+                return Err(PortError::new(FailureBucket::Internal, "sync_not_begun"))
+            }
             SyncState::Committing => {
                 let pages = self.cfg.sync_commit_pages_per_request;
                 self.advance_sync(tenant, id, pages).await?;
@@ -244,8 +261,9 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock>
             .ok_or_else(|| PortError::new(FailureBucket::Internal, "sync_missing"))
     }
 
-    /// Settles up to `pages` pages of committing session `id`'s deletes.
-    /// Returns the pages settled.
+    /// Settles up to `pages` pages of committing session `id`'s deletes
+    /// (and ends it once none is pending). Returns the pages of deletes
+    /// settled.
     pub(super) async fn advance_sync(
         &self,
         tenant: &TenantId,
@@ -288,6 +306,9 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock>
             self.store
                 .sync_page_done(id, &kept, self.clock.now_ms())
                 .await?;
+            if rows.is_empty() {
+                break;
+            }
             done += 1;
             if rows.len() < page_size as usize {
                 break;

@@ -13,6 +13,7 @@
 //! - `search` — hybrid search: the keyword index, its fences, fusion, snippets.
 //! - `admin` — dead letters, redrives and repair runs, through the API.
 //! - `tenants` — tenants, tokens, scopes, quotas and isolation, through the API.
+//! - `sync` — source sync sessions: seen, commit, the guard, expiry, crashes.
 //! - `chunk_props` — property tests of the chunkers over arbitrary Unicode
 //!   (`PROPTEST_CASES` per property).
 //! - `keyword_props` — property tests of the keyword index's text rules
@@ -36,5 +37,6 @@ mod pipeline;
 mod reuse;
 mod search;
 mod sql;
+mod sync;
 mod tenants;
 mod token_bound;

@@ -585,6 +585,84 @@ fn every_statement_is_exercised_by_the_flows() {
             .extend(w7.db.executed.borrow().iter().copied());
     }
 
+    // A source sync: a session that writes, marks seen and commits in
+    // pages, past its guard; an earlier one superseded; one expired.
+    {
+        use ingest_pipeline::core::ids::{DocId, TenantId};
+        use ingest_pipeline::pipeline::{
+            DocumentInput, IntakeItem, IntakeScope, SeenClaim, SourceWrite,
+        };
+        let w8 = World::with(ingest_pipeline::config::Config {
+            sync_commit_page_size: 1,
+            embedding_dimensions: 64,
+            ..Default::default()
+        });
+        let p = w8.p();
+        let t = TenantId::default_tenant();
+        let src = SourceWrite {
+            source: "docs".into(),
+            sync_id: None,
+        };
+        let put = |doc: &str| {
+            IntakeItem::Put(DocumentInput {
+                doc_id: DocId::parse(doc).unwrap(),
+                text: format!("text of {doc}"),
+                metadata: Default::default(),
+                content_type: ingest_pipeline::core::chunk::ContentType::Plain,
+            })
+        };
+        block_on(p.intake_in(
+            &t,
+            &[put("s1"), put("s2"), put("s3")],
+            IntakeScope::Source(&src),
+        ))
+        .unwrap();
+        let early = block_on(p.open_sync(&t, "docs", &[1; 32])).unwrap();
+        let s = block_on(p.open_sync(&t, "docs", &[2; 32])).unwrap();
+        let in_s = SourceWrite {
+            source: "docs".into(),
+            sync_id: Some(s.sync_id.clone()),
+        };
+        block_on(p.intake_in(&t, &[put("s1")], IntakeScope::Source(&in_s))).unwrap();
+        let claim = SeenClaim {
+            doc_id: DocId::parse("s2").unwrap(),
+            content_hash: ingest_pipeline::pipeline::content_hash(&DocumentInput {
+                doc_id: DocId::parse("s2").unwrap(),
+                text: "text of s2".into(),
+                metadata: Default::default(),
+                content_type: ingest_pipeline::core::chunk::ContentType::Plain,
+            }),
+        };
+        assert_eq!(
+            block_on(p.sync_mark_seen(&t, &s.sync_id, &[claim])).unwrap(),
+            Ok(vec![true])
+        );
+        let done = block_on(p.commit_sync(&t, &s.sync_id, false))
+            .unwrap()
+            .unwrap();
+        assert_eq!((done.deleted, done.state.as_str()), (1, "committed"));
+        assert_eq!(
+            block_on(p.sync_view(&t, &early.sync_id))
+                .unwrap()
+                .unwrap()
+                .state
+                .as_str(),
+            "superseded"
+        );
+        // The guard: a session that saw nothing would delete all.
+        let g = block_on(p.open_sync(&t, "docs", &[3; 32])).unwrap();
+        assert!(matches!(
+            block_on(p.commit_sync(&t, &g.sync_id, false)).unwrap(),
+            Err(ingest_pipeline::pipeline::Refused::SyncDeleteGuard { .. })
+        ));
+        w8.clock
+            .advance_ms(w8.cfg.sync_session_ttl_seconds as i64 * 1000 + 1);
+        assert_eq!(w8.cron().syncs_expired, 1);
+        w.db.executed
+            .borrow_mut()
+            .extend(w8.db.executed.borrow().iter().copied());
+    }
+
     // The local index on its own database.
     let vdb = SqliteDb::local_index();
     let idx = local_index(&vdb, 1000, 100);
