@@ -1,6 +1,6 @@
 //! The deterministic simulation (see `src/native/sim/`): every single
-//! crash point of the six flows (`FLOWS`: single version, update, delete,
-//! overtake, reindex, cancel), exhaustively, then random seeds with
+//! crash point of the seven flows (`FLOWS`: single version, update, delete,
+//! overtake, reindex, cancel, sync), exhaustively, then random seeds with
 //! interleavings, duplicates, reordering, cron at arbitrary points, random
 //! faults, concurrent operators, lasting outages and the queue's
 //! `max_retries` → dead-letter path, their clients writing as two tenants.

@@ -518,6 +518,13 @@ pub fn canonical_dump(db: &SqliteDb) -> String {
                     CASE WHEN state IN ('succeeded', 'superseded') THEN 'done' ELSE state END AS outcome
              FROM jobs WHERE build_generation IS NULL ORDER BY job_id",
         "SELECT tenant_id, state, documents, bytes FROM tenants ORDER BY tenant_id",
+        // Sync sessions that committed, and their plans (a session whose
+        // opening answer was lost stays behind, open or superseded, and
+        // deletes nothing: `sim::invariants::syncs_hold`).
+        "SELECT source, state, seen, to_delete, deleted, kept FROM syncs WHERE state = 'committed' ORDER BY seq",
+        "SELECT d.doc_id, d.version, d.state FROM sync_deletes d JOIN syncs s ON s.sync_id = d.sync_id
+             WHERE s.state = 'committed' ORDER BY s.seq, d.doc_id",
+        "SELECT doc_id, tenant_id, source FROM source_documents ORDER BY doc_id",
     ];
     let mut out = String::new();
     for q in queries {

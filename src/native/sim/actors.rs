@@ -293,3 +293,93 @@ async fn poll_redrive(p: &Simulated<'_>, sched: &Sched, id: &str) {
         sleep_until(sched, sched.now_ms.get() + 1000).await;
     }
 }
+
+/// The source the syncing operator syncs.
+pub const SYNC_SOURCE: &str = "site";
+
+/// The syncing operator's work (flow `sync`), each request retried until
+/// answered: a first session writes every document of `docs` again
+/// (unchanged: seen, and now of [`SYNC_SOURCE`]) and commits, deleting
+/// nothing; a second writes all but the last and commits, which tombstones
+/// the last through the protocol. Each document's text is its last `Put`.
+/// A session whose opening answer was lost stays open, unseen, until the
+/// next commit supersedes it: it deletes nothing.
+pub(super) async fn sync_source(p: &Simulated<'_>, sched: &Sched, docs: &[DocClient]) {
+    let writes: Vec<(DocClient, String)> = docs
+        .iter()
+        .filter_map(|c| {
+            let text = c.ops.iter().rev().find_map(|o| match o {
+                Op::Put(t) => Some(t.clone()),
+                _ => None,
+            })?;
+            Some((c.clone(), text))
+        })
+        .collect();
+    let mut draw = 0u8;
+    for keep in [writes.len(), writes.len().saturating_sub(1)] {
+        let sync_id = loop {
+            draw += 1;
+            let tenant = crate::core::ids::TenantId::default_tenant();
+            if let Ok(v) = p.open_sync(&tenant, SYNC_SOURCE, &[draw; 32]).await {
+                break v.sync_id;
+            }
+            back_off(sched, u32::from(draw)).await;
+        };
+        let scope = crate::pipeline::SourceWrite {
+            source: SYNC_SOURCE.to_string(),
+            sync_id: Some(sync_id.clone()),
+        };
+        for (client, text) in writes.iter().take(keep) {
+            let item = IntakeItem::Put(DocumentInput {
+                doc_id: client.doc(),
+                text: text.clone(),
+                metadata: Default::default(),
+                content_type: ContentType::Plain,
+            });
+            for attempt in 0.. {
+                assert!(attempt < 1000, "a sync write was never accepted");
+                let scoped = crate::pipeline::IntakeScope::Source(&scope);
+                match p
+                    .intake_in(&client.tenant, std::slice::from_ref(&item), scoped)
+                    .await
+                {
+                    Ok(_) => break,
+                    Err(crate::pipeline::IntakeError::SyncNotOpen) => {
+                        panic!("the session closed under its writes")
+                    }
+                    Err(_) => back_off(sched, attempt).await,
+                }
+            }
+        }
+        let tenant = crate::core::ids::TenantId::default_tenant();
+        for attempt in 0.. {
+            assert!(attempt < 1000, "a sync commit never ended");
+            match p.commit_sync(&tenant, &sync_id, false).await {
+                Ok(Ok(v)) if v.state == crate::core::state::SyncState::Committed => break,
+                Ok(Ok(_)) => yield_now().await,
+                Ok(Err(refusal)) => panic!("sync commit refused: {refusal:?}"),
+                Err(_) => back_off(sched, attempt).await,
+            }
+        }
+    }
+}
+
+/// The syncing operator of a run: waits until every client's writes were
+/// answered and delivered, then [`sync_source`].
+pub(super) async fn sync_operator(
+    p: Simulated<'_>,
+    sched: &Sched,
+    broker: &Broker,
+    progress: &Progress,
+    docs: Vec<DocClient>,
+) {
+    while !(progress.writers_done.get() == docs.len()
+        && broker.is_empty()
+        && progress.in_flight.get() == 0)
+    {
+        progress.operator_waits().set(true);
+        yield_now().await;
+    }
+    progress.operator_waits().set(false);
+    sync_source(&p, sched, &docs).await;
+}

@@ -125,6 +125,10 @@ fn check_quiescent(
         op => {
             let reference = match op {
                 Operator::None => Reference::Clients,
+                Operator::Sync => {
+                    invariants::syncs_hold(w)?;
+                    Reference::Synced
+                }
                 Operator::ReindexCancel if oracle::any_backfill_cancelled(&w.db) => {
                     report.cancelled = 1;
                     Reference::Cancelled
@@ -317,6 +321,13 @@ impl<'a> Executor<'a> {
                     progress,
                     after_a_live_version,
                     cancel_after_ms,
+                ))]
+            }
+            Operator::Sync => {
+                let p = w.simulated(sched);
+                let docs = script.docs.clone();
+                vec![Box::pin(actors::sync_operator(
+                    p, sched, &w.broker, progress, docs,
                 ))]
             }
             Operator::Redrive => {

@@ -455,6 +455,51 @@ pub(super) fn index_holds_written_live_chunks(w: &World) -> Result<(), Violation
 /// queue (sent by the consumer, or forwarded by the queue after its
 /// `max_retries`) is archived, and every job that ended failed or dead has
 /// its evidence archived as such.
+/// I14, after a sync scenario: every commit ended (none left committing,
+/// no planned delete pending), only a committed session deleted anything,
+/// and nothing was deleted that a later session of its source saw.
+pub(super) fn syncs_hold(w: &World) -> Result<(), Violation> {
+    let checks = [
+        (
+            "SELECT count(*) AS n FROM syncs WHERE state = 'committing'",
+            "a commit never ended",
+        ),
+        (
+            "SELECT count(*) AS n FROM sync_deletes WHERE state = 'pending'",
+            "a planned delete was left pending",
+        ),
+        (
+            "SELECT count(*) AS n FROM sync_deletes d JOIN syncs s ON s.sync_id = d.sync_id
+             WHERE d.state = 'deleted' AND s.state <> 'committed'",
+            "a session that did not commit deleted a document",
+        ),
+        (
+            "SELECT count(*) AS n FROM sync_deletes d JOIN syncs s ON s.sync_id = d.sync_id
+             WHERE d.state = 'deleted' AND EXISTS (
+               SELECT 1 FROM sync_seen x JOIN syncs l ON l.sync_id = x.sync_id
+               WHERE x.doc_id = d.doc_id AND l.tenant_id = s.tenant_id AND l.source = s.source
+                 AND l.seq > s.seq)",
+            "a document a later session saw was deleted",
+        ),
+        (
+            "SELECT count(*) AS n FROM syncs WHERE state = 'committed'",
+            "",
+        ),
+    ];
+    for (sql, what) in checks {
+        let n = oracle::count(&w.db, sql);
+        match what {
+            "" if n < 2 => {
+                return Err(violation("I14", format!("{n} sessions committed, not 2")));
+            }
+            "" => {}
+            _ if n > 0 => return Err(violation("I14", format!("{what} ({n})"))),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 pub(super) fn no_dead_letter_is_lost(w: &World) -> Result<(), Violation> {
     if let Some(m) = w.broker.lost.borrow().first() {
         return Err(violation(

@@ -17,8 +17,8 @@
 //! words. After every step that changed the ledger or the index the
 //! invariants I1–I4, I8, I10 and I11 (tenant isolation: no search hit,
 //! document view or job of one tenant reaches the other) are checked;
-//! after quiescence I5–I7, I9 and, for a redrive, R (see
-//! `docs/ARCHITECTURE.md`).
+//! after quiescence I5–I7, I9, for a redrive R, and for a source sync I14
+//! (see `docs/ARCHITECTURE.md`).
 //!
 //! The rooms, in layers: each may import the ones above it (and the
 //! native fakes, the test kit, the oracle and the pipeline), never one

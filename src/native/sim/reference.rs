@@ -46,6 +46,10 @@ pub(super) fn reference_dump(
             .expect("no fault")
             .expect("the backfill starts");
     }
+    if reference == Reference::Synced {
+        quiesce(&w, &sched, &p, cfg);
+        block_on(super::actors::sync_source(&p, &sched, &script.docs));
+    }
     quiesce(&w, &sched, &p, cfg);
     if reference == Reference::Cancelled {
         record_cancelled_generation(&w, cfg);

@@ -216,6 +216,7 @@ pub fn flow(name: &str) -> Script {
         "delete" => vec![Op::Put(v1), Op::Settle, Op::Delete],
         "overtake" => vec![Op::Put(v1), Op::Put(v2)],
         "reindex" | "cancel" => vec![Op::Put(v1), Op::Settle, Op::Put(v2)],
+        "sync" => return sync_flow(v1, v2),
         other => panic!("unknown flow {other}"),
     };
     // Two flows write as the created tenant, the others as `default`: the
@@ -239,13 +240,36 @@ pub fn flow(name: &str) -> Script {
     }
 }
 
+/// The `sync` flow: two documents of the `default` tenant, synced twice
+/// (the second sync no longer sees `doc-b`, and deletes it).
+fn sync_flow(v1: String, v2: String) -> Script {
+    let tenant = crate::core::ids::TenantId::default_tenant();
+    Script {
+        operator: Operator::Sync,
+        ..Script::clients_of(vec![
+            DocClient {
+                tenant: tenant.clone(),
+                doc_id: "doc-a".into(),
+                ops: vec![Op::Put(v1)],
+            },
+            DocClient {
+                tenant,
+                doc_id: "doc-b".into(),
+                ops: vec![Op::Put(v2)],
+            },
+        ])
+    }
+}
+
 /// `single`: one version; `update`: v1 indexed, then v2 replaces it;
 /// `delete`: v1 indexed, then deleted; `overtake`: v2 arrives before v1 ran;
 /// `reindex`: an update during a backfill to a new generation; `cancel`:
-/// the same backfill, cancelled by the operator. `delete` and `overtake`
-/// write as the created tenant (`acme`), the others as `default`.
-pub const FLOWS: [&str; 6] = [
-    "single", "update", "delete", "overtake", "reindex", "cancel",
+/// the same backfill, cancelled by the operator; `sync`: two documents
+/// synced into a source, then synced again without the second, which the
+/// commit deletes. `delete` and `overtake` write as the created tenant
+/// (`acme`), the others as `default`.
+pub const FLOWS: [&str; 7] = [
+    "single", "update", "delete", "overtake", "reindex", "cancel", "sync",
 ];
 
 /// Runs a flow sequentially (the exhaustive enumeration's schedule).

@@ -124,12 +124,18 @@ pub enum Operator {
     /// letter and polls the redrive while cron advances it too. Every
     /// document must end indexed, with every redrive item accounted for.
     Redrive,
+    /// Syncs a source of the `default` tenant's documents once every
+    /// client's writes are indexed: a session that sees them all, then one
+    /// that sees all but the last (which the commit deletes). The run must
+    /// end as the reference run of the clients, then the same syncs.
+    Sync,
 }
 
 /// The reference run's operator for what a run's operator did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Reference {
     Clients,
+    Synced,
     Reindexed,
     Cancelled,
 }
