@@ -652,6 +652,11 @@ impl Config {
         )?;
         self.check_known_model()?;
         check(
+            self.sync_commit_pages_per_request > 0 || self.cron_sync_pages_max > 0,
+            "CRON_SYNC_PAGES_MAX",
+            "must be positive when SYNC_COMMIT_PAGES_PER_REQUEST is 0 (else no commit ends)",
+        )?;
+        check(
             self.search_top_k_default >= 1 && self.search_top_k_default <= self.search_top_k_max,
             "SEARCH_TOP_K_DEFAULT",
             "must be 1..=SEARCH_TOP_K_MAX",
@@ -790,6 +795,22 @@ mod tests {
                 why: "must be 1..=1000"
             }
         );
+        // A commit must have someone to settle its pages.
+        let err = Config::from_lookup(|n| {
+            matches!(n, "SYNC_COMMIT_PAGES_PER_REQUEST" | "CRON_SYNC_PAGES_MAX").then(|| "0".into())
+        })
+        .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ConfigError::OutOfRange {
+                    name: "CRON_SYNC_PAGES_MAX",
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        assert!(Config::from_lookup(|n| (n == "CRON_SYNC_PAGES_MAX").then(|| "0".into())).is_ok());
         let err = Config::from_lookup(|n| (n == "EMBED_BATCH_SIZE").then(|| "ten".to_string()))
             .unwrap_err();
         assert_eq!(

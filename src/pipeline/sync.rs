@@ -27,13 +27,14 @@
 //! added up. Nothing is deleted that a later session of the source saw.
 
 use super::intake::{IntakeError, IntakeItem, IntakeOutcome, IntakeScope};
-use super::{Outcome, Refused};
+use super::{log_event, Outcome, Refused};
 use crate::core::failure::FailureBucket;
 use crate::core::ids::{DocId, DocKey, TenantId};
 use crate::core::state::SyncState;
 use crate::ports::{Clock, Database, Embedder, JobQueue, PortError, VectorIndex};
 use crate::store::{SyncRow, SyncWriteRows};
 use serde::Serialize;
+use serde_json::json;
 
 /// A sync session as the API shows it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -232,11 +233,23 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock>
                     .store
                     .source_counts(id, &row.tenant_id, &row.source)
                     .await?;
+                log_event(
+                    "sync_delete_guard",
+                    json!({ "tenant_id": tenant.as_str(), "sync_id": id,
+                            "to_delete": counts.to_delete, "documents": counts.documents }),
+                );
                 return Ok(Err(Refused::SyncDeleteGuard {
                     to_delete: counts.to_delete,
                     documents: counts.documents,
                     share_max_percent: share,
                 }));
+            }
+            if !refused && row.state == SyncState::Committing {
+                log_event(
+                    "sync_commit_begun",
+                    json!({ "tenant_id": tenant.as_str(), "sync_id": id,
+                            "seen": row.seen, "to_delete": row.to_delete }),
+                );
             }
         }
         match SyncView::of(row, now).state {
