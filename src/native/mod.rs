@@ -146,6 +146,12 @@ pub fn install_log_sink() {
     crate::log::set_sink(stderr_sink);
 }
 
+thread_local! {
+    /// Per thread, per list of migrations: a database they were applied to.
+    static TEMPLATES: RefCell<std::collections::HashMap<String, rusqlite::Connection>> =
+        RefCell::new(Default::default());
+}
+
 impl SqliteDb {
     /// A fresh in-memory database with `migrations` applied.
     pub fn open(migrations: &[(&str, &str)]) -> SqliteDb {
@@ -153,13 +159,36 @@ impl SqliteDb {
         // opened here: its log lines go to stderr, as the Worker's go to the
         // console.
         install_log_sink();
-        let conn = rusqlite::Connection::open_in_memory().expect("sqlite opens");
+        let mut conn = rusqlite::Connection::open_in_memory().expect("sqlite opens");
+        // Applying a dozen migrations is most of what a short simulated run
+        // costs, so each thread applies them once, to a template, and every
+        // ledger starts as a page-for-page copy of it (SQLite's backup API):
+        // the same schema and rows, so the same state, as applying them.
+        TEMPLATES.with(|templates| {
+            let mut templates = templates.borrow_mut();
+            let key = migrations.iter().map(|(name, _)| *name).collect::<Vec<_>>();
+            let template = templates.entry(key.join("\n")).or_insert_with(|| {
+                let t = rusqlite::Connection::open_in_memory().expect("sqlite opens");
+                t.execute_batch("PRAGMA foreign_keys = ON;").expect("pragma");
+                for (_, sql) in migrations {
+                    t.execute_batch(sql).expect("migration applies");
+                }
+                t
+            });
+            rusqlite::backup::Backup::new(template, &mut conn)
+                .and_then(|b| b.step(-1))
+                .expect("the template copies");
+        });
         conn.execute_batch("PRAGMA foreign_keys = ON;")
             .expect("pragma");
+        // The query planner's stability guarantee: a cached statement keeps
+        // its plan whatever values are bound. Without it SQLite re-prepares
+        // a statement on nearly every run (a bound value compared with a
+        // partial index's condition, or a `LIMIT ?`), which was most of the
+        // simulation's time. Results are the same; only plans are fixed.
+        conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)
+            .expect("the planner's stability guarantee");
         conn.set_prepared_statement_cache_capacity(128);
-        for (_, sql) in migrations {
-            conn.execute_batch(sql).expect("migration applies");
-        }
         SqliteDb {
             conn: RefCell::new(conn),
             statements: Cell::new(0),
