@@ -393,6 +393,10 @@ settings! {
     /// answers; the cron and later calls continue.
     sync_commit_pages_per_request: u32 = 4, "SYNC_COMMIT_PAGES_PER_REQUEST",
         in ..=50, "must be 0..=50";
+    /// Time buckets one `GET /v1/admin/jobs/timeline` answers at most (the
+    /// console's chart of jobs over time).
+    timeline_buckets_max: u32 = 500, "TIMELINE_BUCKETS_MAX",
+        in 1..=10_000, "must be 1..=10000";
     /// Pages of sync commits one cron invocation settles.
     cron_sync_pages_max: u32 = 20, "CRON_SYNC_PAGES_MAX",
         in ..=200, "must be 0..=200";

@@ -17,7 +17,7 @@ use crate::config::Config;
 use crate::core::failure::FailureBucket;
 use crate::core::ids::{DocId, DocKey, TenantId};
 use crate::pipeline::{
-    BackfillAction, BackfillScope, LetterFilter, Pipeline, RedriveRequest, Refused,
+    BackfillAction, BackfillScope, DocumentState, LetterFilter, Pipeline, RedriveRequest, Refused,
 };
 use crate::ports::{Clock, Database, Embedder, JobQueue, VectorIndex};
 use serde_json::{json, Map, Value};
@@ -41,6 +41,9 @@ where
     let segments: Vec<&str> = path.split('/').collect();
     match (req.method, segments.as_slice()) {
         (_, ["tenants", rest @ ..]) => super::tenants::route(p, req, rest, query).await,
+        ("GET", ["documents", "summary"]) => document_summary(p, &q).await,
+        ("GET", ["documents"]) => document_page(p, &q).await,
+        ("GET", ["jobs", "timeline"]) => job_timeline(p, &q).await,
         ("GET", ["repair", "runs"]) => repair_runs(p, &q).await,
         ("GET", ["dead-letters", "summary"]) => dead_letter_summary(p, &q).await,
         ("GET", ["dead-letters"]) => dead_letters(p, &q).await,
@@ -59,6 +62,9 @@ where
             None => Err(method_not_allowed()),
         },
         (_, ["generations", ..]) | (_, ["reindex", ..]) => Err(method_not_allowed()),
+        (_, ["documents"]) | (_, ["documents", "summary"]) | (_, ["jobs", "timeline"]) => {
+            Err(method_not_allowed())
+        }
         (_, ["repair", "runs"]) | (_, ["dead-letters", ..]) | (_, ["redrives", ..]) => {
             Err(method_not_allowed())
         }
@@ -86,6 +92,107 @@ where
         .await
         .map_err(ApiError::from_port)?;
     Ok(ok(200, json!({ "runs": runs })))
+}
+
+/// `GET documents/summary?tenant_id=`: documents by state, and those not
+/// served as written by their last failure bucket.
+async fn document_summary<D, V, E, Q, C>(
+    p: &Pipeline<D, V, E, Q, C>,
+    q: &Query,
+) -> Result<ApiResponse, ApiError>
+where
+    D: Database,
+    V: VectorIndex,
+    E: Embedder,
+    Q: JobQueue,
+    C: Clock,
+{
+    let tenant = query_tenant(q)?;
+    let summary = p
+        .document_summary(tenant.as_ref())
+        .await
+        .map_err(ApiError::from_port)?;
+    Ok(ok(200, to_json(summary)?))
+}
+
+/// `GET documents?tenant_id=&state=&cursor=&limit=`: a page of documents
+/// in key order (each with its tenant), those in `state` if given.
+async fn document_page<D, V, E, Q, C>(
+    p: &Pipeline<D, V, E, Q, C>,
+    q: &Query,
+) -> Result<ApiResponse, ApiError>
+where
+    D: Database,
+    V: VectorIndex,
+    E: Embedder,
+    Q: JobQueue,
+    C: Clock,
+{
+    let tenant = query_tenant(q)?;
+    let state = q
+        .get("state")
+        .map(|s| {
+            DocumentState::parse(s).ok_or_else(|| {
+                ApiError::field(
+                    "state",
+                    "must be one of queued, indexing, indexed, partially_indexed, repair_needed, failed, deleted",
+                )
+            })
+        })
+        .transpose()?;
+    let limit = query_limit(q, 50, 100)?;
+    let page = p
+        .document_page(
+            tenant.as_ref(),
+            state,
+            q.get("cursor").map(String::as_str),
+            limit,
+        )
+        .await
+        .map_err(ApiError::from_port)?;
+    Ok(ok(200, to_json(page)?))
+}
+
+/// `GET jobs/timeline?since=&until=&bucket_seconds=&tenant_id=`: jobs by
+/// their current state per time bucket of their last change (default: the
+/// last 24 hours in hours; `TIMELINE_BUCKETS_MAX` buckets at most).
+async fn job_timeline<D, V, E, Q, C>(
+    p: &Pipeline<D, V, E, Q, C>,
+    q: &Query,
+) -> Result<ApiResponse, ApiError>
+where
+    D: Database,
+    V: VectorIndex,
+    E: Embedder,
+    Q: JobQueue,
+    C: Clock,
+{
+    let tenant = query_tenant(q)?;
+    let bucket_seconds = query_int(q, "bucket_seconds")?.unwrap_or(3600);
+    if bucket_seconds < 1 {
+        return Err(ApiError::field("bucket_seconds", "must be at least 1"));
+    }
+    let until = match query_int(q, "until")? {
+        Some(u) => u,
+        None => p.clock.now_ms(),
+    };
+    let since = query_int(q, "since")?.unwrap_or(until.saturating_sub(24 * 3600 * 1000));
+    if since >= until {
+        return Err(ApiError::field("since", "must be before until"));
+    }
+    let width = bucket_seconds.saturating_mul(1000);
+    let max = p.cfg.timeline_buckets_max;
+    if until.saturating_sub(since).saturating_add(width - 1) / width > i64::from(max) {
+        return Err(ApiError::field(
+            "bucket_seconds",
+            &format!("gives more than {max} buckets between since and until"),
+        ));
+    }
+    let timeline = p
+        .job_timeline(tenant.as_ref(), since, until, bucket_seconds)
+        .await
+        .map_err(ApiError::from_port)?;
+    Ok(ok(200, to_json(timeline)?))
 }
 
 /// The `tenant_id` filter of an operator's listing (absent: every tenant).

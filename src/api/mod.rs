@@ -31,6 +31,7 @@
 //! the pipeline shows of `store`'s rows); nothing platform-specific.
 
 mod admin;
+pub mod assets;
 mod documents;
 mod fields;
 mod search;

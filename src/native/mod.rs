@@ -169,7 +169,8 @@ impl SqliteDb {
             let key = migrations.iter().map(|(name, _)| *name).collect::<Vec<_>>();
             let template = templates.entry(key.join("\n")).or_insert_with(|| {
                 let t = rusqlite::Connection::open_in_memory().expect("sqlite opens");
-                t.execute_batch("PRAGMA foreign_keys = ON;").expect("pragma");
+                t.execute_batch("PRAGMA foreign_keys = ON;")
+                    .expect("pragma");
                 for (_, sql) in migrations {
                     t.execute_batch(sql).expect("migration applies");
                 }
@@ -186,8 +187,11 @@ impl SqliteDb {
         // a statement on nearly every run (a bound value compared with a
         // partial index's condition, or a `LIMIT ?`), which was most of the
         // simulation's time. Results are the same; only plans are fixed.
-        conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)
-            .expect("the planner's stability guarantee");
+        conn.set_db_config(
+            rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
+            true,
+        )
+        .expect("the planner's stability guarantee");
         conn.set_prepared_statement_cache_capacity(128);
         SqliteDb {
             conn: RefCell::new(conn),

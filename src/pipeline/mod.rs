@@ -50,8 +50,9 @@ pub use tenants::{
     Admission, NewToken, QuotasView, TenantUsage, TenantView, TokenGrant, TokenView,
 };
 pub use views::{
-    BackfillProgress, BackfillView, DocumentState, DocumentView, GenerationMove, GenerationsView,
-    JobView, LetterPage, RedriveCounts, RedriveView, RepairRunView,
+    document_state, BackfillProgress, BackfillView, DocumentPage, DocumentState, DocumentSummary,
+    DocumentView, FailureCount, GenerationMove, GenerationsView, JobTimeline, JobView, LetterPage,
+    RedriveCounts, RedriveView, RepairRunView, TenantDocumentView, TimelineBucket,
 };
 
 use crate::config::Config;

@@ -10,8 +10,8 @@ use crate::core::state::{
 };
 use crate::ports::{Clock, Database, Embedder, JobQueue, PortError, VectorIndex};
 use crate::store::{
-    AuditRow, BackfillCounts, BackfillRow, DocumentViewRow, GenerationListRow, ItemRow, JobViewRow,
-    LetterRow, RedriveRow, RepairRunRow,
+    AuditRow, BackfillCounts, BackfillRow, DocumentStateGroupRow, DocumentViewRow,
+    GenerationListRow, ItemRow, JobViewRow, LetterRow, RedriveRow, RepairRunRow, TimelineRow,
 };
 use serde::Serialize;
 use serde_json::Value;
@@ -37,6 +37,189 @@ pub enum DocumentState {
     Deleted,
 }
 
+impl DocumentState {
+    pub const ALL: [DocumentState; 7] = [
+        DocumentState::Queued,
+        DocumentState::Indexing,
+        DocumentState::Indexed,
+        DocumentState::PartiallyIndexed,
+        DocumentState::RepairNeeded,
+        DocumentState::Failed,
+        DocumentState::Deleted,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DocumentState::Queued => "queued",
+            DocumentState::Indexing => "indexing",
+            DocumentState::Indexed => "indexed",
+            DocumentState::PartiallyIndexed => "partially_indexed",
+            DocumentState::RepairNeeded => "repair_needed",
+            DocumentState::Failed => "failed",
+            DocumentState::Deleted => "deleted",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<DocumentState> {
+        DocumentState::ALL.into_iter().find(|d| d.as_str() == s)
+    }
+}
+
+/// A document's state from its record: the repair flag, whether the live
+/// version is the latest (and a tombstone), and the latest version's newest
+/// job (its state, and whether it has written vectors). One definition for
+/// a single document's view and the operator's counts.
+pub fn document_state(
+    repair_needed: bool,
+    live_is_latest: bool,
+    deleted: bool,
+    job_state: Option<JobState>,
+    wrote: bool,
+) -> DocumentState {
+    if repair_needed {
+        DocumentState::RepairNeeded
+    } else if live_is_latest {
+        if deleted {
+            DocumentState::Deleted
+        } else {
+            DocumentState::Indexed
+        }
+    } else {
+        match (job_state, wrote) {
+            (Some(JobState::Running), _) | (Some(JobState::Queued), true) => {
+                DocumentState::Indexing
+            }
+            (Some(JobState::UpForRetry), true) => DocumentState::PartiallyIndexed,
+            (Some(JobState::Failed | JobState::Dead), _) => DocumentState::Failed,
+            _ => DocumentState::Queued,
+        }
+    }
+}
+
+/// The operator's count of documents by state, and of those not served as
+/// written (neither indexed nor deleted) by their last failure bucket.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct DocumentSummary {
+    pub tenant_id: Option<String>,
+    pub documents: u64,
+    pub by_state: std::collections::BTreeMap<&'static str, u64>,
+    pub failures: Vec<FailureCount>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct FailureCount {
+    pub state: DocumentState,
+    pub bucket: String,
+    pub documents: u64,
+}
+
+impl DocumentSummary {
+    pub fn from_groups(tenant_id: Option<String>, groups: Vec<DocumentStateGroupRow>) -> Self {
+        let mut by_state: std::collections::BTreeMap<&'static str, u64> =
+            DocumentState::ALL.iter().map(|s| (s.as_str(), 0)).collect();
+        let mut failures: std::collections::BTreeMap<(&'static str, String), (DocumentState, u64)> =
+            Default::default();
+        let mut documents = 0;
+        for g in groups {
+            let deleted = g.live_is_delete == Some(1);
+            let state = document_state(
+                g.repair_needed != 0,
+                g.live_is_latest != 0,
+                deleted,
+                g.job_state,
+                g.job_wrote != 0,
+            );
+            documents += g.documents;
+            *by_state.entry(state.as_str()).or_default() += g.documents;
+            if let (Some(bucket), false) = (
+                g.last_failure_bucket,
+                matches!(state, DocumentState::Indexed | DocumentState::Deleted),
+            ) {
+                failures
+                    .entry((state.as_str(), bucket))
+                    .or_insert((state, 0))
+                    .1 += g.documents;
+            }
+        }
+        DocumentSummary {
+            tenant_id,
+            documents,
+            by_state,
+            failures: failures
+                .into_iter()
+                .map(|((_, bucket), (state, documents))| FailureCount {
+                    state,
+                    bucket,
+                    documents,
+                })
+                .collect(),
+        }
+    }
+}
+
+/// A document as the operator's listing shows it: its view and its tenant.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TenantDocumentView {
+    pub tenant_id: String,
+    #[serde(flatten)]
+    pub view: DocumentView,
+}
+
+/// A page of the operator's document listing. A page scans `limit`
+/// documents in key order; with a `state` filter it shows those of them in
+/// that state (possibly none), and `next_cursor` continues the scan.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct DocumentPage {
+    pub documents: Vec<TenantDocumentView>,
+    pub next_cursor: Option<String>,
+}
+
+/// Jobs by their current state, per time bucket of their last change.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct JobTimeline {
+    pub since: i64,
+    pub until: i64,
+    pub bucket_seconds: i64,
+    pub buckets: Vec<TimelineBucket>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TimelineBucket {
+    pub start: i64,
+    pub counts: std::collections::BTreeMap<&'static str, u64>,
+}
+
+impl JobTimeline {
+    /// Every bucket of `[since, until)`, empty ones included, from the
+    /// store's non-empty cells.
+    pub fn from_rows(since: i64, until: i64, bucket_seconds: i64, rows: &[TimelineRow]) -> Self {
+        let width = bucket_seconds.saturating_mul(1000).max(1);
+        let n = until.saturating_sub(since).max(0).saturating_add(width - 1) / width;
+        let buckets = (0..n)
+            .map(|i| TimelineBucket {
+                start: since + i * width,
+                counts: JobState::ALL
+                    .iter()
+                    .map(|s| {
+                        let jobs = rows
+                            .iter()
+                            .filter(|r| r.bucket == i && r.state == *s)
+                            .map(|r| r.jobs)
+                            .sum();
+                        (s.as_str(), jobs)
+                    })
+                    .collect(),
+            })
+            .collect();
+        JobTimeline {
+            since,
+            until,
+            bucket_seconds,
+            buckets,
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct DocumentView {
     pub doc_id: String,
@@ -60,26 +243,14 @@ impl DocumentView {
     pub fn from_row(r: DocumentViewRow) -> DocumentView {
         let live_is_latest = r.live_version == Some(r.latest_version);
         let deleted = r.live_is_delete == Some(1);
-        let state = if r.repair_needed != 0 {
-            DocumentState::RepairNeeded
-        } else if live_is_latest {
-            if deleted {
-                DocumentState::Deleted
-            } else {
-                DocumentState::Indexed
-            }
-        } else {
-            let wrote =
-                r.job_step.as_deref() == Some("staged") && r.job_chunks_done.unwrap_or(0) > 0;
-            match (r.job_state, wrote) {
-                (Some(JobState::Running), _) | (Some(JobState::Queued), true) => {
-                    DocumentState::Indexing
-                }
-                (Some(JobState::UpForRetry), true) => DocumentState::PartiallyIndexed,
-                (Some(JobState::Failed | JobState::Dead), _) => DocumentState::Failed,
-                _ => DocumentState::Queued,
-            }
-        };
+        let wrote = r.job_step.as_deref() == Some("staged") && r.job_chunks_done.unwrap_or(0) > 0;
+        let state = document_state(
+            r.repair_needed != 0,
+            live_is_latest,
+            deleted,
+            r.job_state,
+            wrote,
+        );
         DocumentView {
             doc_id: split_key(&r.doc_id).1.to_string(),
             latest_version: r.latest_version,
@@ -125,6 +296,76 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             .into_iter()
             .map(DocumentView::from_row)
             .collect())
+    }
+
+    /// The operator's count of documents by state (`tenant`: one tenant's).
+    pub async fn document_summary(
+        &self,
+        tenant: Option<&TenantId>,
+    ) -> Result<DocumentSummary, PortError> {
+        let groups = self
+            .store
+            .document_state_groups(tenant.map(TenantId::as_str))
+            .await?;
+        Ok(DocumentSummary::from_groups(
+            tenant.map(|t| t.as_str().to_string()),
+            groups,
+        ))
+    }
+
+    /// A page of the operator's document listing: `limit` documents after
+    /// the key `cursor` scanned, those in `state` (if given) shown.
+    pub async fn document_page(
+        &self,
+        tenant: Option<&TenantId>,
+        state: Option<DocumentState>,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<DocumentPage, PortError> {
+        let keys = self
+            .store
+            .document_keys_page(tenant.map(TenantId::as_str), cursor, limit)
+            .await?;
+        let next_cursor = keys.last().filter(|_| keys.len() == limit).cloned();
+        let refs: Vec<&str> = keys.iter().map(String::as_str).collect();
+        let mut rows = self.store.document_views(&refs).await?;
+        rows.sort_by(|a, b| a.doc_id.cmp(&b.doc_id));
+        let documents = rows
+            .into_iter()
+            .map(|r| {
+                let tenant_id = split_key(&r.doc_id).0.to_string();
+                TenantDocumentView {
+                    tenant_id,
+                    view: DocumentView::from_row(r),
+                }
+            })
+            .filter(|d| state.is_none_or(|s| d.view.state == s))
+            .collect();
+        Ok(DocumentPage {
+            documents,
+            next_cursor,
+        })
+    }
+
+    /// Jobs by state per bucket of `bucket_seconds` of their last change in
+    /// `[since, until)` (milliseconds).
+    pub async fn job_timeline(
+        &self,
+        tenant: Option<&TenantId>,
+        since: i64,
+        until: i64,
+        bucket_seconds: i64,
+    ) -> Result<JobTimeline, PortError> {
+        let rows = self
+            .store
+            .jobs_timeline(
+                since,
+                until,
+                bucket_seconds.saturating_mul(1000),
+                tenant.map(TenantId::as_str),
+            )
+            .await?;
+        Ok(JobTimeline::from_rows(since, until, bucket_seconds, &rows))
     }
 
     /// Job `job_id`, if it is `tenant`'s (another tenant's reads as absent).

@@ -39,6 +39,24 @@ pub struct DocumentViewRow {
     pub last_failure_bucket: Option<String>,
 }
 
+/// One group of [`sql::DOCUMENT_STATE_GROUPS`]: the inputs of a document's
+/// state, and how many documents share them.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+pub struct DocumentStateGroupRow {
+    pub repair_needed: i64,
+    pub live_is_latest: i64,
+    pub live_is_delete: Option<i64>,
+    pub job_state: Option<JobState>,
+    pub job_wrote: i64,
+    pub last_failure_bucket: Option<String>,
+    pub documents: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct KeyRow {
+    doc_id: String,
+}
+
 #[derive(Debug, Clone, Deserialize)]
 struct TextRow {
     text: String,
@@ -167,6 +185,37 @@ impl<D: Database> Store<D> {
                 vec![json_array(doc_ids).into()],
             ))
             .await
+    }
+
+    /// Documents grouped by what their state derives from (`tenant_id`:
+    /// one tenant's; `None`: every tenant's).
+    pub async fn document_state_groups(
+        &self,
+        tenant_id: Option<&str>,
+    ) -> Result<Vec<DocumentStateGroupRow>, PortError> {
+        self.db
+            .query(Stmt::new(
+                sql::DOCUMENT_STATE_GROUPS,
+                vec![tenant_id.into()],
+            ))
+            .await
+    }
+
+    /// Up to `limit` document keys after `after`, in key order.
+    pub async fn document_keys_page(
+        &self,
+        tenant_id: Option<&str>,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<String>, PortError> {
+        let rows: Vec<KeyRow> = self
+            .db
+            .query(Stmt::new(
+                sql::DOCUMENT_KEYS_PAGE,
+                vec![tenant_id.into(), after.into(), SqlValue::Int(limit as i64)],
+            ))
+            .await?;
+        Ok(rows.into_iter().map(|r| r.doc_id).collect())
     }
 
     pub async fn load_text(

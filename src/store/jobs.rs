@@ -92,7 +92,38 @@ pub struct ClaimRow {
     pub last_failed_at: Option<i64>,
 }
 
+/// One cell of [`sql::JOBS_TIMELINE`]: jobs now in `state` whose last
+/// change fell in time bucket `bucket`.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+pub struct TimelineRow {
+    pub bucket: i64,
+    pub state: JobState,
+    pub jobs: u64,
+}
+
 impl<D: Database> Store<D> {
+    /// Jobs by state and bucket of `bucket_ms` of their last change, in
+    /// `[since, until)` (`tenant_id`: one tenant's; `None`: every tenant's).
+    pub async fn jobs_timeline(
+        &self,
+        since: i64,
+        until: i64,
+        bucket_ms: i64,
+        tenant_id: Option<&str>,
+    ) -> Result<Vec<TimelineRow>, PortError> {
+        self.db
+            .query(Stmt::new(
+                sql::JOBS_TIMELINE,
+                vec![
+                    since.into(),
+                    until.into(),
+                    bucket_ms.into(),
+                    tenant_id.into(),
+                ],
+            ))
+            .await
+    }
+
     pub async fn job_view(&self, job_id: &str) -> Result<Option<JobViewRow>, PortError> {
         Ok(self
             .db

@@ -32,10 +32,11 @@ pub use backfills::{BackfillCounts, BackfillRow, Gaps, NewBackfill, PageDoc};
 pub use chunks::{KeywordChunkRow, LiveChunkRow, PageRow, StagedChunk, Staging};
 pub use dead_letters::{LetterFilter, LetterGroupRow, LetterRow};
 pub use documents::{
-    DocRow, DocumentViewRow, JobRow, LatestVersionRow, NewVersions, PartRow, VersionRow,
+    DocRow, DocumentStateGroupRow, DocumentViewRow, JobRow, LatestVersionRow, NewVersions, PartRow,
+    VersionRow,
 };
 pub use generations::{GenerationListRow, GenerationRow};
-pub use jobs::{AttemptEnd, ClaimRow, ConsumeRow, JobViewRow, StalledJobRow};
+pub use jobs::{AttemptEnd, ClaimRow, ConsumeRow, JobViewRow, StalledJobRow, TimelineRow};
 pub use redrives::{AuditRow, Candidate, CandidateFilter, ItemRow, NewItem, RedriveRow, RerunOf};
 pub use repair::{RepairRunRow, VerifyRow};
 pub use syncs::{

@@ -69,6 +69,42 @@ LEFT JOIN jobs j ON j.job_id = (
   ORDER BY j2.created_at DESC, j2.job_id LIMIT 1)
 WHERE d.doc_id IN (SELECT value FROM json_each(?1))";
 
+/// What a document's state derives from ([`crate::pipeline::views::document_state`]),
+/// grouped: the operator's summary counts documents without reading each
+/// one. `?1`: a tenant ID, or NULL for every tenant. Joins as DOCUMENT_VIEWS.
+pub const DOCUMENT_STATE_GROUPS: &str = "\
+SELECT d.repair_needed AS repair_needed,
+       CASE WHEN d.live_version = d.latest_version THEN 1 ELSE 0 END AS live_is_latest,
+       lv.is_delete AS live_is_delete,
+       j.state AS job_state,
+       CASE WHEN j.step = 'staged' AND j.chunks_done > 0 THEN 1 ELSE 0 END AS job_wrote,
+       j.last_failure_bucket AS last_failure_bucket,
+       COUNT(*) AS documents
+FROM documents d
+LEFT JOIN versions lv ON lv.doc_id = d.doc_id AND lv.version = d.live_version
+LEFT JOIN jobs j ON j.job_id = (
+  SELECT j2.job_id FROM jobs j2 WHERE j2.doc_id = d.doc_id AND j2.version = d.latest_version
+  ORDER BY j2.created_at DESC, j2.job_id LIMIT 1)
+WHERE ?1 IS NULL OR d.tenant_id = ?1
+GROUP BY 1, 2, 3, 4, 5, 6
+ORDER BY 1, 2, 3, 4, 5, 6";
+
+/// A page of document keys in key order after `?2` (NULL: from the
+/// start), `?3` at most; `?1`: a tenant ID or NULL for every tenant.
+pub const DOCUMENT_KEYS_PAGE: &str = "\
+SELECT doc_id FROM documents
+WHERE (?1 IS NULL OR tenant_id = ?1) AND (?2 IS NULL OR doc_id > ?2)
+ORDER BY doc_id LIMIT ?3";
+
+/// Jobs by their current state and the time bucket of their last change:
+/// `updated_at` in `[?1, ?2)`, buckets of `?3` ms from `?1`; `?4`: a tenant
+/// ID or NULL for every tenant.
+pub const JOBS_TIMELINE: &str = "\
+SELECT (updated_at - ?1) / ?3 AS bucket, state, COUNT(*) AS jobs
+FROM jobs
+WHERE updated_at >= ?1 AND updated_at < ?2 AND (?4 IS NULL OR tenant_id = ?4)
+GROUP BY 1, 2 ORDER BY 1, 2";
+
 /// The API view of one job.
 pub const JOB_VIEW: &str = "\
 SELECT j.job_id AS job_id, j.doc_id AS doc_id, j.version AS version, j.kind AS kind, j.state AS state, j.step AS step,
@@ -1256,6 +1292,9 @@ pub const ALL: &[(&str, &str)] = &[
     ("INTAKE_INSERT_PART", INTAKE_INSERT_PART),
     ("INTAKE_INSERT_JOBS", INTAKE_INSERT_JOBS),
     ("DOCUMENT_VIEWS", DOCUMENT_VIEWS),
+    ("DOCUMENT_STATE_GROUPS", DOCUMENT_STATE_GROUPS),
+    ("DOCUMENT_KEYS_PAGE", DOCUMENT_KEYS_PAGE),
+    ("JOBS_TIMELINE", JOBS_TIMELINE),
     ("JOB_VIEW", JOB_VIEW),
     ("CONSUME_LOAD", CONSUME_LOAD),
     ("CONSUME_SUPERSEDE", CONSUME_SUPERSEDE),

@@ -266,6 +266,21 @@ fn json_response(status: u16, body: &serde_json::Value) -> worker::Result<Respon
     Ok(Response::from_json(body)?.with_status(status))
 }
 
+/// A static asset ([`api::assets`]) with its type and headers.
+fn asset_response(a: &api::assets::Asset, head: bool) -> worker::Result<Response> {
+    let out = if head {
+        Response::empty()?
+    } else {
+        Response::ok(a.body)?
+    };
+    let headers = out.headers();
+    headers.set("Content-Type", a.content_type)?;
+    for (name, value) in a.headers {
+        headers.set(name, value)?;
+    }
+    Ok(out)
+}
+
 /// The API's answer as a response, with its `Retry-After` (a 429).
 fn api_response(resp: &api::ApiResponse) -> worker::Result<Response> {
     let out = json_response(resp.status, &resp.body)?;
@@ -594,6 +609,13 @@ async fn fetch(mut req: Request, env: Env, _ctx: Context) -> worker::Result<Resp
         .unwrap_or_default();
     if path == "/healthz" && method == "GET" {
         return health(&req, &env).await;
+    }
+    // The console and the contract: static, no credentials, no binding.
+    if let Some(asset) = api::assets::asset(&method, &path) {
+        return match asset {
+            Ok(a) => asset_response(&a, method == "HEAD"),
+            Err(e) => api_response(&e.response()),
+        };
     }
     let app = match app(&env) {
         Ok(a) => a,

@@ -12,6 +12,8 @@
 //! - `reuse` — embedding reuse.
 //! - `search` — hybrid search: the keyword index, its fences, fusion, snippets.
 //! - `admin` — dead letters, redrives and repair runs, through the API.
+//! - `console` — the console's reads (documents by state, the listing, jobs
+//!   over time) and its files.
 //! - `tenants` — tenants, tokens, scopes, quotas and isolation, through the API.
 //! - `sync` — source sync sessions: seen, commit, the guard, expiry, crashes.
 //! - `chunk_props` — property tests of the chunkers over arbitrary Unicode
@@ -29,6 +31,7 @@ mod api;
 mod budget;
 mod chunk_props;
 mod common;
+mod console;
 mod generations;
 mod keyword_props;
 mod layers;

@@ -10,7 +10,7 @@ use ingest_pipeline::adapters::local_index::LocalIndex;
 use ingest_pipeline::adapters::IndexLimits;
 use ingest_pipeline::core::failure::FailureBucket;
 use ingest_pipeline::native::{SqliteDb, LEDGER_MIGRATIONS, LOCAL_INDEX_MIGRATIONS};
-use ingest_pipeline::ports::{Database, SqlValue, Stmt, VectorIndex, VectorRecord};
+use ingest_pipeline::ports::{Clock, Database, SqlValue, Stmt, VectorIndex, VectorRecord};
 use ingest_pipeline::store::sql;
 use std::collections::BTreeSet;
 
@@ -661,6 +661,18 @@ fn every_statement_is_exercised_by_the_flows() {
         w.db.executed
             .borrow_mut()
             .extend(w8.db.executed.borrow().iter().copied());
+    }
+
+    // The console's reads: documents by state, a page of them, jobs over time.
+    {
+        let p = w.p();
+        let summary = block_on(p.document_summary(None)).unwrap();
+        assert!(summary.documents > 0);
+        let page = block_on(p.document_page(None, None, None, 2)).unwrap();
+        assert_eq!(page.documents.len(), 2);
+        let now = w.clock.now_ms();
+        let t = block_on(p.job_timeline(None, now - 3_600_000, now + 1, 600)).unwrap();
+        assert_eq!(t.buckets.len(), 7);
     }
 
     // The local index on its own database.
