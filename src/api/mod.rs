@@ -128,7 +128,7 @@ impl ApiError {
         json!({ "error": { "code": self.code, "message": self.message } })
     }
 
-    fn response(self) -> ApiResponse {
+    pub fn response(self) -> ApiResponse {
         ApiResponse {
             status: self.status,
             body: self.body(),

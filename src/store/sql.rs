@@ -98,9 +98,10 @@ ORDER BY doc_id LIMIT ?3";
 
 /// Jobs by their current state and the time bucket of their last change:
 /// `updated_at` in `[?1, ?2)`, buckets of `?3` ms from `?1`; `?4`: a tenant
-/// ID or NULL for every tenant.
+/// ID or NULL for every tenant. The cast: D1 may bind a number as REAL,
+/// and the bucket must be a whole number.
 pub const JOBS_TIMELINE: &str = "\
-SELECT (updated_at - ?1) / ?3 AS bucket, state, COUNT(*) AS jobs
+SELECT CAST((updated_at - ?1) / ?3 AS INTEGER) AS bucket, state, COUNT(*) AS jobs
 FROM jobs
 WHERE updated_at >= ?1 AND updated_at < ?2 AND (?4 IS NULL OR tenant_id = ?4)
 GROUP BY 1, 2 ORDER BY 1, 2";

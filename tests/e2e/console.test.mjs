@@ -1,0 +1,197 @@
+// The operator's console in a real headless browser (Debian's chromium,
+// driven by puppeteer-core; nothing is downloaded), against the built
+// Worker in workerd (`wrangler dev --env local`, make dev's configuration):
+//
+// 1. the page comes with its Content-Security-Policy, and a wrong token is
+//    refused at sign-in;
+// 2. signed in with the admin token, the operator sees documents change
+//    state after they are ingested (one indexed, one the local index
+//    rejects: `LOCAL_INDEX_REJECT_DOC_PREFIX=poison-`), and the jobs chart;
+// 3. the dead-letter summary drills down to the letters;
+// 4. a redrive preflight shows its plan and changes nothing; cancelling
+//    the confirmation executes nothing;
+// 5. a backfill started from the console is paused and resumed, each
+//    after a confirmation that says what it will do;
+// 6. generations and repair runs are shown.
+//
+// Screenshots go to CONSOLE_SCREENSHOTS_DIR (default
+// target/console-screenshots; `make screenshots` writes docs/console/).
+// No console error and no CSP violation may happen on the page.
+
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import puppeteer from 'puppeteer-core';
+import { ADMIN_TOKEN, REPO_ROOT, admin, api, docPath, startWorker, triggerCron, waitFor, waitForState, withLogs } from './helpers.mjs';
+
+const CHROMIUM = process.env.CHROMIUM_PATH ?? ['/usr/bin/chromium', '/usr/bin/chromium-browser'].find((p) => fs.existsSync(p));
+const SHOTS = path.resolve(REPO_ROOT, process.env.CONSOLE_SCREENSHOTS_DIR ?? 'target/console-screenshots');
+const JA = '東京の図書館では、古い資料をデジタル化して検索できるようにしています。利用者は日本語でも英語でも探せます。';
+
+let worker;
+let browser;
+let page;
+const problems = [];
+const getWorker = () => worker;
+const step = (name, fn) => it(name, withLogs(getWorker, fn));
+
+before(
+  async () => {
+    assert.ok(CHROMIUM, 'chromium is installed (scripts/setup.sh installs it)');
+    worker = await startWorker({ vars: { LOCAL_INDEX_REJECT_DOC_PREFIX: 'poison-' } });
+    browser = await puppeteer.launch({
+      executablePath: CHROMIUM,
+      headless: true,
+      args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage'],
+    });
+    page = await browser.newPage();
+    await page.setViewport({ width: 1280, height: 900 });
+    // A refused sign-in's 401 is expected; any other failed request, script
+    // error or CSP violation ("Refused to …") is a problem.
+    page.on('console', (m) => {
+      if (m.type() === 'error' && !m.text().startsWith('Failed to load resource')) problems.push(`console: ${m.text()}`);
+    });
+    page.on('response', (r) => {
+      if (r.status() >= 400 && r.status() !== 401) problems.push(`${r.status()} ${r.request().method()} ${new URL(r.url()).pathname}`);
+    });
+    page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
+    fs.mkdirSync(SHOTS, { recursive: true });
+  },
+  { timeout: 300_000 },
+);
+
+after(async () => {
+  await browser?.close();
+  await worker?.stop();
+});
+
+async function shot(name) {
+  await page.screenshot({ path: path.join(SHOTS, `${name}.png`), fullPage: true });
+}
+
+/** The text of `selector`, once `test(text)` holds (the console refreshes every 2 s). */
+async function textWhen(selector, test, what) {
+  let last = '';
+  await waitFor(async () => {
+    last = await page.$eval(selector, (e) => e.textContent).catch(() => '');
+    return test(last);
+  }, { timeoutMs: 30_000, what: `${what} (last: ${JSON.stringify(last.slice(0, 200))})` });
+  return last;
+}
+
+/** Clicks `selector`, then confirms (or cancels) the dialog that opens, returning its text. */
+async function clickAndAnswer(selector, answer) {
+  await page.click(selector);
+  await page.waitForSelector('#confirm[open]');
+  const text = await page.$eval('#confirm', (d) => d.textContent);
+  await page.click(answer === 'ok' ? '#confirm-ok' : '#confirm-cancel');
+  await page.waitForSelector('#confirm:not([open])');
+  return text;
+}
+
+const tile = (state) => `[data-testid="state-${state}"] b`;
+
+describe('the console in a headless browser', () => {
+  step('serves the page under its policy and refuses a wrong token', async () => {
+    const res = await page.goto(`${worker.base}/console`);
+    assert.equal(res.status(), 200);
+    const csp = res.headers()['content-security-policy'];
+    assert.match(csp, /script-src 'self'/);
+    assert.doesNotMatch(csp, /unsafe/);
+    await page.type('#token', 'not-the-token');
+    await page.click('#signin-form button[type=submit]');
+    const err = await textWhen('#signin-error', (t) => t.includes('401'), 'the refusal');
+    assert.match(err, /refused/);
+    assert.equal(await page.$eval('#app', (e) => e.hidden), true);
+    assert.equal(await page.evaluate(() => sessionStorage.length), 0, 'a refused token is not kept');
+    await shot('sign-in');
+  });
+
+  step('signs in and shows documents changing state after ingest', async () => {
+    await page.type('#token', ADMIN_TOKEN);
+    await page.click('#signin-form button[type=submit]');
+    await page.waitForSelector('#app:not([hidden])');
+    await textWhen('[data-testid="documents-total"] b', (t) => t === '0', 'an empty pipeline');
+
+    for (const [id, text] of [['guide-ja', JA], ['poison-1', 'A document the local index rejects.']]) {
+      const r = await api(worker.base, 'PUT', docPath(id), { text });
+      assert.equal(r.status, 202, r.text);
+    }
+    await waitForState(worker.base, 'guide-ja', 'indexed');
+    await waitForState(worker.base, 'poison-1', 'failed');
+    await textWhen(tile('indexed'), (t) => t === '1', 'one indexed document');
+    await textWhen(tile('failed'), (t) => t === '1', 'one failed document');
+    const failures = await textWhen('#doc-failures', (t) => t.includes('index_rejected'), 'the failure bucket');
+    assert.match(failures, /failed/);
+    const list = await textWhen('[data-testid="documents"]', (t) => t.includes('guide-ja') && t.includes('poison-1'), 'the listing');
+    assert.doesNotMatch(list, /図書館/, 'no document text in the listing');
+    const bars = await page.$$eval('[data-testid="jobs-chart"] rect[data-state]', (rs) => rs.map((r) => r.dataset.state));
+    assert.ok(bars.includes('succeeded') && bars.includes('failed'), `chart bars: ${bars}`);
+    await shot('overview');
+  });
+
+  step('drills down from the dead-letter summary to the letters', async () => {
+    await page.click('nav button[data-view="dead-letters"]');
+    await textWhen('#letter-groups', (t) => t.includes('index_rejected'), 'the summary');
+    await page.click('[data-testid="letter-groups"] tbody button');
+    await textWhen('[data-testid="letters"]', (t) => t.includes('poison-1'), 'the letters');
+    await shot('dead-letters');
+  });
+
+  step('runs a redrive preflight that changes nothing', async () => {
+    const before = await admin(worker.base, 'GET', '/v1/admin/dead-letters/summary');
+    await page.click('nav button[data-view="redrives"]');
+    await page.type('#redrive-bucket', 'index_rejected');
+    await page.click('#redrive-form button[type=submit]');
+    const plan = await textWhen('[data-testid="redrive-preflight"]', (t) => t.includes('1 eligible'), 'the plan');
+    assert.match(plan, /nothing changed/);
+    await shot('redrive-preflight');
+    const said = await clickAndAnswer('[data-testid="redrive-execute"]', 'cancel');
+    assert.match(said, /resend 1 dead letters/);
+    const afterwards = await admin(worker.base, 'GET', '/v1/admin/dead-letters/summary');
+    assert.deepEqual(afterwards.body, before.body, 'the preflight and the cancelled execution changed nothing');
+    assert.equal(await page.$eval('#redrive-progress', (e) => e.textContent), '', 'no redrive was started');
+    const doc = await api(worker.base, 'GET', docPath('poison-1'));
+    assert.equal(doc.body.latest_version, 1, 'no new version was written');
+  });
+
+  step('starts, pauses and resumes a backfill', async () => {
+    for (const id of ['en-1', 'en-2']) {
+      const r = await api(worker.base, 'PUT', docPath(id), { text: `English document ${id} about tides and harbours.` });
+      assert.equal(r.status, 202, r.text);
+      await waitForState(worker.base, id, 'indexed');
+    }
+    await page.click('nav button[data-view="backfills"]');
+    await page.type('#backfill-page', '1');
+    const start = await clickAndAnswer('#backfill-form button[type=submit]', 'ok');
+    assert.match(start, /re-enqueued, a page at a time/);
+    await textWhen('[data-testid="backfills"]', (t) => t.includes('running'), 'a running backfill');
+    const [b] = (await admin(worker.base, 'GET', '/v1/admin/reindex')).body.backfills;
+    assert.equal(b.state, 'running');
+    assert.equal(b.page_size, 1);
+
+    const pause = await clickAndAnswer(`button[data-action="pause"][data-backfill="${b.backfill_id}"]`, 'ok');
+    assert.match(pause, /stops enqueuing/);
+    await textWhen('[data-testid="backfills"]', (t) => t.includes('paused'), 'the paused backfill');
+    assert.equal((await admin(worker.base, 'GET', `/v1/admin/reindex/${b.backfill_id}`)).body.state, 'paused');
+    await shot('backfill-paused');
+
+    await clickAndAnswer(`button[data-action="resume"][data-backfill="${b.backfill_id}"]`, 'ok');
+    await textWhen('[data-testid="backfills"]', (t) => t.includes('running'), 'the resumed backfill');
+    assert.equal((await admin(worker.base, 'GET', `/v1/admin/reindex/${b.backfill_id}`)).body.state, 'running');
+  });
+
+  step('shows generations and the latest repair runs', async () => {
+    const cron = await triggerCron(worker.base);
+    assert.ok(cron.ok ?? true);
+    await page.click('nav button[data-view="generations"]');
+    await textWhen('[data-testid="generations"]', (t) => t.includes('active'), 'the active generation');
+    await shot('generations');
+    await page.click('nav button[data-view="repair"]');
+    await textWhen('[data-testid="repair-runs"]', (t) => t.length > 0, 'a repair run');
+    await shot('repair-runs');
+    await page.click('nav button[data-view="overview"]');
+    assert.deepEqual(problems, [], 'no console error or CSP violation');
+  });
+});
