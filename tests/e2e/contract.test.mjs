@@ -1,0 +1,319 @@
+// The API's contract (docs/openapi.yaml, OpenAPI 3.1) against the built
+// Worker in workerd (`wrangler dev --env local`):
+//
+// 1. GET /openapi.json serves exactly docs/openapi.yaml (and
+//    docs/openapi.json, what the Worker embeds, is up to date);
+// 2. every route of the Worker's route tables (src/api/mod.rs, admin.rs,
+//    tenants.rs) is a documented operation, and every documented operation
+//    is a route: a method the document does not list for a path is refused;
+// 3. every error code the API can answer (`ApiError::new(status, code, …)`
+//    in src/) is documented under that status;
+// 4. a walk through every operation, successes and refusals: each response's
+//    status must be documented for its operation, its body must validate
+//    against the documented schema (fields, types, required fields, no
+//    undocumented field, the error code among those listed for the status),
+//    and every operation must have answered at least one documented success.
+
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import YAML from 'yaml';
+import Ajv2020 from 'ajv/dist/2020.js';
+import { ADMIN_TOKEN, INGEST_TOKEN, REPO_ROOT, startWorker, triggerCron, waitFor, withLogs } from './helpers.mjs';
+
+const DOC = YAML.parse(fs.readFileSync(path.join(REPO_ROOT, 'docs', 'openapi.yaml'), 'utf8'));
+const METHODS = ['get', 'head', 'put', 'post', 'delete', 'patch'];
+
+const ajv = new Ajv2020({ strict: false, allErrors: true });
+ajv.addSchema(DOC, 'openapi');
+
+/** The JSON pointer of `obj` (a `$ref` followed) under `at`. */
+function deref(node, at) {
+  if (node?.$ref) {
+    const p = node.$ref.replace(/^#/, '');
+    return { node: p.split('/').slice(1).reduce((o, k) => o[k.replace(/~1/g, '/').replace(/~0/g, '~')], DOC), at: p };
+  }
+  return { node, at };
+}
+const esc = (k) => k.replace(/~/g, '~0').replace(/\//g, '~1');
+
+/** The documented path template `urlPath` (no query) falls under, if any. */
+function templateOf(urlPath) {
+  const segs = urlPath.split('/');
+  let best = null;
+  for (const t of Object.keys(DOC.paths)) {
+    const ts = t.split('/');
+    if (ts.length !== segs.length) continue;
+    let literals = 0;
+    const ok = ts.every((s, i) => {
+      if (/^\{.+\}$/.test(s)) return segs[i] !== '';
+      if (s === segs[i]) { literals += 1; return true; }
+      return false;
+    });
+    if (ok && (!best || literals > best.literals)) best = { t, literals };
+  }
+  return best?.t ?? null;
+}
+
+const successes = new Set();
+const seen = [];
+
+/**
+ * Calls the Worker and checks the answer against the contract: the
+ * operation exists, the status is documented for it, the body validates.
+ */
+async function call(base, method, urlPath, { body, token, raw, contentType } = {}) {
+  const headers = {};
+  if (token) headers.Authorization = `Bearer ${token}`;
+  if (body !== undefined || raw !== undefined) headers['Content-Type'] = contentType ?? 'application/json';
+  const res = await fetch(`${base}${urlPath}`, {
+    method, headers, body: raw ?? (body === undefined ? undefined : JSON.stringify(body)),
+    signal: AbortSignal.timeout(60_000),
+  });
+  const text = await res.text();
+  const [pathOnly] = urlPath.split('?');
+  const t = templateOf(pathOnly);
+  const what = `${method} ${urlPath} -> ${res.status} ${text.slice(0, 300)}`;
+  if (!t) {
+    // A path in no route table: the contract's answer for those.
+    const declared = DOC['x-unrouted-responses']?.[String(res.status)];
+    assert.ok(declared, `${what}: the path is not in the contract`);
+    const validate = ajv.getSchema(`openapi#${deref(declared).at}/content/application~1json/schema`);
+    assert.ok(validate(JSON.parse(text)), `${what}: ${ajv.errorsText(validate.errors)}`);
+    seen.push(`${method} (unrouted) ${res.status}`);
+    return { status: res.status, body: JSON.parse(text), text };
+  }
+  const op = DOC.paths[t][method.toLowerCase()];
+  assert.ok(op, `${what}: ${method} is not documented on ${t}`);
+  const declared = op.responses[String(res.status)];
+  assert.ok(declared, `${what}: status ${res.status} is not documented for ${method} ${t} (documented: ${Object.keys(op.responses)})`);
+  const { node: resp, at } = deref(declared, `/paths/${esc(t)}/${method.toLowerCase()}/responses/${res.status}`);
+  const type = (res.headers.get('content-type') ?? '').split(';')[0].trim();
+  if (method !== 'HEAD' && resp.content) {
+    assert.ok(resp.content[type], `${what}: content type ${type} not documented (${Object.keys(resp.content)})`);
+    if (type === 'application/json' && resp.content[type].schema) {
+      const validate = ajv.getSchema(`openapi#${at}/content/${esc(type)}/schema`);
+      assert.ok(validate, `${what}: no schema`);
+      const json = JSON.parse(text);
+      assert.ok(validate(json), `${what}: the body disagrees with the contract: ${ajv.errorsText(validate.errors, { separator: '\n  ' })}`);
+    }
+  }
+  seen.push(`${method} ${t} ${res.status}`);
+  if (res.status < 300) successes.add(`${method} ${t}`);
+  let json = null;
+  try { json = JSON.parse(text); } catch { /* a page or script */ }
+  return { status: res.status, body: json, text };
+}
+
+/** The route arms of the Worker's route tables, as concrete sample paths. */
+function codeRoutes() {
+  const tables = [
+    ['src/api/mod.rs', '/v1/'],
+    ['src/api/admin.rs', '/v1/admin/'],
+    ['src/api/tenants.rs', '/v1/admin/tenants/'],
+  ];
+  const actions = [...fs.readFileSync(path.join(REPO_ROOT, 'src/api/admin.rs'), 'utf8')
+    .match(/fn parse_backfill_action[\s\S]*?\n}\n/)[0].matchAll(/"([a-z]+)" =>/g)].map((m) => m[1]);
+  assert.ok(actions.length >= 3, 'the backfill actions were read');
+  const out = [];
+  for (const [file, prefix] of tables) {
+    const src = fs.readFileSync(path.join(REPO_ROOT, file), 'utf8');
+    for (const m of src.matchAll(/\("(GET|POST|PUT|DELETE)", \[([^\]]*)\]\)/g)) {
+      const segs = m[2].split(/,(?![^(]*\))/).map((s) => s.trim()).filter(Boolean);
+      if (segs.some((s) => s.includes('..'))) continue;
+      let paths = [''];
+      for (const s of segs) {
+        let alts;
+        if (/^"[^"]*"$/.test(s)) alts = [s.slice(1, -1)];
+        else if (/@ \(/.test(s)) alts = [...s.matchAll(/"([^"]+)"/g)].map((x) => x[1]);
+        else if (s === 'action') alts = actions;
+        else alts = ['x1'];
+        paths = paths.flatMap((p) => alts.map((a) => (p ? `${p}/${a}` : a)));
+      }
+      for (const p of paths) out.push({ method: m[1], path: `${prefix}${p}`.replace(/\/$/, ''), file });
+    }
+  }
+  return out;
+}
+
+let worker;
+const getWorker = () => worker;
+const step = (name, fn) => it(name, withLogs(getWorker, fn));
+
+before(async () => { worker = await startWorker(); }, { timeout: 300_000 });
+after(async () => { await worker?.stop(); });
+
+describe('the OpenAPI contract', () => {
+  step('1. /openapi.json is docs/openapi.yaml', async () => {
+    const r = await call(worker.base, 'GET', '/openapi.json');
+    assert.equal(r.status, 200);
+    assert.deepEqual(r.body, DOC, 'the Worker serves the document (run `make openapi` and rebuild)');
+    const embedded = JSON.parse(fs.readFileSync(path.join(REPO_ROOT, 'docs', 'openapi.json'), 'utf8'));
+    assert.deepEqual(embedded, DOC, 'docs/openapi.json is docs/openapi.yaml (run `make openapi`)');
+    assert.equal(DOC.openapi, '3.1.0');
+  });
+
+  step('2. every route is documented, and every documented route exists', async () => {
+    const routes = codeRoutes();
+    assert.ok(routes.length > 30, `the route tables were read (${routes.length})`);
+    for (const r of routes) {
+      const t = templateOf(r.path);
+      assert.ok(t && DOC.paths[t][r.method.toLowerCase()], `${r.method} ${r.path} (${r.file}) is not in docs/openapi.yaml`);
+    }
+    // The other way: a method not documented on a path is not served.
+    for (const [t, item] of Object.entries(DOC.paths)) {
+      const sample = t.replace(/\{[^}]+\}/g, 'x1');
+      for (const m of ['GET', 'POST', 'PUT', 'DELETE']) {
+        if (item[m.toLowerCase()]) continue;
+        const res = await fetch(`${worker.base}${sample}`, { method: m, headers: { Authorization: `Bearer ${t.startsWith('/v1/admin') ? ADMIN_TOKEN : INGEST_TOKEN}` } });
+        await res.text();
+        assert.ok([404, 405].includes(res.status), `${m} ${sample} answered ${res.status}, but the contract has no ${m} on ${t}`);
+      }
+    }
+  });
+
+  step('3. every error code is documented under its status', () => {
+    const documented = new Set();
+    const walk = (node, status) => {
+      if (!node || typeof node !== 'object') return;
+      if (node.$ref) return walk(deref(node).node, status);
+      const code = node.properties?.error?.properties?.code;
+      if (code) for (const c of deref(code).node.enum ?? []) documented.add(`${status} ${c}`);
+      for (const v of Object.values(node)) walk(v, status);
+    };
+    for (const [status, resp] of Object.entries(DOC['x-unrouted-responses'] ?? {})) walk(deref(resp).node, status);
+    for (const item of Object.values(DOC.paths)) {
+      for (const m of METHODS) {
+        for (const [status, resp] of Object.entries(item[m]?.responses ?? {})) walk(deref(resp).node, status);
+      }
+    }
+    const codes = new Set();
+    for (const dir of ['src/api', 'src/wasm', 'src/pipeline']) {
+      for (const f of fs.readdirSync(path.join(REPO_ROOT, dir))) {
+        if (!f.endsWith('.rs')) continue;
+        const src = fs.readFileSync(path.join(REPO_ROOT, dir, f), 'utf8');
+        for (const m of src.matchAll(/ApiError::new\(\s*(\d{3}),\s*"([a-z_]+)"/g)) codes.add(`${m[1]} ${m[2]}`);
+      }
+    }
+    assert.ok(codes.size > 20, `the error codes were read (${codes.size})`);
+    const missing = [...codes].filter((c) => !documented.has(c));
+    assert.deepEqual(missing, [], 'error codes the Worker answers that docs/openapi.yaml does not list under that status');
+  });
+
+  step('4. every operation answers as documented', async () => {
+    const b = worker.base;
+    const A = { token: ADMIN_TOKEN };
+    const I = { token: INGEST_TOKEN };
+    // Unauthenticated.
+    await call(b, 'GET', '/healthz');
+    await call(b, 'HEAD', '/healthz');
+    for (const p of ['/console', '/console/', '/console/console.js', '/console/console.css']) await call(b, 'GET', p);
+
+    // Documents, jobs and search, as the default tenant.
+    assert.equal((await call(b, 'PUT', '/v1/documents/c-1', { ...I, body: { text: '契約テストの文書です。検索できること。', metadata: { lang: 'ja' } } })).status, 202);
+    const batch = await call(b, 'POST', '/v1/documents', { ...I, body: { documents: [{ doc_id: 'c-2', text: 'contract test two' }, { doc_id: 'c-3', text: 'contract test three' }] } });
+    assert.ok([200, 202, 207].includes(batch.status), batch.text);
+    let doc;
+    await waitFor(async () => { doc = await call(b, 'GET', '/v1/documents/c-1', I); return doc.body.state === 'indexed'; }, { what: 'c-1 indexed' });
+    await call(b, 'GET', `/v1/jobs/${doc.body.job_id}`, I);
+    await call(b, 'GET', '/v1/jobs/no-such-job', I);
+    await call(b, 'GET', '/v1/documents/missing', I);
+    await call(b, 'POST', '/v1/search', { ...I, body: { query: '検索', top_k: 3 } });
+    await call(b, 'POST', '/v1/search', { ...I, body: { query: 'contract', top_k: 3, mode: 'keyword' } });
+    await call(b, 'POST', '/v1/search', { ...I, body: { nope: 1 } });
+    await call(b, 'POST', '/v1/search', { ...I, raw: '{not json' });
+    await waitFor(async () => (await call(b, 'GET', '/v1/documents/c-2', I)).body.state === 'indexed', { what: 'c-2 indexed' });
+    await call(b, 'POST', '/v1/documents/c-2/reindex', I);
+    await call(b, 'DELETE', '/v1/documents/c-3', I);
+    await call(b, 'PUT', '/v1/documents/c-4', { ...I, body: { text: 'x', unknown: true } });
+    await call(b, 'GET', '/v1/documents/c-1');
+    await call(b, 'GET', '/v1/documents/c-1', { token: 'wrong' });
+    await call(b, 'GET', '/v1/documents/c-1', A);
+    await call(b, 'GET', '/v1/no/such/route', I);
+
+    // Syncs.
+    const s = await call(b, 'POST', '/v1/syncs', { ...I, body: { source: 'contract' } });
+    assert.equal(s.status, 201, s.text);
+    const sid = s.body.sync_id;
+    await call(b, 'PUT', '/v1/documents/s-1', { ...I, body: { text: 'synced one', source: 'contract', sync_id: sid } });
+    await call(b, 'POST', `/v1/syncs/${sid}/seen`, { ...I, body: { documents: [{ doc_id: 's-1', content_hash: '0'.repeat(64) }] } });
+    await call(b, 'GET', `/v1/syncs/${sid}`, I);
+    await call(b, 'POST', `/v1/syncs/${sid}/commit`, { ...I, body: {} });
+    await call(b, 'GET', '/v1/syncs/no-such-sync', I);
+
+    // Tenants.
+    const t = await call(b, 'POST', '/v1/admin/tenants', { ...A, body: { tenant_id: 'contract', quotas: { documents_max: 100 } } });
+    assert.equal(t.status, 201, t.text);
+    await call(b, 'POST', '/v1/admin/tenants', { ...A, body: { tenant_id: 'contract' } });
+    await call(b, 'GET', '/v1/admin/tenants?limit=10', A);
+    await call(b, 'GET', '/v1/admin/tenants/contract', A);
+    await call(b, 'GET', '/v1/admin/tenants/nobody', A);
+    await call(b, 'PUT', '/v1/admin/tenants/contract/quotas', { ...A, body: { bytes_max: 1000000 } });
+    const tok = await call(b, 'POST', '/v1/admin/tenants/contract/tokens', { ...A, body: { scopes: ['ingest', 'search'] } });
+    assert.equal(tok.status, 201, tok.text);
+    await call(b, 'PUT', '/v1/documents/t-1', { token: tok.body.token, body: { text: 'a tenant document' } });
+    await call(b, 'GET', '/v1/admin/tenants/contract/tokens', A);
+    await call(b, 'POST', '/v1/admin/tenants/contract/disable', A);
+    await call(b, 'GET', '/v1/documents/t-1', { token: tok.body.token });
+    await call(b, 'POST', '/v1/admin/tenants/contract/enable', A);
+    await call(b, 'DELETE', `/v1/admin/tenants/contract/tokens/${tok.body.token_id}`, A);
+    await call(b, 'DELETE', '/v1/admin/tenants/contract/tokens/nope', A);
+
+    // The console's reads, repair, dead letters and redrives.
+    await call(b, 'GET', '/v1/admin/documents/summary', A);
+    await call(b, 'GET', '/v1/admin/documents/summary?tenant_id=contract', A);
+    await call(b, 'GET', '/v1/admin/documents?limit=2', A);
+    await call(b, 'GET', '/v1/admin/documents?state=nope', A);
+    await call(b, 'GET', '/v1/admin/jobs/timeline', A);
+    await call(b, 'GET', '/v1/admin/jobs/timeline?bucket_seconds=0', A);
+    await triggerCron(b);
+    await call(b, 'GET', '/v1/admin/repair/runs?limit=5', A);
+    await call(b, 'GET', '/v1/admin/dead-letters/summary', A);
+    await call(b, 'GET', '/v1/admin/dead-letters?limit=5', A);
+    await call(b, 'GET', '/v1/admin/dead-letters?limit=0', A);
+    const plan = await call(b, 'POST', '/v1/admin/redrives', { ...A, body: { filter: {} } });
+    assert.equal(plan.status, 200, plan.text);
+    await call(b, 'POST', '/v1/admin/redrives', { ...A, body: { plan_id: plan.body.plan.plan_id } });
+    await call(b, 'GET', '/v1/admin/redrives/no-such-redrive', A);
+    await call(b, 'GET', '/v1/admin/dead-letters/summary', I);
+
+    // Generations and backfills.
+    await call(b, 'GET', '/v1/admin/generations', A);
+    await call(b, 'POST', '/v1/admin/generations/1/retire', A);
+    await call(b, 'POST', '/v1/admin/generations/99/activate', A);
+    const bf = await call(b, 'POST', '/v1/admin/reindex', { ...A, body: { scope: 'all', page_size: 1 } });
+    assert.equal(bf.status, 202, bf.text);
+    const id = bf.body.backfill.backfill_id;
+    await call(b, 'POST', '/v1/admin/reindex', { ...A, body: { scope: 'all' } });
+    await call(b, 'GET', '/v1/admin/reindex', A);
+    await call(b, 'GET', `/v1/admin/reindex/${id}`, A);
+    await call(b, 'POST', `/v1/admin/reindex/${id}/pause`, A);
+    await call(b, 'POST', `/v1/admin/reindex/${id}/pause`, A);
+    await call(b, 'POST', `/v1/admin/reindex/${id}/resume`, A);
+    await call(b, 'POST', `/v1/admin/reindex/${id}/cancel`, A);
+    await call(b, 'GET', '/v1/admin/reindex/no-such-backfill', A);
+    await call(b, 'POST', '/v1/admin/reindex', { ...A, body: { scope: 'config' } });
+    await call(b, 'POST', '/v1/admin/generations/1/activate', A);
+
+    const ops = [];
+    for (const [t, item] of Object.entries(DOC.paths)) {
+      for (const m of METHODS) if (item[m]) ops.push(`${m.toUpperCase()} ${t}`);
+    }
+    const never = ops.filter((o) => !successes.has(o));
+    // Reading a redrive needs dead letters to redrive, and activating or
+    // retiring a generation needs a retained one (a configuration change
+    // and a finished backfill): tests/e2e/dead-letters.test.mjs and
+    // backfill.test.mjs drive those; here they are checked on their refusals.
+    const elsewhere = [
+      'GET /v1/admin/redrives/{redrive_id}',
+      'POST /v1/admin/generations/{generation}/activate',
+      'POST /v1/admin/generations/{generation}/retire',
+    ];
+    assert.deepEqual(never.filter((o) => !elsewhere.includes(o)), [], `operations never answered with a documented success (seen: ${seen.length} calls)`);
+    for (const o of elsewhere) {
+      const [m, t] = o.split(' ');
+      assert.ok(seen.some((x) => x.startsWith(`${m} ${t} 4`)), `${o} was at least refused as documented`);
+    }
+  });
+});
