@@ -50,6 +50,15 @@ if [ ! -x node_modules/.bin/wrangler ] || [ package-lock.json -nt node_modules/.
   npm ci --no-audit --no-fund
 fi
 
+# 4b. A headless browser for the console's browser tests: Debian's
+# chromium (puppeteer-core drives it; nothing is downloaded from the web).
+if [ -z "${CHROMIUM_PATH:-}" ] && ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
+  say "installing chromium (apt-get) for the browser tests"
+  if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends chromium
+fi
+
 # 5. Local secrets for wrangler dev.
 if [ ! -f .dev.vars ]; then
   say "creating .dev.vars from .dev.vars.example"
