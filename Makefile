@@ -6,6 +6,9 @@ export PATH := $(HOME)/.cargo/bin:$(PATH)
 export WRANGLER_SEND_METRICS := false
 WRANGLER := node_modules/.bin/wrangler
 SEEDS ?= 100000
+# End-to-end test files run two at a time: each has its own wrangler dev,
+# ports and state directory, and most of their time is spent waiting.
+E2E_CONCURRENCY ?= 2
 
 .PHONY: dev test setup build test-native test-e2e migrate-local sim bench eval proptest-long lint test-data clean openapi screenshots
 
@@ -85,7 +88,7 @@ eval: setup test-data
 
 test-e2e: build
 	node scripts/openapi.mjs --check
-	node --test --test-concurrency=1 tests/e2e/
+	node --test --test-concurrency=$(E2E_CONCURRENCY) tests/e2e/
 
 ## docs/openapi.json (what the Worker serves at /openapi.json) from
 ## docs/openapi.yaml; the contract test fails while they differ.

@@ -95,6 +95,7 @@ fn every_single_crash_point_of_every_flow() {
     // consumer work (two short versions and a tombstone) is what the other
     // flows fault under both budgets.
     let tight = sim_configs()[1].consume_subrequests_max;
+    let mut flow_budgets = 0;
     for (cfg, flow) in sim_configs()
         .iter()
         .flat_map(|c| FLOWS.iter().map(move |f| (c, f)))
@@ -103,6 +104,7 @@ fn every_single_crash_point_of_every_flow() {
         let budget = cfg.consume_subrequests_max;
         let n = count_calls(flow, cfg, Bugs::default());
         assert!(n > 10, "{flow} makes only {n} port calls");
+        flow_budgets += 1;
         for at in 0..n {
             for kind in FaultKind::ALL {
                 points += 1;
@@ -121,9 +123,8 @@ fn every_single_crash_point_of_every_flow() {
         }
     }
     println!(
-        "exhaustive: {} flows x {} budgets, {points} crash points ({} port calls x {} fault kinds), {} faults injected, {} invocations killed; call/fault pairs covered: {}; max cron ticks to quiesce: {}",
+        "exhaustive: {} flows, {flow_budgets} (flow, budget) pairs, {points} crash points ({} port calls x {} fault kinds), {} faults injected, {} invocations killed; call/fault pairs covered: {}; max cron ticks to quiesce: {}",
         FLOWS.len(),
-        sim_configs().len(),
         points / 3,
         FaultKind::ALL.len(),
         summary.faults,
