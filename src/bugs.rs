@@ -1,9 +1,12 @@
 //! Deliberate protocol bugs, for testing the tester only.
 //!
-//! With the `protocol-bugs` cargo feature off (every build but the one
-//! `make test` runs for `tests/sim_bugs.rs`), [`Bugs::has`] is constantly
-//! false and each bug's code path is dead. With it on, the simulation must
-//! catch every one of them (`tests/sim_bugs.rs`).
+//! The Worker's build (wasm32) compiles none of them: there [`Bugs::has`]
+//! is constantly false and each bug's code path is dead (unless built with
+//! the `protocol-bugs` cargo feature, which nothing does). Native builds
+//! carry them, inert unless a test asks for one with [`Bugs::only`] — the
+//! pipeline is always given `Bugs::default()` otherwise — and the
+//! simulation must catch every one of them (`tests/sim_bugs.rs`). One
+//! native build then serves every test: no second compile of the crate.
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Bug {
@@ -74,23 +77,23 @@ impl Bug {
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Bugs {
-    #[cfg(feature = "protocol-bugs")]
+    #[cfg(any(feature = "protocol-bugs", not(target_arch = "wasm32")))]
     pub active: Option<Bug>,
 }
 
 impl Bugs {
-    #[cfg(feature = "protocol-bugs")]
+    #[cfg(any(feature = "protocol-bugs", not(target_arch = "wasm32")))]
     pub fn only(bug: Bug) -> Bugs {
         Bugs { active: Some(bug) }
     }
 
     #[inline(always)]
     pub fn has(&self, bug: Bug) -> bool {
-        #[cfg(feature = "protocol-bugs")]
+        #[cfg(any(feature = "protocol-bugs", not(target_arch = "wasm32")))]
         {
             self.active == Some(bug)
         }
-        #[cfg(not(feature = "protocol-bugs"))]
+        #[cfg(not(any(feature = "protocol-bugs", not(target_arch = "wasm32"))))]
         {
             let _ = bug;
             false

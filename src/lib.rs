@@ -6,8 +6,8 @@
 //! Crate map (see `docs/ARCHITECTURE.md` for the whole picture):
 //!
 //! - [`config`]: every tunable and platform limit, in one place, with defaults.
-//! - [`bugs`]: deliberate protocol bugs for testing the simulation (inert
-//!   unless built with the `protocol-bugs` feature).
+//! - [`bugs`]: deliberate protocol bugs for testing the simulation (not in
+//!   the Worker's build; inert in a native one unless a test switches one on).
 //! - [`log`]: the structured log line and its sink, installed by the entry
 //!   points (a leaf).
 //! - [`core`]: pure code, no I/O, no async: identifiers, chunking, the local

@@ -1,8 +1,7 @@
 //! Testing the tester: with each deliberate protocol bug of
 //! `src/bugs.rs` switched on, the simulation must report a
-//! violated invariant. Built only with `--features protocol-bugs`
-//! (`make test` runs it).
-#![cfg(feature = "protocol-bugs")]
+//! violated invariant. The bugs are in every native build, inert unless a
+//! test switches one on (`src/bugs.rs`); `make test` runs this.
 
 use ingest_pipeline::config::Config;
 use ingest_pipeline::native::sim::{

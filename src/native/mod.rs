@@ -360,7 +360,7 @@ impl Faults {
 /// Whether a query in `namespace` searches every namespace: only the
 /// seeded bug `SearchUnfenced` asks for that ([`crate::bugs::EVERY_NAMESPACE`]).
 fn every_namespace(namespace: &str) -> bool {
-    cfg!(feature = "protocol-bugs") && namespace == crate::bugs::EVERY_NAMESPACE
+    namespace == crate::bugs::EVERY_NAMESPACE
 }
 
 /// An in-memory vector index as strict as Vectorize on limits, immediately

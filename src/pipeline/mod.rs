@@ -69,7 +69,8 @@ pub struct Pipeline<D, V, E, Q, C> {
     pub embedder: E,
     pub queue: Q,
     pub clock: C,
-    /// Deliberate protocol bugs; inert unless built with `protocol-bugs`.
+    /// Deliberate protocol bugs (`src/bugs.rs`): none in the Worker, inert
+    /// unless a native test switches one on.
     pub bugs: bugs::Bugs,
 }
 
