@@ -100,7 +100,20 @@ export function runWrangler(args) {
  * for seconds does not see the Worker close its idle keep-alive
  * connections, and its next fetch on one of them fails.
  */
-export function d1Query(binding, persistDir, sql) {
+export async function d1Query(binding, persistDir, sql) {
+  // The running Worker writes the same SQLite file: a read that finds it
+  // locked (SQLITE_BUSY) is tried again, a few times, after a pause.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await d1QueryOnce(binding, persistDir, sql);
+    } catch (e) {
+      if (attempt >= 5 || !/SQLITE_BUSY|database is locked/.test(e.message)) throw e;
+      await sleep(500 * attempt);
+    }
+  }
+}
+
+function d1QueryOnce(binding, persistDir, sql) {
   const args = ['d1', 'execute', binding, '--local', '--env', 'local', '--persist-to', persistDir, '-c', testConfig(), '--json', '--command', sql];
   return new Promise((resolve, reject) => {
     const child = spawn(WRANGLER, args, { cwd: REPO_ROOT, env: childEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
