@@ -243,7 +243,20 @@ function startWatchdog(pgid, persistDir) {
  * process group (`signal: 'SIGKILL'` for an abrupt crash) and, unless
  * `keepState`, removes the state directory.
  */
-export async function startWorker({ vars = {}, persistDir: reuseDir } = {}) {
+export async function startWorker(opts = {}) {
+  // Free ports are picked, released, then bound by wrangler: with two test
+  // files at once another process can take one in between. A fresh worker
+  // that lost that race is started again on new ports.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startWorkerOnce(opts);
+    } catch (err) {
+      if (opts.persistDir !== undefined || attempt >= 3 || !/Address already in use/.test(err.message)) throw err;
+    }
+  }
+}
+
+async function startWorkerOnce({ vars = {}, persistDir: reuseDir } = {}) {
   ensureDevVars();
   for (const name of Object.keys(vars)) {
     if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) throw new Error(`startWorker: bad variable name ${JSON.stringify(name)}`);
