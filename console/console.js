@@ -271,8 +271,8 @@ async function executeRedrive(plan) {
   if (!ok) return;
   try {
     const r = await api('POST', 'redrives', redriveBody(plan.plan_id));
-    redriveId = r.redrive_id ?? r.redrive?.redrive_id;
-    $('redrive-id').value = redriveId ?? '';
+    redriveId = r.redrive_id;
+    $('redrive-id').value = redriveId;
     refresh();
   } catch (e) {
     reportError(e);

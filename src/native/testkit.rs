@@ -67,6 +67,15 @@ pub fn local_embedder(cfg: &Config) -> LocalEmbedder {
     }
 }
 
+/// The bearer tokens the native API tests configure ([`World::request`]).
+pub const TEST_INGEST_TOKEN: &str = "t-ingest";
+pub const TEST_ADMIN_TOKEN: &str = "t-admin";
+
+thread_local! {
+    /// Each request's entropy differs, as the Worker's would.
+    static DRAWS: std::cell::Cell<u8> = const { std::cell::Cell::new(1) };
+}
+
 /// The pipeline over a [`World`]'s ports.
 pub type P<'a> =
     Pipeline<&'a SqliteDb, &'a MemIndex, &'a LocalEmbedder, &'a MemQueue, &'a ManualClock>;
@@ -100,6 +109,55 @@ impl World {
             clock: ManualClock::new(T0),
             cfg,
         }
+    }
+
+    /// One HTTP request through the API ([`crate::api::handle`]), with
+    /// [`TEST_INGEST_TOKEN`] and [`TEST_ADMIN_TOKEN`] configured and fresh
+    /// entropy per request.
+    pub fn request(
+        &self,
+        method: &str,
+        path: &str,
+        authorization: Option<&str>,
+        content_type: Option<&str>,
+        body: &[u8],
+    ) -> crate::api::ApiResponse {
+        let n = DRAWS.with(|d| {
+            let n = d.get();
+            d.set(n.wrapping_add(1));
+            n
+        });
+        let secrets = crate::api::Secrets {
+            ingest_token: Some(TEST_INGEST_TOKEN.into()),
+            admin_token: Some(TEST_ADMIN_TOKEN.into()),
+        };
+        let req = crate::api::ApiRequest {
+            method,
+            path,
+            authorization,
+            content_type,
+            body,
+            entropy: [n; 32],
+        };
+        block_on(crate::api::handle(&self.p(), &secrets, req))
+    }
+
+    /// A JSON request (`body` or none) with bearer token `auth`.
+    pub fn request_json(
+        &self,
+        method: &str,
+        path: &str,
+        auth: &str,
+        body: Option<&serde_json::Value>,
+    ) -> crate::api::ApiResponse {
+        let bytes = body.map(|b| b.to_string()).unwrap_or_default();
+        self.request(
+            method,
+            path,
+            Some(auth),
+            Some("application/json"),
+            bytes.as_bytes(),
+        )
     }
 
     /// The pipeline over the world's ports, under its configuration.

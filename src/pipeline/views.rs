@@ -195,19 +195,14 @@ impl JobTimeline {
     pub fn from_rows(since: i64, until: i64, bucket_seconds: i64, rows: &[TimelineRow]) -> Self {
         let width = bucket_seconds.saturating_mul(1000).max(1);
         let n = until.saturating_sub(since).max(0).saturating_add(width - 1) / width;
+        let cells: std::collections::BTreeMap<(i64, JobState), u64> =
+            rows.iter().map(|r| ((r.bucket, r.state), r.jobs)).collect();
         let buckets = (0..n)
             .map(|i| TimelineBucket {
                 start: since + i * width,
                 counts: JobState::ALL
                     .iter()
-                    .map(|s| {
-                        let jobs = rows
-                            .iter()
-                            .filter(|r| r.bucket == i && r.state == *s)
-                            .map(|r| r.jobs)
-                            .sum();
-                        (s.as_str(), jobs)
-                    })
+                    .map(|s| (s.as_str(), cells.get(&(i, *s)).copied().unwrap_or(0)))
                     .collect(),
             })
             .collect();
@@ -737,4 +732,38 @@ impl RepairRunView {
 pub struct LetterPage {
     pub letters: Vec<LetterRow>,
     pub next_cursor: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn document_state_names_are_what_the_api_renders() {
+        for s in DocumentState::ALL {
+            assert_eq!(
+                serde_json::to_value(s).unwrap(),
+                Value::String(s.as_str().into())
+            );
+            assert_eq!(DocumentState::parse(s.as_str()), Some(s));
+        }
+        assert_eq!(DocumentState::parse("done"), None);
+    }
+
+    #[test]
+    fn a_timeline_has_every_bucket_and_every_state() {
+        let rows = [TimelineRow {
+            bucket: 2,
+            state: JobState::Failed,
+            jobs: 3,
+        }];
+        let t = JobTimeline::from_rows(0, 3_000, 1, &rows);
+        assert_eq!(t.buckets.len(), 3);
+        assert_eq!(t.buckets[2].start, 2_000);
+        assert_eq!(t.buckets[2].counts["failed"], 3);
+        assert_eq!(t.buckets[0].counts.len(), JobState::ALL.len());
+        assert!(t.buckets[..2]
+            .iter()
+            .all(|b| b.counts.values().all(|n| *n == 0)));
+    }
 }

@@ -183,13 +183,16 @@ describe('the console in a headless browser', () => {
   });
 
   step('shows generations and the latest repair runs', async () => {
-    const cron = await triggerCron(worker.base);
-    assert.ok(cron.ok ?? true);
+    await triggerCron(worker.base);
+    const { runs } = (await admin(worker.base, 'GET', '/v1/admin/repair/runs?limit=20')).body;
+    assert.ok(runs.length >= 1, 'the cron wrote a repair run');
     await page.click('nav button[data-view="generations"]');
     await textWhen('[data-testid="generations"]', (t) => t.includes('active'), 'the active generation');
     await shot('generations');
     await page.click('nav button[data-view="repair"]');
-    await textWhen('[data-testid="repair-runs"]', (t) => t.length > 0, 'a repair run');
+    await waitFor(async () => (await page.$$('[data-testid="repair-runs"] tbody tr')).length === runs.length, { what: 'one row per repair run' });
+    const shown = await page.$eval('[data-testid="repair-runs"] tbody tr td', (td) => td.textContent);
+    assert.equal(shown, String(runs[0].run_id), 'the latest run first');
     await shot('repair-runs');
     await page.click('nav button[data-view="overview"]');
     assert.deepEqual(problems, [], 'no console error or CSP violation');

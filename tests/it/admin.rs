@@ -6,7 +6,7 @@ use crate::common::default_key;
 
 use crate::common::{oracle, World};
 use futures::executor::block_on;
-use ingest_pipeline::api::{handle, ApiRequest, ApiResponse, Secrets};
+use ingest_pipeline::api::ApiResponse;
 use ingest_pipeline::core::failure::FailureBucket;
 use ingest_pipeline::pipeline::{ConsumeOutcome, DocumentState};
 use ingest_pipeline::ports::JobMessage;
@@ -16,20 +16,7 @@ const ADMIN: &str = "Bearer t-admin";
 const INGEST: &str = "Bearer t-ingest";
 
 fn call(w: &World, method: &str, path: &str, auth: &str, body: Option<Value>) -> ApiResponse {
-    let bytes = body.map(|b| b.to_string().into_bytes()).unwrap_or_default();
-    let secrets = Secrets {
-        ingest_token: Some("t-ingest".into()),
-        admin_token: Some("t-admin".into()),
-    };
-    let req = ApiRequest {
-        method,
-        path,
-        authorization: Some(auth),
-        content_type: Some("application/json"),
-        body: &bytes,
-        entropy: [7; 32],
-    };
-    block_on(handle(&w.p(), &secrets, req))
+    w.request_json(method, path, auth, body.as_ref())
 }
 
 /// `PUT /v1/documents/{doc}` of plain `text`, with the ingest token.

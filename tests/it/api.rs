@@ -8,13 +8,6 @@ use serde_json::{json, Value};
 
 const TOKEN: &str = "Bearer t-ingest";
 
-fn secrets() -> Secrets {
-    Secrets {
-        ingest_token: Some("t-ingest".into()),
-        admin_token: Some("t-admin".into()),
-    }
-}
-
 fn call(
     w: &World,
     method: &str,
@@ -23,15 +16,7 @@ fn call(
     ct: Option<&str>,
     body: &[u8],
 ) -> ApiResponse {
-    let req = ApiRequest {
-        method,
-        path,
-        authorization: auth,
-        content_type: ct,
-        body,
-        entropy: [7; 32],
-    };
-    block_on(handle(&w.p(), &secrets(), req))
+    w.request(method, path, auth, ct, body)
 }
 
 fn json_call(w: &World, method: &str, path: &str, body: Value) -> ApiResponse {

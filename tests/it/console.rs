@@ -4,9 +4,8 @@
 //! (`GET /v1/admin/jobs/timeline`); and the console's own files.
 
 use crate::common::World;
-use futures::executor::block_on;
 use ingest_pipeline::api::assets::{asset, CONSOLE_CSP};
-use ingest_pipeline::api::{handle, ApiRequest, ApiResponse, Secrets};
+use ingest_pipeline::api::ApiResponse;
 use ingest_pipeline::core::failure::FailureBucket;
 use ingest_pipeline::ports::Clock;
 use serde_json::{json, Value};
@@ -16,19 +15,7 @@ const ADMIN: &str = "Bearer t-admin";
 const INGEST: &str = "Bearer t-ingest";
 
 fn call(w: &World, method: &str, path: &str, auth: &str) -> ApiResponse {
-    let secrets = Secrets {
-        ingest_token: Some("t-ingest".into()),
-        admin_token: Some("t-admin".into()),
-    };
-    let req = ApiRequest {
-        method,
-        path,
-        authorization: Some(auth),
-        content_type: Some("application/json"),
-        body: &[],
-        entropy: [7; 32],
-    };
-    block_on(handle(&w.p(), &secrets, req))
+    w.request_json(method, path, auth, None)
 }
 
 /// A world of six documents: `a`, `b` indexed, `c` failed (the index

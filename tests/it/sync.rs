@@ -7,7 +7,7 @@
 
 use crate::common::World;
 use futures::executor::block_on;
-use ingest_pipeline::api::{handle, ApiRequest, ApiResponse, Secrets};
+use ingest_pipeline::api::ApiResponse;
 use ingest_pipeline::config::Config;
 use ingest_pipeline::core::chunk::ContentType;
 use ingest_pipeline::core::failure::FailureBucket;
@@ -21,33 +21,8 @@ use std::cell::Cell;
 const ADMIN: &str = "Bearer t-admin";
 const INGEST: &str = "Bearer t-ingest";
 
-fn secrets() -> Secrets {
-    Secrets {
-        ingest_token: Some("t-ingest".into()),
-        admin_token: Some("t-admin".into()),
-    }
-}
-
-thread_local! {
-    static DRAW: Cell<u8> = const { Cell::new(1) };
-}
-
 fn call_as(w: &World, auth: &str, method: &str, path: &str, body: Option<Value>) -> ApiResponse {
-    let n = DRAW.with(|d| {
-        let n = d.get();
-        d.set(n.wrapping_add(1));
-        n
-    });
-    let bytes = body.map(|b| b.to_string()).unwrap_or_default();
-    let req = ApiRequest {
-        method,
-        path,
-        authorization: Some(auth),
-        content_type: Some("application/json"),
-        body: bytes.as_bytes(),
-        entropy: [n; 32],
-    };
-    block_on(handle(&w.p(), &secrets(), req))
+    w.request_json(method, path, auth, body.as_ref())
 }
 
 fn call(w: &World, method: &str, path: &str, body: Option<Value>) -> ApiResponse {

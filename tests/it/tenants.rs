@@ -4,41 +4,15 @@
 
 use crate::common::{oracle, Interleaved, World};
 use futures::executor::block_on;
-use ingest_pipeline::api::{handle, ApiRequest, ApiResponse, Secrets};
+use ingest_pipeline::api::ApiResponse;
 use ingest_pipeline::ports::Clock;
 use serde_json::{json, Value};
-use std::cell::Cell;
 
 const ADMIN: &str = "Bearer t-admin";
 const INGEST: &str = "Bearer t-ingest";
 
-fn secrets() -> Secrets {
-    Secrets {
-        ingest_token: Some("t-ingest".into()),
-        admin_token: Some("t-admin".into()),
-    }
-}
-
-thread_local! {
-    /// Each request's entropy differs (as the Worker's would).
-    static DRAW: Cell<u8> = const { Cell::new(1) };
-}
-
 fn raw(w: &World, method: &str, path: &str, auth: &str, body: &[u8]) -> ApiResponse {
-    let n = DRAW.with(|d| {
-        let n = d.get();
-        d.set(n.wrapping_add(1));
-        n
-    });
-    let req = ApiRequest {
-        method,
-        path,
-        authorization: Some(auth),
-        content_type: Some("application/json"),
-        body,
-        entropy: [n; 32],
-    };
-    block_on(handle(&w.p(), &secrets(), req))
+    w.request(method, path, Some(auth), Some("application/json"), body)
 }
 
 fn call(w: &World, method: &str, path: &str, auth: &str, body: Option<Value>) -> ApiResponse {
