@@ -75,7 +75,9 @@ async function waitForLetters(docIds, version) {
       const done = mine.length === docIds.length && lettersReceived(worker.logs(), mine.map((l) => l.job_id));
       return done ? mine : null;
     },
-    { timeoutMs: 30_000, intervalMs: 300, what: `letters of ${docIds.join(', ')} v${version} archived and received` },
+    // 90 s: the local dead-letter queue delivers in batches, and with two
+    // test files at once on two cores its consumer can be that late.
+    { timeoutMs: 90_000, intervalMs: 300, what: `letters of ${docIds.join(', ')} v${version} archived and received` },
   );
 }
 
