@@ -32,8 +32,10 @@ build: setup
 ## SQLite, pipeline scenarios and the simulation (cargo), the token bound
 ## against a real tokenizer, then end-to-end tests of the built Worker in
 ## workerd: the API's contract (docs/openapi.yaml) and the console in a
-## headless browser (chromium) among them.
-test: setup test-native test-e2e
+## headless browser (chromium) among them. The two halves run side by
+## side (scripts/test.sh; TEST_SERIAL=1 for one after the other).
+test: setup
+	@bash scripts/test.sh
 
 test-native: lint test-data
 	cargo test --locked -- --skip random_seeds_hold_every_invariant --skip every_single_crash_point_of_every_flow --skip the_simulation_catches_every_seeded_bug

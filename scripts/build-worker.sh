@@ -14,6 +14,10 @@ export WASM_BINDGEN_BIN="${WASM_BINDGEN_BIN:-$CARGO_BIN/wasm-bindgen}"
 if [ -z "${ESBUILD_BIN:-}" ] && [ -x node_modules/.bin/esbuild ]; then
   export ESBUILD_BIN="$PWD/node_modules/.bin/esbuild"
 fi
+# A target directory of its own: `make test` builds the Worker and runs
+# the end-to-end tests while the native tests compile and run in target/,
+# and one cargo waits for the other's lock on a shared directory.
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target/worker}"
 OUT_DIR="${OUT_DIR:-build}"
 if [ "$#" -gt 0 ]; then
   worker-build --release --out-dir "$OUT_DIR" -- "$@"

@@ -8,15 +8,6 @@ cd "$(dirname "$0")/.."
 CARGO_BIN="${CARGO_HOME:-$HOME/.cargo}/bin"
 export PATH="$CARGO_BIN:$PATH"
 WORKER_BUILD_VERSION="0.8.7"
-# The two CLIs below are compiled from crates.io on a new machine. They run
-# for seconds per build, so they are compiled lightly optimized (opt-level
-# 1 instead of release's 3), which shortens a cold setup by minutes
-# (docs/performance.md, "make test's time"). TOOLS_OPT_LEVEL=3 for the
-# usual release build.
-install_tool() {
-  CARGO_PROFILE_RELEASE_OPT_LEVEL="${TOOLS_OPT_LEVEL:-1}" CARGO_PROFILE_RELEASE_DEBUG=false \
-    cargo install "$@"
-}
 
 say() { printf 'setup: %s\n' "$*"; }
 
@@ -43,14 +34,14 @@ if [ "$have_wb" != "$want_wb" ]; then
   say "installing wasm-bindgen-cli $want_wb (found: ${have_wb:-none})"
   # Without --locked: the CLI's own lockfile pins a crate version the
   # registry no longer serves; the CLI's version itself is exact.
-  install_tool wasm-bindgen-cli --version "=$want_wb" --force
+  cargo install wasm-bindgen-cli --version "=$want_wb" --force
 fi
 
 # 3. worker-build, pinned.
 have_wbd=$("$CARGO_BIN/worker-build" --version 2>/dev/null | awk '{print $NF}' || true)
 if [ "$have_wbd" != "$WORKER_BUILD_VERSION" ]; then
   say "installing worker-build $WORKER_BUILD_VERSION (found: ${have_wbd:-none})"
-  install_tool worker-build --version "=$WORKER_BUILD_VERSION" --locked --force
+  cargo install worker-build --version "=$WORKER_BUILD_VERSION" --locked --force
 fi
 
 # 4. wrangler (and workerd) from package-lock.json.
