@@ -2,12 +2,12 @@
 # `make test`: the native half (lints, unit, property, SQL, scenarios, the
 # simulation) and the end-to-end half (the Worker's wasm build, then tests
 # against it in workerd) side by side. The end-to-end tests spend most of
-# their time waiting on workerd, the native ones keep both cores busy: side
-# by side, a cold `make test` takes minutes less (docs/performance.md,
-# "make test's time"). The native half runs at a lower CPU priority so that
-# the end-to-end tests' waits see the machine they would see alone; the
-# Worker builds in target/worker, so neither cargo waits for the other's
-# lock. The end-to-end log is printed when both have ended.
+# their time waiting on workerd, the native ones keep both cores busy, so
+# side by side the waits are not idle time (docs/performance.md, "make
+# test's time", for what was measured). The native half runs at a lower CPU
+# priority so that the end-to-end tests' waits see the machine they would
+# see alone; the Worker builds in target/worker, so neither cargo waits
+# for the other's lock. The end-to-end log is printed when both have ended.
 #
 #   TEST_SERIAL=1 make test    # one half after the other, output as it comes
 set -uo pipefail
