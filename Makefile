@@ -30,7 +30,7 @@ build: setup
 ## Every test: lints of the code that handles untrusted input, native unit,
 ## property tests (PROPTEST_CASES, default 2,000 per property), SQL on
 ## SQLite, pipeline scenarios and the simulation (cargo), the token bound
-## against a real tokenizer, then end-to-end tests of the built Worker in
+## against a real tokenizer, and end-to-end tests of the built Worker in
 ## workerd: the API's contract (docs/openapi.yaml) and the console in a
 ## headless browser (chromium) among them. The two halves run side by
 ## side (scripts/test.sh; TEST_SERIAL=1 for one after the other).

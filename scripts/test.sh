@@ -22,8 +22,12 @@ fi
 mkdir -p target
 log=target/test-e2e.log
 echo "make test: the end-to-end tests run beside the native ones; their log: $log"
-"$MAKE" --no-print-directory test-e2e > "$log" 2>&1 &
+# In a session of its own, so that an interrupted make test stops it (and
+# its wrangler and workerd processes) too: background jobs of a script
+# ignore Ctrl-C.
+setsid "$MAKE" --no-print-directory test-e2e > "$log" 2>&1 &
 e2e_pid=$!
+trap 'kill -TERM -- "-$e2e_pid" 2>/dev/null; exit 130' INT TERM
 nice -n 10 "$MAKE" --no-print-directory test-native
 native=$?
 echo "make test: native tests ended (rc=$native); waiting for the end-to-end tests"
