@@ -127,7 +127,7 @@ fn to_sqlite(v: &SqlValue) -> SqliteValue {
                 i.unsigned_abs() <= 1 << 53,
                 "integer beyond D1's exact range"
             );
-            SqliteValue::Integer(*i)
+            SqliteValue::Real(*i as f64)
         }
         SqlValue::Real(f) => SqliteValue::Real(*f),
         SqlValue::Text(s) => SqliteValue::Text(s.clone()),
@@ -236,6 +236,9 @@ impl SqliteDb {
                 let v = match row.get_ref(i)? {
                     ValueRef::Null => serde_json::Value::Null,
                     ValueRef::Integer(n) => serde_json::Value::from(n),
+                    ValueRef::Real(f) if f.fract() == 0.0 && f.abs() <= (1u64 << 53) as f64 => {
+                        serde_json::Value::from(f as i64)
+                    }
                     ValueRef::Real(f) => serde_json::Value::from(f),
                     ValueRef::Text(t) => {
                         serde_json::Value::String(String::from_utf8_lossy(t).into_owned())

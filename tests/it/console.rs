@@ -173,10 +173,13 @@ fn console_document_pages_cover_every_document_once_and_filter_by_state() {
 fn console_timeline_counts_every_job_in_its_bucket() {
     let w = World::new();
     let t0 = w.clock.now_ms();
+    // Off the buckets' boundaries: D1 binds every number as REAL, so an
+    // uncast `(updated_at - since) / width` would be a fraction.
+    w.clock.advance_ms(1_000);
     w.put("a", "alpha");
     w.put("b", "bravo");
     w.deliver_all();
-    w.clock.advance_ms(3_600_000);
+    w.clock.advance_ms(3_599_000);
     w.put("c", "charlie");
     let until = w.clock.now_ms() + 1;
     let path = format!("/v1/admin/jobs/timeline?since={t0}&until={until}&bucket_seconds=1800");
