@@ -79,6 +79,10 @@ pub const LEDGER_MIGRATIONS: &[(&str, &str)] = &[
         "0012_syncs.sql",
         include_str!("../../migrations/0012_syncs.sql"),
     ),
+    (
+        "0013_sync_plain_writes.sql",
+        include_str!("../../migrations/0013_sync_plain_writes.sql"),
+    ),
 ];
 
 /// The local index's migrations (`migrations-local-index/`).
@@ -119,6 +123,10 @@ fn map_err(e: &rusqlite::Error) -> PortError {
     }
 }
 
+/// A bound value as D1 binds it: a Worker passes every number as a JS
+/// number, which D1 binds as REAL (a column of INTEGER affinity stores a
+/// whole one as an integer; an expression keeps it REAL, so `?1 / ?2` is a
+/// fraction). Reads turn a whole REAL into an integer, as JS would show it.
 fn to_sqlite(v: &SqlValue) -> SqliteValue {
     match v {
         SqlValue::Null => SqliteValue::Null,

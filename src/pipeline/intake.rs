@@ -9,8 +9,8 @@ use crate::core::ids::{job_id, sha256_hex, DocId, DocKey, TenantId};
 use crate::core::state::{JobKind, SyncDeleteState, SyncState};
 use crate::ports::{Clock, Database, Embedder, JobMessage, JobQueue, PortError, VectorIndex};
 use crate::store::{
-    settle_deletes_stmts, DocRow, JobRow, NewVersions, PartRow, SyncWriteRows, UsageDelta,
-    VersionRow,
+    retire_guard_stmts, settle_deletes_stmts, DocRow, JobRow, NewVersions, PartRow, SyncWriteRows,
+    UsageDelta, VersionRow,
 };
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
@@ -251,12 +251,15 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock>
                     .filter(|(o, _)| matches!(o, IntakeOutcome::Queued { .. }))
                     .map(|(_, k)| k.as_str())
                     .collect();
-                settle_deletes_stmts(
+                let max = self.store.json_param_bytes_max;
+                let mut stmts = retire_guard_stmts(sync_id, &tombstoned, max);
+                stmts.extend(settle_deletes_stmts(
                     sync_id,
                     SyncDeleteState::Deleted,
                     &tombstoned,
-                    self.store.json_param_bytes_max,
-                )
+                    max,
+                ));
+                stmts
             }
             _ => Vec::new(),
         };
@@ -283,6 +286,11 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock>
                     jobs: &batch.jobs,
                     usage: Some(&usage),
                     extra,
+                    plain: match scope {
+                        IntakeScope::Plain => true,
+                        IntakeScope::Source(w) => w.sync_id.is_none(),
+                        IntakeScope::SyncDeletes { .. } => false,
+                    },
                 },
                 now,
             )
@@ -292,8 +300,9 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock>
             if !constraint {
                 return Err(IntakeError::Port(e));
             }
-            if let IntakeError::SyncNotOpen = self.sync_refusal(tenant, scope, now, e).await {
-                return Err(IntakeError::SyncNotOpen);
+            let refusal = self.sync_refusal(tenant, scope, now, e).await;
+            if matches!(refusal, IntakeError::SyncNotOpen | IntakeError::Conflict) {
+                return Err(refusal);
             }
             if let Some(quota) = self.quota_passed(&usage).await.map_err(IntakeError::Port)? {
                 log_event(
@@ -328,6 +337,11 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock>
         e: PortError,
     ) -> IntakeError {
         let constraint = e.bucket == FailureBucket::DbRejected && e.code == "db_constraint";
+        if constraint && matches!(scope, IntakeScope::SyncDeletes { .. }) {
+            // A lost race or the retire guard: the commit reads the page
+            // again (a newer version or a plain write keeps the document).
+            return IntakeError::Conflict;
+        }
         let IntakeScope::Source(SourceWrite {
             source,
             sync_id: Some(sync_id),

@@ -7,7 +7,9 @@
 //! A commit, step by step, and what a crash after each step leaves:
 //!
 //! 1. **Begin** (one batch): the mass-delete guard, the plan (every
-//!    unseen document of the source at its latest version, `pending`), the
+//!    unseen document of the source at its latest version, `pending`,
+//!    but those a write outside any session touched since the session
+//!    opened: their `plain_write_seq` is not below its `seq`), the
 //!    earlier open sessions of the source `superseded`, the session
 //!    `committing`. Before it: the session still `open`; a retried commit
 //!    begins again. After it: the plan is fixed.
@@ -17,7 +19,9 @@
 //!    the tombstones and settles their deletes `deleted` together. After
 //!    it: those are done; the rest of the page is still pending and a
 //!    retry reads it again (a retire of a version that is no longer the
-//!    latest keeps the document).
+//!    latest keeps the document). The batch's guard aborts it if a write
+//!    outside any session touched one of its documents since the page was
+//!    read; the next read keeps that document.
 //! 3. **Page done** (one batch): the page's kept deletes settled `kept`,
 //!    the figures counted from the plan, `committed` once nothing is
 //!    pending. Before it: the page is read again and ends the same.
@@ -306,10 +310,17 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock>
             }
             if !retire.is_empty() {
                 let items: Vec<IntakeItem> = retire.iter().map(|(_, i)| i.clone()).collect();
-                let outcomes = self
+                let outcomes = match self
                     .intake_in(tenant, &items, IntakeScope::SyncDeletes { sync_id: id })
                     .await
-                    .map_err(intake_failure)?;
+                {
+                    Ok(outcomes) => outcomes,
+                    // A document of the page changed after it was read (a
+                    // new version, or a plain write's mark): the next call
+                    // reads the page again, and keeps it.
+                    Err(IntakeError::Conflict) => break,
+                    Err(e) => return Err(intake_failure(e)),
+                };
                 for ((key, _), o) in retire.iter().zip(&outcomes) {
                     if !matches!(o, IntakeOutcome::Queued { .. }) {
                         kept.push(key);

@@ -110,6 +110,9 @@ pub struct NewVersions<'a> {
     /// sync's guard, seen marks and membership, or a commit's settled
     /// deletes (see `store::syncs`).
     pub extra: Vec<Stmt>,
+    /// A write outside any sync session: the documents are marked with the
+    /// newest session's `seq`, which no session open now deletes (I14).
+    pub plain: bool,
 }
 
 impl<D: Database> Store<D> {
@@ -129,7 +132,7 @@ impl<D: Database> Store<D> {
         for page in json_pages(new.docs, max) {
             stmts.push(Stmt::new(
                 sql::INTAKE_UPSERT_DOCUMENTS,
-                vec![page.into(), t()],
+                vec![page.into(), t(), SqlValue::Int(i64::from(new.plain))],
             ));
         }
         for page in json_pages(new.versions, max) {

@@ -40,7 +40,8 @@ pub use jobs::{AttemptEnd, ClaimRow, ConsumeRow, JobViewRow, StalledJobRow, Time
 pub use redrives::{AuditRow, Candidate, CandidateFilter, ItemRow, NewItem, RedriveRow, RerunOf};
 pub use repair::{RepairRunRow, VerifyRow};
 pub use syncs::{
-    settle_deletes_stmts, CommittingRow, SourceCounts, SyncDeleteRow, SyncRow, SyncWriteRows,
+    retire_guard_stmts, settle_deletes_stmts, CommittingRow, SourceCounts, SyncDeleteRow, SyncRow,
+    SyncWriteRows,
 };
 pub use tenants::{Quotas, TenantRow, TenantUsageRow, TokenAuthRow, TokenRow, UsageDelta};
 pub use usage::UsageSnapshot;

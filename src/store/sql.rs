@@ -17,12 +17,17 @@ FROM documents d JOIN versions v ON v.doc_id = d.doc_id AND v.version = d.latest
 WHERE d.doc_id IN (SELECT value FROM json_each(?1))";
 
 /// Creates or advances documents; `latest_version` never decreases.
-/// `?1`: JSON array of `{doc_id, version}`; `?2`: now.
+/// `?1`: JSON array of `{doc_id, version}`; `?2`: now; `?3`: 1 for a
+/// write outside any sync session, which marks each document with the
+/// newest session's `seq` (a session open now deletes none of them: I14).
+/// The mark never decreases.
 pub const INTAKE_UPSERT_DOCUMENTS: &str = "\
-INSERT INTO documents (doc_id, latest_version, live_version, repair_needed, created_at, updated_at)
-SELECT json_extract(value, '$.doc_id'), json_extract(value, '$.version'), NULL, 0, ?2, ?2
+INSERT INTO documents (doc_id, latest_version, live_version, repair_needed, created_at, updated_at, plain_write_seq)
+SELECT json_extract(value, '$.doc_id'), json_extract(value, '$.version'), NULL, 0, ?2, ?2,
+       CASE WHEN ?3 = 1 THEN (SELECT coalesce(max(seq), 0) FROM syncs) ELSE 0 END
 FROM json_each(?1) WHERE true
-ON CONFLICT (doc_id) DO UPDATE SET latest_version = excluded.latest_version, updated_at = excluded.updated_at
+ON CONFLICT (doc_id) DO UPDATE SET latest_version = excluded.latest_version, updated_at = excluded.updated_at,
+  plain_write_seq = max(documents.plain_write_seq, excluded.plain_write_seq)
 WHERE excluded.latest_version > documents.latest_version";
 
 /// New versions. The primary key makes two writers of the same version
@@ -1184,25 +1189,36 @@ INSERT OR IGNORE INTO sync_seen (sync_id, doc_id) SELECT ?1, value FROM json_eac
 
 /// The documents in `?3` (JSON array of keys) belong to source `?2` of
 /// tenant `?1` (a document belongs to the last source it was written with).
+/// `?4`: 1 for a write outside any session, which marks them with the
+/// newest session's `seq` (as `INTAKE_UPSERT_DOCUMENTS`); a move to
+/// another source starts from its own mark.
 pub const SOURCE_SET_DOCUMENTS: &str = "\
-INSERT INTO source_documents (doc_id, tenant_id, source) SELECT value, ?1, ?2 FROM json_each(?3) WHERE true
-ON CONFLICT (doc_id) DO UPDATE SET tenant_id = excluded.tenant_id, source = excluded.source";
+INSERT INTO source_documents (doc_id, tenant_id, source, plain_write_seq)
+SELECT value, ?1, ?2, CASE WHEN ?4 = 1 THEN (SELECT coalesce(max(seq), 0) FROM syncs) ELSE 0 END
+FROM json_each(?3) WHERE true
+ON CONFLICT (doc_id) DO UPDATE SET tenant_id = excluded.tenant_id, source = excluded.source,
+  plain_write_seq = CASE WHEN source_documents.source = excluded.source
+                         THEN max(source_documents.plain_write_seq, excluded.plain_write_seq)
+                         ELSE excluded.plain_write_seq END";
 
 /// Open sessions past their time (`?1`: now) expire, deleting nothing.
 pub const SYNC_EXPIRE_DUE: &str = "\
 UPDATE syncs SET state = 'expired', finished_at = ?1, updated_at = ?1 WHERE state = 'open' AND expires_at <= ?1";
 
 /// Of tenant `?2`'s source `?3`: its documents (latest version not a
-/// tombstone) and how many of them session `?1` has not seen.
+/// tombstone) and how many of them session `?1` would delete: not seen,
+/// and not written outside a session since it opened (`plain_write_seq`).
 macro_rules! source_counts {
     () => {
         "SELECT count(*) AS documents,
        coalesce(sum(CASE WHEN EXISTS (SELECT 1 FROM sync_seen x WHERE x.sync_id = ?1 AND x.doc_id = sd.doc_id)
+                           OR d.plain_write_seq >= s.seq OR sd.plain_write_seq >= s.seq
                          THEN 0 ELSE 1 END), 0) AS to_delete
-FROM source_documents sd
+FROM syncs s
+JOIN source_documents sd ON sd.tenant_id = ?2 AND sd.source = ?3
 JOIN documents d ON d.doc_id = sd.doc_id
 JOIN versions v ON v.doc_id = d.doc_id AND v.version = d.latest_version
-WHERE sd.tenant_id = ?2 AND sd.source = ?3 AND v.is_delete = 0"
+WHERE s.sync_id = ?1 AND v.is_delete = 0"
     };
 }
 
@@ -1218,16 +1234,19 @@ pub const SYNC_DELETE_GUARD: &str = concat!(
 );
 
 /// A commit's plan, if session `?1` (tenant `?2`, source `?3`) is open at
-/// `?4`: every document of the source it did not see, at its latest version.
+/// `?4`: every document of the source it did not see, at its latest
+/// version, that no write outside a session touched since the session
+/// opened (I14: a plain write is never deleted by a session it overlapped).
 pub const SYNC_PLAN_DELETES: &str = "\
 INSERT OR IGNORE INTO sync_deletes (sync_id, doc_id, version, state)
 SELECT ?1, sd.doc_id, d.latest_version, 'pending'
-FROM source_documents sd
+FROM syncs s
+JOIN source_documents sd ON sd.tenant_id = ?2 AND sd.source = ?3
 JOIN documents d ON d.doc_id = sd.doc_id
 JOIN versions v ON v.doc_id = d.doc_id AND v.version = d.latest_version
-WHERE sd.tenant_id = ?2 AND sd.source = ?3 AND v.is_delete = 0
-  AND NOT EXISTS (SELECT 1 FROM sync_seen x WHERE x.sync_id = ?1 AND x.doc_id = sd.doc_id)
-  AND EXISTS (SELECT 1 FROM syncs s WHERE s.sync_id = ?1 AND s.state = 'open' AND s.expires_at > ?4)";
+WHERE s.sync_id = ?1 AND s.state = 'open' AND s.expires_at > ?4 AND v.is_delete = 0
+  AND d.plain_write_seq < s.seq AND sd.plain_write_seq < s.seq
+  AND NOT EXISTS (SELECT 1 FROM sync_seen x WHERE x.sync_id = ?1 AND x.doc_id = sd.doc_id)";
 
 /// In a commit's batch, if session `?1` is open at `?2`: the earlier open
 /// sessions of its source are superseded (the later commit wins).
@@ -1248,17 +1267,27 @@ UPDATE syncs SET state = 'committing', committed_at = ?2, updated_at = ?2,
 WHERE sync_id = ?1 AND state = 'open' AND expires_at > ?2";
 
 /// A page of session `?1`'s pending deletes (`?2` rows, by key), each with
-/// whether to keep it: a later session of the source saw it, or it moved
-/// to another source.
+/// whether to keep it: a later session of the source saw it, it moved to
+/// another source, or a write outside a session touched it since the
+/// plan (a new version is kept by the retire itself).
 pub const SYNC_DELETES_PAGE: &str = "\
 SELECT p.doc_id AS doc_id, p.version AS version,
        (EXISTS (SELECT 1 FROM sync_seen x JOIN syncs l ON l.sync_id = x.sync_id
                 WHERE x.doc_id = p.doc_id AND l.tenant_id = s.tenant_id AND l.source = s.source AND l.seq > s.seq)
         OR NOT EXISTS (SELECT 1 FROM source_documents m
-                       WHERE m.doc_id = p.doc_id AND m.tenant_id = s.tenant_id AND m.source = s.source)) AS keep
+                       WHERE m.doc_id = p.doc_id AND m.tenant_id = s.tenant_id AND m.source = s.source
+                         AND m.plain_write_seq < s.seq)) AS keep
 FROM sync_deletes p JOIN syncs s ON s.sync_id = p.sync_id
 WHERE p.sync_id = ?1 AND p.state = 'pending'
 ORDER BY p.doc_id LIMIT ?2";
+
+/// In a batch of a commit's tombstones, first: aborts it if a write
+/// outside any session marked one of the keys in `?2` (JSON array) since
+/// session `?1` opened, after the page was read (the next read keeps it).
+pub const SYNC_RETIRE_GUARD: &str = "\
+INSERT INTO sync_refusals (sync_id)
+SELECT s.sync_id FROM syncs s WHERE s.sync_id = ?1 AND EXISTS (
+  SELECT 1 FROM json_each(?2) k JOIN source_documents m ON m.doc_id = k.value WHERE m.plain_write_seq >= s.seq)";
 
 /// Session `?1`'s pending deletes of the keys in `?3` (JSON array) end as
 /// `?2` (`deleted` in the batch of their tombstones, `kept` after it).
@@ -1418,6 +1447,7 @@ pub const ALL: &[(&str, &str)] = &[
     ("SYNC_SUPERSEDE_EARLIER", SYNC_SUPERSEDE_EARLIER),
     ("SYNC_BEGIN_COMMIT", SYNC_BEGIN_COMMIT),
     ("SYNC_DELETES_PAGE", SYNC_DELETES_PAGE),
+    ("SYNC_RETIRE_GUARD", SYNC_RETIRE_GUARD),
     ("SYNC_DELETES_SETTLE", SYNC_DELETES_SETTLE),
     ("SYNC_PAGE_DONE", SYNC_PAGE_DONE),
     ("SYNCS_COMMITTING", SYNCS_COMMITTING),

@@ -83,13 +83,29 @@ impl SyncWriteRows<'_> {
                     vec![sync_id.into(), page.clone().into()],
                 ));
             }
+            let plain = SqlValue::Int(i64::from(self.sync_id.is_none()));
             stmts.push(Stmt::new(
                 sql::SOURCE_SET_DOCUMENTS,
-                vec![self.tenant_id.into(), self.source.into(), page.into()],
+                vec![
+                    self.tenant_id.into(),
+                    self.source.into(),
+                    page.into(),
+                    plain,
+                ],
             ));
         }
         stmts
     }
+}
+
+/// The guard of a batch of session `sync_id`'s tombstones of `keys`
+/// (`SYNC_RETIRE_GUARD`, in pages): it aborts the batch if a write outside
+/// any session touched one of them since the session opened.
+pub fn retire_guard_stmts(sync_id: &str, keys: &[&str], json_bytes_max: usize) -> Vec<Stmt> {
+    json_pages(keys, json_bytes_max)
+        .into_iter()
+        .map(|page| Stmt::new(sql::SYNC_RETIRE_GUARD, vec![sync_id.into(), page.into()]))
+        .collect()
 }
 
 /// The statement that settles session `sync_id`'s planned deletes of `keys`

@@ -12,11 +12,13 @@ use ingest_pipeline::config::Config;
 use ingest_pipeline::core::chunk::ContentType;
 use ingest_pipeline::core::failure::FailureBucket;
 use ingest_pipeline::core::ids::{DocId, TenantId};
+use ingest_pipeline::native::SqliteDb;
 use ingest_pipeline::pipeline::{content_hash, DocumentInput, DocumentState};
-use ingest_pipeline::ports::{Database, PortError, Stmt};
+use ingest_pipeline::ports::{Database, PortError, SqlValue, Stmt};
+use ingest_pipeline::store::sql;
 use serde::de::DeserializeOwned;
 use serde_json::{json, Map, Value};
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 
 const ADMIN: &str = "Bearer t-admin";
 const INGEST: &str = "Bearer t-ingest";
@@ -674,4 +676,171 @@ fn sync_a_crash_before_or_after_any_call_of_a_commit_ends_the_same() {
             assert_eq!(got, states, "crash at call {at} (after: {after})");
         }
     }
+}
+
+/// Defect: a commit deleted a document written into its source, outside
+/// any session, after the session opened (`SYNC_PLAN_DELETES` never
+/// looked at when the document was written). The README's recipe: nine
+/// documents in session S, `late` written with only `"source"`, commit.
+#[test]
+fn sync_a_plain_write_into_the_source_during_a_session_is_not_deleted_by_its_commit() {
+    let w = World::new();
+    let s = open(&w, "s");
+    for i in 1..=9 {
+        let d = format!("d{i}");
+        let r = put(&w, &d, &text_of(&d), "s", &s);
+        assert_eq!(r.status, 202, "{}", r.body);
+    }
+    let r = call(
+        &w,
+        "PUT",
+        "/v1/documents/late",
+        Some(json!({ "text": text_of("late"), "source": "s" })),
+    );
+    assert_eq!(r.status, 202, "{}", r.body);
+    let r = commit(&w, &s, None);
+    assert_eq!(r.status, 202, "{}", r.body);
+    assert_eq!(r.body["to_delete"], 0, "{}", r.body);
+    w.deliver_all();
+    assert_eq!(w.state("late"), DocumentState::Indexed);
+    assert!(served(&w, "late"));
+
+    // The next session that does not see it deletes it: it was written
+    // before that session opened.
+    let s2 = open(&w, "s");
+    for i in 1..=9 {
+        let d = format!("d{i}");
+        put(&w, &d, &text_of(&d), "s", &s2);
+    }
+    let r = commit(&w, &s2, None);
+    assert_eq!(
+        (r.status, r.body["deleted"].as_u64()),
+        (202, Some(1)),
+        "{}",
+        r.body
+    );
+    w.deliver_all();
+    assert_eq!(w.state("late"), DocumentState::Deleted);
+}
+
+/// The other orders of a write and a session: a plain unchanged write
+/// into the source, and a plain write without a source of a member, both
+/// during the session, are kept; a write of an older session that is
+/// still open is the older session's view (the later session wins); a
+/// document deleted during the session stays deleted, once.
+#[test]
+fn sync_writes_around_a_session_are_kept_or_deleted_by_when_and_how_they_were_written() {
+    let w = World::new();
+    seed(
+        &w,
+        "s",
+        &[
+            "kept-unchanged",
+            "kept-edited",
+            "by-older",
+            "gone",
+            "deleted",
+        ],
+    );
+    let older = open(&w, "s");
+    let s = open(&w, "s");
+    // Unchanged, with only the source: 200 unchanged, but a write.
+    let r = call(
+        &w,
+        "PUT",
+        "/v1/documents/kept-unchanged",
+        Some(json!({ "text": text_of("kept-unchanged"), "source": "s" })),
+    );
+    assert_eq!(
+        (r.status, &r.body["unchanged"]),
+        (200, &json!(true)),
+        "{}",
+        r.body
+    );
+    // A new version without any source: still a member of s.
+    let r = call(
+        &w,
+        "PUT",
+        "/v1/documents/kept-edited",
+        Some(json!({ "text": "kept-edited, rewritten by hand" })),
+    );
+    assert_eq!(r.status, 202, "{}", r.body);
+    // The older session's write lands after s opened: its view, not news.
+    let r = put(&w, "by-older", &text_of("by-older"), "s", &older);
+    assert_eq!(r.status, 200, "{}", r.body);
+    let r = call(&w, "DELETE", "/v1/documents/deleted", None);
+    assert_eq!(r.status, 202, "{}", r.body);
+    let r = commit(&w, &s, Some(json!({ "allow_mass_delete": true })));
+    assert_eq!(r.status, 202, "{}", r.body);
+    assert_eq!(
+        (r.body["to_delete"].as_u64(), r.body["deleted"].as_u64()),
+        (Some(2), Some(2)),
+        "by-older and gone: {}",
+        r.body
+    );
+    w.deliver_all();
+    assert_eq!(w.state("kept-unchanged"), DocumentState::Indexed);
+    assert_eq!(w.state("kept-edited"), DocumentState::Indexed);
+    assert_eq!(w.state("by-older"), DocumentState::Deleted);
+    assert_eq!(w.state("gone"), DocumentState::Deleted);
+    assert_eq!(w.state("deleted"), DocumentState::Deleted);
+}
+
+/// A plain write that lands while a commit pages through its plan keeps
+/// the document: before the page is read (the read keeps it), and between
+/// the read and the page's tombstones (their batch's guard aborts, and the
+/// next read keeps it).
+#[test]
+fn sync_a_plain_write_during_the_commits_paging_keeps_the_document() {
+    let w = World::with(Config {
+        sync_commit_page_size: 1,
+        sync_commit_pages_per_request: 0,
+        sync_delete_share_max_percent: 100,
+        ..Config::default()
+    });
+    seed(&w, "s", &["a", "b", "c"]);
+    let s = open(&w, "s");
+    let r = commit(&w, &s, None);
+    assert_eq!(r.status, 202, "{}", r.body);
+    assert_eq!(r.body["to_delete"], 3, "{}", r.body);
+    // Before the first page: `a` unchanged with only its source.
+    let r = call(
+        &w,
+        "PUT",
+        "/v1/documents/a",
+        Some(json!({ "text": text_of("a"), "source": "s" })),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    // Between the read of `b`'s page and its tombstone: `b` unchanged with
+    // only its source (its statement, as intake binds it for a plain write).
+    let db = crate::common::Hooked {
+        db: &w.db,
+        before: sql::SYNC_RETIRE_GUARD,
+        hook: RefCell::new(Some(Box::new(|db: &SqliteDb| {
+            let _: Vec<Value> = db.inspect(
+                sql::SOURCE_SET_DOCUMENTS,
+                vec![
+                    "default".into(),
+                    "s".into(),
+                    r#"["b"]"#.into(),
+                    SqlValue::Int(1),
+                ],
+            );
+        }))),
+    };
+    let report = block_on(w.p_over(db).repair());
+    assert_eq!(report.sync_pages, 1, "the page of b stopped at its guard");
+    let report = w.cron();
+    assert_eq!(report.sync_pages, 2, "b read again, then c");
+    let v = view(&w, &s);
+    assert_eq!(v["state"], "committed", "{v}");
+    assert_eq!(
+        (v["deleted"].as_u64(), v["kept"].as_u64()),
+        (Some(1), Some(2)),
+        "{v}"
+    );
+    w.deliver_all();
+    assert_eq!(w.state("a"), DocumentState::Indexed);
+    assert_eq!(w.state("b"), DocumentState::Indexed);
+    assert_eq!(w.state("c"), DocumentState::Deleted);
 }

@@ -297,11 +297,17 @@ async fn poll_redrive(p: &Simulated<'_>, sched: &Sched, id: &str) {
 /// The source the syncing operator syncs.
 pub const SYNC_SOURCE: &str = "site";
 
+/// A document written into [`SYNC_SOURCE`] outside any session while the
+/// second session is open: that session's commit must keep it (I14).
+pub const SYNC_LATE_DOC: &str = "sync-late";
+
 /// The syncing operator's work (flow `sync`), each request retried until
 /// answered: a first session writes every document of `docs` again
 /// (unchanged: seen, and now of [`SYNC_SOURCE`]) and commits, deleting
 /// nothing; a second writes all but the last and commits, which tombstones
-/// the last through the protocol. Each document's text is its last `Put`.
+/// the last through the protocol, while a plain write puts
+/// [`SYNC_LATE_DOC`] into the source, which it keeps. Each document's text
+/// is its last `Put`.
 /// A session whose opening answer was lost stays open, unseen, until the
 /// next commit supersedes it: it deletes nothing.
 pub(super) async fn sync_source(p: &Simulated<'_>, sched: &Sched, docs: &[DocClient]) {
@@ -325,6 +331,9 @@ pub(super) async fn sync_source(p: &Simulated<'_>, sched: &Sched, docs: &[DocCli
             }
             back_off(sched, u32::from(draw)).await;
         };
+        if keep < writes.len() {
+            plain_write_into_source(p, sched).await;
+        }
         let scope = crate::pipeline::SourceWrite {
             source: SYNC_SOURCE.to_string(),
             sync_id: Some(sync_id.clone()),
@@ -360,6 +369,36 @@ pub(super) async fn sync_source(p: &Simulated<'_>, sched: &Sched, docs: &[DocCli
                 Ok(Err(refusal)) => panic!("sync commit refused: {refusal:?}"),
                 Err(_) => back_off(sched, attempt).await,
             }
+        }
+    }
+}
+
+/// [`SYNC_LATE_DOC`] written into [`SYNC_SOURCE`] without a session,
+/// retried until answered (a retry of a write that landed is unchanged).
+async fn plain_write_into_source(p: &Simulated<'_>, sched: &Sched) {
+    let item = IntakeItem::Put(DocumentInput {
+        doc_id: crate::core::ids::DocId::parse(SYNC_LATE_DOC).expect("a valid ID"),
+        text: "written into the source while a session is open".to_string(),
+        metadata: Default::default(),
+        content_type: ContentType::Plain,
+    });
+    let scope = crate::pipeline::SourceWrite {
+        source: SYNC_SOURCE.to_string(),
+        sync_id: None,
+    };
+    let tenant = crate::core::ids::TenantId::default_tenant();
+    for attempt in 0.. {
+        assert!(
+            attempt < 1000,
+            "a plain write into the source was never accepted"
+        );
+        let scoped = crate::pipeline::IntakeScope::Source(&scope);
+        match p
+            .intake_in(&tenant, std::slice::from_ref(&item), scoped)
+            .await
+        {
+            Ok(_) => break,
+            Err(_) => back_off(sched, attempt).await,
         }
     }
 }

@@ -457,7 +457,9 @@ pub(super) fn index_holds_written_live_chunks(w: &World) -> Result<(), Violation
 /// its evidence archived as such.
 /// I14, after a sync scenario: every commit ended (none left committing,
 /// no planned delete pending), only a committed session deleted anything,
-/// and nothing was deleted that a later session of its source saw.
+/// nothing was deleted that a later session of its source saw, and the
+/// document written into the source outside any session while a session
+/// was open was not deleted (by that session or any other).
 pub(super) fn syncs_hold(w: &World) -> Result<(), Violation> {
     let checks = [
         (
@@ -480,6 +482,15 @@ pub(super) fn syncs_hold(w: &World) -> Result<(), Violation> {
                WHERE x.doc_id = d.doc_id AND l.tenant_id = s.tenant_id AND l.source = s.source
                  AND l.seq > s.seq)",
             "a document a later session saw was deleted",
+        ),
+        // 'sync-late' is actors::SYNC_LATE_DOC, of the default tenant.
+        (
+            "SELECT count(*) AS n FROM versions WHERE doc_id = 'sync-late' AND is_delete = 1",
+            "the document written outside the session while it was open was deleted",
+        ),
+        (
+            "SELECT CASE WHEN count(*) = 0 THEN 1 ELSE 0 END AS n FROM versions WHERE doc_id = 'sync-late'",
+            "the document written outside the session was never written",
         ),
         (
             "SELECT count(*) AS n FROM syncs WHERE state = 'committed'",
