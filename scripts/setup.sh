@@ -69,6 +69,13 @@ if [ -z "${CHROMIUM_PATH:-}" ] && ! command -v chromium >/dev/null 2>&1 && ! com
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends chromium
 fi
 
+# 4c. Python's requests, one of the clients tests/e2e/too-large.test.mjs
+# sends an oversized upload with (from PyPI, pinned).
+if ! python3 -c 'import requests' >/dev/null 2>&1; then
+  say "installing the Python package requests (pip) for the end-to-end tests"
+  python3 -m pip install --quiet 'requests==2.34.2'
+fi
+
 # 5. Local secrets for wrangler dev.
 if [ ! -f .dev.vars ]; then
   say "creating .dev.vars from .dev.vars.example"

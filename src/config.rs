@@ -348,9 +348,34 @@ settings! {
     /// Largest document text accepted, in UTF-8 bytes (413 above).
     document_bytes_max: usize = 10_000_000, "DOCUMENT_BYTES_MAX",
         in 1.., "must be positive";
-    /// Largest request body accepted, in bytes (413 above).
+    /// Largest body of a document write (`PUT /v1/documents/{id}`, `POST
+    /// /v1/documents`), in bytes (413 above, nothing read past it).
     request_bytes_max: usize = 12_000_000, "REQUEST_BYTES_MAX",
         in 1024.., "must be at least 1024";
+    /// Largest body of `POST /v1/search`: a query of at most 4,096 bytes and
+    /// a filter, each possibly written with JSON escapes.
+    search_request_bytes_max: usize = 65_536, "SEARCH_REQUEST_BYTES_MAX",
+        in 1024.., "must be at least 1024";
+    /// Largest body of a `/v1/syncs` route: the largest is a `seen` of
+    /// `INTAKE_BATCH_DOCUMENTS_MAX` document IDs and hashes.
+    sync_request_bytes_max: usize = 262_144, "SYNC_REQUEST_BYTES_MAX",
+        in 1024.., "must be at least 1024";
+    /// Largest body of a `/v1/admin/*` route: the largest is a redrive's
+    /// filter of 100 document IDs.
+    admin_request_bytes_max: usize = 262_144, "ADMIN_REQUEST_BYTES_MAX",
+        in 1024.., "must be at least 1024";
+    /// Largest body of any other route (none of them reads one).
+    other_request_bytes_max: usize = 4096, "OTHER_REQUEST_BYTES_MAX",
+        in 2.., "must be at least 2";
+    /// A refused body (past its route's cap, or of a refused caller) is
+    /// read and dropped, up to this many bytes, before the answer, so that
+    /// a client still sending reads it instead of a reset connection (a
+    /// lingering close); past it the body is cancelled. The platform
+    /// refuses bodies past 100 MB itself on most plans.
+    request_discard_bytes_max: usize = 104_857_600, "REQUEST_DISCARD_BYTES_MAX";
+    /// How long a refused body may be read and dropped, in seconds.
+    request_discard_seconds_max: u64 = 10, "REQUEST_DISCARD_SECONDS_MAX",
+        in 0..=60, "must be 0..=60";
     /// Items in one `POST /v1/documents` batch.
     intake_batch_documents_max: usize = 100, "INTAKE_BATCH_DOCUMENTS_MAX",
         in 1..=1000, "must be 1..=1000";

@@ -6,6 +6,7 @@
 //! May import: `config`, `core`, `pipeline`, `ports`, and `super` (errors,
 //! refusals, shared validation).
 
+use super::body::{Shape, METADATA};
 use super::fields::{
     json_body, object, only_fields, parse_doc_id, parse_metadata, parse_query, percent_decode,
     query_int, query_limit, uint_field, Query,
@@ -275,7 +276,7 @@ where
     Q: JobQueue,
     C: Clock,
 {
-    let body = json_body(&p.cfg, req)?;
+    let body = json_body(&p.cfg, req, &REDRIVE)?;
     let (rreq, plan_id) = parse_redrive(&body)?;
     let Some(plan_id) = plan_id else {
         let plan = p.redrive_plan(&rreq).await.map_err(ApiError::from_port)?;
@@ -358,7 +359,7 @@ where
     Q: JobQueue,
     C: Clock,
 {
-    let body = json_body(&p.cfg, req)?;
+    let body = json_body(&p.cfg, req, &REINDEX)?;
     let (scope, page_size, tenant) = parse_backfill(&p.cfg, &body)?;
     let out = p
         .start_backfill_in(&scope, page_size, tenant.as_ref())
@@ -440,6 +441,46 @@ fn parse_backfill_action(action: &str) -> Option<BackfillAction> {
         "cancel" => Some(BackfillAction::Cancel),
         _ => None,
     }
+}
+
+/// The body of `POST reindex`.
+const REINDEX: Shape = Shape::Object(&[
+    ("scope", Shape::Scalar),
+    ("filter", METADATA),
+    ("page_size", Shape::Scalar),
+    ("tenant_id", Shape::Scalar),
+]);
+
+/// The body of `POST redrives`.
+const REDRIVE: Shape = Shape::Object(&[
+    (
+        "filter",
+        Shape::Object(&[
+            ("bucket", Shape::Scalar),
+            ("since", Shape::Scalar),
+            ("until", Shape::Scalar),
+            (
+                "doc_ids",
+                Shape::Array {
+                    max: redrive_doc_ids_max,
+                    item: &Shape::Scalar,
+                },
+            ),
+            ("tenant_id", Shape::Scalar),
+        ]),
+    ),
+    ("canary_size", Shape::Scalar),
+    ("max_failed_canaries", Shape::Scalar),
+    ("max_failure_ratio", Shape::Scalar),
+    ("batch_size", Shape::Scalar),
+    ("plan_id", Shape::Scalar),
+]);
+
+/// Document IDs a redrive's filter may name.
+const REDRIVE_DOC_IDS_MAX: usize = 100;
+
+fn redrive_doc_ids_max(_: &Config) -> usize {
+    REDRIVE_DOC_IDS_MAX
 }
 
 /// The body of `POST reindex`: `{"scope": "all" | "filter" | "config",
@@ -580,7 +621,7 @@ fn parse_letter_filter(f: &Map<String, Value>, rreq: &mut RedriveRequest) -> Res
                     "must be milliseconds since the epoch",
                 ))
             }
-            ("doc_ids", Value::Array(ids)) if ids.len() <= 100 => {
+            ("doc_ids", Value::Array(ids)) if ids.len() <= REDRIVE_DOC_IDS_MAX => {
                 rreq.doc_ids = Some(parse_doc_ids(ids)?);
             }
             ("tenant_id", Value::String(t)) if TenantId::parse(t).is_some() => {

@@ -6,6 +6,7 @@
 //! May import: `config`, `core`, `pipeline`, `ports`, and `super` (errors,
 //! shared validation).
 
+use super::body::{Shape, METADATA};
 use super::fields::{
     json_body, object, only_fields, parse_doc_id, parse_metadata, path_doc_id, percent_decode,
     truncate,
@@ -41,7 +42,7 @@ where
     C: Clock,
 {
     let doc_id = path_doc_id(id)?;
-    let body = json_body(&p.cfg, req)?;
+    let body = json_body(&p.cfg, req, &DOCUMENT)?;
     let input = parse_document(&p.cfg, &body, Some(doc_id))?;
     let scope = parse_source_write(object(&body)?)?;
     write_one(p, tenant, IntakeItem::Put(input), scope.as_ref()).await
@@ -60,7 +61,7 @@ where
     Q: JobQueue,
     C: Clock,
 {
-    let body = json_body(&p.cfg, req)?;
+    let body = json_body(&p.cfg, req, &POST_DOCUMENTS)?;
     if body.get("documents").is_some() {
         return batch(p, tenant, &body).await;
     }
@@ -155,6 +156,38 @@ where
         Some(view) => Ok(ok(200, to_json(view)?)),
         None => Err(ApiError::new(404, "job_not_found", "no such job")),
     }
+}
+
+/// A document's body (`PUT`, or an item of a batch).
+const DOCUMENT: Shape = Shape::Object(&[
+    ("doc_id", Shape::Scalar),
+    ("text", Shape::Scalar),
+    ("metadata", METADATA),
+    ("content_type", Shape::Scalar),
+    ("source", Shape::Scalar),
+    ("sync_id", Shape::Scalar),
+]);
+
+/// `POST /v1/documents`: one document, or a batch of them.
+const POST_DOCUMENTS: Shape = Shape::Object(&[
+    (
+        "documents",
+        Shape::Array {
+            max: batch_documents_max,
+            item: &DOCUMENT,
+        },
+    ),
+    ("doc_id", Shape::Scalar),
+    ("text", Shape::Scalar),
+    ("metadata", METADATA),
+    ("content_type", Shape::Scalar),
+    ("source", Shape::Scalar),
+    ("sync_id", Shape::Scalar),
+]);
+
+/// Items of a batch (and of a sync's `seen`).
+pub(super) fn batch_documents_max(cfg: &Config) -> usize {
+    cfg.intake_batch_documents_max
 }
 
 /// Validates one document object. `path_doc_id` is the ID from the URL (PUT).

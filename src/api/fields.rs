@@ -6,6 +6,7 @@
 //! May import: `config`, `core`, and `super` (the API's error type). Nothing
 //! here calls the pipeline.
 
+use super::body::Shape;
 use super::{ApiError, ApiRequest};
 use crate::config::Config;
 use crate::core::ids::{DocId, DocIdError};
@@ -96,16 +97,14 @@ pub(super) fn query_limit(q: &Query, default: usize, max: usize) -> Result<usize
     }
 }
 
-/// The request's body as JSON: within `REQUEST_BYTES_MAX`, sent as
-/// `application/json` (or without a content type).
-pub(super) fn json_body(cfg: &Config, req: &ApiRequest<'_>) -> Result<Value, ApiError> {
-    if req.body.len() > cfg.request_bytes_max {
-        return Err(ApiError::new(
-            413,
-            "payload_too_large",
-            format!("the request body exceeds {} bytes", cfg.request_bytes_max),
-        ));
-    }
+/// The request's body as JSON, built within the route's `shape`
+/// (`body.rs`), sent as `application/json` (or without a content type).
+/// Its size was checked against the route's cap before the route ran.
+pub(super) fn json_body(
+    cfg: &Config,
+    req: &ApiRequest<'_>,
+    shape: &Shape,
+) -> Result<Value, ApiError> {
     if let Some(ct) = req.content_type {
         let essence = ct
             .split(';')
@@ -121,8 +120,7 @@ pub(super) fn json_body(cfg: &Config, req: &ApiRequest<'_>) -> Result<Value, Api
             ));
         }
     }
-    serde_json::from_slice(req.body)
-        .map_err(|_| ApiError::new(400, "invalid_json", "the body is not valid JSON"))
+    super::body::parse(cfg, shape, req.body)
 }
 
 /// The body as an object (`400 invalid_body` otherwise).
@@ -166,6 +164,9 @@ pub(super) fn uint_field(
 /// Keys the pipeline puts on every vector; user metadata may not use them.
 const RESERVED_METADATA_KEYS: [&str; 4] = ["doc_id", "version", "chunk", "generation"];
 
+/// Keys a metadata object may have.
+pub(super) const METADATA_KEYS_MAX: usize = 32;
+
 /// A metadata object (a document's, or a filter's): at most 32 keys the
 /// index can filter on, scalar values, within `METADATA_BYTES_MAX`.
 pub(super) fn parse_metadata(
@@ -173,7 +174,7 @@ pub(super) fn parse_metadata(
     m: &Map<String, Value>,
     field: &str,
 ) -> Result<Map<String, Value>, ApiError> {
-    if m.len() > 32 {
+    if m.len() > METADATA_KEYS_MAX {
         return Err(ApiError::field(field, "must have at most 32 keys"));
     }
     for (k, v) in m {

@@ -32,6 +32,7 @@
 
 mod admin;
 pub mod assets;
+mod body;
 mod documents;
 mod fields;
 mod search;
@@ -42,6 +43,7 @@ use crate::core::credentials::{Scope, Scopes};
 use crate::core::ids::TenantId;
 use crate::pipeline::{log_event, Admission, Pipeline, Refused, TokenGrant};
 use crate::ports::{Clock, Database, Embedder, JobQueue, PortError, VectorIndex};
+pub use body::{body_bytes_max, too_large};
 use serde_json::{json, Value};
 use subtle::ConstantTimeEq;
 
@@ -326,6 +328,11 @@ where
     Q: JobQueue,
     C: Clock,
 {
+    // The route's cap (the Worker reads no more than it; a native caller
+    // may hand over anything).
+    if req.body.len() > body_bytes_max(&p.cfg, req.method, req.path).0 {
+        return too_large(&p.cfg, req.method, req.path).response();
+    }
     match route(p, caller, &req).await {
         Ok(r) => r,
         Err(e) => e.response(),

@@ -6,6 +6,7 @@
 //! May import: `config`, `pipeline`, `ports`, and `super` (errors, shared
 //! validation).
 
+use super::body::{Shape, METADATA};
 use super::fields::{json_body, object, only_fields, parse_doc_id, parse_metadata};
 use super::{ok, ApiError, ApiRequest, ApiResponse};
 use crate::config::Config;
@@ -27,13 +28,25 @@ where
     Q: JobQueue,
     C: Clock,
 {
-    let body = json_body(&p.cfg, req)?;
+    let body = json_body(&p.cfg, req, &SEARCH)?;
     let sreq = parse_search(&p.cfg, &body)?;
     let hits = p.search(tenant, &sreq).await.map_err(ApiError::from_port)?;
     Ok(ok(200, json!({ "results": hits })))
 }
 
 /// `{"query", "top_k"?, "mode"?, "highlight"?, "filter"?: {"doc_id"?, "metadata"?}}`.
+/// The body of `POST /v1/search`.
+const SEARCH: Shape = Shape::Object(&[
+    ("query", Shape::Scalar),
+    ("top_k", Shape::Scalar),
+    ("mode", Shape::Scalar),
+    ("highlight", Shape::Scalar),
+    (
+        "filter",
+        Shape::Object(&[("doc_id", Shape::Scalar), ("metadata", METADATA)]),
+    ),
+]);
+
 fn parse_search(cfg: &Config, body: &Value) -> Result<SearchRequest, ApiError> {
     let obj = object(body)?;
     only_fields(obj, &["query", "top_k", "mode", "highlight", "filter"], "")?;

@@ -6,7 +6,8 @@
 //! May import: `config`, `core`, `pipeline`, `ports`, and `super` (errors,
 //! shared validation).
 
-use super::documents::parse_source;
+use super::body::Shape;
+use super::documents::{batch_documents_max, parse_source};
 use super::fields::{json_body, object, only_fields, parse_doc_id, percent_decode};
 use super::{ok, refused, to_json, ApiError, ApiRequest, ApiResponse};
 use crate::core::ids::TenantId;
@@ -27,7 +28,7 @@ where
     Q: JobQueue,
     C: Clock,
 {
-    let body = json_body(&p.cfg, req)?;
+    let body = json_body(&p.cfg, req, &Shape::Object(&[("source", Shape::Scalar)]))?;
     let obj = object(&body)?;
     only_fields(obj, &["source"], "")?;
     let source = match obj.get("source") {
@@ -83,7 +84,11 @@ where
     let body = if req.body.iter().all(u8::is_ascii_whitespace) {
         json!({})
     } else {
-        json_body(&p.cfg, req)?
+        json_body(
+            &p.cfg,
+            req,
+            &Shape::Object(&[("allow_mass_delete", Shape::Scalar)]),
+        )?
     };
     let obj = object(&body)?;
     only_fields(obj, &["allow_mass_delete"], "")?;
@@ -98,6 +103,15 @@ where
         .map_err(ApiError::from_port)?;
     Ok(ok(202, to_json(view.map_err(refused)?)?))
 }
+
+/// The body of `POST /v1/syncs/{id}/seen`.
+const SEEN: Shape = Shape::Object(&[(
+    "documents",
+    Shape::Array {
+        max: batch_documents_max,
+        item: &Shape::Object(&[("doc_id", Shape::Scalar), ("content_hash", Shape::Scalar)]),
+    },
+)]);
 
 /// `POST /v1/syncs/{id}/seen` `{"documents": [{"doc_id", "content_hash"}]}`:
 /// those the ledger holds with that content hash count as seen, without
@@ -117,7 +131,7 @@ where
     C: Clock,
 {
     let id = percent_decode(id)?;
-    let body = json_body(&p.cfg, req)?;
+    let body = json_body(&p.cfg, req, &SEEN)?;
     let obj = object(&body)?;
     only_fields(obj, &["documents"], "")?;
     let Some(Value::Array(docs)) = obj.get("documents") else {

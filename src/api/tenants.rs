@@ -6,10 +6,12 @@
 //! May import: `config`, `core`, `pipeline`, `ports`, and `super` (errors,
 //! refusals, shared validation).
 
+use super::body::Shape;
 use super::fields::{json_body, object, only_fields, parse_query, percent_decode, query_limit};
 use super::{
     method_not_allowed, not_found, ok, refused, to_json, ApiError, ApiRequest, ApiResponse,
 };
+use crate::config::Config;
 use crate::core::credentials::Scopes;
 use crate::core::ids::{TenantId, TENANT_ID_BYTES_MAX};
 use crate::core::state::TenantState;
@@ -57,7 +59,7 @@ where
         }
         ("PUT", [id, "quotas"]) => {
             let tenant = path_tenant(id)?;
-            let body = json_body(&p.cfg, req)?;
+            let body = json_body(&p.cfg, req, &QUOTAS)?;
             let quotas = parse_quotas(object(&body)?)?;
             let out = p
                 .set_tenant_quotas(&tenant, &quotas)
@@ -111,7 +113,11 @@ where
     Q: JobQueue,
     C: Clock,
 {
-    let body = json_body(&p.cfg, req)?;
+    let body = json_body(
+        &p.cfg,
+        req,
+        &Shape::Object(&[("tenant_id", Shape::Scalar), ("quotas", QUOTAS)]),
+    )?;
     let obj = object(&body)?;
     only_fields(obj, &["tenant_id", "quotas"], "")?;
     let tenant = match obj.get("tenant_id") {
@@ -129,6 +135,27 @@ where
         .await
         .map_err(ApiError::from_port)?;
     Ok(ok(201, to_json(out.map_err(refused)?)?))
+}
+
+/// A tenant's quotas (`PUT …/quotas`, and within a tenant's creation).
+const QUOTAS: Shape = Shape::Object(&[
+    ("documents_max", Shape::Scalar),
+    ("bytes_max", Shape::Scalar),
+    ("requests_per_minute_max", Shape::Scalar),
+]);
+
+/// The body of `POST …/tokens`: a few scopes (more than there are is
+/// refused by the route).
+const MINT: Shape = Shape::Object(&[(
+    "scopes",
+    Shape::Array {
+        max: scopes_max,
+        item: &Shape::Scalar,
+    },
+)]);
+
+fn scopes_max(_: &Config) -> usize {
+    8
 }
 
 /// Quotas a tenant is created with; an absent or null one is the default.
@@ -204,7 +231,7 @@ where
     C: Clock,
 {
     let tenant = path_tenant(id)?;
-    let body = json_body(&p.cfg, req)?;
+    let body = json_body(&p.cfg, req, &MINT)?;
     let obj = object(&body)?;
     only_fields(obj, &["scopes"], "")?;
     let bad = || {

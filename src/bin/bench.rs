@@ -40,79 +40,28 @@ mod bench {
     use ingest_pipeline::native::oracle;
     use ingest_pipeline::native::sim::Rng;
     use ingest_pipeline::native::testkit::{changed_chunks, counted, queued, Counted, World};
-    use ingest_pipeline::native::SqliteDb;
+    use ingest_pipeline::native::{heap, SqliteDb};
     use ingest_pipeline::pipeline::{ConsumeOutcome, DocumentInput, IntakeItem, Pipeline};
     use ingest_pipeline::ports::{
         Database, MetadataFilter, PortError, Stmt, VectorIndex, VectorMatch, VectorRecord,
     };
     use ingest_pipeline::store::sql;
     use serde::de::DeserializeOwned;
-    use std::alloc::{GlobalAlloc, Layout, System};
     use std::cell::RefCell;
     use std::collections::BTreeSet;
-    use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::Instant;
 
     // ---------------------------------------------------------------- heap accounting
 
-    /// The system allocator, counting the bytes in use and their peak.
-    struct Tracking;
-
-    static IN_USE: AtomicUsize = AtomicUsize::new(0);
-    static PEAK: AtomicUsize = AtomicUsize::new(0);
-
-    fn grew(n: usize) {
-        let now = IN_USE.fetch_add(n, Ordering::Relaxed) + n;
-        PEAK.fetch_max(now, Ordering::Relaxed);
-    }
-
-    // SAFETY: every call is forwarded to `System` unchanged; the counters
-    // only observe sizes.
-    unsafe impl GlobalAlloc for Tracking {
-        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-            let p = unsafe { System.alloc(layout) };
-            if !p.is_null() {
-                grew(layout.size());
-            }
-            p
-        }
-        unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-            let p = unsafe { System.alloc_zeroed(layout) };
-            if !p.is_null() {
-                grew(layout.size());
-            }
-            p
-        }
-        unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-            unsafe { System.dealloc(ptr, layout) };
-            IN_USE.fetch_sub(layout.size(), Ordering::Relaxed);
-        }
-        unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-            let p = unsafe { System.realloc(ptr, layout, new_size) };
-            if !p.is_null() {
-                IN_USE.fetch_sub(layout.size(), Ordering::Relaxed);
-                grew(new_size);
-            }
-            p
-        }
-    }
-
     #[global_allocator]
-    static ALLOC: Tracking = Tracking;
+    static ALLOC: heap::Tracking = heap::Tracking;
 
-    fn heap_in_use() -> usize {
-        IN_USE.load(Ordering::Relaxed)
-    }
-
-    /// Starts a new heap peak measurement from the bytes in use now.
     fn reset_heap_peak() -> usize {
-        let now = heap_in_use();
-        PEAK.store(now, Ordering::Relaxed);
-        now
+        heap::reset_peak()
     }
 
     fn heap_peak() -> usize {
-        PEAK.load(Ordering::Relaxed)
+        heap::peak()
     }
 
     /// A field of `/proc/self/status`, in KiB (Linux only).

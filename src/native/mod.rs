@@ -14,6 +14,7 @@
 //! file, never the other way round (but [`SqliteDb::dump`], which is the
 //! oracle's).
 
+pub mod heap;
 pub mod oracle;
 pub mod sim;
 pub mod testkit;

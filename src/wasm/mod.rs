@@ -561,10 +561,11 @@ fn cancel_body(req: &Request) {
     }
 }
 
-/// The request body, read chunk by chunk and abandoned as soon as it passes
-/// `max` bytes (`None`). An unreadable body reads as empty (the API then
-/// answers it as malformed).
-async fn read_body_capped(req: &mut Request, max: usize) -> Option<Vec<u8>> {
+/// The request body, read chunk by chunk up to `max` bytes. Past them it
+/// is `None`, and the rest is read and dropped within the discard bounds
+/// ([`drain`]): nothing past `max` is kept. An unreadable body reads as
+/// empty (the API then answers it as malformed).
+async fn read_body_capped(req: &mut Request, max: usize, cfg: &Config) -> Option<Vec<u8>> {
     use futures::StreamExt;
     let Ok(mut stream) = req.stream() else {
         return Some(Vec::new());
@@ -575,11 +576,35 @@ async fn read_body_capped(req: &mut Request, max: usize) -> Option<Vec<u8>> {
             return Some(Vec::new());
         };
         if body.len() + chunk.len() > max {
+            let read = body.len() + chunk.len();
+            drop(body);
+            drain(&mut stream, read, cfg).await;
             return None;
         }
         body.extend_from_slice(&chunk);
     }
     Some(body)
+}
+
+/// Reads the rest of a refused body and drops it, chunk by chunk, until it
+/// ends, `REQUEST_DISCARD_BYTES_MAX` bytes were read in all (`read` so
+/// far), or `REQUEST_DISCARD_SECONDS_MAX` passed. A client that sends its
+/// whole body before it reads the answer (Python's `http.client`, and so
+/// `urllib` and `requests`) then reads the 413 instead of a connection
+/// reset: a web server's lingering close.
+async fn drain(stream: &mut worker::ByteStream, mut read: usize, cfg: &Config) {
+    use futures::future::{select, Either};
+    use futures::StreamExt;
+    let deadline = worker::Delay::from(std::time::Duration::from_secs(
+        cfg.request_discard_seconds_max,
+    ));
+    futures::pin_mut!(deadline);
+    while read <= cfg.request_discard_bytes_max {
+        match select(stream.next(), deadline.as_mut()).await {
+            Either::Left((Some(Ok(chunk)), _)) => read = read.saturating_add(chunk.len()),
+            Either::Left(_) | Either::Right(_) => return,
+        }
+    }
 }
 
 /// The Worker's log sink: `console.log` (Workers Logs).
@@ -637,7 +662,7 @@ async fn fetch(mut req: Request, env: Env, _ctx: Context) -> worker::Result<Resp
     let caller = match api::authenticate(&app, &secrets, &path, authorization.as_deref()).await {
         Ok(caller) => caller,
         Err(refused) => {
-            discard_body(&mut req, app.cfg.request_bytes_max).await;
+            discard_body(&mut req, &app.cfg).await;
             return api_response(&refused);
         }
     };
@@ -651,15 +676,11 @@ async fn fetch(mut req: Request, env: Env, _ctx: Context) -> worker::Result<Resp
             &json!({ "error": { "code": "internal", "message": "no source of randomness" } }),
         );
     };
-    let body = match request_body(&mut req, &method, app.cfg.request_bytes_max).await {
-        Some(body) => body,
-        None => {
-            return json_response(
-                413,
-                &json!({ "error": { "code": "payload_too_large",
-                    "message": format!("the request body exceeds {} bytes", app.cfg.request_bytes_max) } }),
-            )
-        }
+    // Each route's own cap (a search's body is kilobytes, a document's
+    // megabytes): nothing is read into memory past it.
+    let (max, _) = api::body_bytes_max(&app.cfg, &method, &path);
+    let Some(body) = request_body(&mut req, &method, max, &app.cfg).await else {
+        return api_response(&api::too_large(&app.cfg, &method, &path).response());
     };
     let resp = api::handle_as(
         &app,
@@ -699,33 +720,40 @@ fn declared_length(req: &Request) -> Option<usize> {
         .and_then(|v| v.parse::<usize>().ok())
 }
 
-/// Gets rid of a refused request's body. A declared body within `max` is
-/// drained (never parsed): cancelling it made the local dev server fail
-/// the connection's next request ("worker restarted mid-request", or a
-/// stalled GET). Any other body is cancelled.
-async fn discard_body(req: &mut Request, max: usize) {
+/// Gets rid of a refused request's body, never parsed: read and dropped
+/// within the discard bounds ([`drain`]) so that the client reads the
+/// answer (cancelling it also made the local dev server fail the
+/// connection's next request), or cancelled when its declared length is
+/// past them.
+async fn discard_body(req: &mut Request, cfg: &Config) {
     match declared_length(req) {
         Some(0) => {}
-        Some(n) if n <= max => {
-            let _ = read_body_capped(req, max).await;
-        }
-        _ => cancel_body(req),
+        Some(n) if n > cfg.request_discard_bytes_max => cancel_body(req),
+        _ => match req.stream() {
+            Ok(mut stream) => drain(&mut stream, 0, cfg).await,
+            Err(_) => cancel_body(req),
+        },
     }
 }
 
 /// The body of an authenticated request: empty for GET, HEAD and DELETE,
 /// else at most `max` bytes whatever the length header says or whether
-/// there is one (a chunked body). `None`: it is longer (refused unread
-/// when its length is declared).
-async fn request_body(req: &mut Request, method: &str, max: usize) -> Option<Vec<u8>> {
+/// there is one (a chunked body). `None`: it is longer; it was read and
+/// dropped ([`discard_body`]), never kept.
+async fn request_body(
+    req: &mut Request,
+    method: &str,
+    max: usize,
+    cfg: &Config,
+) -> Option<Vec<u8>> {
     if declared_length(req).is_some_and(|n| n > max) {
-        cancel_body(req);
+        discard_body(req, cfg).await;
         return None;
     }
     if matches!(method, "GET" | "HEAD" | "DELETE") {
         return Some(Vec::new());
     }
-    read_body_capped(req, max).await
+    read_body_capped(req, max, cfg).await
 }
 
 /// Acknowledges or retries one delivery as the pipeline settled it.

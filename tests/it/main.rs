@@ -6,6 +6,8 @@
 //! - `pipeline` — scenarios of intake, consume and repair.
 //! - `sql` — every statement on SQLite, the migrations, the local index.
 //! - `api` — the HTTP contract.
+//! - `body_props` — property tests of request bodies: arbitrary JSON to
+//!   every route that reads one (`PROPTEST_CASES`).
 //! - `budget` — the consumer's invocation budget.
 //! - `generations` — backfills and index generations.
 //! - `model_switch` — a new embedding model rolled out without downtime.
@@ -28,6 +30,7 @@
 
 mod admin;
 mod api;
+mod body_props;
 mod budget;
 mod chunk_props;
 mod common;
