@@ -8,10 +8,12 @@ pub mod local_embedder;
 pub mod local_index;
 
 use crate::config::Config;
+use crate::core::metadata::value_eq;
 use crate::ports::{MetadataFilter, VectorMetadata};
 
 /// Vectorize's equality filter, as the fakes reproduce it: every key must
-/// match, and strings are compared on their first 64 bytes (cut on a
+/// match, numbers compare as numbers (`core::metadata`), and strings are
+/// compared on their first 64 bytes (cut on a
 /// character boundary), as Vectorize indexes them. Callers that need exact
 /// equality check again (search does, in D1).
 pub fn filter_matches(metadata: &VectorMetadata, filter: &MetadataFilter) -> bool {
@@ -28,7 +30,7 @@ pub fn filter_matches(metadata: &VectorMetadata, filter: &MetadataFilter) -> boo
             (Some(serde_json::Value::String(have)), serde_json::Value::String(want)) => {
                 indexed(have) == indexed(want)
             }
-            (have, want) => have == Some(want),
+            (have, want) => have.is_some_and(|have| value_eq(have, want)),
         })
 }
 

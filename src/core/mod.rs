@@ -11,7 +11,8 @@
 //! their scopes ([`credentials`]), failure buckets and
 //! the retry policy ([`failure`]), the ledger's state enums ([`state`]),
 //! the local embedder ([`local_embed`]), the keyword index's text rules
-//! and rank fusion ([`keyword`]) and `Config`'s index configuration.
+//! and rank fusion ([`keyword`]), metadata equality as the index has it
+//! ([`metadata`]) and `Config`'s index configuration.
 //!
 //! May import: `config` (a leaf) and libraries. Nothing in the crate
 //! besides config: every other module imports this one.
@@ -34,4 +35,5 @@ pub mod ids;
 pub mod index_config;
 pub mod keyword;
 pub mod local_embed;
+pub mod metadata;
 pub mod state;

@@ -13,6 +13,7 @@ use crate::bugs::Bug;
 use crate::core::failure::FailureBucket;
 use crate::core::ids::{split_key, DocId, DocKey, TenantId};
 use crate::core::keyword;
+use crate::core::metadata::value_eq;
 use crate::ports::{Clock, Database, Embedder, JobQueue, MetadataFilter, PortError, VectorIndex};
 use crate::store::LiveChunkRow;
 use serde::Serialize;
@@ -133,7 +134,9 @@ fn matches_exactly(req: &SearchRequest, row: &LiveChunkRow) -> bool {
         .as_deref()
         .and_then(|m| serde_json::from_str(m).ok())
         .unwrap_or_default();
-    req.metadata.iter().all(|(k, v)| metadata.get(k) == Some(v))
+    req.metadata
+        .iter()
+        .all(|(k, v)| metadata.get(k).is_some_and(|have| value_eq(have, v)))
 }
 
 /// A served candidate of one ranking: a live chunk of the request's

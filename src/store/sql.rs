@@ -1100,29 +1100,50 @@ FROM backfills WHERE state = 'running' ORDER BY created_at LIMIT 1";
 pub const BACKFILL_SET_STATE: &str = "\
 UPDATE backfills SET state = ?2, updated_at = ?3 WHERE backfill_id = ?1 AND state IN (SELECT value FROM json_each(?4))";
 
+/// In a `json_each` over a metadata filter (`f`), whether version `v`'s
+/// metadata misses entry `f` or holds another value: equality as
+/// `core::metadata::value_eq` has it (and Vectorize): numbers as doubles,
+/// other types apart (`json_extract` would read `true` as 1).
+macro_rules! metadata_mismatch {
+    () => {
+        "NOT coalesce(CASE WHEN f.type IN ('integer', 'real')
+  THEN json_type(v.metadata, '$.' || f.key) IN ('integer', 'real')
+       AND CAST(json_extract(v.metadata, '$.' || f.key) AS REAL) = CAST(f.value AS REAL)
+  ELSE json_type(v.metadata, '$.' || f.key) IS f.type AND json_extract(v.metadata, '$.' || f.key) IS f.value END, 0)"
+    };
+}
+
 /// Live documents after `?1` in scope: not deleted, metadata matching every
 /// key of `?2` (a JSON object, or NULL: all); for scope `config` (`?3` the
 /// generation being built, else NULL) lacking that generation with no build
 /// of it pending; for the other scopes, not being indexed (latest = live).
 /// `?4` limit.
-pub const BACKFILL_PAGE: &str = "\
+pub const BACKFILL_PAGE: &str = concat!(
+    "\
 SELECT d.doc_id AS doc_id, d.live_version AS version FROM documents d
 JOIN versions v ON v.doc_id = d.doc_id AND v.version = d.live_version
 WHERE d.doc_id > ?1 AND v.is_delete = 0 AND (?5 IS NULL OR d.tenant_id = ?5)
-  AND (?2 IS NULL OR NOT EXISTS (SELECT 1 FROM json_each(?2) f WHERE json_extract(v.metadata, '$.' || f.key) IS NOT f.value))
+  AND (?2 IS NULL OR NOT EXISTS (SELECT 1 FROM json_each(?2) f WHERE ",
+    metadata_mismatch!(),
+    "))
   AND CASE WHEN ?3 IS NULL THEN d.latest_version = d.live_version ELSE
         NOT EXISTS (SELECT 1 FROM chunks c WHERE c.doc_id = d.doc_id AND c.version = d.live_version AND c.generation = ?3)
         AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.doc_id = d.doc_id AND j.version = d.live_version
                         AND j.build_generation = ?3 AND j.state IN ('queued', 'running', 'up_for_retry'))
       END
-ORDER BY d.doc_id LIMIT ?4";
+ORDER BY d.doc_id LIMIT ?4"
+);
 
 /// Live, not deleted documents matching the filter `?1` (NULL: all), of
 /// tenant `?2` (NULL: every tenant).
-pub const BACKFILL_TOTAL: &str = "\
+pub const BACKFILL_TOTAL: &str = concat!(
+    "\
 SELECT count(*) AS n FROM documents d JOIN versions v ON v.doc_id = d.doc_id AND v.version = d.live_version
 WHERE v.is_delete = 0 AND (?2 IS NULL OR d.tenant_id = ?2)
-  AND (?1 IS NULL OR NOT EXISTS (SELECT 1 FROM json_each(?1) f WHERE json_extract(v.metadata, '$.' || f.key) IS NOT f.value))";
+  AND (?1 IS NULL OR NOT EXISTS (SELECT 1 FROM json_each(?1) f WHERE ",
+    metadata_mismatch!(),
+    "))"
+);
 
 /// Build jobs for a page: `?3` JSON array of `{job, doc, version}`, `?2`
 /// generation, `?1` now.

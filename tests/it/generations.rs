@@ -844,3 +844,47 @@ fn the_switch_waits_for_an_index_job_in_flight_that_has_not_staged_yet() {
     );
     served_chunks_have_vectors(&w).unwrap();
 }
+
+/// A backfill's filter compares metadata as search's does (and Vectorize):
+/// numbers as numbers, never a string or a boolean for a number (SQLite's
+/// `json_extract` reads `true` as 1, and compares integers past 2^53
+/// exactly).
+#[test]
+fn a_filter_backfill_compares_numbers_as_numbers_and_types_apart() {
+    let metadata = [
+        ("int", json!({ "rank": 1, "big": 9_007_199_254_740_993u64 })),
+        (
+            "float",
+            json!({ "rank": 1.0, "big": 9_007_199_254_740_992.0 }),
+        ),
+        ("string", json!({ "rank": "1", "big": "9007199254740992" })),
+        ("bool", json!({ "rank": true, "big": true })),
+    ];
+    for (filter, want) in [
+        (json!({ "rank": 1 }), 2),
+        (json!({ "rank": "1" }), 1),
+        (json!({ "rank": true }), 1),
+        (json!({ "big": 9_007_199_254_740_992u64 }), 2),
+    ] {
+        let w = World::new();
+        for (doc, m) in &metadata {
+            w.put_with(
+                doc,
+                &format!("words of {doc}"),
+                m.as_object().unwrap().clone(),
+                ContentType::Plain,
+            );
+        }
+        w.deliver_all();
+        let b = start(
+            &w,
+            BackfillScope::Filter(filter.as_object().unwrap().clone()),
+            4,
+        );
+        assert_eq!(b["progress"]["total"], want, "{filter}");
+        let id = b["backfill_id"].as_str().unwrap().to_string();
+        run_to_end(&w, &id);
+        let v = view(&w, &id);
+        assert_eq!(v["progress"]["done"], want, "{filter}");
+    }
+}

@@ -310,3 +310,86 @@ fn search_in_keyword_mode_calls_neither_the_embedder_nor_the_index() {
     assert_eq!(c.embedder.calls.get(), 1, "hybrid embeds the query once");
     assert!(c.index.query_calls.get() >= 1);
 }
+
+/// Defect: a numeric filter missed a document whose number was written
+/// differently (`{"rank": 1}` dropped `{"rank": 1.0}`: serde_json's `1`
+/// and `1.0` differ), where Vectorize, which compares JavaScript numbers,
+/// matches it. Both rankings, on the same documents and filters, must
+/// answer what JavaScript's `===` on parsed JSON answers: numbers as
+/// numbers (`1` = `1.0`, `-0` = `0`, integers past 2^53 as doubles), and
+/// never a string or a boolean for a number.
+#[test]
+fn search_metadata_filters_compare_numbers_as_numbers_on_both_rankings() {
+    let w = World::new();
+    let docs: &[(&str, &str)] = &[
+        ("int", r#"{"rank": 1, "big": 9007199254740993, "z": 0}"#),
+        (
+            "float",
+            r#"{"rank": 1.0, "big": 9007199254740992, "z": -0.0}"#,
+        ),
+        (
+            "float-exp",
+            r#"{"rank": 1e0, "big": 9.007199254740992e15, "z": 0.0}"#,
+        ),
+        ("other", r#"{"rank": 1.5, "big": 9007199254740994, "z": 1}"#),
+        (
+            "string",
+            r#"{"rank": "1", "big": "9007199254740992", "z": "0"}"#,
+        ),
+        ("bool", r#"{"rank": true, "big": false, "z": false}"#),
+    ];
+    for (doc, metadata) in docs {
+        let body = format!(
+            r#"{{"text": "shared words about the ledger and {doc}", "metadata": {metadata}}}"#
+        );
+        let r = w.request(
+            "PUT",
+            &format!("/v1/documents/{doc}"),
+            Some("Bearer t-ingest"),
+            Some("application/json"),
+            body.as_bytes(),
+        );
+        assert_eq!(r.status, 202, "{}", r.body);
+    }
+    w.deliver_all();
+    let cases: &[(&str, &[&str])] = &[
+        (r#"{"rank": 1}"#, &["float", "float-exp", "int"]),
+        (r#"{"rank": 1.0}"#, &["float", "float-exp", "int"]),
+        (r#"{"rank": 1.5}"#, &["other"]),
+        (r#"{"rank": "1"}"#, &["string"]),
+        (r#"{"rank": true}"#, &["bool"]),
+        (r#"{"z": 0}"#, &["float", "float-exp", "int"]),
+        (r#"{"z": -0.0}"#, &["float", "float-exp", "int"]),
+        (r#"{"z": false}"#, &["bool"]),
+        (
+            r#"{"big": 9007199254740992}"#,
+            &["float", "float-exp", "int"],
+        ),
+        (r#"{"big": 9007199254740994}"#, &["other"]),
+        (r#"{"big": "9007199254740992"}"#, &["string"]),
+    ];
+    for (filter, want) in cases {
+        for mode in ["vector", "keyword", "hybrid"] {
+            let body = format!(
+                r#"{{"query": "shared words about the ledger", "top_k": 20, "mode": "{mode}", "filter": {{"metadata": {filter}}}}}"#
+            );
+            let r = w.request(
+                "POST",
+                "/v1/search",
+                Some("Bearer t-ingest"),
+                Some("application/json"),
+                body.as_bytes(),
+            );
+            assert_eq!(r.status, 200, "{}", r.body);
+            let mut got: Vec<&str> = r.body["results"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|h| h["doc_id"].as_str().unwrap())
+                .collect();
+            got.sort_unstable();
+            got.dedup();
+            assert_eq!(&got, want, "filter {filter}, mode {mode}");
+        }
+    }
+}
