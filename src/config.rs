@@ -184,20 +184,23 @@ pub struct KnownModel {
     pub tokenizer: TokenFamily,
     /// Whether its Workers AI input takes `pooling` (`mean` or `cls`).
     pub takes_pooling: bool,
+    /// Whether it was trained on many languages (Japanese among them), not
+    /// on English alone.
+    pub multilingual: bool,
 }
 
 pub fn known_model(model: &str) -> Option<KnownModel> {
-    let (dimensions, max_input_tokens, tokenizer, takes_pooling) = match model {
-        "@cf/baai/bge-small-en-v1.5" => (384, 512, TokenFamily::WordPiece, true),
-        "@cf/baai/bge-base-en-v1.5" => (768, 512, TokenFamily::WordPiece, true),
-        "@cf/baai/bge-large-en-v1.5" => (1024, 512, TokenFamily::WordPiece, true),
+    let (dimensions, max_input_tokens, tokenizer, takes_pooling, multilingual) = match model {
+        "@cf/baai/bge-small-en-v1.5" => (384, 512, TokenFamily::WordPiece, true, false),
+        "@cf/baai/bge-base-en-v1.5" => (768, 512, TokenFamily::WordPiece, true, false),
+        "@cf/baai/bge-large-en-v1.5" => (1024, 512, TokenFamily::WordPiece, true, false),
         // XLM-RoBERTa's SentencePiece; sources disagree on the limit (512
         // or 8,192): 512 until measured. Its input is `{text}` (CLS-pooled).
-        "@cf/baai/bge-m3" => (1024, 512, TokenFamily::SentencePiece, false),
+        "@cf/baai/bge-m3" => (1024, 512, TokenFamily::SentencePiece, false, true),
         // Byte-level BPE; sources give 4,096 to 8,192.
-        "@cf/qwen/qwen3-embedding-0.6b" => (1024, 4096, TokenFamily::ByteLevel, false),
+        "@cf/qwen/qwen3-embedding-0.6b" => (1024, 4096, TokenFamily::ByteLevel, false, true),
         // SentencePiece with byte fallback.
-        "@cf/google/embeddinggemma-300m" => (768, 512, TokenFamily::ByteLevel, false),
+        "@cf/google/embeddinggemma-300m" => (768, 512, TokenFamily::ByteLevel, false, true),
         _ => return None,
     };
     Some(KnownModel {
@@ -205,6 +208,7 @@ pub fn known_model(model: &str) -> Option<KnownModel> {
         max_input_tokens,
         tokenizer,
         takes_pooling,
+        multilingual,
     })
 }
 
@@ -443,11 +447,16 @@ settings! {
     /// Dimensions of every embedding (Vectorize: at most 1,536).
     embedding_dimensions: usize = 384, "EMBEDDING_DIMENSIONS",
         in 8..=1536, "must be 8..=1536";
-    /// Workers AI model used by the `workers-ai` embedder.
-    embedding_model: String = "@cf/baai/bge-base-en-v1.5".to_string(), "EMBEDDING_MODEL",
+    /// Workers AI model used by the `workers-ai` embedder: multilingual by
+    /// default (Japanese is as important as English here), and the
+    /// cheapest per token of the known ones (docs/deploy.md).
+    embedding_model: String = "@cf/baai/bge-m3".to_string(), "EMBEDDING_MODEL",
         if is_model_name, "must be 1..=128 printable ASCII characters";
-    /// Pooling passed explicitly to the `workers-ai` embedder (`mean` or `cls`).
-    embedding_pooling: Pooling = Pooling::Mean, "EMBEDDING_POOLING";
+    /// Pooling passed explicitly to the `workers-ai` embedder (`mean` or
+    /// `cls`) when its model takes one (bge-*-en); recorded with every
+    /// generation. The default is bge-m3's own (its dense vectors are CLS
+    /// vectors; its input takes no pooling).
+    embedding_pooling: Pooling = Pooling::Cls, "EMBEDDING_POOLING";
     /// The model's input limit in tokens, special tokens included (bge-*:
     /// 512). Chunks and search queries are kept under it. Unset: a known
     /// model's, else 512.
@@ -850,13 +859,14 @@ mod tests {
         );
     }
 
-    /// A production profile (Vectorize, Workers AI, the default model's
+    /// A production profile (Vectorize, Workers AI, bge-base's 768
     /// dimensions) with `extra` settings on top.
     fn prod(extra: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
         move |n: &str| {
             let base = [
                 ("INDEX_BACKEND", "vectorize"),
                 ("EMBEDDER_BACKEND", "workers-ai"),
+                ("EMBEDDING_MODEL", "@cf/baai/bge-base-en-v1.5"),
                 ("EMBEDDING_DIMENSIONS", "768"),
             ];
             extra
@@ -867,19 +877,53 @@ mod tests {
         }
     }
 
+    /// The `[vars]` of wrangler.toml's top level (production), as written.
+    fn production_vars() -> Vec<(String, String)> {
+        let toml = include_str!("../wrangler.toml");
+        toml.lines()
+            .skip_while(|l| l.trim() != "[vars]")
+            .skip(1)
+            .take_while(|l| !l.trim_start().starts_with('['))
+            .filter_map(|l| {
+                let (k, v) = l.split_once('=')?;
+                let v = v.split('#').next()?.trim().trim_matches('"');
+                Some((k.trim().to_string(), v.to_string()))
+            })
+            .collect()
+    }
+
+    /// Defect: production embedded with bge-base-en-v1.5, trained on
+    /// English only (and about 6,058 neurons per million tokens against
+    /// bge-m3's 1,075). A new deployment's model, and the default one,
+    /// embed Japanese as well as English.
+    #[test]
+    fn production_embeds_with_a_multilingual_model() {
+        let vars = production_vars();
+        assert!(vars.iter().any(|(k, _)| k == "EMBEDDING_MODEL"), "{vars:?}");
+        let c = Config::from_lookup(|n| vars.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone()))
+            .unwrap();
+        assert_eq!(c.embedder_backend, EmbedderBackend::WorkersAi);
+        let known = known_model(&c.embedding_model).expect("a known model");
+        assert!(known.multilingual, "{} is English-only", c.embedding_model);
+        assert_eq!(c.embedding_dimensions, known.dimensions);
+        assert_eq!(c.embedding_tokenizer, known.tokenizer);
+        let default = known_model(&Config::default().embedding_model).expect("a known model");
+        assert!(default.multilingual);
+    }
+
     #[test]
     fn embedding_and_index_settings() {
         let c = Config::default();
-        assert_eq!(c.embedding_model, "@cf/baai/bge-base-en-v1.5");
-        assert_eq!(c.embedding_pooling, Pooling::Mean);
+        assert_eq!(c.embedding_model, "@cf/baai/bge-m3");
+        assert_eq!(c.embedding_pooling, Pooling::Cls);
         assert_eq!(c.vectorize_metric, VectorMetric::Cosine);
 
         let c = Config::from_lookup(prod(&[
-            ("EMBEDDING_POOLING", "cls"),
+            ("EMBEDDING_POOLING", "mean"),
             ("VECTORIZE_METRIC", "dot-product"),
         ]))
         .unwrap();
-        assert_eq!(c.embedding_pooling, Pooling::Cls);
+        assert_eq!(c.embedding_pooling, Pooling::Mean);
         assert_eq!(c.vectorize_metric, VectorMetric::DotProduct);
         assert_eq!(c.embedding_dimensions, 768);
 

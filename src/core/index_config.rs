@@ -170,6 +170,7 @@ mod tests {
         Config {
             embedder_backend: EmbedderBackend::WorkersAi,
             embedding_model: model.to_string(),
+            embedding_pooling: Pooling::Mean,
             embedding_dimensions: dimensions,
             ..Config::default()
         }

@@ -29,7 +29,8 @@ describe('wrangler deploy --dry-run', () => {
     assert.equal(find('INGEST_QUEUE')?.type, 'Queue');
     assert.equal(find('INDEX_BACKEND')?.resource, '"vectorize"');
     assert.equal(find('EMBEDDER_BACKEND')?.resource, '"workers-ai"');
-    assert.equal(find('EMBEDDING_DIMENSIONS')?.resource, '"768"');
+    assert.equal(find('EMBEDDING_MODEL')?.resource, '"@cf/baai/bge-m3"');
+    assert.equal(find('EMBEDDING_DIMENSIONS')?.resource, '"1024"');
     assert.ok(files.includes('entry.js'), files.join(', '));
     assert.ok(files.some((f) => f.endsWith('.wasm')), files.join(', '));
   });

@@ -150,6 +150,11 @@ export async function startProductionWorker({
         bindings: {
           INDEX_BACKEND: 'vectorize',
           EMBEDDER_BACKEND: 'workers-ai',
+          // A deployment made with bge-base-en-v1.5 that kept it
+          // (docs/deploy.md, "The embedding model"): a model that takes
+          // `pooling`, which these tests check is sent.
+          EMBEDDING_MODEL: '@cf/baai/bge-base-en-v1.5',
+          EMBEDDING_POOLING: 'mean',
           EMBEDDING_DIMENSIONS: '768',
           INGEST_TOKEN,
           ADMIN_TOKEN,
