@@ -189,6 +189,28 @@ pub struct KnownModel {
     pub multilingual: bool,
 }
 
+/// What the offline embedder (`local-hash`) sizes its chunks by: it has no
+/// tokenizer and takes `EMBEDDING_DIMENSIONS`, so `EMBEDDING_MODEL` (a
+/// Workers AI setting) does not apply; its chunks are sized as bge-*-en's
+/// (WordPiece, 512 tokens), which is what every offline figure in
+/// docs/performance.md was measured with.
+pub const LOCAL_HASH_SIZING: KnownModel = KnownModel {
+    dimensions: 0,
+    max_input_tokens: 512,
+    tokenizer: TokenFamily::WordPiece,
+    takes_pooling: false,
+    multilingual: true,
+};
+
+/// The model the settings derived from a model (`from_known_model`) take
+/// after: the configured Workers AI model's, or the offline embedder's.
+fn sizing_model(backend: EmbedderBackend, model: &str) -> Option<KnownModel> {
+    match backend {
+        EmbedderBackend::WorkersAi => known_model(model),
+        EmbedderBackend::LocalHash => Some(LOCAL_HASH_SIZING),
+    }
+}
+
 pub fn known_model(model: &str) -> Option<KnownModel> {
     let (dimensions, max_input_tokens, tokenizer, takes_pooling, multilingual) = match model {
         "@cf/baai/bge-small-en-v1.5" => (384, 512, TokenFamily::WordPiece, true, false),
@@ -268,7 +290,7 @@ macro_rules! settings {
                 let mut c = Config {
                     $( $field: $default, )*
                 };
-                let known = known_model(&c.embedding_model);
+                let known = sizing_model(c.embedder_backend, &c.embedding_model);
                 $( $( c.$field = known.map_or($default, $derive); )? )*
                 c
             }
@@ -288,7 +310,7 @@ macro_rules! settings {
                             .ok_or(ConfigError::Unparsable { name: $var })?;
                     }
                 )*
-                let known = known_model(&self.embedding_model);
+                let known = sizing_model(self.embedder_backend, &self.embedding_model);
                 $( $(
                     if lookup($var).is_none() {
                         self.$field = known.map_or($default, $derive);
@@ -1015,14 +1037,27 @@ mod tests {
     fn unset_variables_give_the_defaults() {
         assert_eq!(Config::from_lookup(|_| None).unwrap(), Config::default());
         // A known model fixes what is left unset; an unknown one the safest.
-        let m3 = Config::from_lookup(|n| {
+        let m3 = Config::from_lookup(prod(&[
+            ("EMBEDDING_MODEL", "@cf/baai/bge-m3"),
+            ("EMBEDDING_DIMENSIONS", "1024"),
+        ]))
+        .unwrap();
+        assert_eq!(m3.embedding_tokenizer, TokenFamily::SentencePiece);
+        // The offline embedder sizes chunks as bge-*-en's whatever the
+        // (Workers AI) model says.
+        let local = Config::from_lookup(|n| {
             (n == "EMBEDDING_MODEL").then(|| "@cf/baai/bge-m3".to_string())
         })
         .unwrap();
-        assert_eq!(m3.embedding_tokenizer, TokenFamily::SentencePiece);
-        let unknown = Config::from_lookup(|n| {
-            (n == "EMBEDDING_MODEL").then(|| "@cf/acme/embed-v9".to_string())
-        })
+        assert_eq!(local.embedding_tokenizer, TokenFamily::WordPiece);
+        assert_eq!(
+            Config::default().embedding_tokenizer,
+            TokenFamily::WordPiece
+        );
+        let unknown = Config::from_lookup(prod(&[
+            ("EMBEDDING_MODEL", "@cf/acme/embed-v9"),
+            ("EMBEDDING_DIMENSIONS", "1024"),
+        ]))
         .unwrap();
         assert_eq!(unknown.embedding_tokenizer, TokenFamily::ByteLevel);
         assert_eq!(unknown.embedding_max_input_tokens, 512);
