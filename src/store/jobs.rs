@@ -274,12 +274,22 @@ impl<D: Database> Store<D> {
             .map(|_| ())
     }
 
-    /// Ends a stalled job `dead`; its version's vectors (if not live)
-    /// become intents, and a build job's rows in its generation too.
-    pub async fn job_stalled_dead(&self, job: &StalledJobRow, now: i64) -> Result<(), PortError> {
+    /// Ends a stalled job `dead` with its dead letter (`message_id`), in
+    /// one batch; its version's vectors (if not live) become intents, and
+    /// a build job's rows in its generation too.
+    pub async fn job_stalled_dead(
+        &self,
+        job: &StalledJobRow,
+        message_id: &str,
+        now: i64,
+    ) -> Result<(), PortError> {
         let (job_id, doc_id, version) = (job.job_id.as_str(), job.doc_id.as_str(), job.version);
         let end = Stmt::new(sql::JOB_STALLED_DEAD, vec![job_id.into(), int(now)]);
-        let mut stmts = vec![end, loser_intents(doc_id, version, now)];
+        let letter = Stmt::new(
+            sql::DEAD_LETTER_ARCHIVE_STALLED,
+            vec![job_id.into(), message_id.into(), int(now)],
+        );
+        let mut stmts = vec![end, letter, loser_intents(doc_id, version, now)];
         stmts.extend(build_intents(
             job_id,
             doc_id,

@@ -715,24 +715,47 @@ SELECT run_id, started_at, finished_at, report, budget_hit FROM repair_runs
 WHERE ?2 IS NULL OR json_extract(report, '$.tenants.\"' || ?2 || '\"') IS NOT NULL
 ORDER BY run_id DESC LIMIT ?1";
 
-/// Archives a dead letter with a snapshot of its job, once per job: a
-/// letter seen again only moves `last_seen` and `times_seen`. Never deleted.
-/// `?1` job, `?2` message id, `?3` doc, `?4` version, `?5` now.
-pub const DEAD_LETTER_ARCHIVE: &str = "\
-INSERT INTO dead_letters (job_id, message_id, doc_id, version, job_state, job_step, failure_bucket, attempts, chunk_count, first_seen, last_seen, times_seen)
-VALUES (?1, ?2, ?3, ?4,
-  (SELECT state FROM jobs WHERE job_id = ?1), (SELECT step FROM jobs WHERE job_id = ?1),
-  (SELECT last_failure_bucket FROM jobs WHERE job_id = ?1), (SELECT attempts FROM jobs WHERE job_id = ?1),
-  (SELECT chunk_count FROM versions WHERE doc_id = ?3 AND version = ?4), ?5, ?5, 1)
+/// A letter seen again only moves `last_seen` and `times_seen`; the first
+/// final evidence is kept: a letter archived while its job was not final
+/// yet (the queue gave up on a live job) takes the job's ending.
+macro_rules! dead_letter_seen_again {
+    () => {
+        "
 ON CONFLICT (job_id) DO UPDATE SET
-  -- The first final evidence is kept: a letter archived while its job was
-  -- not final yet (the queue gave up on a live job) takes the job's ending.
   job_state = CASE WHEN dead_letters.job_state IN ('failed', 'dead') THEN dead_letters.job_state ELSE excluded.job_state END,
   job_step = CASE WHEN dead_letters.job_state IN ('failed', 'dead') THEN dead_letters.job_step ELSE excluded.job_step END,
   failure_bucket = CASE WHEN dead_letters.job_state IN ('failed', 'dead') THEN dead_letters.failure_bucket ELSE excluded.failure_bucket END,
   attempts = CASE WHEN dead_letters.job_state IN ('failed', 'dead') THEN dead_letters.attempts ELSE excluded.attempts END,
   chunk_count = COALESCE(dead_letters.chunk_count, excluded.chunk_count),
-  last_seen = excluded.last_seen, times_seen = dead_letters.times_seen + 1";
+  last_seen = excluded.last_seen, times_seen = dead_letters.times_seen + 1"
+    };
+}
+
+/// Archives a dead letter with a snapshot of its job, once per job
+/// (`dead_letter_seen_again!`). Never deleted. `?1` job, `?2` message id,
+/// `?3` doc, `?4` version, `?5` now.
+pub const DEAD_LETTER_ARCHIVE: &str = concat!(
+    "\
+INSERT INTO dead_letters (job_id, message_id, doc_id, version, job_state, job_step, failure_bucket, attempts, chunk_count, first_seen, last_seen, times_seen)
+VALUES (?1, ?2, ?3, ?4,
+  (SELECT state FROM jobs WHERE job_id = ?1), (SELECT step FROM jobs WHERE job_id = ?1),
+  (SELECT last_failure_bucket FROM jobs WHERE job_id = ?1), (SELECT attempts FROM jobs WHERE job_id = ?1),
+  (SELECT chunk_count FROM versions WHERE doc_id = ?3 AND version = ?4), ?5, ?5, 1)",
+    dead_letter_seen_again!()
+);
+
+/// In the batch that ends a stalled job `dead` (`JOB_STALLED_DEAD`), after
+/// it: the job's letter, if that statement ended it now (`?3`), so the
+/// job's end and its evidence commit together (I9). `?1` job, `?2`
+/// message id, `?3` now.
+pub const DEAD_LETTER_ARCHIVE_STALLED: &str = concat!(
+    "\
+INSERT INTO dead_letters (job_id, message_id, doc_id, version, job_state, job_step, failure_bucket, attempts, chunk_count, first_seen, last_seen, times_seen)
+SELECT j.job_id, ?2, j.doc_id, j.version, j.state, j.step, j.last_failure_bucket, j.attempts,
+  (SELECT v.chunk_count FROM versions v WHERE v.doc_id = j.doc_id AND v.version = j.version), ?3, ?3, 1
+FROM jobs j WHERE j.job_id = ?1 AND j.state = 'dead' AND j.step = 'ended' AND j.updated_at = ?3",
+    dead_letter_seen_again!()
+);
 
 /// The dead-letter consumer's receipt of a letter the consumer archived
 /// before sending it: the row exists already (or is written, if it went
@@ -1399,6 +1422,7 @@ pub const ALL: &[(&str, &str)] = &[
     ("REPAIR_RUN_INSERT", REPAIR_RUN_INSERT),
     ("REPAIR_RUNS_LIST", REPAIR_RUNS_LIST),
     ("DEAD_LETTER_ARCHIVE", DEAD_LETTER_ARCHIVE),
+    ("DEAD_LETTER_ARCHIVE_STALLED", DEAD_LETTER_ARCHIVE_STALLED),
     ("DEAD_LETTER_CONFIRM", DEAD_LETTER_CONFIRM),
     ("DEAD_LETTERS_SUMMARY", DEAD_LETTERS_SUMMARY),
     ("DEAD_LETTERS_PAGE", DEAD_LETTERS_PAGE),

@@ -778,3 +778,40 @@ fn a_backfill_action_the_api_does_not_know_is_405_and_changes_nothing() {
     let r = call(&w, "POST", &format!("{path}/cancel"), ADMIN, None);
     assert_eq!((r.status, &r.body["state"]), (200, &json!("cancelled")));
 }
+
+/// Defect: cron ended a stalled job `dead` in one batch and archived its
+/// letter in a second call; when that call failed, the job was dead
+/// without its letter, and the next run no longer saw it as stalled, so
+/// the evidence was never written (and no redrive could select it). A
+/// failure of any statement of the run leaves the job either stalled
+/// (the next run ends it) or dead with its letter.
+#[test]
+fn cron_ends_a_stalled_job_dead_with_its_letter_whatever_call_fails() {
+    for (name, sql) in ingest_pipeline::store::sql::ALL {
+        let mut cfg = World::new().cfg;
+        cfg.job_attempts_max = 1;
+        let w = World::with(cfg);
+        w.queue
+            .faults
+            .fail_next(1, FailureBucket::QueueUnavailable);
+        w.put("stalled", "a job whose message was lost");
+        let jid = oracle::job_ids(&w.db).remove(0);
+        block_on(w.p().store.claim(&jid, w.clock.0.get(), w.clock.0.get())).unwrap();
+        w.clock
+            .advance_ms(i64::from(w.cfg.job_stall_seconds) * 1000 + 1);
+        let failing = common::FailOn { db: &w.db, sql };
+        block_on(w.p_over(failing).repair());
+        w.clock.advance_ms(60_000);
+        w.cron();
+        let dead: Vec<Value> = w.db.inspect(
+            "SELECT job_id FROM jobs WHERE state = 'dead'",
+            vec![],
+        );
+        assert_eq!(dead.len(), 1, "{name}: the stalled job ended dead");
+        assert_eq!(
+            oracle::failed_jobs_without_evidence(&w.db),
+            Vec::<String>::new(),
+            "{name}: a dead job without its letter"
+        );
+    }
+}

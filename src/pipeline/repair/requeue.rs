@@ -3,13 +3,14 @@
 //! their attempts are used up (`CRON_REQUEUE_JOBS_MAX` per run).
 
 use super::Run;
-use crate::pipeline::Pipeline;
+use crate::pipeline::{log_event, Pipeline};
 use crate::ports::{Clock, Database, Embedder, JobMessage, JobQueue, VectorIndex};
 use crate::store::StalledJobRow;
+use serde_json::json;
 
-/// Calls that end a stalled job `dead` (exact): its end batch and the
-/// archive of its letter.
-const END_STALLED_CALLS: u64 = 2;
+/// Calls that end a stalled job `dead` (exact): one batch, its end and
+/// its letter.
+const END_STALLED_CALLS: u64 = 1;
 /// Calls that send the requeued jobs (exact): the send and their touch,
 /// kept free from the start of the step on.
 const SEND_STALLED_CALLS: u64 = 2;
@@ -52,21 +53,19 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             >= self.cfg.cron_requeue_jobs_max as u64;
     }
 
-    /// A stalled job with its attempts used up ends `dead`, and its letter is
-    /// archived like any dead-lettered job's.
+    /// A stalled job with its attempts used up ends `dead` with its letter
+    /// archived like any dead-lettered job's, in one batch: a failure
+    /// leaves it stalled, and the next run ends it.
     async fn end_stalled(&self, run: &mut Run<'_>, r: &StalledJobRow, now: i64) {
-        match self.store.job_stalled_dead(r, now).await {
+        let message_id = format!("cron:{}", r.job_id);
+        match self.store.job_stalled_dead(r, &message_id, now).await {
             Ok(()) => {
                 run.report.jobs_dead += 1;
                 run.report.tenant_of(&r.doc_id).jobs_dead += 1;
-                // Its evidence, like any dead-lettered job's.
-                let msg = JobMessage::new(r.job_id.clone(), r.doc_id.clone(), r.version);
-                if let Err(e) = self
-                    .archive_dead_letter(&format!("cron:{}", r.job_id), &msg)
-                    .await
-                {
-                    run.report.failed(e.bucket);
-                }
+                log_event(
+                    "dead_letter_archived",
+                    json!({ "job_id": r.job_id, "message_id": message_id }),
+                );
             }
             Err(e) => run.report.failed(e.bucket),
         }
