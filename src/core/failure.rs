@@ -29,7 +29,6 @@ pub enum FailureBucket {
     /// A D1 statement was refused (constraint, schema): a bug or a missing migration.
     DbRejected,
     QueueUnavailable,
-    BudgetExhausted,
     /// The Worker's configuration is invalid or a binding is missing.
     ConfigInvalid,
     /// An internal invariant did not hold (e.g. staged rows missing).
@@ -40,7 +39,7 @@ pub enum FailureBucket {
 }
 
 impl FailureBucket {
-    pub const ALL: [FailureBucket; 16] = [
+    pub const ALL: [FailureBucket; 15] = [
         FailureBucket::InputInvalid,
         FailureBucket::EmbedRateLimited,
         FailureBucket::EmbedUnavailable,
@@ -53,7 +52,6 @@ impl FailureBucket {
         FailureBucket::DbUnavailable,
         FailureBucket::DbRejected,
         FailureBucket::QueueUnavailable,
-        FailureBucket::BudgetExhausted,
         FailureBucket::ConfigInvalid,
         FailureBucket::Internal,
         FailureBucket::InternalError,
@@ -73,7 +71,6 @@ impl FailureBucket {
             FailureBucket::DbUnavailable => "db_unavailable",
             FailureBucket::DbRejected => "db_rejected",
             FailureBucket::QueueUnavailable => "queue_unavailable",
-            FailureBucket::BudgetExhausted => "budget_exhausted",
             FailureBucket::ConfigInvalid => "config_invalid",
             FailureBucket::Internal => "internal",
             FailureBucket::InternalError => "internal_error",
