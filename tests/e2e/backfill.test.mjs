@@ -619,7 +619,7 @@ describe('a chunk size change, backfilled while search keeps serving one generat
       }
     }
     const denied = await api(base, 'POST', '/v1/admin/reindex', { scope: 'all' });
-    assert.ok([401, 403].includes(denied.status), `the ingest token is no admin token: ${denied.status} ${denied.text}`);
+    assertErrorCode(denied, 403, 'forbidden', 'the ingest token is no admin token');
 
     // One page per cron run (the filter backfill above) and 422
     // invalid_field for the bad requests, reported together.

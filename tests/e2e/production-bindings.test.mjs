@@ -369,7 +369,8 @@ describe('2. full flow with a 1.5 s visibility delay: never a stale result', () 
     const fr = await waitFor(
       async () => {
         const r = await search(w.base, { query: 'croissants boulangerie', filter: { metadata: { lang: 'fr' } } });
-        return r.body?.results?.length ? r : null;
+        assert.equal(r.status, 200, r.text);
+        return r.body.results.length ? r : null;
       },
       { what: 'the French document to be searchable', timeoutMs: 15_000 },
     );
