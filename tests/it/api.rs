@@ -1,9 +1,14 @@
 //! The HTTP contract, natively: statuses, stable error codes, and that bad
 //! input changes nothing.
 
-use crate::common::{oracle, World};
+use crate::common::{oracle, World, TEST_ADMIN_TOKEN, TEST_INGEST_TOKEN};
 use futures::executor::block_on;
 use ingest_pipeline::api::{handle, ApiRequest, ApiResponse, Secrets};
+use ingest_pipeline::core::failure::FailureBucket;
+use ingest_pipeline::core::index_config::EmbedModel;
+use ingest_pipeline::pipeline::Pipeline;
+use ingest_pipeline::ports::{Clock, Database, Embedder, JobQueue, PortError, Stmt, VectorIndex};
+use ingest_pipeline::store::sql;
 use serde_json::{json, Value};
 
 const TOKEN: &str = "Bearer t-ingest";
@@ -542,4 +547,393 @@ fn dot_segment_doc_ids_are_refused_in_a_batch_too() {
         );
     }
     assert_eq!(w.db.dump(oracle::REQUEST_COUNTERS), before);
+}
+
+const ADMIN: &str = "Bearer t-admin";
+
+/// One request through the API over `p` (a pipeline over ports a test
+/// wrapped or replaced), with the test kit's tokens.
+fn request_over<D, V, E, Q, C>(
+    p: &Pipeline<D, V, E, Q, C>,
+    method: &str,
+    path: &str,
+    auth: &str,
+    body: Option<Value>,
+) -> ApiResponse
+where
+    D: Database,
+    V: VectorIndex,
+    E: Embedder,
+    Q: JobQueue,
+    C: Clock,
+{
+    let bytes = body.map(|b| b.to_string()).unwrap_or_default();
+    block_on(handle(
+        p,
+        &Secrets {
+            ingest_token: Some(TEST_INGEST_TOKEN.into()),
+            admin_token: Some(TEST_ADMIN_TOKEN.into()),
+        },
+        ApiRequest {
+            method,
+            path,
+            authorization: Some(auth),
+            content_type: Some("application/json"),
+            body: bytes.as_bytes(),
+            entropy: [42; 32],
+        },
+    ))
+}
+
+/// An embedder that fails every call with its bucket.
+struct FailingEmbedder(FailureBucket);
+
+impl Embedder for FailingEmbedder {
+    async fn embed(
+        &self,
+        _model: &EmbedModel,
+        _texts: &[String],
+    ) -> Result<Vec<Vec<f32>>, PortError> {
+        Err(PortError::new(self.0, "injected"))
+    }
+}
+
+/// A world with one document indexed (a search has an active generation
+/// and something to find).
+fn indexed_world() -> World {
+    let w = World::new();
+    let r = json_call(
+        &w,
+        "PUT",
+        "/v1/documents/a",
+        json!({"text": "lighthouse keepers log the tides"}),
+    );
+    assert_eq!(r.status, 202, "{:?}", r.body);
+    w.deliver_all();
+    w
+}
+
+/// A dependency that fails answers its failure bucket as the code: 503 if
+/// the failure is transient (retry later), 500 if not, as
+/// `docs/openapi.yaml` lists them (ServiceUnavailable, InternalError). Each
+/// bucket is met where a request meets it: D1 on a read, the embedder and
+/// the index on a search (which tries a transiently failing call
+/// `SEARCH_RETRIES_MAX` more times first). Nothing is written.
+#[test]
+fn a_failing_dependency_answers_its_bucket_with_its_status() {
+    let search = json!({"query": "lighthouse tides"});
+    let d1: [(FailureBucket, u16, &str); 4] = [
+        (FailureBucket::DbBusy, 503, "db_busy"),
+        (FailureBucket::DbUnavailable, 503, "db_unavailable"),
+        (FailureBucket::DbRejected, 500, "db_rejected"),
+        // A row D1 answered in a shape the Worker cannot read.
+        (FailureBucket::Internal, 500, "internal"),
+    ];
+    for (bucket, status, want) in d1 {
+        let w = indexed_world();
+        let before = w.db.dump(oracle::REQUEST_COUNTERS);
+        *w.db.fail_sql.borrow_mut() = Some((sql::DOCUMENT_VIEWS, bucket));
+        let r = w.request("GET", "/v1/documents/a", Some(TOKEN), None, b"");
+        assert_eq!((r.status, code(&r)), (status, want), "D1 {bucket:?}");
+        assert!(
+            w.db.fail_sql.borrow().is_none(),
+            "the injected failure was met"
+        );
+        assert_eq!(w.db.dump(oracle::REQUEST_COUNTERS), before);
+    }
+    let embedder: [(FailureBucket, u16, &str); 4] = [
+        (FailureBucket::EmbedRateLimited, 503, "embed_rate_limited"),
+        (FailureBucket::EmbedUnavailable, 503, "embed_unavailable"),
+        (FailureBucket::EmbedRejected, 500, "embed_rejected"),
+        // The embedder does not serve the configured model.
+        (FailureBucket::ConfigInvalid, 503, "config_invalid"),
+    ];
+    for (bucket, status, want) in embedder {
+        let w = indexed_world();
+        let before = w.db.dump(oracle::REQUEST_COUNTERS);
+        let r = request_over(
+            &w.p_with(FailingEmbedder(bucket)),
+            "POST",
+            "/v1/search",
+            TOKEN,
+            Some(search.clone()),
+        );
+        assert_eq!((r.status, code(&r)), (status, want), "embedder {bucket:?}");
+        assert_eq!(w.db.dump(oracle::REQUEST_COUNTERS), before);
+    }
+    let tries = 1 + World::new().cfg.search_retries_max as usize;
+    let index: [(FailureBucket, usize, u16, &str); 4] = [
+        (
+            FailureBucket::IndexRateLimited,
+            tries,
+            503,
+            "index_rate_limited",
+        ),
+        (
+            FailureBucket::IndexUnavailable,
+            tries,
+            503,
+            "index_unavailable",
+        ),
+        (FailureBucket::IndexRejected, 1, 500, "index_rejected"),
+        (
+            FailureBucket::IndexMisconfigured,
+            tries,
+            503,
+            "index_misconfigured",
+        ),
+    ];
+    for (bucket, fails, status, want) in index {
+        let w = indexed_world();
+        w.index.query_faults.fail_next(fails, bucket);
+        let r = json_call(&w, "POST", "/v1/search", search.clone());
+        assert_eq!((r.status, code(&r)), (status, want), "index {bucket:?}");
+        // The next search finds the document: every injected failure was met.
+        let ok = json_call(&w, "POST", "/v1/search", search.clone());
+        assert_eq!(ok.status, 200, "{:?}", ok.body);
+        assert_eq!(ok.body["results"][0]["doc_id"], "a", "{:?}", ok.body);
+    }
+    // One failure fewer than the tries: the search's retry absorbs it.
+    let w = indexed_world();
+    w.index
+        .query_faults
+        .fail_next(tries - 1, FailureBucket::IndexUnavailable);
+    let r = json_call(&w, "POST", "/v1/search", search.clone());
+    assert_eq!(r.status, 200, "{:?}", r.body);
+}
+
+/// The code of batch item `i` of a `POST /v1/documents` batch's 200 answer:
+/// its own status and error code.
+fn batch_item(r: &ApiResponse, i: usize) -> (u16, &str) {
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    let item = &r.body["results"][i];
+    (
+        item["status"].as_u64().map_or(0, |s| s as u16),
+        item["error"]["code"].as_str().unwrap_or("<none>"),
+    )
+}
+
+/// A batch answers 200 with each item's error (every code
+/// `docs/openapi.yaml` lists for a batch item) beside the others' outcomes,
+/// and writes only the valid items.
+#[test]
+fn a_batch_answers_every_item_error_beside_the_written_items() {
+    let mut cfg = World::new().cfg;
+    cfg.document_bytes_max = 100;
+    let w = World::with(cfg);
+    let r = json_call(
+        &w,
+        "POST",
+        "/v1/documents",
+        json!({"documents": [
+            {"doc_id": "big", "text": "x".repeat(101)},
+            "not an object",
+            {"doc_id": "no-text"},
+            {"doc_id": "extra", "text": "t", "colour": "red"},
+            {"doc_id": "pdf", "text": "t", "content_type": "application/pdf"},
+            {"doc_id": "ok", "text": "written"}
+        ]}),
+    );
+    assert_eq!(batch_item(&r, 0), (413, "document_too_large"));
+    assert_eq!(batch_item(&r, 1), (400, "invalid_body"));
+    assert_eq!(batch_item(&r, 2), (422, "invalid_field"));
+    assert_eq!(batch_item(&r, 3), (422, "unknown_field"));
+    assert_eq!(batch_item(&r, 4), (415, "unsupported_content_type"));
+    assert_eq!(r.body["results"][5]["status"], 202, "{:?}", r.body);
+    assert_eq!(oracle::document_count(&w.db), 1, "only the valid item");
+}
+
+/// Every intake attempt loses its race: D1 refuses each batch as it does
+/// when another writer took the version first (a constraint). After its
+/// attempts the write answers `409 conflict` and writes nothing.
+#[test]
+fn a_write_that_loses_every_race_answers_conflict_and_writes_nothing() {
+    struct RaceLost<'a>(&'a ingest_pipeline::native::SqliteDb);
+    impl Database for RaceLost<'_> {
+        async fn query<T: serde::de::DeserializeOwned>(
+            &self,
+            stmt: Stmt,
+        ) -> Result<Vec<T>, PortError> {
+            self.0.query(stmt).await
+        }
+        async fn execute(&self, stmt: Stmt) -> Result<u64, PortError> {
+            self.0.execute(stmt).await
+        }
+        async fn batch(&self, stmts: Vec<Stmt>) -> Result<Vec<u64>, PortError> {
+            if stmts.iter().any(|s| s.sql == sql::INTAKE_INSERT_VERSIONS) {
+                return Err(PortError::new(FailureBucket::DbRejected, "db_constraint"));
+            }
+            self.0.batch(stmts).await
+        }
+    }
+    let w = indexed_world();
+    let before = w.db.dump(oracle::REQUEST_COUNTERS);
+    let p = w.p_over(RaceLost(&w.db));
+    for (method, path, body) in [
+        (
+            "PUT",
+            "/v1/documents/a",
+            Some(json!({"text": "a new text"})),
+        ),
+        ("DELETE", "/v1/documents/a", None),
+        (
+            "POST",
+            "/v1/documents",
+            Some(json!({"doc_id": "b", "text": "another"})),
+        ),
+    ] {
+        let r = request_over(&p, method, path, TOKEN, body);
+        assert_eq!((r.status, code(&r)), (409, "conflict"), "{method} {path}");
+    }
+    assert_eq!(w.db.dump(oracle::REQUEST_COUNTERS), before);
+    assert!(w.queue.sent.borrow().is_empty(), "nothing was enqueued");
+}
+
+/// Reindexing a document whose newer version is still being indexed is
+/// refused (`409 document_indexing`: that version will use the current
+/// configuration anyway); once it is indexed, the reindex runs.
+#[test]
+fn a_reindex_while_a_newer_version_is_indexing_is_refused() {
+    let w = indexed_world();
+    let r = json_call(
+        &w,
+        "PUT",
+        "/v1/documents/a",
+        json!({"text": "the second version"}),
+    );
+    assert_eq!(r.status, 202, "{:?}", r.body);
+    let before = w.db.dump(oracle::REQUEST_COUNTERS);
+    let r = call(
+        &w,
+        "POST",
+        "/v1/documents/a/reindex",
+        Some(TOKEN),
+        None,
+        b"",
+    );
+    assert_eq!(
+        (r.status, code(&r)),
+        (409, "document_indexing"),
+        "{:?}",
+        r.body
+    );
+    assert_eq!(w.db.dump(oracle::REQUEST_COUNTERS), before);
+    w.deliver_all();
+    let r = call(
+        &w,
+        "POST",
+        "/v1/documents/a/reindex",
+        Some(TOKEN),
+        None,
+        b"",
+    );
+    assert_eq!(r.status, 202, "{:?}", r.body);
+}
+
+/// `404 generation_not_found` for a generation that never existed, on
+/// both generation routes.
+#[test]
+fn an_unknown_generation_is_not_found() {
+    let w = indexed_world();
+    for action in ["activate", "retire"] {
+        let r = w.request_json(
+            "POST",
+            &format!("/v1/admin/generations/7/{action}"),
+            ADMIN,
+            None,
+        );
+        assert_eq!(
+            (r.status, code(&r)),
+            (404, "generation_not_found"),
+            "{action}"
+        );
+    }
+}
+
+/// A generation left building without a backfill (by an older release)
+/// for another configuration: a config backfill is refused (`409
+/// generation_building`) rather than building a second one beside it.
+#[test]
+fn a_config_backfill_beside_another_generation_building_is_refused() {
+    let mut w = indexed_world();
+    block_on(w.db.execute(Stmt::new(
+        "INSERT INTO generations (generation, index_config, state, created_at, updated_at) VALUES (2, ?1, 'building', 0, 0)",
+        vec![r#"{"left":"by an older release"}"#.into()],
+    )))
+    .unwrap();
+    w.cfg.chunk_size_max_tokens = 96;
+    w.cfg.chunk_overlap_tokens = 8;
+    let before = w.db.dump(oracle::REQUEST_COUNTERS);
+    let r = w.request_json(
+        "POST",
+        "/v1/admin/reindex",
+        ADMIN,
+        Some(&json!({"scope": "config"})),
+    );
+    assert_eq!(
+        (r.status, code(&r)),
+        (409, "generation_building"),
+        "{:?}",
+        r.body
+    );
+    assert_eq!(w.db.dump(oracle::REQUEST_COUNTERS), before);
+}
+
+/// The refusal that stops an unsafe rollback: a retained generation that
+/// lacks a document the active one will serve (its index job has not
+/// written it yet) is not activated (`409 generation_incomplete`, nothing
+/// switched); once the job wrote it there, the rollback goes through.
+#[test]
+fn a_rollback_to_a_generation_without_every_document_is_refused() {
+    let mut w = indexed_world();
+    w.cfg.chunk_size_max_tokens = 96;
+    w.cfg.chunk_overlap_tokens = 8;
+    let r = w.request_json(
+        "POST",
+        "/v1/admin/reindex",
+        ADMIN,
+        Some(&json!({"scope": "config", "page_size": 10})),
+    );
+    assert_eq!(r.status, 202, "{:?}", r.body);
+    let id = r.body["backfill"]["backfill_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for _ in 0..20 {
+        w.deliver_all();
+        w.cron_runs(1);
+        let v = w.request_json("GET", &format!("/v1/admin/reindex/{id}"), ADMIN, None);
+        assert_eq!(v.status, 200, "{:?}", v.body);
+        if v.body["state"] == "completed" {
+            break;
+        }
+    }
+    let g = w.request_json("GET", "/v1/admin/generations", ADMIN, None);
+    assert_eq!(g.body["active"], 2, "{:?}", g.body);
+
+    let r = json_call(
+        &w,
+        "PUT",
+        "/v1/documents/late",
+        json!({"text": "written after the switch"}),
+    );
+    assert_eq!(r.status, 202, "{:?}", r.body);
+    let before = w.db.dump(oracle::REQUEST_COUNTERS);
+    let r = w.request_json("POST", "/v1/admin/generations/1/activate", ADMIN, None);
+    assert_eq!(
+        (r.status, code(&r)),
+        (409, "generation_incomplete"),
+        "{:?}",
+        r.body
+    );
+    assert_eq!(
+        w.db.dump(oracle::REQUEST_COUNTERS),
+        before,
+        "nothing switched"
+    );
+
+    w.deliver_all();
+    let r = w.request_json("POST", "/v1/admin/generations/1/activate", ADMIN, None);
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    assert_eq!(r.body["active"], 1, "{:?}", r.body);
 }
