@@ -115,7 +115,7 @@ function isFloatVector(v) {
   return Array.isArray(v) || v instanceof Float32Array || v instanceof Float64Array;
 }
 
-/** Fault injection from a seeded PRNG; counts what it injected. */
+/** Fault injection from a seeded PRNG; counts what it injected, and logs every draw with its operation. */
 class Faults {
   constructor({ failureRate = 0, seed = 1, failureKinds = FAILURE_KINDS, timeoutMs = 100, ops = null } = {}) {
     this.rate = failureRate;
@@ -124,14 +124,19 @@ class Faults {
     this.ops = ops; // null: every operation may fail
     this.random = mulberry32(seed);
     this.injected = Object.fromEntries(FAILURE_KINDS.map((k) => [k, 0]));
+    this.log = []; // { op, kind } of every draw, in order (kind null: no failure injected)
   }
 
   /** The failure to inject into this call, or null. */
   draw(op) {
     if (this.rate <= 0 || (this.ops && !this.ops.includes(op))) return null;
-    if (this.random() >= this.rate) return null;
+    if (this.random() >= this.rate) {
+      this.log.push({ op, kind: null });
+      return null;
+    }
     const kind = this.kinds[Math.floor(this.random() * this.kinds.length)];
     this.injected[kind] += 1;
+    this.log.push({ op, kind });
     return { kind, committed: kind === 'timeout' && this.random() < 0.5 };
   }
 }
@@ -192,6 +197,12 @@ export class FakeVectorizeIndex {
     this.accepted = { upserted: 0, deleted: 0 };
     this.lastMatches = []; // IDs the last successful query returned
     this.queryNamespaces = []; // the `namespace` of each accepted query (null: none given)
+    this.scripted = []; // { op, message }: failures `failNext` queued, thrown by the next calls of `op`
+  }
+
+  /** The next call of `op` fails with `Error(message)` (as the binding throws), before any effect. */
+  failNext(op, message) {
+    this.scripted.push({ op, message });
   }
 
   // ---- state, for tests -------------------------------------------------
@@ -257,6 +268,8 @@ export class FakeVectorizeIndex {
 
   /** Injects a drawn failure; `commit` runs first when a timeout committed. */
   async maybeFail(op, commit) {
+    const i = this.scripted.findIndex((x) => x.op === op);
+    if (i >= 0) throw new Error(this.scripted.splice(i, 1)[0].message);
     const f = this.faults.draw(op);
     if (!f) return;
     const OP = VECTORIZE_OPS[op];
