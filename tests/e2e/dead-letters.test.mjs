@@ -16,7 +16,7 @@
 
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { ADMIN_TOKEN, INGEST_TOKEN, admin, api, assertError, docPath, lettersReceived, search, sleep, startWorker, waitFor, waitForState, withLogs } from './helpers.mjs';
+import { ADMIN_TOKEN, INGEST_TOKEN, admin, api, assertError, docPath, lettersReceived, search, startWorker, triggerCron, waitFor, waitForState, withLogs } from './helpers.mjs';
 
 const POISON_VARS = { LOCAL_INDEX_REJECT_DOC_PREFIX: 'poison-' };
 const FIRST = 'poison-1';
@@ -278,11 +278,18 @@ describe('dead letters and canary redrives with the real local queues', () => {
       assert.equal(now.body.latest_version, 1, now.text);
       assert.deepEqual(now.body, before[item.doc_id], 'a document the stopped redrive never sent is unchanged');
     }
-    // Once stopped, polling or cron never sends them.
-    await sleep(1_500);
+    // Once stopped, polling or cron never sends them: both run now, to
+    // their end (a send writes its new version before they answer).
+    assert.equal((await triggerCron(base)).trim(), 'ok');
     const later = await admin(base, 'GET', `/v1/admin/redrives/${stopped.redrive_id}`);
+    assert.equal(later.status, 200, later.text);
     assert.equal(later.body.state, 'stopped', later.text);
     assert.equal(later.body.counts.pending, 2, later.text);
+    for (const item of pendingItems) {
+      const now = await api(base, 'GET', docPath(item.doc_id));
+      assert.equal(now.status, 200, now.text);
+      assert.deepEqual(now.body, before[item.doc_id], 'a cron run and a poll of the stopped redrive sent nothing');
+    }
     // The failed canaries' letters (version 2) are archived too.
     await waitForLetters(canaryItems.map((i) => i.doc_id), 2);
   });
@@ -324,7 +331,9 @@ describe('dead letters and canary redrives with the real local queues', () => {
     assert.deepEqual(docAfter.body, docBefore.body, 'the preflight changed the document');
     assert.deepEqual(await allLetters(), lettersBefore, 'the preflight changed the letters');
     assert.deepEqual(await preflight(body), plan, 'a second preflight gives the same plan');
-    await sleep(1_500);
+    // A cron run (which would re-enqueue any job a preflight had written)
+    // finds nothing to send either.
+    assert.equal((await triggerCron(base)).trim(), 'ok');
     assert.deepEqual((await api(base, 'GET', docPath(FIRST))).body, docBefore.body, 'nothing was sent');
 
     const started = await execute(body, plan.plan_id);
