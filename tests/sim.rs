@@ -9,9 +9,10 @@
 //! `make sim SEEDS=N` runs more. A failing case prints the command that
 //! replays it.
 
+use ingest_pipeline::core::failure::FailureBucket;
 use ingest_pipeline::native::sim::{
-    count_calls, run_flow, run_seed, sim_config, sim_configs, FaultKind, FaultPlan, Operator,
-    RunReport, Sched, FLOWS,
+    count_calls, run_flow, run_seed, sim_config, sim_configs, CallKind, FaultKind, FaultPlan,
+    Operator, RunReport, Sched, FLOWS,
 };
 use ingest_pipeline::pipeline::bugs::Bugs;
 use std::collections::BTreeSet;
@@ -39,6 +40,10 @@ struct Summary {
     dead_letters: u64,
     redriven: u64,
     cancelled: u64,
+    panics: u64,
+    buckets_injected: BTreeSet<FailureBucket>,
+    buckets_recorded: BTreeSet<FailureBucket>,
+    endings: BTreeSet<String>,
 }
 
 impl Summary {
@@ -64,6 +69,12 @@ impl Summary {
         self.dead_letters += r.dead_letters;
         self.redriven += r.redriven;
         self.cancelled += r.cancelled;
+        self.panics += r.panics;
+        self.buckets_injected
+            .extend(r.buckets_injected.iter().copied());
+        self.buckets_recorded
+            .extend(r.buckets_recorded.iter().copied());
+        self.endings.extend(r.endings.iter().cloned());
     }
 
     fn merge(&mut self, o: Summary) {
@@ -83,8 +94,59 @@ impl Summary {
         self.dead_letters += o.dead_letters;
         self.redriven += o.redriven;
         self.cancelled += o.cancelled;
+        self.panics += o.panics;
+        self.buckets_injected.extend(o.buckets_injected);
+        self.buckets_recorded.extend(o.buckets_recorded);
+        self.endings.extend(o.endings);
+    }
+
+    /// What the runs did not reach: operators, call kinds, call/fault
+    /// pairs, failure buckets (injected, and recorded by the ledger) and
+    /// endings, each against everything there is. Empty: full coverage.
+    fn missing(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for op in Operator::ALL {
+            if !self.operators.contains_key(&format!("{op:?}")) && op != Operator::None {
+                out.push(format!("operator {op:?}"));
+            }
+        }
+        for kind in CallKind::ALL {
+            if !self.kinds.contains(&format!("{kind:?}")) {
+                out.push(format!("call kind {kind:?}"));
+            }
+            for fault in FaultKind::ALL {
+                let pair = format!("{kind:?}/{}", fault.name());
+                if !self.pairs.contains(&pair) {
+                    out.push(format!("call/fault pair {pair}"));
+                }
+            }
+        }
+        for b in FailureBucket::ALL {
+            if !self.buckets_injected.contains(&b) {
+                out.push(format!("bucket {} injected", b.as_str()));
+            }
+            if !self.buckets_recorded.contains(&b) {
+                out.push(format!("bucket {} recorded", b.as_str()));
+            }
+        }
+        for e in ENDINGS {
+            if !self.endings.contains(e) {
+                out.push(format!("ending {e}"));
+            }
+        }
+        out
     }
 }
+
+/// Every way a job or a backfill ends.
+const ENDINGS: [&str; 6] = [
+    "job:succeeded",
+    "job:failed",
+    "job:dead",
+    "job:superseded",
+    "backfill:completed",
+    "backfill:cancelled",
+];
 
 #[test]
 fn every_single_crash_point_of_every_flow() {
@@ -184,12 +246,34 @@ fn random_seeds_hold_every_invariant() {
         summary.pairs
     );
     println!(
-        "operators: {:?} ({} backfills cancelled, {} letters redriven); {} calls failed by outages; {} messages reached the dead-letter queue",
-        summary.operators, summary.cancelled, summary.redriven, summary.outage_faults, summary.dead_letters
+        "operators: {:?} ({} backfills cancelled, {} letters redriven); {} calls failed by outages; {} messages reached the dead-letter queue; {} deliveries panicked",
+        summary.operators, summary.cancelled, summary.redriven, summary.outage_faults, summary.dead_letters, summary.panics
+    );
+    println!(
+        "buckets recorded: {:?}; endings: {:?}",
+        summary
+            .buckets_recorded
+            .iter()
+            .map(|b| b.as_str())
+            .collect::<Vec<_>>(),
+        summary.endings
     );
     assert_eq!(summary.runs, seeds);
     assert!(summary.faults > seeds, "faults were injected");
     assert!(summary.max_concurrency >= 3, "tasks really interleaved");
+    // Coverage is required, not printed: an operator, a call kind, a fault
+    // of a call, a failure bucket or an ending that no seed reaches fails
+    // the run (SIM_COVERAGE=0 skips this for a run of a few seeds, and says so).
+    let missing = summary.missing();
+    if std::env::var("SIM_COVERAGE").as_deref() == Ok("0") {
+        println!("coverage not required (SIM_COVERAGE=0); missing: {missing:?}");
+    } else {
+        assert!(
+            missing.is_empty(),
+            "{} seeds from {start} did not reach: {missing:?}",
+            seeds
+        );
+    }
 }
 
 /// Replays one case with its full trace: `SIM_SEED=n` or

@@ -84,6 +84,10 @@ pub const LEDGER_MIGRATIONS: &[(&str, &str)] = &[
         "0013_sync_plain_writes.sql",
         include_str!("../../migrations/0013_sync_plain_writes.sql"),
     ),
+    (
+        "0014_lease_owner.sql",
+        include_str!("../../migrations/0014_lease_owner.sql"),
+    ),
 ];
 
 /// The local index's migrations (`migrations-local-index/`).

@@ -462,6 +462,47 @@ pub fn failed_jobs_without_evidence(db: &SqliteDb) -> Vec<String> {
         .collect()
 }
 
+/// The text of version `version` of the document of key `key`, if the
+/// ledger holds it.
+pub fn version_text(db: &SqliteDb, key: &str, version: u32) -> Option<String> {
+    let rows: Vec<serde_json::Value> = db.inspect(
+        "SELECT group_concat(text, '') AS t FROM (SELECT text FROM version_parts
+           WHERE doc_id = ?1 AND version = ?2 ORDER BY part)",
+        vec![key.into(), version.into()],
+    );
+    rows.first()
+        .and_then(|r| r["t"].as_str())
+        .map(str::to_string)
+}
+
+/// The failure buckets the ledger recorded: jobs' last failures, dead
+/// letters', and the failures cron runs reported (the simulation's
+/// coverage of buckets).
+pub fn failure_buckets_recorded(db: &SqliteDb) -> Vec<String> {
+    let rows: Vec<serde_json::Value> = db.inspect(
+        "SELECT last_failure_bucket AS b FROM jobs WHERE last_failure_bucket IS NOT NULL
+         UNION SELECT failure_bucket FROM dead_letters WHERE failure_bucket IS NOT NULL
+         UNION SELECT f.value FROM repair_runs r, json_each(r.report, '$.failures') f",
+        vec![],
+    );
+    rows.iter()
+        .filter_map(|r| r["b"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// How the ledger's jobs and backfills ended: `job:<state>` for each final
+/// job state present, `backfill:<state>` for each ended backfill's.
+pub fn endings(db: &SqliteDb) -> Vec<String> {
+    let rows: Vec<serde_json::Value> = db.inspect(
+        "SELECT 'job:' || state AS e FROM jobs WHERE state IN ('succeeded', 'failed', 'dead', 'superseded')
+         UNION SELECT 'backfill:' || state FROM backfills WHERE state IN ('completed', 'cancelled')",
+        vec![],
+    );
+    rows.iter()
+        .filter_map(|r| r["e"].as_str().map(str::to_string))
+        .collect()
+}
+
 /// Redrives that did not end (neither `completed` nor `stopped`), as rows
 /// of `redrive_id` and `state`.
 pub fn unended_redrives(db: &SqliteDb) -> Vec<serde_json::Value> {

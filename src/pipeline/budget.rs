@@ -118,6 +118,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             },
             clock: &self.clock,
             bugs: self.bugs,
+            delivery: self.delivery.clone(),
         }
     }
 }

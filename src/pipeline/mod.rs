@@ -72,6 +72,10 @@ pub struct Pipeline<D, V, E, Q, C> {
     /// Deliberate protocol bugs (`src/bugs.rs`): none in the Worker, inert
     /// unless a native test switches one on.
     pub bugs: bugs::Bugs,
+    /// The queue delivery this pipeline runs for (a token from the Worker's
+    /// entry point, the same in its call after a panic): a claim records
+    /// it, and a delivery ends only a job it holds (`end_crashed`).
+    pub delivery: Option<String>,
 }
 
 impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D, V, E, Q, C> {
@@ -85,6 +89,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             queue,
             clock,
             bugs: bugs::Bugs::default(),
+            delivery: None,
         }
     }
 

@@ -155,17 +155,20 @@ impl<D: Database> Store<D> {
     }
 
     /// Returns the attempt number and checkpoint if this delivery now holds the job.
+    /// Claims job `job_id` until `lease_until` for delivery `owner` (its
+    /// token, if it has one).
     pub async fn claim(
         &self,
         job_id: &str,
         now: i64,
         lease_until: i64,
+        owner: Option<&str>,
     ) -> Result<Option<ClaimRow>, PortError> {
         let rows: Vec<ClaimRow> = self
             .db
             .query(Stmt::new(
                 sql::CONSUME_CLAIM,
-                vec![job_id.into(), int(now), int(lease_until)],
+                vec![job_id.into(), int(now), int(lease_until), owner.into()],
             ))
             .await?;
         Ok(rows.into_iter().next())
@@ -220,12 +223,15 @@ impl<D: Database> Store<D> {
 
     /// Ends a job `failed` or `dead`, and turns its version's vectors (if it
     /// is not live) into intents, atomically.
+    /// Ends job `job` `state` if delivery `owner` holds it (any holder
+    /// without a token); returns whether it ended it.
     pub async fn job_end_failed(
         &self,
         job: &ConsumeRow,
         state: JobState,
         end: &AttemptEnd<'_>,
-    ) -> Result<(), PortError> {
+        owner: Option<&str>,
+    ) -> Result<bool, PortError> {
         let AttemptEnd { bucket, now, usage } = *end;
         let (job_id, doc_id, version) = (job.job_id.as_str(), job.doc_id.as_str(), job.version);
         let build_generation = job.build_generation;
@@ -236,6 +242,7 @@ impl<D: Database> Store<D> {
                 bucket.as_str().into(),
                 int(now),
                 state.as_str().into(),
+                owner.into(),
             ],
         );
         let mut stmts = vec![end, loser_intents(doc_id, version, now)];
@@ -247,7 +254,8 @@ impl<D: Database> Store<D> {
             now,
             build_generation,
         ));
-        self.db.batch(stmts).await.map(|_| ())
+        let changes = self.db.batch(stmts).await?;
+        Ok(changes.first().is_some_and(|n| *n > 0))
     }
 
     pub async fn stalled_jobs(

@@ -246,10 +246,11 @@ WHERE job_id = ?1 AND (state IN ('queued', 'up_for_retry') OR (state = 'running'
 /// statement (a load before the claim may predate another delivery's
 /// staging). A build job (`build_generation`, a backfill) claims a version
 /// that is live, into a generation still being written.
-/// `?1` job, `?2` now, `?3` lease until.
+/// `?1` job, `?2` now, `?3` lease until, `?4` the claiming delivery's
+/// token (`lease_owner`; NULL without one).
 pub const CONSUME_CLAIM: &str = "\
 UPDATE jobs SET state = 'running', step = CASE WHEN step = 'staged' THEN 'staged' ELSE 'claimed' END,
-  attempts = attempts + 1, invocations = invocations + 1, lease_until = ?3, updated_at = ?2
+  attempts = attempts + 1, invocations = invocations + 1, lease_until = ?3, lease_owner = ?4, updated_at = ?2
 WHERE job_id = ?1
   -- A job waiting for its retry is claimed at its retry time, not by an
   -- earlier duplicate of its message (each copy would use its attempts).
@@ -454,9 +455,12 @@ WHERE job_id = ?1 AND state = 'running'";
 
 /// A permanent failure (`failed`) or exhausted attempts (`dead`).
 /// `?1` job, `?2` bucket, `?3` now, `?4` final state.
+/// `?5`: the delivery that ends it (`jobs.lease_owner`), or NULL for any
+/// holder (a delivery without a token: native tests); a delivery ends only
+/// a job it holds.
 pub const JOB_END_FAILED: &str = "\
 UPDATE jobs SET state = ?4, step = 'ended', last_failure_bucket = ?2, lease_until = NULL, updated_at = ?3
-WHERE job_id = ?1 AND state = 'running'";
+WHERE job_id = ?1 AND state = 'running' AND (?5 IS NULL OR lease_owner IS ?5)";
 
 // ---------------------------------------------------------------- cleanup
 

@@ -11,7 +11,10 @@
 // on the signal (or if the consume throws), it calls the Rust queue handler
 // again with `CONSUME_CRASHED_MESSAGE` set, and the fresh instance ends that
 // job `failed` (`internal_error`) and dead-letters it
-// (`Pipeline::end_crashed`). No business logic lives here.
+// (`Pipeline::end_crashed`). Both calls carry the delivery's token
+// (`CONSUME_DELIVERY`): the claim records it, and the second call ends the
+// job only if this delivery holds it, never one a duplicate delivery of the
+// message is running. No business logic lives here.
 
 import { WorkerEntrypoint } from 'cloudflare:workers';
 import RustWorker from './index.js';
@@ -34,12 +37,14 @@ export default class Entry extends WorkerEntrypoint {
 
   async queue(batch) {
     const ids = batch.messages.map((m) => m.id);
+    const delivery = { value: crypto.randomUUID(), enumerable: true };
     let crashed;
     const signal = new Promise((resolve) => {
       for (const id of ids) state.waiting.set(id, resolve);
     });
     try {
-      crashed = await Promise.race([this.#rust().queue(batch).then(() => undefined), signal]);
+      const env = Object.create(this.env, { CONSUME_DELIVERY: delivery });
+      crashed = await Promise.race([this.#rust(env).queue(batch).then(() => undefined), signal]);
     } catch {
       // The consume threw instead of settling its messages: the same as a
       // panic for the first message (a batch holds one; max_batch_size = 1).
@@ -48,7 +53,10 @@ export default class Entry extends WorkerEntrypoint {
       for (const id of ids) state.waiting.delete(id);
     }
     if (crashed === undefined) return;
-    const env = Object.create(this.env, { CONSUME_CRASHED_MESSAGE: { value: crashed, enumerable: true } });
+    const env = Object.create(this.env, {
+      CONSUME_CRASHED_MESSAGE: { value: crashed, enumerable: true },
+      CONSUME_DELIVERY: delivery,
+    });
     await this.#rust(env).queue(batch);
   }
 }

@@ -799,6 +799,10 @@ async fn queue(
     // batch panicked or threw: that message's job ends `failed`; the
     // batch's other messages (none with `max_batch_size = 1`) are retried.
     let crashed = setting(&env, "CONSUME_CRASHED_MESSAGE");
+    // The delivery's token (`entry.mjs`, the same in its call after a
+    // crash): a claim records it, and a crashed delivery ends only a job
+    // it holds.
+    app.delivery = setting(&env, "CONSUME_DELIVERY");
     if crashed.is_none() {
         guard_index(&mut app, "queue").await;
     }

@@ -791,22 +791,23 @@ fn cron_ends_a_stalled_job_dead_with_its_letter_whatever_call_fails() {
         let mut cfg = World::new().cfg;
         cfg.job_attempts_max = 1;
         let w = World::with(cfg);
-        w.queue
-            .faults
-            .fail_next(1, FailureBucket::QueueUnavailable);
+        w.queue.faults.fail_next(1, FailureBucket::QueueUnavailable);
         w.put("stalled", "a job whose message was lost");
         let jid = oracle::job_ids(&w.db).remove(0);
-        block_on(w.p().store.claim(&jid, w.clock.0.get(), w.clock.0.get())).unwrap();
+        block_on(
+            w.p()
+                .store
+                .claim(&jid, w.clock.0.get(), w.clock.0.get(), None),
+        )
+        .unwrap();
         w.clock
             .advance_ms(i64::from(w.cfg.job_stall_seconds) * 1000 + 1);
         let failing = common::FailOn { db: &w.db, sql };
         block_on(w.p_over(failing).repair());
         w.clock.advance_ms(60_000);
         w.cron();
-        let dead: Vec<Value> = w.db.inspect(
-            "SELECT job_id FROM jobs WHERE state = 'dead'",
-            vec![],
-        );
+        let dead: Vec<Value> =
+            w.db.inspect("SELECT job_id FROM jobs WHERE state = 'dead'", vec![]);
         assert_eq!(dead.len(), 1, "{name}: the stalled job ended dead");
         assert_eq!(
             oracle::failed_jobs_without_evidence(&w.db),

@@ -813,7 +813,7 @@ fn the_switch_waits_for_an_index_job_in_flight_that_has_not_staged_yet() {
     // That delivery has claimed its job (and read its targets: generation 1).
     let now = w.clock.0.get();
     let lease_until = now + i64::from(w.cfg.job_lease_seconds) * 1000;
-    block_on(w.p().store.claim(&job_id, now, lease_until))
+    block_on(w.p().store.claim(&job_id, now, lease_until, None))
         .unwrap()
         .expect("claimed");
     w.cfg.chunk_size_max_tokens = 96;

@@ -396,7 +396,7 @@ fn a_claimed_job_is_not_run_twice_until_its_lease_expires() {
     let lease = now + i64::from(w.cfg.job_lease_seconds) * 1000;
     // Another delivery holds the claim (e.g. a concurrent duplicate).
     assert_eq!(
-        futures::executor::block_on(w.p().store.claim(&job_id, now, lease))
+        futures::executor::block_on(w.p().store.claim(&job_id, now, lease, None))
             .unwrap()
             .map(|c| c.attempts),
         Some(1)
@@ -871,4 +871,44 @@ fn a_duplicate_delivery_before_the_retry_time_is_not_an_attempt() {
     assert!(matches!(w.consume(&m), ConsumeOutcome::Ack { .. }));
     assert!(matches!(w.consume(&m), ConsumeOutcome::Ack { .. }));
     assert_eq!(w.state("a"), DocumentState::Indexed);
+}
+
+/// Defect (found by the simulation once it panicked deliveries, seed
+/// 1717): the entry point's call after a panicking consume ended the
+/// message's job `failed` whenever it was running, even when the panic
+/// came before the claim and a duplicate delivery of the message held the
+/// job; that delivery's next upsert then wrote a vector whose rows the
+/// failure had already cleaned up (an orphan, I3). A crashed delivery now
+/// ends only a job its own claim holds (its token, `lease_owner`).
+#[test]
+fn a_crashed_delivery_ends_only_a_job_it_holds() {
+    let w = World::new();
+    let (_, job_id) = queued(&w.put("a", TEXT_A));
+    let msg = w.queue.take_all().remove(0);
+    let now = w.clock.0.get();
+    let lease = now + i64::from(w.cfg.job_lease_seconds) * 1000;
+    // Delivery "a" holds the job; delivery "b" of the same message panics
+    // before its claim.
+    block_on_claim(&w, &job_id, now, lease, "a");
+    let mut b = w.p();
+    b.delivery = Some("b".into());
+    assert!(matches!(
+        futures::executor::block_on(b.end_crashed(&msg)),
+        ConsumeOutcome::Retry { .. }
+    ));
+    assert_eq!(w.state("a"), DocumentState::Indexing, "a's job still runs");
+    assert!(oracle::failed_jobs_without_evidence(&w.db).is_empty());
+    // Delivery "a" panics after its claim: its job ends failed, dead-lettered.
+    let mut a = w.p();
+    a.delivery = Some("a".into());
+    assert_eq!(
+        futures::executor::block_on(a.end_crashed(&msg)),
+        ConsumeOutcome::DeadLetter { reason: "crashed" }
+    );
+    assert_eq!(w.state("a"), DocumentState::Failed);
+}
+
+fn block_on_claim(w: &World, job_id: &str, now: i64, lease: i64, owner: &str) {
+    let claim = futures::executor::block_on(w.p().store.claim(job_id, now, lease, Some(owner)));
+    assert!(claim.unwrap().is_some(), "claimed by {owner}");
 }

@@ -337,7 +337,12 @@ fn every_statement_is_exercised_by_the_flows() {
             .fail_next(1, FailureBucket::QueueUnavailable);
         w2.put("f", "xi");
         let jid = oracle::job_ids(&w2.db).remove(0);
-        block_on(w2.p().store.claim(&jid, w2.clock.0.get(), w2.clock.0.get())).unwrap();
+        block_on(
+            w2.p()
+                .store
+                .claim(&jid, w2.clock.0.get(), w2.clock.0.get(), None),
+        )
+        .unwrap();
         w2.clock
             .advance_ms(i64::from(w2.cfg.job_stall_seconds) * 1000 + 1);
         assert_eq!(w2.cron().jobs_dead, 1);

@@ -9,7 +9,7 @@
 //! invariants, the reference run or the executor.
 
 use super::faults::Sched;
-use super::world::{DocClient, Op, Simulated, World};
+use super::world::{DocClient, Op, Simulated, Violation, World};
 use super::wrappers::Broker;
 use crate::core::chunk::ContentType;
 use crate::native::oracle;
@@ -33,6 +33,9 @@ pub(super) struct Progress {
     pub(super) waiting: Vec<Cell<bool>>,
     /// Letters the redriving operator redrove.
     pub(super) redriven: Cell<u64>,
+    /// What an actor found wrong in an answer it got (the executor fails
+    /// the run with the first one).
+    pub(super) violations: std::cell::RefCell<Vec<Violation>>,
 }
 
 impl Progress {
@@ -43,6 +46,7 @@ impl Progress {
             in_flight: Cell::new(0),
             waiting: (0..=documents).map(|_| Cell::new(false)).collect(),
             redriven: Cell::new(0),
+            violations: std::cell::RefCell::new(Vec::new()),
         }
     }
 
@@ -75,6 +79,7 @@ async fn back_off(sched: &Sched, attempt: u32) {
 /// message is queued or being delivered.
 pub(super) async fn client(
     p: Simulated<'_>,
+    w: &World,
     sched: &Sched,
     broker: &Broker,
     progress: &Progress,
@@ -83,6 +88,10 @@ pub(super) async fn client(
 ) {
     let wait = &progress.waiting[k];
     let (tenant, doc) = (client.tenant.clone(), client.doc());
+    let last_query = client.ops.iter().rev().find_map(|op| match op {
+        Op::Put(t) => t.split_whitespace().next().map(str::to_string),
+        _ => None,
+    });
     for op in client.ops {
         let item = match op {
             Op::Settle => {
@@ -113,7 +122,50 @@ pub(super) async fn client(
         }
     }
     progress.writers_done.set(progress.writers_done.get() + 1);
+    if let Some(query) = last_query {
+        search_as_a_client(&p, w, sched, progress, &tenant, &query).await;
+    }
     progress.clients_done.set(progress.clients_done.get() + 1);
+}
+
+/// A client's search through the faulty ports (retried until answered,
+/// as a client would on a 5xx): every hit must be its tenant's, a chunk of
+/// a version of that tenant's document (I11, I4 on the answer a client
+/// gets; the monitor checks the fault-free reads).
+async fn search_as_a_client(
+    p: &Simulated<'_>,
+    w: &World,
+    sched: &Sched,
+    progress: &Progress,
+    tenant: &crate::core::ids::TenantId,
+    query: &str,
+) {
+    let req = crate::pipeline::SearchRequest::new(query.to_string(), 5);
+    let hits = loop_until_answered(sched, || p.search(tenant, &req)).await;
+    for h in hits {
+        let text = crate::core::ids::DocId::parse(&h.doc_id)
+            .ok()
+            .map(|d| crate::core::ids::DocKey::new(tenant, &d))
+            .and_then(|key| oracle::version_text(&w.db, key.as_str(), h.version));
+        if !text.is_some_and(|t| t.contains(&h.text)) {
+            progress.violations.borrow_mut().push(Violation {
+                invariant: "I11",
+                detail: format!(
+                    "{tenant}'s search (faulty ports) served {}@{}#{}, not a chunk of its own document",
+                    h.doc_id, h.version, h.chunk
+                ),
+            });
+        }
+    }
+}
+
+/// Retries a request until it is answered (its errors are transient
+/// faults of the simulation), with a client's back-off.
+async fn loop_until_answered<T, F: Future<Output = Result<T, PortError>>>(
+    sched: &Sched,
+    mut call: impl FnMut() -> F,
+) -> T {
+    answered(sched, &mut call).await
 }
 
 /// Starts the backfill to the reindex configuration (`p` runs it),
@@ -205,7 +257,7 @@ pub fn redrive_request() -> crate::pipeline::RedriveRequest {
 
 /// Redrive rounds an operator runs at most (a redriven job that failed
 /// again is redriven in the next one).
-const REDRIVE_ROUNDS_MAX: usize = 4;
+const REDRIVE_ROUNDS_MAX: usize = 8;
 
 /// The redriving operator: once the outage is over and the clients'
 /// writes were answered, waits for every job and message to end, then plans and
@@ -244,7 +296,7 @@ async fn redrive_rounds(
         {
             yield_now().await;
         }
-        let Some(id) = execute_redrive(p, sched, &req, &mut redriven).await else {
+        let Some(id) = execute_redrive(p, w, sched, &req, &mut redriven).await else {
             return redriven;
         };
         poll_redrive(p, sched, &id).await;
@@ -253,10 +305,12 @@ async fn redrive_rounds(
 }
 
 /// Plans a redrive and executes the plan, again until an execution is
-/// answered; adds the letters it covers to `redriven` and returns its id,
-/// or `None` if no letter is eligible.
+/// answered; adds the letters it covers to `redriven` and returns its id
+/// (or that of a redrive still running, whose execution's answer was
+/// lost), or `None` if no letter is eligible and none runs.
 async fn execute_redrive(
     p: &Simulated<'_>,
+    w: &World,
     sched: &Sched,
     req: &crate::pipeline::RedriveRequest,
     redriven: &mut u64,
@@ -264,7 +318,11 @@ async fn execute_redrive(
     loop {
         let plan = answered(sched, || p.redrive_plan(req)).await;
         if plan.eligible.is_empty() {
-            return None;
+            // An execution whose answer was lost started a redrive: its
+            // letters are not eligible while it runs; it is followed.
+            return oracle::unended_redrives(&w.db)
+                .first()
+                .and_then(|r| r["redrive_id"].as_str().map(str::to_string));
         }
         let n = plan.eligible.len() as u64;
         match p.redrive_execute(req, &plan.plan_id).await {
@@ -311,8 +369,10 @@ pub const SYNC_LATE_DOC: &str = "sync-late";
 /// A session whose opening answer was lost stays open, unseen, until the
 /// next commit supersedes it: it deletes nothing.
 pub(super) async fn sync_source(p: &Simulated<'_>, sched: &Sched, docs: &[DocClient]) {
+    // The source is the `default` tenant's: its sessions are that tenant's.
     let writes: Vec<(DocClient, String)> = docs
         .iter()
+        .filter(|c| c.tenant.is_default())
         .filter_map(|c| {
             let text = c.ops.iter().rev().find_map(|o| match o {
                 Op::Put(t) => Some(t.clone()),
@@ -322,7 +382,10 @@ pub(super) async fn sync_source(p: &Simulated<'_>, sched: &Sched, docs: &[DocCli
         })
         .collect();
     let mut draw = 0u8;
-    for keep in [writes.len(), writes.len().saturating_sub(1)] {
+    for (round, keep) in [writes.len(), writes.len().saturating_sub(1)]
+        .into_iter()
+        .enumerate()
+    {
         let sync_id = loop {
             draw += 1;
             let tenant = crate::core::ids::TenantId::default_tenant();
@@ -331,7 +394,7 @@ pub(super) async fn sync_source(p: &Simulated<'_>, sched: &Sched, docs: &[DocCli
             }
             back_off(sched, u32::from(draw)).await;
         };
-        if keep < writes.len() {
+        if round == 1 {
             plain_write_into_source(p, sched).await;
         }
         let scope = crate::pipeline::SourceWrite {

@@ -15,6 +15,7 @@ use super::world::{reindex_config, Operator, Reference, Script, Violation, World
 use super::wrappers::{Broker, Held};
 use super::T0;
 use crate::config::Config;
+use crate::core::failure::FailureBucket;
 use crate::native::oracle;
 use crate::pipeline::bugs::Bugs;
 use crate::pipeline::{RepairReport, Settle};
@@ -48,6 +49,15 @@ pub struct RunReport {
     pub outage_faults: u64,
     /// Messages the queue moved (or the consumer sent) to the dead-letter queue.
     pub dead_letters: u64,
+    /// Deliveries that panicked (the consumer then ran `end_crashed`).
+    pub panics: u64,
+    /// Failure buckets injected, and those the ledger recorded (a job's
+    /// last failure, a dead letter's).
+    pub buckets_injected: BTreeSet<FailureBucket>,
+    pub buckets_recorded: BTreeSet<FailureBucket>,
+    /// How the run's jobs ended (`succeeded`, `failed`, `dead`,
+    /// `superseded`) and its backfills (`completed`, `cancelled`).
+    pub endings: BTreeSet<String>,
     /// Redrive items that ran, and backfills that ended cancelled.
     pub redriven: u64,
     pub cancelled: u64,
@@ -85,6 +95,12 @@ pub fn run(
     report.outage_faults = sched.outage_faults.get();
     report.injected = sched.injected.borrow().clone();
     report.kinds_seen = sched.kinds_seen.borrow().clone();
+    report.buckets_injected = sched.buckets_injected.borrow().clone();
+    report.buckets_recorded = oracle::failure_buckets_recorded(&w.db)
+        .iter()
+        .filter_map(|b| FailureBucket::parse(b))
+        .collect();
+    report.endings = oracle::endings(&w.db).into_iter().collect();
     Ok(report)
 }
 
@@ -98,6 +114,9 @@ fn world_for(script: &Script, cfg: &Config, bugs: Bugs, sched: &Sched) -> World 
         w.broker.paused.set(Some((o.from_ms, o.until_ms)));
     }
     sched.outage.set(script.outage);
+    // Permanent failures (and panics) end jobs `failed`: only where the
+    // operator redrives every letter, so the run still ends indexed.
+    sched.permanent.set(script.operator == Operator::Redrive);
     sched.now_ms.set(w.clock.0.get());
     w
 }
@@ -163,6 +182,8 @@ struct Task<'a> {
     /// For a client task, its waiting flag: its document's index in the
     /// script, or one past the last for the operator.
     client: Option<usize>,
+    /// For a delivery, its token (the entry point's): the claim records it.
+    token: Option<String>,
 }
 
 impl Task<'_> {
@@ -264,6 +285,7 @@ impl<'a> Executor<'a> {
             is_cron: false,
             is_client: true,
             client: Some(flag),
+            token: None,
         });
         self.clients += 1;
     }
@@ -279,7 +301,7 @@ impl<'a> Executor<'a> {
             self.start_client(
                 k,
                 Box::pin(async move {
-                    actors::client(p, sched, &w.broker, progress, k, client).await;
+                    actors::client(p, w, sched, &w.broker, progress, k, client).await;
                     TaskEnd::Done
                 }),
             );
@@ -402,6 +424,9 @@ impl<'a> Executor<'a> {
             if stepped {
                 let checked = self.monitor.check_step(self.w);
                 self.trace(checked)?;
+                if let Some(v) = self.progress.violations.borrow_mut().pop() {
+                    return Err(with_trace(v, self.sched));
+                }
             }
         }
     }
@@ -472,7 +497,12 @@ impl<'a> Executor<'a> {
             Poll::Pending if killed => {
                 self.report.crashes += 1;
                 let t = self.remove_task(i);
-                self.kill(t.id, t.held);
+                if self.sched.panicked.borrow_mut().remove(&t.id) {
+                    self.report.panics += 1;
+                    self.after_panic(t.held, t.token);
+                } else {
+                    self.kill(t.id, t.held);
+                }
             }
             Poll::Pending => {}
         }
@@ -492,11 +522,20 @@ impl<'a> Executor<'a> {
         }
     }
 
-    fn start_delivery(&mut self, fut: TaskFuture<'a>, held: Held, now: i64) {
+    /// A token for the next delivery, as the Worker's entry point gives
+    /// each (unique within the run).
+    fn delivery_token(&self) -> String {
+        format!("delivery-{}", self.next_id)
+    }
+
+    fn start_delivery(&mut self, fut: TaskFuture<'a>, held: Held, now: i64, token: Option<String>) {
         self.progress
             .in_flight
             .set(self.progress.in_flight.get() + 1);
         let id = self.take_id();
+        if matches!(held, Held::Ingest(_)) {
+            self.sched.deliveries.borrow_mut().insert(id);
+        }
         self.tasks.push(Task {
             id,
             fut,
@@ -505,6 +544,7 @@ impl<'a> Executor<'a> {
             is_cron: false,
             is_client: false,
             client: None,
+            token,
         });
     }
 
@@ -513,13 +553,34 @@ impl<'a> Executor<'a> {
     fn deliver(&mut self, i: usize, duplicate: bool, now: i64) {
         self.report.duplicates += u64::from(duplicate);
         let q = Broker::take(&self.w.broker.pending, i, duplicate);
-        let p = self.w.simulated(self.sched);
+        let token = self.delivery_token();
+        let mut p = self.w.simulated(self.sched);
+        p.delivery = Some(token.clone());
         let msg = q.msg.clone();
         let fut: TaskFuture<'a> = Box::pin(async move {
             let o = p.consume(&msg).await;
             TaskEnd::Delivered(p.settle(&msg.job_id, &msg, o).await)
         });
-        self.start_delivery(fut, Held::Ingest(q), now);
+        self.start_delivery(fut, Held::Ingest(q), now, Some(token));
+    }
+
+    /// A delivery panicked: as the Worker's entry does, the consumer is
+    /// called again on a fresh instance with the crashed message, which
+    /// ends its job `failed` (`internal_error`) and dead-letters it.
+    fn after_panic(&mut self, held: Held, token: Option<String>) {
+        let Held::Ingest(q) = held else {
+            return self.kill(usize::MAX, held);
+        };
+        // The same delivery, called again: the same token.
+        let mut p = self.w.simulated(self.sched);
+        p.delivery = token.clone();
+        let msg = q.msg.clone();
+        let fut: TaskFuture<'a> = Box::pin(async move {
+            let o = p.end_crashed(&msg).await;
+            TaskEnd::Delivered(p.settle(&msg.job_id, &msg, o).await)
+        });
+        let now = self.w.clock.0.get();
+        self.start_delivery(fut, Held::Ingest(q), now, token);
     }
 
     /// Starts the dead-letter queue's consumer on its `i`-th available letter.
@@ -533,7 +594,7 @@ impl<'a> Executor<'a> {
                     .await,
             )
         });
-        self.start_delivery(fut, Held::DeadLetter(q), now);
+        self.start_delivery(fut, Held::DeadLetter(q), now, None);
     }
 
     fn start_cron(&mut self, now: i64) {
@@ -551,6 +612,7 @@ impl<'a> Executor<'a> {
             is_cron: true,
             is_client: false,
             client: None,
+            token: None,
         });
     }
 
@@ -694,7 +756,8 @@ impl<'a> Executor<'a> {
     /// `id`, to its end; its settlement, or `None` if it died.
     fn deliver_to_end(&self, id: usize, now: i64) -> Result<(Held, Option<Settle>), Violation> {
         let (w, sched, monitor) = (self.w, self.sched, &self.monitor);
-        let p = w.simulated(sched);
+        let mut p = w.simulated(sched);
+        p.delivery = Some(format!("delivery-{id}"));
         if let Some(&i) = w.broker.available(now).first() {
             let q = Broker::take(&w.broker.pending, i, false);
             let m = q.msg.clone();

@@ -57,6 +57,21 @@ pub enum CallKind {
     Ack,
 }
 
+impl CallKind {
+    pub const ALL: [CallKind; 10] = [
+        CallKind::DbQuery,
+        CallKind::DbExecute,
+        CallKind::DbBatch,
+        CallKind::IndexUpsert,
+        CallKind::IndexDelete,
+        CallKind::IndexQuery,
+        CallKind::IndexGet,
+        CallKind::Embed,
+        CallKind::QueueSend,
+        CallKind::Ack,
+    ];
+}
+
 #[derive(Clone, Debug)]
 pub enum FaultPlan {
     None,
@@ -94,6 +109,17 @@ pub struct Sched {
     pub now_ms: Cell<i64>,
     /// Calls that failed because of the outage.
     pub outage_faults: Cell<u64>,
+    /// Whether random faults of consumer deliveries may be permanent (a
+    /// permanent bucket, or a panic): only in scripts whose operator
+    /// redrives what failed, so every document still ends indexed.
+    pub permanent: Cell<bool>,
+    /// Tasks that are consumer deliveries of the ingest queue.
+    pub deliveries: RefCell<BTreeSet<usize>>,
+    /// Delivery tasks killed by a panic (not a plain crash): the runtime
+    /// calls the consumer again with the crashed message (`end_crashed`).
+    pub panicked: RefCell<BTreeSet<usize>>,
+    /// The failure buckets of the faults injected.
+    pub buckets_injected: RefCell<BTreeSet<FailureBucket>>,
 }
 
 /// The ports an outage can take down.
@@ -161,6 +187,10 @@ impl Sched {
             outage: Cell::new(None),
             now_ms: Cell::new(T0),
             outage_faults: Cell::new(0),
+            permanent: Cell::new(false),
+            deliveries: RefCell::new(BTreeSet::new()),
+            panicked: RefCell::new(BTreeSet::new()),
+            buckets_injected: RefCell::new(BTreeSet::new()),
         }
     }
 
@@ -227,22 +257,56 @@ impl Sched {
         effect: impl Future<Output = Result<T, PortError>>,
     ) -> Result<T, PortError> {
         yield_now().await;
+        let n = self.calls.get();
         let fault = self.decide(kind);
-        let injected = PortError::new(transient_bucket(kind), "injected");
-        if fault == Some(FaultKind::FailBefore) {
-            return Err(injected);
+        let injected = fault.map(|f| self.injected_error(kind, f, n));
+        if let (Some(FaultKind::FailBefore), Some(e)) = (fault, injected) {
+            return Err(e);
         }
         let result = effect.await;
-        let is_client = self.clients.borrow().contains(&self.current_task.get());
-        match fault {
-            Some(FaultKind::FailAfter) => Err(injected),
-            Some(FaultKind::CrashAfter) if is_client => Err(injected),
-            Some(FaultKind::CrashAfter) => {
-                self.killed.borrow_mut().insert(self.current_task.get());
+        let task = self.current_task.get();
+        let is_client = self.clients.borrow().contains(&task);
+        match (fault, injected) {
+            (Some(FaultKind::FailAfter), Some(e)) => Err(e),
+            (Some(FaultKind::CrashAfter), Some(e)) if is_client => Err(e),
+            (Some(FaultKind::CrashAfter), _) => {
+                if self.panics(task, n) {
+                    self.panicked.borrow_mut().insert(task);
+                    self.buckets_injected
+                        .borrow_mut()
+                        .insert(FailureBucket::InternalError);
+                }
+                self.killed.borrow_mut().insert(task);
                 std::future::pending().await
             }
             _ => result,
         }
+    }
+
+    /// Whether a permanent fault may strike the current task's call.
+    fn may_be_permanent(&self) -> bool {
+        self.permanent.get() && self.deliveries.borrow().contains(&self.current_task.get())
+    }
+
+    /// The error a fault of call `n` (of `kind`) returns: a bucket of that
+    /// port, transient (one of several, by the call's number, so every
+    /// bucket a port can answer is injected) or, where permanent faults
+    /// may strike, permanent one time in three.
+    fn injected_error(&self, kind: CallKind, fault: FaultKind, n: u64) -> PortError {
+        let (transient, permanent) = port_buckets(kind);
+        let mix = n.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32;
+        let bucket = match permanent.get(mix as usize % 3) {
+            Some(&b) if fault != FaultKind::CrashAfter && self.may_be_permanent() => b,
+            _ => transient[(mix as usize / 3) % transient.len()],
+        };
+        self.buckets_injected.borrow_mut().insert(bucket);
+        PortError::new(bucket, "injected")
+    }
+
+    /// Whether the crash of task `task` at call `n` is a panic: where
+    /// permanent faults may strike, one crash in two.
+    fn panics(&self, task: usize, n: u64) -> bool {
+        self.may_be_permanent() && self.deliveries.borrow().contains(&task) && n.is_multiple_of(2)
     }
 
     /// A fault decision for an acknowledgement (no effect of its own to wrap).
@@ -251,14 +315,27 @@ impl Sched {
     }
 }
 
-fn transient_bucket(kind: CallKind) -> FailureBucket {
+/// The buckets a failed call of `kind` may answer with, as its adapter
+/// classifies them: the transient ones, and the permanent ones (`Internal`
+/// and `InputInvalid` stand for what the consumer itself finds wrong with a
+/// row or an input it reads: the same ending by the same path).
+fn port_buckets(kind: CallKind) -> (&'static [FailureBucket], &'static [FailureBucket]) {
+    use FailureBucket::*;
     match kind {
-        CallKind::DbQuery | CallKind::DbExecute | CallKind::DbBatch => FailureBucket::DbBusy,
+        CallKind::DbQuery | CallKind::DbExecute | CallKind::DbBatch => {
+            (&[DbBusy, DbUnavailable], &[DbRejected, Internal])
+        }
         CallKind::IndexUpsert
         | CallKind::IndexDelete
         | CallKind::IndexQuery
-        | CallKind::IndexGet => FailureBucket::IndexUnavailable,
-        CallKind::Embed => FailureBucket::EmbedUnavailable,
-        CallKind::QueueSend | CallKind::Ack => FailureBucket::QueueUnavailable,
+        | CallKind::IndexGet => (
+            &[IndexUnavailable, IndexRateLimited, IndexMisconfigured],
+            &[IndexRejected],
+        ),
+        CallKind::Embed => (
+            &[EmbedUnavailable, EmbedRateLimited, ConfigInvalid],
+            &[EmbedRejected, InputInvalid],
+        ),
+        CallKind::QueueSend | CallKind::Ack => (&[QueueUnavailable], &[]),
     }
 }

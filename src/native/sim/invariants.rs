@@ -193,6 +193,17 @@ impl Monitor {
                     ));
                 }
                 let key = key_of(tenant, &h.doc_id)?;
+                // Its text is the served chunk's, not only its version.
+                let at = (key.as_str().to_string(), h.version, h.chunk);
+                if served.get(&at) != Some(&h.text) {
+                    return Err(violation(
+                        "I4",
+                        format!(
+                            "{tenant} was served {}@{}#{} with a text that is not that served chunk's",
+                            h.doc_id, h.version, h.chunk
+                        ),
+                    ));
+                }
                 let live = versions.get(key.as_str()).and_then(|v| v.1);
                 if live != Some(h.version) {
                     return Err(violation(

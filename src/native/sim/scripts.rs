@@ -115,10 +115,11 @@ fn text(rng: &mut Rng, words: &[&str; 12]) -> String {
 pub fn random_script(seed: u64) -> Script {
     let mut rng = Rng::new(seed.wrapping_mul(31).wrapping_add(7));
     let operator = match rng.below(100) {
-        0..=54 => Operator::None,
-        55..=69 => Operator::Reindex,
-        70..=79 => Operator::ReindexTwice,
-        80..=89 => Operator::ReindexCancel,
+        0..=46 => Operator::None,
+        47..=61 => Operator::Reindex,
+        62..=71 => Operator::ReindexTwice,
+        72..=81 => Operator::ReindexCancel,
+        82..=91 => Operator::Sync,
         _ => Operator::Redrive,
     };
     // A redrive has letters beyond its canaries (3), to send in batches.

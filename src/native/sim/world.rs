@@ -131,6 +131,19 @@ pub enum Operator {
     Sync,
 }
 
+impl Operator {
+    /// Every operator: each must be chosen by some random seed of `make
+    /// test` (`tests/sim.rs` asserts it).
+    pub const ALL: [Operator; 6] = [
+        Operator::None,
+        Operator::Reindex,
+        Operator::ReindexTwice,
+        Operator::ReindexCancel,
+        Operator::Redrive,
+        Operator::Sync,
+    ];
+}
+
 /// The reference run's operator for what a run's operator did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Reference {

@@ -71,7 +71,11 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             return self.supersede(job, now).await.map(ControlFlow::Break);
         }
         let lease_until = now + i64::from(self.cfg.job_lease_seconds) * 1000;
-        if let Some(claim) = self.store.claim(&job.job_id, now, lease_until).await? {
+        if let Some(claim) = self
+            .store
+            .claim(&job.job_id, now, lease_until, self.delivery.as_deref())
+            .await?
+        {
             return Ok(ControlFlow::Continue(claim));
         }
         // The claim also refuses a version that became stale since the
@@ -102,7 +106,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
     /// Delay before a delivery that found the job leased looks again: until
     /// the lease ends (plus a second), at least `CLAIM_BUSY_RETRY_SECONDS`,
     /// at most the queues' 24 h.
-    fn busy_retry_delay(&self, lease_until: Option<i64>, now: i64) -> u32 {
+    pub(super) fn busy_retry_delay(&self, lease_until: Option<i64>, now: i64) -> u32 {
         let left_seconds = lease_until.map_or(0, |l| ((l - now).max(0) + 999) / 1000 + 1);
         u32::try_from(left_seconds)
             .unwrap_or(u32::MAX)

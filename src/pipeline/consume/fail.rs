@@ -78,7 +78,8 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
     }
 
     /// Ends the job `state` (`failed` or `dead`) with `bucket`, recording
-    /// `usage` (which counts the dead letter that follows).
+    /// `usage` (which counts the dead letter that follows), if this
+    /// delivery holds it; returns whether it ended it.
     async fn end_failed(
         &self,
         job: &ConsumeRow,
@@ -86,9 +87,11 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         state: JobState,
         now: i64,
         usage: &UsageSnapshot,
-    ) -> Result<(), PortError> {
+    ) -> Result<bool, PortError> {
         let end = AttemptEnd { bucket, now, usage };
-        self.store.job_end_failed(job, state, &end).await
+        self.store
+            .job_end_failed(job, state, &end, self.delivery.as_deref())
+            .await
     }
 
     /// Ends the job of a delivery whose consume panicked or threw (the
@@ -128,6 +131,12 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             JobState::Failed | JobState::Dead => ConsumeOutcome::DeadLetter {
                 reason: "already_failed",
             },
+            // Only the delivery that holds the claim may end it (its token,
+            // from the entry point): a panic before the claim leaves a job
+            // another delivery of the message runs to that delivery.
+            JobState::Running if self.delivery.is_none() => ConsumeOutcome::Retry {
+                delay_seconds: self.cfg.claim_busy_retry_seconds,
+            },
             JobState::Running => {
                 // This invocation's usage: the load, this end, and the dead
                 // letter that follows it.
@@ -148,7 +157,11 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                     )
                     .await
                 {
-                    Ok(()) => ConsumeOutcome::DeadLetter { reason: "crashed" },
+                    Ok(true) => ConsumeOutcome::DeadLetter { reason: "crashed" },
+                    // Another delivery holds it: it ends it, one way or another.
+                    Ok(false) => ConsumeOutcome::Retry {
+                        delay_seconds: self.busy_retry_delay(job.lease_until, now),
+                    },
                     Err(_) => ConsumeOutcome::Retry {
                         delay_seconds: self.cfg.retry_base_delay_seconds,
                     },
