@@ -10,6 +10,25 @@ use ingest_pipeline::native::sim::{
 };
 use ingest_pipeline::pipeline::bugs::{Bug, Bugs};
 
+/// The invariant that names each bug: the simulation must catch the bug
+/// by it, not by whatever breaks first downstream.
+fn named_invariant(bug: Bug) -> &'static str {
+    match bug {
+        Bug::DeleteBeforeReplace | Bug::DeleteReferencedVector => "I13",
+        Bug::FlipWithoutCas => "I2",
+        Bug::UpsertBeforeStage | Bug::IntentRemovedBeforeDelete => "I3",
+        Bug::ServeUnfiltered => "I4",
+        // The cancel's generation is left building: the run no longer ends
+        // as the cancelled reference does.
+        Bug::CancelInTwoSteps => "I6",
+        Bug::GenerationBeforeBackfill => "I10",
+        Bug::RedriveOverlaps | Bug::RedriveSendInTwoSteps => "R",
+        Bug::DeadLetterNotArchived => "I9",
+        Bug::SearchUnfenced => "I11",
+        Bug::KeywordIndexUnmaintained => "I12",
+    }
+}
+
 /// Random seeds tried per bug before giving up.
 const SEEDS_MAX: u64 = 3_000;
 
@@ -144,4 +163,20 @@ fn the_simulation_catches_every_seeded_bug() {
         .filter_map(|(i, _)| bugs.get(*i).copied())
         .collect();
     assert!(missed.is_empty(), "the simulation missed {missed:?}");
+    let misnamed: Vec<String> = found
+        .iter()
+        .filter_map(|(i, caught)| Some((bugs.get(*i).copied()?, caught.as_ref()?)))
+        .filter(|(bug, (_, v))| v.invariant != named_invariant(*bug))
+        .map(|(bug, (how, v))| {
+            format!(
+                "{bug:?} caught by {} ({how}), not {}",
+                v.invariant,
+                named_invariant(bug)
+            )
+        })
+        .collect();
+    assert!(
+        misnamed.is_empty(),
+        "caught by the wrong invariant: {misnamed:?}"
+    );
 }

@@ -74,9 +74,11 @@ async function job(jobId) {
 /** Polls the job until it ends; checks its counters at every poll. */
 async function waitForJob(jobId) {
   let polls = 0;
+  let last;
   const end = await waitFor(
     async () => {
       const j = await job(jobId);
+      last = j;
       polls++;
       assert.ok(j.usage.subrequests_peak_per_invocation <= BUDGET, `peak over budget: ${JSON.stringify(j.usage)}`);
       if (j.progress.chunks_total !== null) assert.ok(j.progress.chunks_done <= j.progress.chunks_total);
@@ -84,7 +86,10 @@ async function waitForJob(jobId) {
       return ['succeeded', 'superseded'].includes(j.state) ? j : null;
     },
     { timeoutMs: 540_000, intervalMs: 1_000, what: `job ${jobId} to end` },
-  );
+  ).catch((err) => {
+    err.message += `; the job as last read: ${JSON.stringify(last)}`;
+    throw err;
+  });
   assert.ok(polls > 0);
   return end;
 }

@@ -59,9 +59,12 @@ impl Progress {
 /// Yields until the simulated time reaches `at_ms` (a client waiting
 /// before it tries again; the scheduler moves the clock).
 async fn sleep_until(sched: &Sched, at_ms: i64) {
+    let task = sched.current_task.get();
     while sched.now_ms.get() < at_ms {
+        sched.sleeping.borrow_mut().insert(task);
         yield_now().await;
     }
+    sched.sleeping.borrow_mut().remove(&task);
 }
 
 /// A client's pause before it repeats a failed request: none in the
@@ -123,6 +126,12 @@ pub(super) async fn client(
     }
     progress.writers_done.set(progress.writers_done.get() + 1);
     if let Some(query) = last_query {
+        // A client that sees the service down waits for it to be back.
+        while sched.in_outage() {
+            wait.set(true);
+            yield_now().await;
+        }
+        wait.set(false);
         search_as_a_client(&p, w, sched, progress, &tenant, &query).await;
     }
     progress.clients_done.set(progress.clients_done.get() + 1);
@@ -294,12 +303,14 @@ async fn redrive_rounds(
             || !w.broker.is_empty()
             || progress.in_flight.get() > 0
         {
+            progress.operator_waits().set(true);
             yield_now().await;
         }
+        progress.operator_waits().set(false);
         let Some(id) = execute_redrive(p, w, sched, &req, &mut redriven).await else {
             return redriven;
         };
-        poll_redrive(p, sched, &id).await;
+        poll_redrive(p, sched, progress, &id).await;
     }
     redriven
 }
@@ -339,7 +350,7 @@ async fn execute_redrive(
 
 /// Polls redrive `id` (the console's `GET`, which advances it like cron)
 /// once a second until it is completed or stopped.
-async fn poll_redrive(p: &Simulated<'_>, sched: &Sched, id: &str) {
+async fn poll_redrive(p: &Simulated<'_>, sched: &Sched, progress: &Progress, id: &str) {
     loop {
         // Polling advances it, like cron.
         let _ = p.redrive_advance(id).await;
@@ -348,7 +359,11 @@ async fn poll_redrive(p: &Simulated<'_>, sched: &Sched, id: &str) {
                 break;
             }
         }
+        // Waiting, so that the sequential schedule delivers what the
+        // redrive sent before it polls again.
+        progress.operator_waits().set(true);
         sleep_until(sched, sched.now_ms.get() + 1000).await;
+        progress.operator_waits().set(false);
     }
 }
 

@@ -231,6 +231,13 @@ struct Executor<'a> {
     clients: usize,
     report: RunReport,
     waker: Waker,
+    /// The sequential schedule's last poll of waiting tasks only: the
+    /// ledger's changes, the tasks and the port calls it saw.
+    idle_poll: std::cell::Cell<Option<(u64, usize, u64)>>,
+    /// Which waiting task the sequential schedule polls next.
+    idle_rotor: std::cell::Cell<usize>,
+    /// When the sequential schedule last ran cron for waiting tasks.
+    idle_cron_ms: std::cell::Cell<i64>,
 }
 
 impl<'a> Executor<'a> {
@@ -257,6 +264,9 @@ impl<'a> Executor<'a> {
                 ..RunReport::default()
             },
             waker: noop_waker(),
+            idle_poll: std::cell::Cell::new(None),
+            idle_rotor: std::cell::Cell::new(0),
+            idle_cron_ms: std::cell::Cell::new(T0),
         }
     }
 
@@ -436,7 +446,9 @@ impl<'a> Executor<'a> {
     /// message, else a waiting task; `None` when nothing is left.
     fn next_in_order(&self, now: i64, avail: &[usize], dead_avail: &[usize]) -> Option<Step> {
         let waiting = &self.progress.waiting;
-        let is_waiting = |t: &Task<'_>| t.client.is_some_and(|k| waiting[k].get());
+        let sleeping = self.sched.sleeping.borrow();
+        let is_waiting =
+            |t: &Task<'_>| t.client.is_some_and(|k| waiting[k].get()) || sleeping.contains(&t.id);
         if let Some(i) = self.tasks.iter().position(|t| !is_waiting(t)) {
             Some(Step::Poll(i))
         } else if let Some(&i) = avail.first() {
@@ -446,8 +458,29 @@ impl<'a> Executor<'a> {
         } else if let Some(at) = self.w.broker.earliest(now) {
             Some(Step::Advance(at - now))
         } else if !self.tasks.is_empty() {
-            // Only waiting clients, and nothing left to deliver: they may go on.
-            Some(Step::Poll(0))
+            // Only waiting clients, and nothing left to deliver: they may go
+            // on, polled in turn; if a whole round of polls changed nothing
+            // (they wait for time to pass: an outage to end, a poll
+            // interval, a stalled job that only cron sends again), the
+            // clock moves 30 s, and once a stall's time has passed
+            // cron runs, as it would in production.
+            let n = self.tasks.len();
+            let r = self.idle_rotor.get();
+            self.idle_rotor.set(r + 1);
+            if r.is_multiple_of(n) {
+                let state = (self.w.db.total_changes(), n, self.sched.calls.get());
+                if self.idle_poll.replace(Some(state)) == Some(state) {
+                    self.idle_poll.set(None);
+                    let stall_ms = i64::from(self.cfg.job_stall_seconds) * 1000;
+                    let cron_due = now - self.idle_cron_ms.get() > stall_ms;
+                    if cron_due && !self.tasks.iter().any(|t| t.is_cron) {
+                        self.idle_cron_ms.set(now);
+                        return Some(Step::Cron);
+                    }
+                    return Some(Step::Advance(30_000));
+                }
+            }
+            Some(Step::Poll(r % n))
         } else {
             None
         }

@@ -120,6 +120,9 @@ pub struct Sched {
     pub panicked: RefCell<BTreeSet<usize>>,
     /// The failure buckets of the faults injected.
     pub buckets_injected: RefCell<BTreeSet<FailureBucket>>,
+    /// Tasks sleeping until a time (a client backing off): the sequential
+    /// schedule treats them as waiting, so time moves for them.
+    pub sleeping: RefCell<BTreeSet<usize>>,
 }
 
 /// The ports an outage can take down.
@@ -191,6 +194,7 @@ impl Sched {
             deliveries: RefCell::new(BTreeSet::new()),
             panicked: RefCell::new(BTreeSet::new()),
             buckets_injected: RefCell::new(BTreeSet::new()),
+            sleeping: RefCell::new(BTreeSet::new()),
         }
     }
 
@@ -205,10 +209,14 @@ impl Sched {
         let n = self.calls.get();
         self.calls.set(n + 1);
         self.kinds_seen.borrow_mut().insert(kind);
-        if self
-            .outage
-            .get()
-            .is_some_and(|o| o.covers(kind, self.now_ms.get()))
+        // A fault planned at this very call comes first: the exhaustive
+        // enumeration faults every call as planned, outage or not.
+        let planned = matches!(*self.plan.borrow(), FaultPlan::At { at, .. } if at == n);
+        if !planned
+            && self
+                .outage
+                .get()
+                .is_some_and(|o| o.covers(kind, self.now_ms.get()))
         {
             self.outage_faults.set(self.outage_faults.get() + 1);
             if self.verbose.get() {

@@ -216,8 +216,9 @@ pub fn flow(name: &str) -> Script {
         "update" => vec![Op::Put(v1), Op::Settle, Op::Put(v2)],
         "delete" => vec![Op::Put(v1), Op::Settle, Op::Delete],
         "overtake" => vec![Op::Put(v1), Op::Put(v2)],
-        "reindex" | "cancel" => vec![Op::Put(v1), Op::Settle, Op::Put(v2)],
+        "reindex" | "cancel" | "reindex-twice" => vec![Op::Put(v1), Op::Settle, Op::Put(v2)],
         "sync" => return sync_flow(v1, v2),
+        "redrive" => return redrive_flow(&v1, &v2),
         other => panic!("unknown flow {other}"),
     };
     // Two flows write as the created tenant, the others as `default`: the
@@ -230,6 +231,7 @@ pub fn flow(name: &str) -> Script {
     Script {
         operator: match name {
             "reindex" => Operator::Reindex,
+            "reindex-twice" => Operator::ReindexTwice,
             "cancel" => Operator::ReindexCancel,
             _ => Operator::None,
         },
@@ -262,15 +264,71 @@ fn sync_flow(v1: String, v2: String) -> Script {
     }
 }
 
+/// The `redrive` flow: four documents of the `default` tenant written
+/// during a 10-minute outage of the embedder, longer than the retry window
+/// of [`flow_config`]: their jobs end `dead` and are dead-lettered; once
+/// the embedder is back the operator redrives them (a canary of three,
+/// then a batch) and every document must end indexed (R).
+fn redrive_flow(v1: &str, v2: &str) -> Script {
+    let tenant = crate::core::ids::TenantId::default_tenant();
+    let texts = [
+        v1,
+        v2,
+        "golf hotel india. juliet kilo lima",
+        "delta echo. foxtrot alpha",
+    ];
+    Script {
+        operator: Operator::Redrive,
+        outage: Some(Outage {
+            port: Port::Embed,
+            from_ms: T0,
+            until_ms: T0 + 10 * 60_000,
+        }),
+        ..Script::clients_of(
+            texts
+                .iter()
+                .enumerate()
+                .map(|(i, t)| DocClient {
+                    tenant: tenant.clone(),
+                    doc_id: format!("r-{i}"),
+                    ops: vec![Op::Put(t.to_string())],
+                })
+                .collect(),
+        )
+    }
+}
+
+/// The configuration flow `name` runs under, from `cfg`: the `redrive`
+/// flow's jobs give up a minute into the outage (as a redrive seed's).
+pub fn flow_config(name: &str, cfg: &Config) -> Config {
+    match name {
+        "redrive" => Config {
+            job_retry_window_seconds: 60,
+            ..cfg.clone()
+        },
+        _ => cfg.clone(),
+    }
+}
+
 /// `single`: one version; `update`: v1 indexed, then v2 replaces it;
 /// `delete`: v1 indexed, then deleted; `overtake`: v2 arrives before v1 ran;
 /// `reindex`: an update during a backfill to a new generation; `cancel`:
-/// the same backfill, cancelled by the operator; `sync`: two documents
-/// synced into a source, then synced again without the second, which the
-/// commit deletes. `delete` and `overtake` write as the created tenant
-/// (`acme`), the others as `default`.
-pub const FLOWS: [&str; 7] = [
-    "single", "update", "delete", "overtake", "reindex", "cancel", "sync",
+/// the same backfill, cancelled by the operator; `reindex-twice`: the
+/// same update while two identical reindex requests start at once; `sync`:
+/// two documents synced into a source, then synced again without the
+/// second, which the commit deletes; `redrive`: four jobs dead-lettered
+/// by an outage, then redriven. `delete` and `overtake` write as the
+/// created tenant (`acme`), the others as `default`.
+pub const FLOWS: [&str; 9] = [
+    "single",
+    "update",
+    "delete",
+    "overtake",
+    "reindex",
+    "reindex-twice",
+    "cancel",
+    "sync",
+    "redrive",
 ];
 
 /// Runs a flow sequentially (the exhaustive enumeration's schedule).
@@ -280,7 +338,13 @@ pub fn run_flow(
     bugs: Bugs,
     sched: &Sched,
 ) -> Result<RunReport, Violation> {
-    run(&flow(name), cfg, bugs, sched, Mode::Sequential)
+    run(
+        &flow(name),
+        &flow_config(name, cfg),
+        bugs,
+        sched,
+        Mode::Sequential,
+    )
 }
 
 /// How many port calls a fault-free run of a flow makes.
