@@ -50,6 +50,12 @@ pub enum Bug {
     /// vector that a row which may be served (an unchanged chunk of the
     /// live or a staged version) still refers to.
     DeleteReferencedVector,
+    /// The keyword ranking drops its tenant fence: its statement matches
+    /// the chunks of every tenant.
+    KeywordUnfenced,
+    /// A tenant's usage drifts: a version smaller than the one it replaces
+    /// (a delete, a shorter text) gives no bytes back.
+    UsageDrift,
 }
 
 /// The namespace `SearchUnfenced` queries: the in-memory indexes read it
@@ -58,7 +64,7 @@ pub enum Bug {
 pub const EVERY_NAMESPACE: &str = "*";
 
 impl Bug {
-    pub const ALL: [Bug; 13] = [
+    pub const ALL: [Bug; 15] = [
         Bug::DeleteBeforeReplace,
         Bug::FlipWithoutCas,
         Bug::UpsertBeforeStage,
@@ -72,6 +78,8 @@ impl Bug {
         Bug::SearchUnfenced,
         Bug::KeywordIndexUnmaintained,
         Bug::DeleteReferencedVector,
+        Bug::KeywordUnfenced,
+        Bug::UsageDrift,
     ];
 }
 
@@ -125,6 +133,15 @@ RETURNING vector_id";
     /// `ServeUnfiltered`: chunks by vector id, live or not.
     pub const CHUNKS_BY_VECTOR_ID: &str = "\
 SELECT vector_id, doc_id, version, chunk_index, text, generation FROM chunks WHERE vector_id IN (SELECT value FROM json_each(?1)) AND ?2 IS NOT NULL AND tenant_id = ?3";
+    /// `KeywordUnfenced`: the keyword ranking without `c.tenant_id = ?3`.
+    pub const KEYWORD_CHUNKS_UNFENCED: &str = "\
+SELECT c.vector_id AS vector_id, c.doc_id AS doc_id, c.version AS version, c.chunk_index AS chunk_index, c.text AS text,
+       c.generation AS generation, v.metadata AS metadata, -bm25(chunks_fts) AS score
+FROM chunks_fts JOIN chunks c ON c.chunk_id = chunks_fts.rowid
+JOIN documents d ON d.doc_id = c.doc_id AND d.live_version = c.version
+JOIN versions v ON v.doc_id = c.doc_id AND v.version = c.version
+WHERE chunks_fts MATCH ?1 AND c.generation = ?2 AND ?3 IS NOT NULL AND (?4 IS NULL OR c.doc_id = ?4)
+ORDER BY bm25(chunks_fts), c.vector_id LIMIT ?5";
     /// `RedriveOverlaps`: pending items of active redrives do not count.
     pub const REDRIVE_CANDIDATES_OVERLAPPING: &str = "\
 SELECT l.job_id, l.tenant_id, l.doc_id, l.version, l.failure_bucket, l.last_seen, d.latest_version, d.live_version,

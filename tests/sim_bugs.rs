@@ -24,7 +24,8 @@ fn named_invariant(bug: Bug) -> &'static str {
         Bug::GenerationBeforeBackfill => "I10",
         Bug::RedriveOverlaps | Bug::RedriveSendInTwoSteps => "R",
         Bug::DeadLetterNotArchived => "I9",
-        Bug::SearchUnfenced => "I11",
+        Bug::SearchUnfenced | Bug::KeywordUnfenced => "I11",
+        Bug::UsageDrift => "I15",
         Bug::KeywordIndexUnmaintained => "I12",
     }
 }

@@ -418,6 +418,15 @@ impl MemIndex {
         self.vectors.borrow().keys().cloned().collect()
     }
 
+    /// Every vector's ID and the namespace it was written into.
+    pub fn namespaces(&self) -> Vec<(String, String)> {
+        self.vectors
+            .borrow()
+            .values()
+            .map(|v| (v.id.clone(), v.namespace.clone()))
+            .collect()
+    }
+
     /// Upserts and deletes so far, one per vector ID ([`MemIndex::log`]'s
     /// length): while it stays the same, so does every vector.
     pub fn writes(&self) -> usize {

@@ -462,6 +462,44 @@ pub fn failed_jobs_without_evidence(db: &SqliteDb) -> Vec<String> {
         .collect()
 }
 
+/// Tenants whose recorded usage (documents, bytes) differs from what their
+/// documents hold: documents whose latest version is not a tombstone, and
+/// those versions' text bytes, recounted (the quota's definition).
+pub fn tenant_usage_mismatches(db: &SqliteDb) -> Vec<serde_json::Value> {
+    db.inspect(
+        "SELECT t.tenant_id, t.documents, t.bytes, n.documents AS documents_held, n.bytes AS bytes_held
+         FROM tenants t JOIN (
+           SELECT t2.tenant_id AS tenant_id,
+             (SELECT count(*) FROM documents d JOIN versions v ON v.doc_id = d.doc_id AND v.version = d.latest_version
+              WHERE d.tenant_id = t2.tenant_id AND v.is_delete = 0) AS documents,
+             (SELECT coalesce(sum(v.text_bytes), 0) FROM documents d JOIN versions v ON v.doc_id = d.doc_id AND v.version = d.latest_version
+              WHERE d.tenant_id = t2.tenant_id AND v.is_delete = 0) AS bytes
+           FROM tenants t2) n ON n.tenant_id = t.tenant_id
+         WHERE t.documents <> n.documents OR t.bytes <> n.bytes",
+        vec![],
+    )
+}
+
+/// The tenant of every vector D1 knows (a chunk row's or an intent's
+/// document's), by vector ID.
+pub fn vector_tenants(db: &SqliteDb) -> BTreeMap<String, String> {
+    let rows: Vec<serde_json::Value> = db.inspect(
+        "SELECT vector_id, tenant_id FROM chunks
+         UNION SELECT vector_id, CASE WHEN instr(doc_id, char(31)) > 0
+                                      THEN substr(doc_id, 1, instr(doc_id, char(31)) - 1) ELSE 'default' END
+         FROM cleanup_intents",
+        vec![],
+    );
+    rows.iter()
+        .filter_map(|r| {
+            Some((
+                r["vector_id"].as_str()?.to_string(),
+                r["tenant_id"].as_str()?.to_string(),
+            ))
+        })
+        .collect()
+}
+
 /// The text of version `version` of the document of key `key`, if the
 /// ledger holds it.
 pub fn version_text(db: &SqliteDb, key: &str, version: u32) -> Option<String> {

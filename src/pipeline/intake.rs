@@ -263,10 +263,15 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock>
             }
             _ => Vec::new(),
         };
+        let bytes = if self.bugs.has(crate::bugs::Bug::UsageDrift) {
+            batch.bytes_delta.max(0)
+        } else {
+            batch.bytes_delta
+        };
         let usage = UsageDelta {
             tenant_id: tenant.as_str().to_string(),
             documents: batch.documents_delta,
-            bytes: batch.bytes_delta,
+            bytes,
             documents_max_default: self.cfg.tenant_documents_max,
             bytes_max_default: self.cfg.tenant_bytes_max,
         };

@@ -312,6 +312,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                     tenant.as_str(),
                     doc_key.as_ref().map(DocKey::as_str),
                     limit,
+                    self.bugs,
                 )
                 .await?;
             let exhausted = rows.len() < limit;

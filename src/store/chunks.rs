@@ -262,6 +262,7 @@ impl<D: Database> Store<D> {
         tenant: &str,
         doc_key: Option<&str>,
         limit: usize,
+        bugs: Bugs,
     ) -> Result<Vec<KeywordChunkRow>, PortError> {
         let params = vec![
             expression.into(),
@@ -270,6 +271,11 @@ impl<D: Database> Store<D> {
             doc_key.into(),
             int(limit as i64),
         ];
-        self.db.query(Stmt::new(sql::KEYWORD_CHUNKS, params)).await
+        let q = if bugs.has(Bug::KeywordUnfenced) {
+            bugs::sql::KEYWORD_CHUNKS_UNFENCED
+        } else {
+            sql::KEYWORD_CHUNKS
+        };
+        self.db.query(Stmt::new(q, params)).await
     }
 }

@@ -1,5 +1,6 @@
 // Experiment (not a test): does a request sent while a long consume runs ever get an answer?
 import { api, docPath, startWorker, waitForState, sleep } from './helpers.mjs';
+import { Agent, fetch as ufetch } from 'undici';
 const TEN_MB = 10_000_000;
 function paragraph(i) {
   let x = (Math.imul(i + 1, 2654435761) >>> 0) || 1;
@@ -21,23 +22,21 @@ try {
   await waitForState(w.base, 'big', 'indexed', { timeoutMs: 300_000 });
   console.log('v1 indexed', Date.now() - t0);
   const changed = 'Paragraph 17000 was rewritten: the lighthouse keeper moved the lantern. '.padEnd(299, 'x ') + '.';
-  const r2 = await api(w.base, 'PUT', docPath('big'), { text: book({ index: 17000, text: changed }) });
+  // Variant: the big v2 PUT on a connection of its own (closed after), then GETs.
+  const own = new Agent();
+  const r2res = await ufetch(`${w.base}${docPath('big')}`, { method: 'PUT', dispatcher: own, headers: { Authorization: 'Bearer dev-ingest-token', 'Content-Type': 'application/json' }, body: JSON.stringify({ text: book({ index: 17000, text: changed }) }) });
+  const r2 = { status: r2res.status, body: await r2res.json() };
   console.log('v2', r2.status, r2.body.job_id);
   const sent = Date.now();
-  // Several probes at once, each on its own connection, sent at 0, 2, 4, ... s.
-  const probes = [];
-  for (let k = 0; k < 10; k++) {
-    probes.push((async () => {
-      await sleep(k * 2000);
-      const at = Date.now() - sent;
-      try {
-        const res = await fetch(`${w.base}/v1/jobs/${r2.body.job_id}`, { headers: { Authorization: 'Bearer dev-ingest-token', Connection: 'close' }, signal: AbortSignal.timeout(90_000) });
-        const b = await res.json();
-        return `probe ${k} sent at ${at} ms: ${res.status} ${b.state} after ${Date.now() - sent - at} ms`;
-      } catch (e) { return `probe ${k} sent at ${at} ms: ${e.name} after ${Date.now() - sent - at} ms`; }
-    })());
-  }
-  for (const p of probes) console.log(await p);
+  const one = async (label, f) => { const at = Date.now() - sent; try { const r = await f(); return `${label} sent at ${at} ms: ${r.status} ${(await r.json()).state} after ${Date.now() - sent - at} ms`; } catch (e) { return `${label} sent at ${at} ms: ${e.name} after ${Date.now() - sent - at} ms`; } };
+  const url = `${w.base}/v1/jobs/${r2.body.job_id}`;
+  const H = { Authorization: 'Bearer dev-ingest-token' };
+  const results = await Promise.all([
+    one('same connection as the big PUT (keep-alive)', () => ufetch(url, { dispatcher: own, headers: H, signal: AbortSignal.timeout(60_000) })),
+    one('a fresh keep-alive connection', () => ufetch(url, { dispatcher: new Agent(), headers: H, signal: AbortSignal.timeout(60_000) })),
+    one('global fetch pool', () => fetch(url, { headers: H, signal: AbortSignal.timeout(60_000) })),
+  ]);
+  for (const r of results) console.log(r);
   const h = await fetch(`${w.base}/healthz`); console.log('healthz after', h.status);
   console.log(w.logs().split('\n').filter((l) => /QUEUE|jobs|consume_ack/.test(l)).slice(-20).join('\n'));
 } finally {

@@ -110,6 +110,8 @@ impl Monitor {
         let versions = oracle::document_versions(&w.db);
         self.live_versions_never_decrease(&versions)?;
         indexed_vectors_are_known(w, &index)?;
+        vectors_are_in_their_tenants_namespace(w)?;
+        tenant_usage_is_what_its_documents_hold(w)?;
         let active = self.active_generation_moves_forward(w)?;
         generations_are_built_by_backfills(w)?;
         keyword_index_holds_the_live_chunks(w)?;
@@ -421,6 +423,32 @@ fn keyword_index_holds_the_live_chunks(w: &World) -> Result<(), Violation> {
         (None, None) => "a keyword row's text differs from its chunk's".to_string(),
     };
     Err(violation("I12", detail))
+}
+
+/// I11, the index: every vector is in the namespace of its document's
+/// tenant (search asks only the caller's namespace: a vector in another
+/// would be invisible to its tenant, or visible to another).
+fn vectors_are_in_their_tenants_namespace(w: &World) -> Result<(), Violation> {
+    let tenants = oracle::vector_tenants(&w.db);
+    for (id, namespace) in w.index.namespaces() {
+        if let Some(t) = tenants.get(&id).filter(|t| **t != namespace) {
+            return Err(isolation(format!(
+                "vector {id} of tenant {t} is in namespace {namespace:?}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// I15: each tenant's recorded usage (documents, bytes: what its quotas
+/// count) is what its documents hold, recounted from their latest versions
+/// (`UsageDrift`, a shrinking version giving no bytes back, is the seeded
+/// bug it catches: the reference run shares it, so I6 cannot).
+fn tenant_usage_is_what_its_documents_hold(w: &World) -> Result<(), Violation> {
+    match oracle::tenant_usage_mismatches(&w.db).first() {
+        Some(row) => Err(violation("I15", format!("tenant usage drifted: {row}"))),
+        None => Ok(()),
+    }
 }
 
 /// I3: every vector in the index is known to D1 (a chunk row or an intent).
