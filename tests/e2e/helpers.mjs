@@ -401,9 +401,13 @@ export const API_TIMEOUT_MS = 60_000;
  *
  * A request is sent once, never again: a request that gets no answer within
  * `timeoutMs` fails the test with a message that says so. (GETs used to be
- * asked once more after 20 s of silence, for a stall seen in CI before the
- * loopback keep-alive fix of loopback-keepalive.mjs; a retry would hide a
- * Worker that hangs on one request in two.)
+ * asked once more after 20 s of silence, on a fresh connection; a retry
+ * would hide a Worker that hangs on one request in two. The stall it hid:
+ * under `wrangler dev`, the first request that reaches the dev server
+ * while the Worker's isolate is in a long synchronous stretch, such as a
+ * 10 MB document's one-invocation edit, is not answered until another
+ * request arrives (the retry was one) or the client gives up:
+ * large-document.test.mjs, step 4.)
  */
 export async function api(base, method, urlPath, body, { token = INGEST_TOKEN, headers = {}, timeoutMs = API_TIMEOUT_MS } = {}) {
   const h = { ...headers };
