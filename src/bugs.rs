@@ -56,6 +56,10 @@ pub enum Bug {
     /// A tenant's usage drifts: a version smaller than the one it replaces
     /// (a delete, a shorter text) gives no bytes back.
     UsageDrift,
+    /// Intake takes any refused batch for a quota refusal: a write that
+    /// lost the race for its version number is answered 429 instead of
+    /// being tried again.
+    LostRaceRefused,
 }
 
 /// The namespace `SearchUnfenced` queries: the in-memory indexes read it
@@ -64,7 +68,7 @@ pub enum Bug {
 pub const EVERY_NAMESPACE: &str = "*";
 
 impl Bug {
-    pub const ALL: [Bug; 15] = [
+    pub const ALL: [Bug; 16] = [
         Bug::DeleteBeforeReplace,
         Bug::FlipWithoutCas,
         Bug::UpsertBeforeStage,
@@ -80,6 +84,7 @@ impl Bug {
         Bug::DeleteReferencedVector,
         Bug::KeywordUnfenced,
         Bug::UsageDrift,
+        Bug::LostRaceRefused,
     ];
 }
 

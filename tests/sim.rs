@@ -41,6 +41,8 @@ struct Summary {
     redriven: u64,
     cancelled: u64,
     panics: u64,
+    races: u64,
+    conflicts: u64,
     buckets_injected: BTreeSet<FailureBucket>,
     buckets_recorded: BTreeSet<FailureBucket>,
     endings: BTreeSet<String>,
@@ -70,6 +72,8 @@ impl Summary {
         self.redriven += r.redriven;
         self.cancelled += r.cancelled;
         self.panics += r.panics;
+        self.races += r.races;
+        self.conflicts += r.conflicts;
         self.buckets_injected
             .extend(r.buckets_injected.iter().copied());
         self.buckets_recorded
@@ -95,6 +99,8 @@ impl Summary {
         self.redriven += o.redriven;
         self.cancelled += o.cancelled;
         self.panics += o.panics;
+        self.races += o.races;
+        self.conflicts += o.conflicts;
         self.buckets_injected.extend(o.buckets_injected);
         self.buckets_recorded.extend(o.buckets_recorded);
         self.endings.extend(o.endings);
@@ -133,6 +139,9 @@ impl Summary {
             if !self.endings.contains(e) {
                 out.push(format!("ending {e}"));
             }
+        }
+        if self.races == 0 {
+            out.push("a document two clients write at once".into());
         }
         out
     }
@@ -219,6 +228,44 @@ fn every_single_crash_point_of_every_flow() {
     );
 }
 
+/// Two writers of one document (the `race` flow), the second cutting in
+/// at every port call of the first (then the first goes on), without and
+/// with a fault at the call where it cuts in: the version numbers taken
+/// concurrently, a lost race retried, the conflict answer.
+#[test]
+fn two_writers_of_one_document_at_every_interleaving() {
+    let cfg = sim_config();
+    let n = count_calls("race", &cfg, Bugs::default());
+    let mut runs = 0;
+    let mut lost_races = 0;
+    for at in 0..n {
+        for plan in std::iter::once(FaultPlan::None).chain(
+            FaultKind::ALL
+                .iter()
+                .map(|&kind| FaultPlan::At { at, kind }),
+        ) {
+            let sched = Sched::new(0, plan.clone());
+            sched.preempt_at.set(Some(at));
+            if let Err(v) = run_flow("race", &cfg, Bugs::default(), &sched) {
+                panic!(
+                    "{} violated with the second writer cutting in at call {at} ({plan:?}): {}",
+                    v.invariant, v.detail
+                );
+            }
+            runs += 1;
+            lost_races += u64::from(sched.constraint_refusals.get() > 0);
+        }
+    }
+    println!(
+        "race: {runs} runs, the second writer cutting in at each of {n} calls; {lost_races} with a lost race"
+    );
+    assert_eq!(runs, n * 4);
+    assert!(
+        lost_races > 0,
+        "no interleaving made a writer lose the race"
+    );
+}
+
 #[test]
 fn random_seeds_hold_every_invariant() {
     let seeds = env_u64("SIM_SEEDS").unwrap_or(2_000);
@@ -268,6 +315,10 @@ fn random_seeds_hold_every_invariant() {
     println!(
         "operators: {:?} ({} backfills cancelled, {} letters redriven); {} calls failed by outages; {} messages reached the dead-letter queue; {} deliveries panicked",
         summary.operators, summary.cancelled, summary.redriven, summary.outage_faults, summary.dead_letters, summary.panics
+    );
+    println!(
+        "races: {} documents written by two clients at once, {} writes answered conflict",
+        summary.races, summary.conflicts
     );
     println!(
         "buckets recorded: {:?}; endings: {:?}",

@@ -26,6 +26,7 @@ fn named_invariant(bug: Bug) -> &'static str {
         Bug::DeadLetterNotArchived => "I9",
         Bug::SearchUnfenced | Bug::KeywordUnfenced => "I11",
         Bug::UsageDrift => "I15",
+        Bug::LostRaceRefused => "I16",
         Bug::KeywordIndexUnmaintained => "I12",
     }
 }

@@ -500,6 +500,25 @@ pub fn vector_tenants(db: &SqliteDb) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// Every version of every document: key, version, content hash (the
+/// tombstone's for a delete) and whether it is a delete.
+pub fn version_log(db: &SqliteDb) -> Vec<(String, u32, String, bool)> {
+    let rows: Vec<serde_json::Value> = db.inspect(
+        "SELECT doc_id, version, content_hash, is_delete FROM versions ORDER BY doc_id, version",
+        vec![],
+    );
+    rows.iter()
+        .filter_map(|r| {
+            Some((
+                r["doc_id"].as_str()?.to_string(),
+                u32::try_from(r["version"].as_u64()?).ok()?,
+                r["content_hash"].as_str()?.to_string(),
+                r["is_delete"].as_i64()? != 0,
+            ))
+        })
+        .collect()
+}
+
 /// The text of version `version` of the document of key `key`, if the
 /// ledger holds it.
 pub fn version_text(db: &SqliteDb, key: &str, version: u32) -> Option<String> {

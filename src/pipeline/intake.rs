@@ -38,7 +38,8 @@ pub enum IntakeItem {
 }
 
 impl IntakeItem {
-    fn doc_id(&self) -> &DocId {
+    /// The document the item writes.
+    pub fn doc_id(&self) -> &DocId {
         match self {
             IntakeItem::Put(d) => &d.doc_id,
             IntakeItem::Delete(d) | IntakeItem::Retire { doc_id: d, .. } => d,
@@ -308,6 +309,9 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock>
             let refusal = self.sync_refusal(tenant, scope, now, e).await;
             if matches!(refusal, IntakeError::SyncNotOpen | IntakeError::Conflict) {
                 return Err(refusal);
+            }
+            if self.bugs.has(crate::bugs::Bug::LostRaceRefused) {
+                return Err(IntakeError::QuotaExceeded(Quota::Bytes));
             }
             if let Some(quota) = self.quota_passed(&usage).await.map_err(IntakeError::Port)? {
                 log_event(

@@ -36,6 +36,12 @@ pub(super) struct Progress {
     /// What an actor found wrong in an answer it got (the executor fails
     /// the run with the first one).
     pub(super) violations: std::cell::RefCell<Vec<Violation>>,
+    /// Every write a client saw accepted: the document's key, the version
+    /// the answer named, and the content hash of what it sent (a tombstone:
+    /// `None`). Checked against the ledger after quiescence (I16).
+    pub(super) accepted: std::cell::RefCell<Vec<(String, u32, Option<String>)>>,
+    /// Writes answered `conflict` (a concurrent write won every attempt).
+    pub(super) conflicts: Cell<u64>,
 }
 
 impl Progress {
@@ -47,6 +53,8 @@ impl Progress {
             waiting: (0..=documents).map(|_| Cell::new(false)).collect(),
             redriven: Cell::new(0),
             violations: std::cell::RefCell::new(Vec::new()),
+            accepted: std::cell::RefCell::new(Vec::new()),
+            conflicts: Cell::new(0),
         }
     }
 
@@ -113,16 +121,7 @@ pub(super) async fn client(
             }),
             Op::Delete => IntakeItem::Delete(doc.clone()),
         };
-        for attempt in 0.. {
-            assert!(
-                attempt < 1000,
-                "a client could never get its write accepted"
-            );
-            if p.intake(&tenant, std::slice::from_ref(&item)).await.is_ok() {
-                break;
-            }
-            back_off(sched, attempt).await;
-        }
+        write_until_accepted(&p, sched, progress, &tenant, &item).await;
     }
     progress.writers_done.set(progress.writers_done.get() + 1);
     if let Some(query) = last_query {
@@ -135,6 +134,67 @@ pub(super) async fn client(
         search_as_a_client(&p, w, sched, progress, &tenant, &query).await;
     }
     progress.clients_done.set(progress.clients_done.get() + 1);
+}
+
+/// Writes `item` as `tenant`, retrying only what the API says is worth
+/// retrying (a 503 of a transient failure, a 409 `conflict`: a concurrent
+/// write took the version number), as an HTTP client would; records the
+/// accepted write in `progress`. A refusal no client should retry (a quota,
+/// a closed session: none applies here) is a violation: a misclassified
+/// lost race or failure.
+async fn write_until_accepted(
+    p: &Simulated<'_>,
+    sched: &Sched,
+    progress: &Progress,
+    tenant: &crate::core::ids::TenantId,
+    item: &IntakeItem,
+) {
+    let key = crate::core::ids::DocKey::new(tenant, item.doc_id());
+    let hash = match item {
+        IntakeItem::Put(d) => Some(crate::pipeline::content_hash(d)),
+        _ => None,
+    };
+    for attempt in 0.. {
+        assert!(
+            attempt < 1000,
+            "a client could never get its write accepted"
+        );
+        match p.intake(tenant, std::slice::from_ref(item)).await {
+            Ok(outcomes) => {
+                if let Some(version) = outcomes.first().and_then(accepted_version) {
+                    progress
+                        .accepted
+                        .borrow_mut()
+                        .push((key.as_str().to_string(), version, hash));
+                }
+                return;
+            }
+            Err(crate::pipeline::IntakeError::Conflict) => {
+                progress.conflicts.set(progress.conflicts.get() + 1);
+            }
+            Err(crate::pipeline::IntakeError::Port(e)) if e.bucket.is_transient() => {}
+            Err(e) => {
+                progress.violations.borrow_mut().push(Violation {
+                    invariant: "I16",
+                    detail: format!(
+                        "{key:?}: a write was refused as {e:?}, which a client does not retry"
+                    ),
+                });
+                return;
+            }
+        }
+        back_off(sched, attempt).await;
+    }
+}
+
+/// The version an intake outcome says the write is (a new one, or the
+/// latest, unchanged); none for a delete of nothing.
+fn accepted_version(o: &crate::pipeline::IntakeOutcome) -> Option<u32> {
+    match o {
+        crate::pipeline::IntakeOutcome::Queued { version, .. }
+        | crate::pipeline::IntakeOutcome::Unchanged { version, .. } => Some(*version),
+        crate::pipeline::IntakeOutcome::NotFound { .. } => None,
+    }
 }
 
 /// A client's search through the faulty ports (retried until answered,

@@ -51,6 +51,10 @@ pub struct RunReport {
     pub dead_letters: u64,
     /// Deliveries that panicked (the consumer then ran `end_crashed`).
     pub panics: u64,
+    /// Documents two clients wrote at once, and the writes answered
+    /// `conflict` (a concurrent writer won every attempt).
+    pub races: u64,
+    pub conflicts: u64,
     /// Failure buckets injected, and those the ledger recorded (a job's
     /// last failure, a dead letter's).
     pub buckets_injected: BTreeSet<FailureBucket>,
@@ -101,6 +105,13 @@ pub fn run(
         .filter_map(|b| FailureBucket::parse(b))
         .collect();
     report.endings = oracle::endings(&w.db).into_iter().collect();
+    report.conflicts = progress.conflicts.get();
+    let keys: BTreeSet<String> = script
+        .docs
+        .iter()
+        .map(|c| c.key().as_str().to_string())
+        .collect();
+    report.races = (script.docs.len() - keys.len()) as u64;
     Ok(report)
 }
 
@@ -135,6 +146,7 @@ fn check_quiescent(
 ) -> Result<(), Violation> {
     invariants::index_holds_written_live_chunks(w)?;
     invariants::no_dead_letter_is_lost(w)?;
+    invariants::writes_are_what_clients_were_told(w, script, &progress.accepted.borrow())?;
     report.dead_letters = w.broker.dead_log.borrow().len() as u64;
     match script.operator {
         Operator::Redrive => {
@@ -154,7 +166,8 @@ fn check_quiescent(
                 }
                 _ => Reference::Reindexed,
             };
-            let expected = reference_dump(script, reference, cfg, bugs);
+            let serialized = super::reference::serialized(script, w);
+            let expected = reference_dump(&serialized, reference, cfg, bugs);
             invariants::ledger_equals_reference(w, &expected, reference, op)
         }
     }
@@ -449,7 +462,17 @@ impl<'a> Executor<'a> {
         let sleeping = self.sched.sleeping.borrow();
         let is_waiting =
             |t: &Task<'_>| t.client.is_some_and(|k| waiting[k].get()) || sleeping.contains(&t.id);
-        if let Some(i) = self.tasks.iter().position(|t| !is_waiting(t)) {
+        let preempted = self
+            .sched
+            .preempt_at
+            .get()
+            .is_some_and(|at| self.sched.calls.get() >= at);
+        let runnable = if preempted {
+            self.tasks.iter().rposition(|t| !is_waiting(t))
+        } else {
+            self.tasks.iter().position(|t| !is_waiting(t))
+        };
+        if let Some(i) = runnable {
             Some(Step::Poll(i))
         } else if let Some(&i) = avail.first() {
             Some(Step::Deliver(i, false))

@@ -123,6 +123,13 @@ pub struct Sched {
     /// Tasks sleeping until a time (a client backing off): the sequential
     /// schedule treats them as waiting, so time moves for them.
     pub sleeping: RefCell<BTreeSet<usize>>,
+    /// From this port call on, the sequential schedule runs the last
+    /// runnable task first instead of the first: the enumeration of the
+    /// points where a second writer of a document cuts in.
+    pub preempt_at: Cell<Option<u64>>,
+    /// Batches D1 refused on a constraint (a lost race for a version
+    /// number, a guard: quota, sync session, staging).
+    pub constraint_refusals: Cell<u64>,
 }
 
 /// The ports an outage can take down.
@@ -195,6 +202,8 @@ impl Sched {
             panicked: RefCell::new(BTreeSet::new()),
             buckets_injected: RefCell::new(BTreeSet::new()),
             sleeping: RefCell::new(BTreeSet::new()),
+            preempt_at: Cell::new(None),
+            constraint_refusals: Cell::new(0),
         }
     }
 

@@ -550,6 +550,81 @@ pub(super) fn syncs_hold(w: &World) -> Result<(), Violation> {
     Ok(())
 }
 
+/// I16, after quiescence: what clients were told is what the ledger holds.
+/// Every write a client saw accepted is the version its answer named, with
+/// the content it sent (or a tombstone); and every version of a document
+/// of the script holds content a client sent for it (or a tombstone, when
+/// a client deleted it or a sync retired it). With two clients writing one
+/// document at once, this is what tells a lost race from a lost write.
+pub(super) fn writes_are_what_clients_were_told(
+    w: &World,
+    script: &Script,
+    accepted: &[(String, u32, Option<String>)],
+) -> Result<(), Violation> {
+    let log = oracle::version_log(&w.db);
+    let held: BTreeMap<(&str, u32), (&str, bool)> = log
+        .iter()
+        .map(|(k, v, h, d)| ((k.as_str(), *v), (h.as_str(), *d)))
+        .collect();
+    for (key, version, hash) in accepted {
+        let fits = match (held.get(&(key.as_str(), *version)), hash) {
+            (Some((h, false)), Some(sent)) => h == sent,
+            (Some((_, true)), None) => true,
+            _ => false,
+        };
+        if !fits {
+            return Err(violation(
+                "I16",
+                format!(
+                    "{} was told its write is version {version}; the ledger holds {:?}",
+                    shown(key),
+                    held.get(&(key.as_str(), *version))
+                ),
+            ));
+        }
+    }
+    let mut sent: BTreeMap<String, (BTreeSet<String>, bool)> = BTreeMap::new();
+    for c in &script.docs {
+        let entry = sent.entry(c.key().as_str().to_string()).or_default();
+        for op in &c.ops {
+            match op {
+                Op::Put(t) => {
+                    entry.0.insert(crate::pipeline::content_hash(
+                        &crate::pipeline::DocumentInput {
+                            doc_id: c.doc(),
+                            text: t.clone(),
+                            metadata: Default::default(),
+                            content_type: crate::core::chunk::ContentType::Plain,
+                        },
+                    ));
+                }
+                Op::Delete => entry.1 = true,
+                Op::Settle => {}
+            }
+        }
+        entry.1 |= script.operator == Operator::Sync;
+    }
+    for (key, version, hash, is_delete) in &log {
+        let Some((hashes, deletes)) = sent.get(key) else {
+            continue;
+        };
+        if !(if *is_delete {
+            *deletes
+        } else {
+            hashes.contains(hash)
+        }) {
+            return Err(violation(
+                "I16",
+                format!(
+                    "{} version {version} holds content no client sent",
+                    shown(key)
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 pub(super) fn no_dead_letter_is_lost(w: &World) -> Result<(), Violation> {
     if let Some(m) = w.broker.lost.borrow().first() {
         return Err(violation(

@@ -59,6 +59,43 @@ pub(super) fn reference_dump(
     d
 }
 
+/// `script` with the clients of a document several of them wrote at once
+/// (a race) replaced by one client writing, in order, the versions the run
+/// recorded: whichever way the race went, the rest of the ledger must be
+/// what a fault-free run of those writes leaves (I6). That the versions
+/// are what the clients sent and were told is I16's.
+pub(super) fn serialized(script: &Script, w: &World) -> Script {
+    let mut writers: BTreeMap<String, usize> = BTreeMap::new();
+    for c in &script.docs {
+        *writers.entry(c.key().as_str().to_string()).or_default() += 1;
+    }
+    let mut docs = Vec::new();
+    let mut done = std::collections::BTreeSet::new();
+    for c in &script.docs {
+        let key = c.key().as_str().to_string();
+        if writers.get(&key).copied().unwrap_or(0) < 2 {
+            docs.push(c.clone());
+            continue;
+        }
+        if !done.insert(key.clone()) {
+            continue;
+        }
+        let ops = oracle::version_log(&w.db)
+            .into_iter()
+            .filter(|(k, ..)| *k == key)
+            .map(|(_, version, _, is_delete)| match is_delete {
+                true => Op::Delete,
+                false => Op::Put(oracle::version_text(&w.db, &key, version).unwrap_or_default()),
+            })
+            .collect();
+        docs.push(super::world::DocClient { ops, ..c.clone() });
+    }
+    Script {
+        docs,
+        ..script.clone()
+    }
+}
+
 /// Every client's operations, as its document's tenant, one document after
 /// the other; an `Op::Settle` delivers every message first.
 fn write_in_order(w: &World, sched: &Sched, p: &Simulated<'_>, script: &Script) {

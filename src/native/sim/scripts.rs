@@ -141,6 +141,18 @@ pub fn random_script(seed: u64) -> Script {
         });
         numbered[t] += 1;
     }
+    // A race in a fifth of the scripts whose operator does not write
+    // documents itself: a second client writes the first document at the
+    // same time as its own client (version numbers taken concurrently).
+    let races = !matches!(operator, Operator::Sync | Operator::Redrive);
+    if races && rng.chance(200) {
+        let first_doc = out[0].clone();
+        let t = if first_doc.tenant == tenants[0] { 0 } else { 1 };
+        out.push(DocClient {
+            ops: random_ops(&mut rng, operator, &WORDS[t]),
+            ..first_doc
+        });
+    }
     let outage = random_outage(&mut rng, operator);
     let queue_max_retries = if rng.chance(300) {
         3
@@ -219,6 +231,7 @@ pub fn flow(name: &str) -> Script {
         "reindex" | "cancel" | "reindex-twice" => vec![Op::Put(v1), Op::Settle, Op::Put(v2)],
         "sync" => return sync_flow(v1, v2),
         "redrive" => return redrive_flow(&v1, &v2),
+        "race" => return race_flow(v1, v2),
         other => panic!("unknown flow {other}"),
     };
     // Two flows write as the created tenant, the others as `default`: the
@@ -298,6 +311,19 @@ fn redrive_flow(v1: &str, v2: &str) -> Script {
     }
 }
 
+/// The `race` flow: two clients write one document of the `default`
+/// tenant at the same time, v1 and v2 (the version numbers are taken
+/// concurrently; `tests/sim.rs` also runs it with the second cutting in at
+/// every port call of the first).
+fn race_flow(v1: String, v2: String) -> Script {
+    let writer = |text: String| DocClient {
+        tenant: crate::core::ids::TenantId::default_tenant(),
+        doc_id: "doc".into(),
+        ops: vec![Op::Put(text)],
+    };
+    Script::clients_of(vec![writer(v1), writer(v2)])
+}
+
 /// The configuration flow `name` runs under, from `cfg`: the `redrive`
 /// flow's jobs give up a minute into the outage (as a redrive seed's).
 pub fn flow_config(name: &str, cfg: &Config) -> Config {
@@ -317,9 +343,10 @@ pub fn flow_config(name: &str, cfg: &Config) -> Config {
 /// same update while two identical reindex requests start at once; `sync`:
 /// two documents synced into a source, then synced again without the
 /// second, which the commit deletes; `redrive`: four jobs dead-lettered
-/// by an outage, then redriven. `delete` and `overtake` write as the
-/// created tenant (`acme`), the others as `default`.
-pub const FLOWS: [&str; 9] = [
+/// by an outage, then redriven; `race`: two clients write one document at
+/// once. `delete` and `overtake` write as the created tenant (`acme`), the
+/// others as `default`.
+pub const FLOWS: [&str; 10] = [
     "single",
     "update",
     "delete",
@@ -329,6 +356,7 @@ pub const FLOWS: [&str; 9] = [
     "cancel",
     "sync",
     "redrive",
+    "race",
 ];
 
 /// Runs a flow sequentially (the exhaustive enumeration's schedule).

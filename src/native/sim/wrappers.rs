@@ -64,7 +64,12 @@ impl Database for SimDb<'_> {
     }
     async fn batch(&self, stmts: Vec<Stmt>) -> Result<Vec<u64>, PortError> {
         self.note(&stmts.iter().collect::<Vec<_>>());
-        self.1.call(CallKind::DbBatch, self.0.batch(stmts)).await
+        let out = self.1.call(CallKind::DbBatch, self.0.batch(stmts)).await;
+        if out.as_ref().is_err_and(|e| e.code == "db_constraint") {
+            let refused = &self.1.constraint_refusals;
+            refused.set(refused.get() + 1);
+        }
+        out
     }
 }
 
