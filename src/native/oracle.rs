@@ -519,6 +519,32 @@ pub fn version_log(db: &SqliteDb) -> Vec<(String, u32, String, bool)> {
         .collect()
 }
 
+/// The metadata of version `version` of the document of key `key`.
+pub fn version_metadata(
+    db: &SqliteDb,
+    key: &str,
+    version: u32,
+) -> Option<serde_json::Map<String, serde_json::Value>> {
+    let rows: Vec<serde_json::Value> = db.inspect(
+        "SELECT metadata FROM versions WHERE doc_id = ?1 AND version = ?2",
+        vec![key.into(), version.into()],
+    );
+    rows.first()
+        .and_then(|r| r["metadata"].as_str())
+        .and_then(|m| serde_json::from_str(m).ok())
+}
+
+/// The content type of version `version` of the document of key `key`.
+pub fn version_content_type(db: &SqliteDb, key: &str, version: u32) -> Option<String> {
+    let rows: Vec<serde_json::Value> = db.inspect(
+        "SELECT content_type FROM versions WHERE doc_id = ?1 AND version = ?2",
+        vec![key.into(), version.into()],
+    );
+    rows.first()
+        .and_then(|r| r["content_type"].as_str())
+        .map(str::to_string)
+}
+
 /// The text of version `version` of the document of key `key`, if the
 /// ledger holds it.
 pub fn version_text(db: &SqliteDb, key: &str, version: u32) -> Option<String> {

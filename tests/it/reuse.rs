@@ -692,7 +692,7 @@ fn sim_script(ops: Vec<Op>) -> Script {
 fn every_crash_point_of_an_update_that_reuses_vectors() {
     let cfg = sim::sim_config();
     let (v1, v2, _) = sim_texts();
-    let script = sim_script(vec![Op::Put(v1), Op::Settle, Op::Put(v2)]);
+    let script = sim_script(vec![Op::Put(v1.into()), Op::Settle, Op::Put(v2.into())]);
     let clean = Sched::new(0, FaultPlan::None);
     sim::run(&script, &cfg, Bugs::default(), &clean, Mode::Sequential)
         .expect("the fault-free run holds");
@@ -733,24 +733,24 @@ fn random_interleavings_of_versions_that_reuse_vectors() {
     let (v1, v2, v3) = sim_texts();
     let scripts = [
         sim_script(vec![
-            Op::Put(v1.clone()),
+            Op::Put(v1.clone().into()),
             Op::Settle,
-            Op::Put(v2.clone()),
-            Op::Put(v3.clone()),
+            Op::Put(v2.clone().into()),
+            Op::Put(v3.clone().into()),
         ]),
         sim_script(vec![
-            Op::Put(v1.clone()),
+            Op::Put(v1.clone().into()),
             Op::Settle,
-            Op::Put(v2.clone()),
+            Op::Put(v2.clone().into()),
             Op::Settle,
             Op::Delete,
-            Op::Put(v3),
+            Op::Put(v3.into()),
         ]),
         sim_script(vec![
-            Op::Put(v1.clone()),
-            Op::Put(v2.clone()),
+            Op::Put(v1.clone().into()),
+            Op::Put(v2.clone().into()),
             Op::Settle,
-            Op::Put(v1),
+            Op::Put(v1.into()),
         ]),
     ];
     // REUSE_SIM_SEEDS=N runs more seeds per script.

@@ -99,8 +99,8 @@ pub(super) async fn client(
 ) {
     let wait = &progress.waiting[k];
     let (tenant, doc) = (client.tenant.clone(), client.doc());
-    let last_query = client.ops.iter().rev().find_map(|op| match op {
-        Op::Put(t) => t.split_whitespace().next().map(str::to_string),
+    let last_put = client.ops.iter().rev().find_map(|op| match op {
+        Op::Put(t) => Some(t.clone()),
         _ => None,
     });
     for op in client.ops {
@@ -113,25 +113,20 @@ pub(super) async fn client(
                 wait.set(false);
                 continue;
             }
-            Op::Put(text) => IntakeItem::Put(DocumentInput {
-                doc_id: doc.clone(),
-                text,
-                metadata: Default::default(),
-                content_type: ContentType::Plain,
-            }),
+            Op::Put(put) => IntakeItem::Put(put.input(doc.clone())),
             Op::Delete => IntakeItem::Delete(doc.clone()),
         };
         write_until_accepted(&p, sched, progress, &tenant, &item).await;
     }
     progress.writers_done.set(progress.writers_done.get() + 1);
-    if let Some(query) = last_query {
+    if let Some(put) = last_put {
         // A client that sees the service down waits for it to be back.
         while sched.in_outage() {
             wait.set(true);
             yield_now().await;
         }
         wait.set(false);
-        search_as_a_client(&p, w, sched, progress, &tenant, &query).await;
+        search_as_a_client(&p, w, sched, progress, &tenant, &put).await;
     }
     progress.clients_done.set(progress.clients_done.get() + 1);
 }
@@ -197,25 +192,51 @@ fn accepted_version(o: &crate::pipeline::IntakeOutcome) -> Option<u32> {
     }
 }
 
-/// A client's search through the faulty ports (retried until answered,
-/// as a client would on a 5xx): every hit must be its tenant's, a chunk of
-/// a version of that tenant's document (I11, I4 on the answer a client
-/// gets; the monitor checks the fault-free reads).
+/// A client's search for the first word of what it last wrote, through
+/// the faulty ports (retried until answered, as a client would on a 5xx),
+/// filtered by its `lang` if it wrote one: every hit must be its tenant's,
+/// a chunk of a version of that tenant's document, and with a filter a
+/// version of that `lang` (I11, I4 on the answer a client gets; the
+/// monitor checks the fault-free reads).
 async fn search_as_a_client(
     p: &Simulated<'_>,
     w: &World,
     sched: &Sched,
     progress: &Progress,
     tenant: &crate::core::ids::TenantId,
-    query: &str,
+    put: &super::world::Put,
 ) {
-    let req = crate::pipeline::SearchRequest::new(query.to_string(), 5);
+    let Some(query) = put.first_word() else {
+        return;
+    };
+    let mut req = crate::pipeline::SearchRequest::new(query, 5);
+    if let Some(lang) = &put.lang {
+        req.metadata
+            .insert("lang".into(), serde_json::Value::String(lang.clone()));
+    }
     let hits = loop_until_answered(sched, || p.search(tenant, &req)).await;
     for h in hits {
-        let text = crate::core::ids::DocId::parse(&h.doc_id)
+        let key = crate::core::ids::DocId::parse(&h.doc_id)
             .ok()
-            .map(|d| crate::core::ids::DocKey::new(tenant, &d))
+            .map(|d| crate::core::ids::DocKey::new(tenant, &d));
+        let text = key
+            .as_ref()
             .and_then(|key| oracle::version_text(&w.db, key.as_str(), h.version));
+        let lang_fits = put.lang.as_ref().is_none_or(|lang| {
+            key.as_ref().is_some_and(|key| {
+                oracle::version_metadata(&w.db, key.as_str(), h.version)
+                    .is_some_and(|m| m.get("lang").and_then(|l| l.as_str()) == Some(lang))
+            })
+        });
+        if !lang_fits {
+            progress.violations.borrow_mut().push(Violation {
+                invariant: "I4",
+                detail: format!(
+                    "{tenant}'s search filtered by lang served {}@{}#{} of another lang",
+                    h.doc_id, h.version, h.chunk
+                ),
+            });
+        }
         if !text.is_some_and(|t| t.contains(&h.text)) {
             progress.violations.borrow_mut().push(Violation {
                 invariant: "I11",
@@ -445,7 +466,7 @@ pub const SYNC_LATE_DOC: &str = "sync-late";
 /// next commit supersedes it: it deletes nothing.
 pub(super) async fn sync_source(p: &Simulated<'_>, sched: &Sched, docs: &[DocClient]) {
     // The source is the `default` tenant's: its sessions are that tenant's.
-    let writes: Vec<(DocClient, String)> = docs
+    let writes: Vec<(DocClient, super::world::Put)> = docs
         .iter()
         .filter(|c| c.tenant.is_default())
         .filter_map(|c| {
@@ -476,13 +497,8 @@ pub(super) async fn sync_source(p: &Simulated<'_>, sched: &Sched, docs: &[DocCli
             source: SYNC_SOURCE.to_string(),
             sync_id: Some(sync_id.clone()),
         };
-        for (client, text) in writes.iter().take(keep) {
-            let item = IntakeItem::Put(DocumentInput {
-                doc_id: client.doc(),
-                text: text.clone(),
-                metadata: Default::default(),
-                content_type: ContentType::Plain,
-            });
+        for (client, put) in writes.iter().take(keep) {
+            let item = IntakeItem::Put(put.input(client.doc()));
             for attempt in 0.. {
                 assert!(attempt < 1000, "a sync write was never accepted");
                 let scoped = crate::pipeline::IntakeScope::Source(&scope);

@@ -61,7 +61,7 @@ impl Monitor {
             .iter()
             .flat_map(|c| c.ops.iter())
             .filter_map(|op| match op {
-                Op::Put(t) => t.split_whitespace().next().map(str::to_string),
+                Op::Put(t) => t.first_word(),
                 Op::Delete | Op::Settle => None,
             })
             .collect();
@@ -589,14 +589,9 @@ pub(super) fn writes_are_what_clients_were_told(
         for op in &c.ops {
             match op {
                 Op::Put(t) => {
-                    entry.0.insert(crate::pipeline::content_hash(
-                        &crate::pipeline::DocumentInput {
-                            doc_id: c.doc(),
-                            text: t.clone(),
-                            metadata: Default::default(),
-                            content_type: crate::core::chunk::ContentType::Plain,
-                        },
-                    ));
+                    entry
+                        .0
+                        .insert(crate::pipeline::content_hash(&t.input(c.doc())));
                 }
                 Op::Delete => entry.1 = true,
                 Op::Settle => {}
@@ -722,7 +717,8 @@ pub(super) fn check_redrives(w: &World, script: &Script) -> Result<(), Violation
         };
         let rows = oracle::live_text(&w.db, client.key().as_str());
         let ok = rows.first().is_some_and(|r| {
-            r["live_version"] == r["latest_version"] && r["text"].as_str() == Some(text.as_str())
+            r["live_version"] == r["latest_version"]
+                && r["text"].as_str() == Some(text.text.as_str())
         });
         if !ok {
             return Err(v(format!(

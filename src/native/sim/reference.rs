@@ -15,7 +15,7 @@ use crate::config::Config;
 use crate::core::chunk::ContentType;
 use crate::native::oracle;
 use crate::pipeline::bugs::Bugs;
-use crate::pipeline::{DocumentInput, IntakeItem};
+use crate::pipeline::IntakeItem;
 use futures::executor::block_on;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -85,7 +85,7 @@ pub(super) fn serialized(script: &Script, w: &World) -> Script {
             .filter(|(k, ..)| *k == key)
             .map(|(_, version, _, is_delete)| match is_delete {
                 true => Op::Delete,
-                false => Op::Put(oracle::version_text(&w.db, &key, version).unwrap_or_default()),
+                false => Op::Put(recorded_put(w, &key, version)),
             })
             .collect();
         docs.push(super::world::DocClient { ops, ..c.clone() });
@@ -93,6 +93,20 @@ pub(super) fn serialized(script: &Script, w: &World) -> Script {
     Script {
         docs,
         ..script.clone()
+    }
+}
+
+/// Version `version` of document `key` as the run recorded it.
+fn recorded_put(w: &World, key: &str, version: u32) -> super::world::Put {
+    let metadata = oracle::version_metadata(&w.db, key, version).unwrap_or_default();
+    super::world::Put {
+        text: oracle::version_text(&w.db, key, version).unwrap_or_default(),
+        markdown: oracle::version_content_type(&w.db, key, version).as_deref()
+            == Some(ContentType::Markdown.as_str()),
+        lang: metadata
+            .get("lang")
+            .and_then(|l| l.as_str())
+            .map(str::to_string),
     }
 }
 
@@ -107,12 +121,7 @@ fn write_in_order(w: &World, sched: &Sched, p: &Simulated<'_>, script: &Script) 
                     deliver_all(w, sched, p);
                     continue;
                 }
-                Op::Put(t) => IntakeItem::Put(DocumentInput {
-                    doc_id: doc.clone(),
-                    text: t.clone(),
-                    metadata: Default::default(),
-                    content_type: ContentType::Plain,
-                }),
+                Op::Put(t) => IntakeItem::Put(t.input(doc.clone())),
                 Op::Delete => IntakeItem::Delete(doc.clone()),
             };
             block_on(p.intake(&client.tenant, &[item])).unwrap();

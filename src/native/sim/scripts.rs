@@ -8,7 +8,7 @@
 use super::executor::{run, Mode, RunReport};
 use super::faults::{FaultPlan, Outage, Port, Sched};
 use super::rng::Rng;
-use super::world::{sim_config_for_seed, tenants, DocClient, Op, Operator, Script, Violation};
+use super::world::{sim_config_for_seed, tenants, DocClient, Op, Operator, Put, Script, Violation};
 use super::wrappers::QUEUE_MAX_RETRIES;
 use super::T0;
 use crate::config::Config;
@@ -85,6 +85,27 @@ const WORDS: [[&str; 12]; 2] = [
         "victor", "whiskey", "xray",
     ],
 ];
+
+/// A document of a random text: Markdown under a heading in a fifth of
+/// them, with a `lang` in a third.
+fn random_put(rng: &mut Rng, words: &[&str; 12]) -> Put {
+    let body = text(rng, words);
+    let markdown = rng.chance(200);
+    let text = if markdown {
+        let heading = words[rng.below(words.len() as u64) as usize];
+        format!("# {heading}\n\n{body}")
+    } else {
+        body
+    };
+    let lang = rng
+        .chance(333)
+        .then(|| ["en", "ja"][rng.below(2) as usize].to_string());
+    Put {
+        text,
+        markdown,
+        lang,
+    }
+}
 
 /// A text of a few sentences, from a word pool, long enough for several chunks.
 fn text(rng: &mut Rng, words: &[&str; 12]) -> String {
@@ -184,7 +205,7 @@ fn random_ops(rng: &mut Rng, operator: Operator, words: &[&str; 12]) -> Vec<Op> 
         if i > 0 && rng.chance(250) {
             ops.push(Op::Delete);
         } else {
-            ops.push(Op::Put(text(rng, words)));
+            ops.push(Op::Put(random_put(rng, words)));
         }
     }
     ops
@@ -224,11 +245,11 @@ pub fn flow(name: &str) -> Script {
             .to_string();
     let v2 = "kilo lima hotel. golf india. charlie echo delta".to_string();
     let ops = match name {
-        "single" => vec![Op::Put(v1)],
-        "update" => vec![Op::Put(v1), Op::Settle, Op::Put(v2)],
-        "delete" => vec![Op::Put(v1), Op::Settle, Op::Delete],
-        "overtake" => vec![Op::Put(v1), Op::Put(v2)],
-        "reindex" | "cancel" | "reindex-twice" => vec![Op::Put(v1), Op::Settle, Op::Put(v2)],
+        "single" => vec![Op::Put(v1.into())],
+        "update" => vec![Op::Put(v1.into()), Op::Settle, Op::Put(v2.into())],
+        "delete" => vec![Op::Put(v1.into()), Op::Settle, Op::Delete],
+        "overtake" => vec![Op::Put(v1.into()), Op::Put(v2.into())],
+        "reindex" | "cancel" | "reindex-twice" => vec![Op::Put(v1.into()), Op::Settle, Op::Put(v2.into())],
         "sync" => return sync_flow(v1, v2),
         "redrive" => return redrive_flow(&v1, &v2),
         "race" => return race_flow(v1, v2),
@@ -266,12 +287,12 @@ fn sync_flow(v1: String, v2: String) -> Script {
             DocClient {
                 tenant: tenant.clone(),
                 doc_id: "doc-a".into(),
-                ops: vec![Op::Put(v1)],
+                ops: vec![Op::Put(v1.into())],
             },
             DocClient {
                 tenant,
                 doc_id: "doc-b".into(),
-                ops: vec![Op::Put(v2)],
+                ops: vec![Op::Put(v2.into())],
             },
         ])
     }
@@ -304,7 +325,7 @@ fn redrive_flow(v1: &str, v2: &str) -> Script {
                 .map(|(i, t)| DocClient {
                     tenant: tenant.clone(),
                     doc_id: format!("r-{i}"),
-                    ops: vec![Op::Put(t.to_string())],
+                    ops: vec![Op::Put(t.to_string().into())],
                 })
                 .collect(),
         )
@@ -319,7 +340,7 @@ fn race_flow(v1: String, v2: String) -> Script {
     let writer = |text: String| DocClient {
         tenant: crate::core::ids::TenantId::default_tenant(),
         doc_id: "doc".into(),
-        ops: vec![Op::Put(text)],
+        ops: vec![Op::Put(text.into())],
     };
     Script::clients_of(vec![writer(v1), writer(v2)])
 }

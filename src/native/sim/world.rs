@@ -22,10 +22,57 @@ use crate::pipeline::Pipeline;
 use crate::ports::{JobMessage, JobQueue, PortError};
 use crate::store::Quotas;
 
+/// A document's content as a client writes it: its text, whether it is
+/// Markdown, and a `lang` metadata value if any.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Put {
+    pub text: String,
+    pub markdown: bool,
+    pub lang: Option<String>,
+}
+
+impl From<String> for Put {
+    fn from(text: String) -> Put {
+        Put {
+            text,
+            markdown: false,
+            lang: None,
+        }
+    }
+}
+
+impl Put {
+    /// The content as intake takes it, for document `doc_id`.
+    pub fn input(&self, doc_id: DocId) -> crate::pipeline::DocumentInput {
+        let mut metadata = serde_json::Map::new();
+        if let Some(lang) = &self.lang {
+            metadata.insert("lang".into(), serde_json::Value::String(lang.clone()));
+        }
+        crate::pipeline::DocumentInput {
+            doc_id,
+            text: self.text.clone(),
+            metadata,
+            content_type: if self.markdown {
+                crate::core::chunk::ContentType::Markdown
+            } else {
+                crate::core::chunk::ContentType::Plain
+            },
+        }
+    }
+
+    /// Its first word, which searches for it look for.
+    pub fn first_word(&self) -> Option<String> {
+        self.text
+            .split(|c: char| !c.is_alphanumeric())
+            .find(|w| !w.is_empty())
+            .map(str::to_string)
+    }
+}
+
 /// One operation of a client on one document.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Op {
-    Put(String),
+    Put(Put),
     Delete,
     /// Wait until every message so far was delivered (the client waits for
     /// indexing before its next write).
