@@ -43,6 +43,7 @@ struct Summary {
     panics: u64,
     races: u64,
     conflicts: u64,
+    paused: u64,
     buckets_injected: BTreeSet<FailureBucket>,
     buckets_recorded: BTreeSet<FailureBucket>,
     endings: BTreeSet<String>,
@@ -74,6 +75,7 @@ impl Summary {
         self.panics += r.panics;
         self.races += r.races;
         self.conflicts += r.conflicts;
+        self.paused += r.paused;
         self.buckets_injected
             .extend(r.buckets_injected.iter().copied());
         self.buckets_recorded
@@ -101,6 +103,7 @@ impl Summary {
         self.panics += o.panics;
         self.races += o.races;
         self.conflicts += o.conflicts;
+        self.paused += o.paused;
         self.buckets_injected.extend(o.buckets_injected);
         self.buckets_recorded.extend(o.buckets_recorded);
         self.endings.extend(o.endings);
@@ -142,6 +145,9 @@ impl Summary {
         }
         if self.races == 0 {
             out.push("a document two clients write at once".into());
+        }
+        if self.paused == 0 {
+            out.push("a backfill paused and resumed".into());
         }
         out
     }
@@ -317,8 +323,8 @@ fn random_seeds_hold_every_invariant() {
         summary.operators, summary.cancelled, summary.redriven, summary.outage_faults, summary.dead_letters, summary.panics
     );
     println!(
-        "races: {} documents written by two clients at once, {} writes answered conflict",
-        summary.races, summary.conflicts
+        "races: {} documents written by two clients at once, {} writes answered conflict; {} backfills paused and resumed",
+        summary.races, summary.conflicts, summary.paused
     );
     println!(
         "buckets recorded: {:?}; endings: {:?}",

@@ -42,6 +42,8 @@ pub(super) struct Progress {
     pub(super) accepted: std::cell::RefCell<Vec<(String, u32, Option<String>)>>,
     /// Writes answered `conflict` (a concurrent write won every attempt).
     pub(super) conflicts: Cell<u64>,
+    /// Backfills the pausing operator paused (not finished first).
+    pub(super) paused: Cell<u64>,
 }
 
 impl Progress {
@@ -55,6 +57,7 @@ impl Progress {
             violations: std::cell::RefCell::new(Vec::new()),
             accepted: std::cell::RefCell::new(Vec::new()),
             conflicts: Cell::new(0),
+            paused: Cell::new(0),
         }
     }
 
@@ -278,6 +281,72 @@ pub(super) async fn start_reindex(p: &Simulated<'_>, sched: &Sched) {
             Ok(Err(refusal)) => panic!("backfill refused: {refusal:?}"),
             Err(_) => back_off(sched, attempt).await,
         }
+    }
+}
+
+/// The pausing operator: starts the backfill, pauses it `pause_ms` later
+/// and resumes it `resume_ms` after that (a refusal: it completed first).
+pub(super) async fn reindex_pause_resume(
+    p: Simulated<'_>,
+    sched: &Sched,
+    progress: &Progress,
+    pause_ms: i64,
+    resume_ms: i64,
+) {
+    start_reindex(&p, sched).await;
+    let list = answered(sched, || p.backfills(1)).await;
+    let id = list
+        .first()
+        .map(|b| b.backfill_id.clone())
+        .expect("the backfill started");
+    sleep_until(sched, sched.now_ms.get() + pause_ms).await;
+    if answered(sched, || p.backfill_transition(&id, BackfillAction::Pause))
+        .await
+        .is_ok()
+    {
+        progress.paused.set(progress.paused.get() + 1);
+    }
+    sleep_until(sched, sched.now_ms.get() + resume_ms).await;
+    let _ = answered(sched, || p.backfill_transition(&id, BackfillAction::Resume)).await;
+}
+
+/// The rolling-back operator: starts the backfill; once its generation 2
+/// serves, the clients are done and nothing is in flight, activates
+/// generation 1 again (a rollback; `generation_incomplete` while a version
+/// is still being written to it: again once quiet) and retires 2.
+pub(super) async fn reindex_then_roll_back(
+    p: Simulated<'_>,
+    w: &World,
+    sched: &Sched,
+    progress: &Progress,
+    writers_total: usize,
+) {
+    start_reindex(&p, sched).await;
+    for round in 0.. {
+        assert!(round < 100, "the rollback was never accepted");
+        while oracle::active_generation(&w.db) != 2
+            || progress.writers_done.get() < writers_total
+            || oracle::open_jobs(&w.db) > 0
+            || !w.broker.is_empty()
+            || progress.in_flight.get() > 0
+        {
+            progress.operator_waits().set(true);
+            yield_now().await;
+        }
+        progress.operator_waits().set(false);
+        match answered(sched, || p.activate_generation(1)).await {
+            Ok(_) => break,
+            // Its answer was lost after it switched: generation 1 serves.
+            Err(Refused::GenerationNotRetained { .. }) if oracle::active_generation(&w.db) == 1 => {
+                break
+            }
+            Err(Refused::GenerationIncomplete { .. }) => yield_now().await,
+            Err(refusal) => panic!("rollback refused: {refusal:?}"),
+        }
+    }
+    match answered(sched, || p.retire_generation(2)).await {
+        Ok(_) => {}
+        Err(refusal) => panic!("retire refused: {refusal:?}"),
     }
 }
 

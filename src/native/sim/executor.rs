@@ -55,6 +55,8 @@ pub struct RunReport {
     /// `conflict` (a concurrent writer won every attempt).
     pub races: u64,
     pub conflicts: u64,
+    /// Backfills paused (and resumed) by the operator.
+    pub paused: u64,
     /// Failure buckets injected, and those the ledger recorded (a job's
     /// last failure, a dead letter's).
     pub buckets_injected: BTreeSet<FailureBucket>,
@@ -106,6 +108,7 @@ pub fn run(
         .collect();
     report.endings = oracle::endings(&w.db).into_iter().collect();
     report.conflicts = progress.conflicts.get();
+    report.paused = progress.paused.get();
     let keys: BTreeSet<String> = script
         .docs
         .iter()
@@ -164,6 +167,7 @@ fn check_quiescent(
                     report.cancelled = 1;
                     Reference::Cancelled
                 }
+                Operator::Rollback => Reference::RolledBack,
                 _ => Reference::Reindexed,
             };
             let serialized = super::reference::serialized(script, w);
@@ -350,6 +354,26 @@ impl<'a> Executor<'a> {
                         Box::pin(async move { actors::start_reindex(&p, sched).await }) as _
                     })
                     .collect()
+            }
+            Operator::ReindexPause => {
+                let p = w.simulated_with(reindex_config(cfg), sched);
+                let (pause_ms, resume_ms) = match self.mode {
+                    Mode::Sequential => (0, 0),
+                    Mode::Random => {
+                        let mut rng = sched.rng.borrow_mut();
+                        (rng.below(20 * 60_000) as i64, rng.below(20 * 60_000) as i64)
+                    }
+                };
+                vec![Box::pin(actors::reindex_pause_resume(
+                    p, sched, progress, pause_ms, resume_ms,
+                ))]
+            }
+            Operator::Rollback => {
+                let p = w.simulated_with(reindex_config(cfg), sched);
+                let writers = script.docs.len();
+                vec![Box::pin(actors::reindex_then_roll_back(
+                    p, w, sched, progress, writers,
+                ))]
             }
             Operator::ReindexCancel => {
                 let p = w.simulated_with(reindex_config(cfg), sched);

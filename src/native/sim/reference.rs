@@ -40,7 +40,7 @@ pub(super) fn reference_dump(
     let sched = Sched::new(0, FaultPlan::None);
     let p = w.simulated(&sched);
     write_in_order(&w, &sched, &p, script);
-    if reference == Reference::Reindexed {
+    if matches!(reference, Reference::Reindexed | Reference::RolledBack) {
         let p2 = w.simulated_with(reindex_config(cfg), &sched);
         block_on(p2.start_backfill(&crate::pipeline::BackfillScope::Config, 1))
             .expect("no fault")
@@ -51,6 +51,16 @@ pub(super) fn reference_dump(
         block_on(super::actors::sync_source(&p, &sched, &script.docs));
     }
     quiesce(&w, &sched, &p, cfg);
+    if reference == Reference::RolledBack {
+        let p2 = w.simulated_with(reindex_config(cfg), &sched);
+        block_on(p2.activate_generation(1))
+            .expect("no fault")
+            .expect("generation 1 is complete");
+        block_on(p2.retire_generation(2))
+            .expect("no fault")
+            .expect("generation 2 retires");
+        quiesce(&w, &sched, &p, cfg);
+    }
     if reference == Reference::Cancelled {
         record_cancelled_generation(&w, cfg);
     }

@@ -136,11 +136,13 @@ fn text(rng: &mut Rng, words: &[&str; 12]) -> String {
 pub fn random_script(seed: u64) -> Script {
     let mut rng = Rng::new(seed.wrapping_mul(31).wrapping_add(7));
     let operator = match rng.below(100) {
-        0..=46 => Operator::None,
-        47..=61 => Operator::Reindex,
-        62..=71 => Operator::ReindexTwice,
-        72..=81 => Operator::ReindexCancel,
-        82..=91 => Operator::Sync,
+        0..=41 => Operator::None,
+        42..=51 => Operator::Reindex,
+        52..=58 => Operator::ReindexTwice,
+        59..=67 => Operator::ReindexCancel,
+        68..=74 => Operator::ReindexPause,
+        75..=82 => Operator::Rollback,
+        83..=91 => Operator::Sync,
         _ => Operator::Redrive,
     };
     // A redrive has letters beyond its canaries (3), to send in batches.
@@ -249,7 +251,9 @@ pub fn flow(name: &str) -> Script {
         "update" => vec![Op::Put(v1.into()), Op::Settle, Op::Put(v2.into())],
         "delete" => vec![Op::Put(v1.into()), Op::Settle, Op::Delete],
         "overtake" => vec![Op::Put(v1.into()), Op::Put(v2.into())],
-        "reindex" | "cancel" | "reindex-twice" => vec![Op::Put(v1.into()), Op::Settle, Op::Put(v2.into())],
+        "reindex" | "cancel" | "reindex-twice" | "pause" | "rollback" => {
+            vec![Op::Put(v1.into()), Op::Settle, Op::Put(v2.into())]
+        }
         "sync" => return sync_flow(v1, v2),
         "redrive" => return redrive_flow(&v1, &v2),
         "race" => return race_flow(v1, v2),
@@ -266,6 +270,8 @@ pub fn flow(name: &str) -> Script {
         operator: match name {
             "reindex" => Operator::Reindex,
             "reindex-twice" => Operator::ReindexTwice,
+            "pause" => Operator::ReindexPause,
+            "rollback" => Operator::Rollback,
             "cancel" => Operator::ReindexCancel,
             _ => Operator::None,
         },
@@ -365,9 +371,11 @@ pub fn flow_config(name: &str, cfg: &Config) -> Config {
 /// two documents synced into a source, then synced again without the
 /// second, which the commit deletes; `redrive`: four jobs dead-lettered
 /// by an outage, then redriven; `race`: two clients write one document at
-/// once. `delete` and `overtake` write as the created tenant (`acme`), the
-/// others as `default`.
-pub const FLOWS: [&str; 10] = [
+/// once; `pause`: the update while the backfill is paused and resumed;
+/// `rollback`: the update, the backfill's switch, then a rollback to
+/// generation 1 and generation 2 retired. `delete` and `overtake` write as
+/// the created tenant (`acme`), the others as `default`.
+pub const FLOWS: [&str; 12] = [
     "single",
     "update",
     "delete",
@@ -378,6 +386,8 @@ pub const FLOWS: [&str; 10] = [
     "sync",
     "redrive",
     "race",
+    "pause",
+    "rollback",
 ];
 
 /// Runs a flow sequentially (the exhaustive enumeration's schedule).

@@ -171,6 +171,13 @@ pub enum Operator {
     /// letter and polls the redrive while cron advances it too. Every
     /// document must end indexed, with every redrive item accounted for.
     Redrive,
+    /// Starts the backfill, pauses it at a random moment and resumes it at
+    /// another: the run must end as the reference that reindexed.
+    ReindexPause,
+    /// Reindexes, then once the new generation serves and the clients are
+    /// done, rolls back to generation 1 and retires generation 2: the run
+    /// must end as the reference that did the same.
+    Rollback,
     /// Syncs a source of the `default` tenant's documents once every
     /// client's writes are indexed: a session that sees them all, then one
     /// that sees all but the last (which the commit deletes). The run must
@@ -181,11 +188,13 @@ pub enum Operator {
 impl Operator {
     /// Every operator: each must be chosen by some random seed of `make
     /// test` (`tests/sim.rs` asserts it).
-    pub const ALL: [Operator; 6] = [
+    pub const ALL: [Operator; 8] = [
         Operator::None,
         Operator::Reindex,
         Operator::ReindexTwice,
         Operator::ReindexCancel,
+        Operator::ReindexPause,
+        Operator::Rollback,
         Operator::Redrive,
         Operator::Sync,
     ];
@@ -198,6 +207,7 @@ pub(super) enum Reference {
     Synced,
     Reindexed,
     Cancelled,
+    RolledBack,
 }
 
 /// The configuration the reindexing operator deploys: a smaller chunk size,
