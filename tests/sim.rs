@@ -44,6 +44,7 @@ struct Summary {
     races: u64,
     conflicts: u64,
     paused: u64,
+    invisible_reads: u64,
     buckets_injected: BTreeSet<FailureBucket>,
     buckets_recorded: BTreeSet<FailureBucket>,
     endings: BTreeSet<String>,
@@ -76,6 +77,7 @@ impl Summary {
         self.races += r.races;
         self.conflicts += r.conflicts;
         self.paused += r.paused;
+        self.invisible_reads += r.invisible_reads;
         self.buckets_injected
             .extend(r.buckets_injected.iter().copied());
         self.buckets_recorded
@@ -104,6 +106,7 @@ impl Summary {
         self.races += o.races;
         self.conflicts += o.conflicts;
         self.paused += o.paused;
+        self.invisible_reads += o.invisible_reads;
         self.buckets_injected.extend(o.buckets_injected);
         self.buckets_recorded.extend(o.buckets_recorded);
         self.endings.extend(o.endings);
@@ -145,6 +148,9 @@ impl Summary {
         }
         if self.races == 0 {
             out.push("a document two clients write at once".into());
+        }
+        if self.invisible_reads == 0 {
+            out.push("an index read missing a vector not visible yet".into());
         }
         if self.paused == 0 {
             out.push("a backfill paused and resumed".into());
@@ -323,8 +329,8 @@ fn random_seeds_hold_every_invariant() {
         summary.operators, summary.cancelled, summary.redriven, summary.outage_faults, summary.dead_letters, summary.panics
     );
     println!(
-        "races: {} documents written by two clients at once, {} writes answered conflict; {} backfills paused and resumed",
-        summary.races, summary.conflicts, summary.paused
+        "races: {} documents written by two clients at once, {} writes answered conflict; {} backfills paused and resumed; {} index reads missed a vector not visible yet",
+        summary.races, summary.conflicts, summary.paused, summary.invisible_reads
     );
     println!(
         "buckets recorded: {:?}; endings: {:?}",

@@ -57,6 +57,8 @@ pub struct RunReport {
     pub conflicts: u64,
     /// Backfills paused (and resumed) by the operator.
     pub paused: u64,
+    /// Index reads a vector was missing from, not visible yet.
+    pub invisible_reads: u64,
     /// Failure buckets injected, and those the ledger recorded (a job's
     /// last failure, a dead letter's).
     pub buckets_injected: BTreeSet<FailureBucket>,
@@ -109,6 +111,7 @@ pub fn run(
     report.endings = oracle::endings(&w.db).into_iter().collect();
     report.conflicts = progress.conflicts.get();
     report.paused = progress.paused.get();
+    report.invisible_reads = sched.invisible_reads.get();
     let keys: BTreeSet<String> = script
         .docs
         .iter()
@@ -128,6 +131,7 @@ fn world_for(script: &Script, cfg: &Config, bugs: Bugs, sched: &Sched) -> World 
         w.broker.paused.set(Some((o.from_ms, o.until_ms)));
     }
     sched.outage.set(script.outage);
+    sched.index_delay_ms.set(script.index_delay_ms);
     // Permanent failures (and panics) end jobs `failed`: only where the
     // operator redrives every letter, so the run still ends indexed.
     sched.permanent.set(script.operator == Operator::Redrive);

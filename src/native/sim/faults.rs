@@ -130,6 +130,13 @@ pub struct Sched {
     /// Batches D1 refused on a constraint (a lost race for a version
     /// number, a guard: quota, sync session, staging).
     pub constraint_refusals: Cell<u64>,
+    /// How long an upserted vector stays invisible to the index's reads
+    /// (Vectorize applies mutations asynchronously: a median under 30 s,
+    /// p99 under 2 min), and when each becomes visible.
+    pub index_delay_ms: Cell<i64>,
+    pub visible_at: RefCell<std::collections::BTreeMap<String, i64>>,
+    /// Reads of the index that a vector not yet visible was missing from.
+    pub invisible_reads: Cell<u64>,
 }
 
 /// The ports an outage can take down.
@@ -204,7 +211,20 @@ impl Sched {
             sleeping: RefCell::new(BTreeSet::new()),
             preempt_at: Cell::new(None),
             constraint_refusals: Cell::new(0),
+            index_delay_ms: Cell::new(0),
+            visible_at: RefCell::new(std::collections::BTreeMap::new()),
+            invisible_reads: Cell::new(0),
         }
+    }
+
+    /// Whether vector `id` is visible to the index's reads now.
+    pub fn visible(&self, id: &str) -> bool {
+        let at = self.visible_at.borrow().get(id).copied();
+        let visible = at.is_none_or(|at| at <= self.now_ms.get());
+        if !visible {
+            self.invisible_reads.set(self.invisible_reads.get() + 1);
+        }
+        visible
     }
 
     /// Whether the outage (if any) is still going on at the scheduler's time.

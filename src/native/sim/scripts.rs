@@ -182,11 +182,19 @@ pub fn random_script(seed: u64) -> Script {
     } else {
         QUEUE_MAX_RETRIES
     };
+    // An index whose writes become visible late in a third of the
+    // scripts: up to two minutes (Vectorize's p99).
+    let index_delay_ms = if rng.chance(333) {
+        rng.below(120_000) as i64
+    } else {
+        0
+    };
     Script {
         docs: out,
         operator,
         outage,
         queue_max_retries,
+        index_delay_ms,
     }
 }
 

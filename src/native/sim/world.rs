@@ -123,6 +123,8 @@ pub struct Script {
     pub outage: Option<Outage>,
     /// The ingest queue's `max_retries` (the dead-letter queue's is 100).
     pub queue_max_retries: u32,
+    /// How long an upserted vector stays invisible to the index's reads.
+    pub index_delay_ms: i64,
 }
 
 impl Script {
@@ -147,6 +149,7 @@ impl Script {
             operator: Operator::None,
             outage: None,
             queue_max_retries: QUEUE_MAX_RETRIES,
+            index_delay_ms: 0,
         }
     }
 }

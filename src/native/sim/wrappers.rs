@@ -81,9 +81,20 @@ impl VectorIndex for SimIndex<'_> {
                 vectors.iter().map(|v| v.id.as_str()).collect::<Vec<_>>()
             ));
         }
-        self.sched
+        let out = self
+            .sched
             .call(CallKind::IndexUpsert, self.index.upsert(vectors))
-            .await
+            .await;
+        let delay = self.sched.index_delay_ms.get();
+        if delay > 0 {
+            // Visible a while after the call (whatever the caller was told).
+            let at = self.sched.now_ms.get() + delay;
+            let mut visible_at = self.sched.visible_at.borrow_mut();
+            for v in vectors {
+                visible_at.insert(v.id.clone(), at);
+            }
+        }
+        out
     }
     async fn delete_by_ids(&self, ids: &[String]) -> Result<(), PortError> {
         if self.sched.verbose.get() {
@@ -107,17 +118,27 @@ impl VectorIndex for SimIndex<'_> {
         namespace: &str,
         filter: &MetadataFilter,
     ) -> Result<Vec<VectorMatch>, PortError> {
-        self.sched
+        let matches = self
+            .sched
             .call(
                 CallKind::IndexQuery,
                 self.index.query(vector, top_k, namespace, filter),
             )
-            .await
+            .await?;
+        Ok(matches
+            .into_iter()
+            .filter(|m| self.sched.visible(&m.id))
+            .collect())
     }
     async fn get_by_ids(&self, ids: &[String]) -> Result<Vec<VectorRecord>, PortError> {
-        self.sched
+        let records = self
+            .sched
             .call(CallKind::IndexGet, self.index.get_by_ids(ids))
-            .await
+            .await?;
+        Ok(records
+            .into_iter()
+            .filter(|r| self.sched.visible(&r.id))
+            .collect())
     }
     fn refusal(&self) -> Option<PortError> {
         self.index.refusal()
