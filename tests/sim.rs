@@ -45,6 +45,7 @@ struct Summary {
     conflicts: u64,
     paused: u64,
     invisible_reads: u64,
+    repaired: u64,
     buckets_injected: BTreeSet<FailureBucket>,
     buckets_recorded: BTreeSet<FailureBucket>,
     endings: BTreeSet<String>,
@@ -78,6 +79,7 @@ impl Summary {
         self.conflicts += r.conflicts;
         self.paused += r.paused;
         self.invisible_reads += r.invisible_reads;
+        self.repaired += r.repaired;
         self.buckets_injected
             .extend(r.buckets_injected.iter().copied());
         self.buckets_recorded
@@ -107,6 +109,7 @@ impl Summary {
         self.conflicts += o.conflicts;
         self.paused += o.paused;
         self.invisible_reads += o.invisible_reads;
+        self.repaired += o.repaired;
         self.buckets_injected.extend(o.buckets_injected);
         self.buckets_recorded.extend(o.buckets_recorded);
         self.endings.extend(o.endings);
@@ -151,6 +154,9 @@ impl Summary {
         }
         if self.invisible_reads == 0 {
             out.push("an index read missing a vector not visible yet".into());
+        }
+        if self.repaired == 0 {
+            out.push("a document re-run for a vector the index lost".into());
         }
         if self.paused == 0 {
             out.push("a backfill paused and resumed".into());
@@ -329,8 +335,8 @@ fn random_seeds_hold_every_invariant() {
         summary.operators, summary.cancelled, summary.redriven, summary.outage_faults, summary.dead_letters, summary.panics
     );
     println!(
-        "races: {} documents written by two clients at once, {} writes answered conflict; {} backfills paused and resumed; {} index reads missed a vector not visible yet",
-        summary.races, summary.conflicts, summary.paused, summary.invisible_reads
+        "races: {} documents written by two clients at once, {} writes answered conflict; {} backfills paused and resumed; {} index reads missed a vector not visible yet; {} documents re-run for a lost vector",
+        summary.races, summary.conflicts, summary.paused, summary.invisible_reads, summary.repaired
     );
     println!(
         "buckets recorded: {:?}; endings: {:?}",

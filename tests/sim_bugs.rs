@@ -45,6 +45,9 @@ const SEEDS_FIRST: usize = 400;
 /// this one finds every seeded bug soonest.
 fn catch(bug: Bug) -> Option<(String, Violation)> {
     let bugs = Bugs::only(bug);
+    // Only a violation of the invariant that names the bug counts: one of
+    // another (a consequence further down) does not end the search.
+    let named = |v: &Violation| v.invariant == named_invariant(bug);
     let configs = sim_configs();
     let cases = || {
         configs
@@ -60,15 +63,21 @@ fn catch(bug: Bug) -> Option<(String, Violation)> {
                 if let Err(v) =
                     run_flow(flow, cfg, bugs, &Sched::new(0, FaultPlan::At { at, kind }))
                 {
-                    return Some((format!("flow {flow}, {} at call {at}", kind.name()), v));
+                    if named(&v) {
+                        return Some((format!("flow {flow}, {} at call {at}", kind.name()), v));
+                    }
                 }
             }
         }
         None
     };
+    let mut broken: Vec<(u64, &str)> = Vec::new();
     for (cfg, flow) in cases() {
         if let Err(v) = run_flow(flow, cfg, bugs, &Sched::new(0, FaultPlan::None)) {
-            return Some((format!("flow {flow}, no fault"), v));
+            if named(&v) {
+                return Some((format!("flow {flow}, no fault"), v));
+            }
+            broken.push((cfg.consume_subrequests_max, flow));
         }
     }
     // Seeds whose script runs an operator (a backfill, a cancel, a redrive)
@@ -86,7 +95,7 @@ fn catch(bug: Bug) -> Option<(String, Violation)> {
             .iter()
             .copied()
             .find_map(|seed| match run_seed(seed, bugs, false) {
-                (case, _, Err(v)) => Some((
+                (case, _, Err(v)) if named(&v) => Some((
                     format!("random seed {seed} ({:?})", case.script.operator),
                     v,
                 )),
@@ -96,8 +105,9 @@ fn catch(bug: Bug) -> Option<(String, Violation)> {
     if let Some(found) = seeds(0..SEEDS_FIRST) {
         return Some(found);
     }
-    // The fault-free flows hold (checked above), so they can be counted.
-    for (cfg, flow) in cases().filter(|(_, f)| **f != SYNC_FLOW) {
+    // The fault-free flows that hold can be counted.
+    let holds = |cfg: &Config, flow: &str| !broken.contains(&(cfg.consume_subrequests_max, flow));
+    for (cfg, flow) in cases().filter(|(c, f)| **f != SYNC_FLOW && holds(c, f)) {
         if let Some(found) = exhaustive(cfg, flow) {
             return Some(found);
         }
@@ -105,7 +115,10 @@ fn catch(bug: Bug) -> Option<(String, Violation)> {
     if let Some(found) = seeds(SEEDS_FIRST..order.len()) {
         return Some(found);
     }
-    configs.iter().find_map(|cfg| exhaustive(cfg, SYNC_FLOW))
+    configs
+        .iter()
+        .filter(|c| holds(c, SYNC_FLOW))
+        .find_map(|cfg| exhaustive(cfg, SYNC_FLOW))
 }
 
 /// The flow whose faults `catch` tries last.
@@ -165,6 +178,8 @@ fn the_simulation_catches_every_seeded_bug() {
         .filter_map(|(i, _)| bugs.get(*i).copied())
         .collect();
     assert!(missed.is_empty(), "the simulation missed {missed:?}");
+    // `catch` counts only the named invariant; this holds by construction
+    // and says so if `catch` ever changes.
     let misnamed: Vec<String> = found
         .iter()
         .filter_map(|(i, caught)| Some((bugs.get(*i).copied()?, caught.as_ref()?)))

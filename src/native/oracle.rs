@@ -500,6 +500,16 @@ pub fn vector_tenants(db: &SqliteDb) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// Documents cron's verification found missing vectors of and re-ran,
+/// over every recorded cron run.
+pub fn documents_repaired(db: &SqliteDb) -> u64 {
+    let n = count(
+        db,
+        "SELECT coalesce(sum(json_extract(report, '$.documents_repaired')), 0) AS n FROM repair_runs",
+    );
+    u64::try_from(n).unwrap_or(0)
+}
+
 /// Every version of every document: key, version, content hash (the
 /// tombstone's for a delete) and whether it is a delete.
 pub fn version_log(db: &SqliteDb) -> Vec<(String, u32, String, bool)> {

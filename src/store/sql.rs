@@ -883,18 +883,34 @@ FROM versions WHERE doc_id = ?1 AND version = ?2
   AND EXISTS (SELECT 1 FROM documents d WHERE d.doc_id = ?1 AND d.latest_version = ?2 + 1)
   AND NOT EXISTS (SELECT 1 FROM versions v2 WHERE v2.doc_id = ?1 AND v2.version = ?2 + 1)";
 
+/// Whether version `?2 + 1` of document `?1` is this re-run's copy of `?2`
+/// (written at `?3` with `?2`'s content): not a write of another client
+/// that took the number in the same millisecond.
+macro_rules! rerun_copy_applied {
+    () => {
+        "EXISTS (SELECT 1 FROM versions v WHERE v.doc_id = ?1 AND v.version = ?2 + 1 AND v.created_at = ?3
+          AND v.content_hash = (SELECT p.content_hash FROM versions p WHERE p.doc_id = ?1 AND p.version = ?2))"
+    };
+}
+
 /// Statement 3 of 4: the copy of the text parts.
-pub const RERUN_COPY_PARTS: &str = "\
+pub const RERUN_COPY_PARTS: &str = concat!(
+    "\
 INSERT INTO version_parts (doc_id, version, part, text)
 SELECT doc_id, ?2 + 1, part, text FROM version_parts WHERE doc_id = ?1 AND version = ?2
-  AND EXISTS (SELECT 1 FROM versions v WHERE v.doc_id = ?1 AND v.version = ?2 + 1 AND v.created_at = ?3)
-  AND NOT EXISTS (SELECT 1 FROM version_parts p2 WHERE p2.doc_id = ?1 AND p2.version = ?2 + 1)";
+  AND NOT EXISTS (SELECT 1 FROM version_parts p2 WHERE p2.doc_id = ?1 AND p2.version = ?2 + 1)
+  AND ",
+    rerun_copy_applied!()
+);
 
 /// Statement 4 of 4: its job, `queued`. `?4` new job id.
-pub const RERUN_INSERT_JOB: &str = "\
+pub const RERUN_INSERT_JOB: &str = concat!(
+    "\
 INSERT OR IGNORE INTO jobs (job_id, doc_id, version, kind, state, step, attempts, last_failure_bucket, lease_until, next_attempt_at, created_at, updated_at)
 SELECT ?4, ?1, ?2 + 1, CASE WHEN v.is_delete = 1 THEN 'delete' ELSE 'index' END, 'queued', 'queued', 0, NULL, NULL, NULL, ?3, ?3
-FROM versions v WHERE v.doc_id = ?1 AND v.version = ?2 + 1 AND v.created_at = ?3";
+FROM versions v WHERE v.doc_id = ?1 AND v.version = ?2 + 1 AND ",
+    rerun_copy_applied!()
+);
 
 /// Whether a version is a tombstone. `?1` doc, `?2` version.
 pub const VERSION_IS_DELETE: &str =

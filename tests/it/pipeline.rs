@@ -912,3 +912,49 @@ fn block_on_claim(w: &World, job_id: &str, now: i64, lease: i64, owner: &str) {
     let claim = futures::executor::block_on(w.p().store.claim(job_id, now, lease, Some(owner)));
     assert!(claim.unwrap().is_some(), "claimed by {owner}");
 }
+
+/// Defect (found by the simulation's document-reindexing operator, seed
+/// 407): a document's re-run decided whether its copy of version v as v+1
+/// applied by v+1's creation time alone; when a delete of the document
+/// wrote v+1 in the same millisecond, the re-run's last statement added a
+/// second job to that tombstone, with the re-run's ID. Now v+1 must also
+/// hold v's content to be the re-run's.
+#[test]
+fn a_rerun_that_loses_to_a_write_in_the_same_millisecond_adds_nothing() {
+    let w = World::new();
+    w.put("a", TEXT_A);
+    w.deliver_all();
+    let now = w.clock.0.get();
+    // Between the re-run's decision and its batch, a delete writes v2 at
+    // the same time (the clock does not move): its intake batch, by hand.
+    let db = common::Hooked {
+        db: &w.db,
+        before: sql::REPAIR_RERUN_ADVANCE,
+        hook: std::cell::RefCell::new(Some(Box::new(
+            move |db: &ingest_pipeline::native::SqliteDb| {
+                let _: Vec<serde_json::Value> = db.inspect(
+                    "UPDATE documents SET latest_version = 2 WHERE doc_id = 'a' RETURNING doc_id",
+                    vec![],
+                );
+                let _: Vec<serde_json::Value> = db.inspect(
+                "INSERT INTO versions (doc_id, version, is_delete, content_hash, content_type, metadata, text_bytes, part_count, created_at)
+                 VALUES ('a', 2, 1, 'tombstone', 'text/plain', '{}', 0, 1, ?1) RETURNING version",
+                vec![ingest_pipeline::ports::SqlValue::Int(now)],
+            );
+                let _: Vec<serde_json::Value> = db.inspect(
+                "INSERT INTO jobs (job_id, doc_id, version, kind, state, step, attempts, created_at, updated_at)
+                 VALUES ('the-delete', 'a', 2, 'delete', 'queued', 'queued', 0, ?1, ?1) RETURNING job_id",
+                vec![ingest_pipeline::ports::SqlValue::Int(now)],
+            );
+            },
+        ))),
+    };
+    let out =
+        futures::executor::block_on(w.p_over(db).reindex_document(&default_key("a"))).unwrap();
+    assert!(out.is_err(), "the re-run lost to the delete: {out:?}");
+    let jobs: Vec<serde_json::Value> = w.db.inspect(
+        "SELECT job_id FROM jobs WHERE doc_id = 'a' AND version = 2",
+        vec![],
+    );
+    assert_eq!(jobs.len(), 1, "only the delete's job: {jobs:?}");
+}

@@ -118,6 +118,7 @@ pub(super) async fn client(
             }
             Op::Put(put) => IntakeItem::Put(put.input(doc.clone())),
             Op::Delete => IntakeItem::Delete(doc.clone()),
+            Op::Rerun => continue,
         };
         write_until_accepted(&p, sched, progress, &tenant, &item).await;
     }
@@ -347,6 +348,88 @@ pub(super) async fn reindex_then_roll_back(
     match answered(sched, || p.retire_generation(2)).await {
         Ok(_) => {}
         Err(refusal) => panic!("retire refused: {refusal:?}"),
+    }
+}
+
+/// The operator of a backfill of scope `all` or `filter` (`scope`):
+/// starts it `after_ms` into the run, while the clients write; cron drives
+/// it to its end (its re-runs are new versions of the documents).
+pub(super) async fn rerun_backfill(
+    p: Simulated<'_>,
+    sched: &Sched,
+    scope: crate::pipeline::BackfillScope,
+    after_ms: i64,
+) {
+    sleep_until(sched, sched.now_ms.get() + after_ms).await;
+    for attempt in 0.. {
+        assert!(attempt < 1000, "the backfill could never be started");
+        match p.start_backfill(&scope, 1).await {
+            Ok(Ok(_) | Err(Refused::BackfillOpen | Refused::BackfillStartedMeanwhile)) => break,
+            Ok(Err(refusal)) => panic!("backfill refused: {refusal:?}"),
+            Err(_) => back_off(sched, attempt).await,
+        }
+    }
+}
+
+/// The operator that reindexes each client's document once: as soon as
+/// its version is live and no newer one is being indexed (else the API
+/// says `document_indexing`: again later); a deleted or never indexed one
+/// is left once the clients are done (`document_not_indexed`). A lost
+/// answer of an applied reindex shows as a newer latest version: done.
+pub(super) async fn reindex_documents(
+    p: Simulated<'_>,
+    w: &World,
+    sched: &Sched,
+    progress: &Progress,
+    docs: Vec<DocClient>,
+) {
+    let mut keys: Vec<crate::core::ids::DocKey> = docs.iter().map(DocClient::key).collect();
+    keys.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+    keys.dedup();
+    let latest = |key: &crate::core::ids::DocKey| {
+        oracle::document_versions(&w.db)
+            .get(key.as_str())
+            .map(|v| v.0)
+    };
+    for key in keys {
+        for attempt in 0.. {
+            assert!(attempt < 10_000, "a document's reindex never answered");
+            let before = latest(&key);
+            match p.reindex_document(&key).await {
+                Ok(Ok(_)) => break,
+                Err(_) if latest(&key) != before => break,
+                Ok(Err(Refused::DocumentNotIndexed | Refused::DocumentNotFound))
+                    if progress.writers_done.get() == docs.len() =>
+                {
+                    break
+                }
+                Ok(Err(_)) | Err(_) => {
+                    progress.operator_waits().set(true);
+                    sleep_until(sched, sched.now_ms.get() + 1000).await;
+                    progress.operator_waits().set(false);
+                }
+            }
+        }
+    }
+}
+
+/// The index losing a vector: once the clients are done and everything is
+/// indexed, one vector a served chunk refers to disappears from the index
+/// (recorded in `w.lost`); cron's verification must find it and re-run
+/// its document, whose upsert writes it again (same ID).
+pub(super) async fn lose_a_vector(w: &World, progress: &Progress, writers_total: usize) {
+    while progress.writers_done.get() < writers_total
+        || oracle::open_jobs(&w.db) > 0
+        || !w.broker.is_empty()
+        || progress.in_flight.get() > 0
+    {
+        progress.operator_waits().set(true);
+        yield_now().await;
+    }
+    progress.operator_waits().set(false);
+    if let Some(c) = oracle::served_chunks(&w.db).first() {
+        w.lost.borrow_mut().insert(c.vector_id.clone());
+        w.index.vectors.borrow_mut().remove(&c.vector_id);
     }
 }
 

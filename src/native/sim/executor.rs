@@ -59,6 +59,8 @@ pub struct RunReport {
     pub paused: u64,
     /// Index reads a vector was missing from, not visible yet.
     pub invisible_reads: u64,
+    /// Documents cron's verification re-ran for a lost vector.
+    pub repaired: u64,
     /// Failure buckets injected, and those the ledger recorded (a job's
     /// last failure, a dead letter's).
     pub buckets_injected: BTreeSet<FailureBucket>,
@@ -112,6 +114,7 @@ pub fn run(
     report.conflicts = progress.conflicts.get();
     report.paused = progress.paused.get();
     report.invisible_reads = sched.invisible_reads.get();
+    report.repaired = oracle::documents_repaired(&w.db);
     let keys: BTreeSet<String> = script
         .docs
         .iter()
@@ -172,6 +175,10 @@ fn check_quiescent(
                     Reference::Cancelled
                 }
                 Operator::Rollback => Reference::RolledBack,
+                Operator::ReindexAll
+                | Operator::ReindexFilter
+                | Operator::ReindexDocuments
+                | Operator::IndexLoss => Reference::Clients,
                 _ => Reference::Reindexed,
             };
             let serialized = super::reference::serialized(script, w);
@@ -378,6 +385,32 @@ impl<'a> Executor<'a> {
                 vec![Box::pin(actors::reindex_then_roll_back(
                     p, w, sched, progress, writers,
                 ))]
+            }
+            Operator::ReindexAll | Operator::ReindexFilter => {
+                let p = w.simulated(sched);
+                let scope = if script.operator == Operator::ReindexAll {
+                    crate::pipeline::BackfillScope::All
+                } else {
+                    let mut f = serde_json::Map::new();
+                    f.insert("lang".into(), serde_json::Value::String("en".into()));
+                    crate::pipeline::BackfillScope::Filter(f)
+                };
+                let after_ms = match self.mode {
+                    Mode::Sequential => 0,
+                    Mode::Random => sched.rng.borrow_mut().below(10 * 60_000) as i64,
+                };
+                vec![Box::pin(actors::rerun_backfill(p, sched, scope, after_ms))]
+            }
+            Operator::ReindexDocuments => {
+                let p = w.simulated(sched);
+                let docs = script.docs.clone();
+                vec![Box::pin(actors::reindex_documents(
+                    p, w, sched, progress, docs,
+                ))]
+            }
+            Operator::IndexLoss => {
+                let writers = script.docs.len();
+                vec![Box::pin(actors::lose_a_vector(w, progress, writers))]
             }
             Operator::ReindexCancel => {
                 let p = w.simulated_with(reindex_config(cfg), sched);

@@ -64,7 +64,7 @@ impl Monitor {
             .flat_map(|c| c.ops.iter())
             .filter_map(|op| match op {
                 Op::Put(t) => t.first_word(),
-                Op::Delete | Op::Settle => None,
+                Op::Delete | Op::Settle | Op::Rerun => None,
             })
             .collect();
         queries.sort();
@@ -105,7 +105,7 @@ impl Monitor {
         self.checks.set(self.checks.get() + 1);
         let index: BTreeSet<String> = w.index.ids().into_iter().collect();
         let chunks = oracle::served_chunks(&w.db);
-        served_chunks_have_vectors(&chunks, &index)?;
+        served_chunks_have_vectors(&chunks, &index, &w.lost.borrow())?;
         let served: Served = chunks
             .into_iter()
             .map(|c| ((c.doc_id, c.version, c.chunk_index), c.text))
@@ -380,8 +380,12 @@ fn hit_is_of_its_tenant(
 fn served_chunks_have_vectors(
     served: &[oracle::ServedChunk],
     index: &BTreeSet<String>,
+    lost: &BTreeSet<String>,
 ) -> Result<(), Violation> {
-    match served.iter().find(|c| !index.contains(&c.vector_id)) {
+    match served
+        .iter()
+        .find(|c| !index.contains(&c.vector_id) && !lost.contains(&c.vector_id))
+    {
         Some(missing) => Err(violation(
             "I1",
             format!("live chunk {} has no vector", missing.vector_id),
@@ -597,7 +601,7 @@ pub(super) fn writes_are_what_clients_were_told(
                         .insert(crate::pipeline::content_hash(&t.input(c.doc())));
                 }
                 Op::Delete => entry.1 = true,
-                Op::Settle => {}
+                Op::Settle | Op::Rerun => {}
             }
         }
         entry.1 |= script.operator == Operator::Sync;

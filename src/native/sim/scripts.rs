@@ -136,13 +136,17 @@ fn text(rng: &mut Rng, words: &[&str; 12]) -> String {
 pub fn random_script(seed: u64) -> Script {
     let mut rng = Rng::new(seed.wrapping_mul(31).wrapping_add(7));
     let operator = match rng.below(100) {
-        0..=41 => Operator::None,
-        42..=51 => Operator::Reindex,
-        52..=58 => Operator::ReindexTwice,
-        59..=67 => Operator::ReindexCancel,
-        68..=74 => Operator::ReindexPause,
-        75..=82 => Operator::Rollback,
-        83..=91 => Operator::Sync,
+        0..=29 => Operator::None,
+        30..=37 => Operator::Reindex,
+        38..=42 => Operator::ReindexTwice,
+        43..=50 => Operator::ReindexCancel,
+        51..=55 => Operator::ReindexPause,
+        56..=62 => Operator::Rollback,
+        63..=67 => Operator::ReindexAll,
+        68..=71 => Operator::ReindexFilter,
+        72..=76 => Operator::ReindexDocuments,
+        77..=80 => Operator::IndexLoss,
+        81..=88 => Operator::Sync,
         _ => Operator::Redrive,
     };
     // A redrive has letters beyond its canaries (3), to send in batches.

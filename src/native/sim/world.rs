@@ -77,6 +77,11 @@ pub enum Op {
     /// Wait until every message so far was delivered (the client waits for
     /// indexing before its next write).
     Settle,
+    /// A re-run of the live version as a new one with the same content (a
+    /// reindex of the document): only in a reference's replay of what a
+    /// run recorded (a backfill of scope `all` or `filter`, a document's
+    /// reindex, a repair); no client sends it.
+    Rerun,
 }
 
 /// The tenant the world creates besides the built-in `default` one.
@@ -181,6 +186,17 @@ pub enum Operator {
     /// done, rolls back to generation 1 and retires generation 2: the run
     /// must end as the reference that did the same.
     Rollback,
+    /// Starts a backfill of scope `all` (every live document re-run) at a
+    /// random moment, while the clients write.
+    ReindexAll,
+    /// The same with scope `filter` (`{"lang": "en"}`).
+    ReindexFilter,
+    /// Reindexes each client's document once it is indexed
+    /// (`POST /v1/documents/{id}/reindex`), while the clients write.
+    ReindexDocuments,
+    /// The index loses a vector a served chunk refers to once the clients
+    /// are done: cron's verification must find it and re-run the document.
+    IndexLoss,
     /// Syncs a source of the `default` tenant's documents once every
     /// client's writes are indexed: a session that sees them all, then one
     /// that sees all but the last (which the commit deletes). The run must
@@ -191,13 +207,17 @@ pub enum Operator {
 impl Operator {
     /// Every operator: each must be chosen by some random seed of `make
     /// test` (`tests/sim.rs` asserts it).
-    pub const ALL: [Operator; 8] = [
+    pub const ALL: [Operator; 12] = [
         Operator::None,
         Operator::Reindex,
         Operator::ReindexTwice,
         Operator::ReindexCancel,
         Operator::ReindexPause,
         Operator::Rollback,
+        Operator::ReindexAll,
+        Operator::ReindexFilter,
+        Operator::ReindexDocuments,
+        Operator::IndexLoss,
         Operator::Redrive,
         Operator::Sync,
     ];
@@ -240,6 +260,9 @@ pub struct World {
     pub bugs: Bugs,
     /// Vectors a delete was sent for while a chunk row held them (I13).
     pub deleted_while_held: std::cell::RefCell<Vec<String>>,
+    /// Vectors the index lost (the `IndexLoss` operator): I1 lets a served
+    /// chunk miss one until cron's verification re-runs its document.
+    pub lost: std::cell::RefCell<std::collections::BTreeSet<String>>,
 }
 
 pub fn sim_config() -> Config {
@@ -323,6 +346,7 @@ impl World {
             cfg,
             bugs,
             deleted_while_held: std::cell::RefCell::new(Vec::new()),
+            lost: std::cell::RefCell::new(std::collections::BTreeSet::new()),
         };
         for t in tenants().iter().filter(|t| !t.is_default()) {
             futures::executor::block_on(w.direct().create_tenant(t, &Quotas::default()))
