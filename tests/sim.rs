@@ -46,6 +46,9 @@ struct Summary {
     paused: u64,
     invisible_reads: u64,
     repaired: u64,
+    quota_refusals: u64,
+    rate_limited: u64,
+    disabled: u64,
     buckets_injected: BTreeSet<FailureBucket>,
     buckets_recorded: BTreeSet<FailureBucket>,
     endings: BTreeSet<String>,
@@ -80,6 +83,9 @@ impl Summary {
         self.paused += r.paused;
         self.invisible_reads += r.invisible_reads;
         self.repaired += r.repaired;
+        self.quota_refusals += r.quota_refusals;
+        self.rate_limited += r.rate_limited;
+        self.disabled += r.disabled;
         self.buckets_injected
             .extend(r.buckets_injected.iter().copied());
         self.buckets_recorded
@@ -110,6 +116,9 @@ impl Summary {
         self.paused += o.paused;
         self.invisible_reads += o.invisible_reads;
         self.repaired += o.repaired;
+        self.quota_refusals += o.quota_refusals;
+        self.rate_limited += o.rate_limited;
+        self.disabled += o.disabled;
         self.buckets_injected.extend(o.buckets_injected);
         self.buckets_recorded.extend(o.buckets_recorded);
         self.endings.extend(o.endings);
@@ -157,6 +166,15 @@ impl Summary {
         }
         if self.repaired == 0 {
             out.push("a document re-run for a vector the index lost".into());
+        }
+        for (n, what) in [
+            (self.quota_refusals, "a write refused at a quota"),
+            (self.rate_limited, "a request refused by the rate limit"),
+            (self.disabled, "a request of a disabled tenant"),
+        ] {
+            if n == 0 {
+                out.push(what.into());
+            }
         }
         if self.paused == 0 {
             out.push("a backfill paused and resumed".into());
@@ -335,8 +353,8 @@ fn random_seeds_hold_every_invariant() {
         summary.operators, summary.cancelled, summary.redriven, summary.outage_faults, summary.dead_letters, summary.panics
     );
     println!(
-        "races: {} documents written by two clients at once, {} writes answered conflict; {} backfills paused and resumed; {} index reads missed a vector not visible yet; {} documents re-run for a lost vector",
-        summary.races, summary.conflicts, summary.paused, summary.invisible_reads, summary.repaired
+        "races: {} documents written by two clients at once, {} writes answered conflict; {} backfills paused and resumed; {} index reads missed a vector not visible yet; {} documents re-run for a lost vector; {} writes refused at a quota, {} requests rate-limited, {} of a disabled tenant",
+        summary.races, summary.conflicts, summary.paused, summary.invisible_reads, summary.repaired, summary.quota_refusals, summary.rate_limited, summary.disabled
     );
     println!(
         "buckets recorded: {:?}; endings: {:?}",

@@ -480,6 +480,15 @@ pub fn tenant_usage_mismatches(db: &SqliteDb) -> Vec<serde_json::Value> {
     )
 }
 
+/// Tenants whose usage passes one of their own quotas (documents, bytes).
+pub fn tenants_over_quota(db: &SqliteDb) -> Vec<serde_json::Value> {
+    db.inspect(
+        "SELECT tenant_id, documents, documents_max, bytes, bytes_max FROM tenants
+         WHERE documents > coalesce(documents_max, documents) OR bytes > coalesce(bytes_max, bytes)",
+        vec![],
+    )
+}
+
 /// The tenant of every vector D1 knows (a chunk row's or an intent's
 /// document's), by vector ID.
 pub fn vector_tenants(db: &SqliteDb) -> BTreeMap<String, String> {

@@ -44,6 +44,13 @@ pub(super) struct Progress {
     pub(super) conflicts: Cell<u64>,
     /// Backfills the pausing operator paused (not finished first).
     pub(super) paused: Cell<u64>,
+    /// Writes refused at a quota (key, content hash: `None` for a delete).
+    pub(super) refused: std::cell::RefCell<Vec<(String, Option<String>)>>,
+    /// Admissions refused by the rate limit, and by a disabled tenant.
+    pub(super) rate_limited: Cell<u64>,
+    pub(super) disabled: Cell<u64>,
+    /// Whether the other tenant has quotas its writes may meet.
+    pub(super) quotas: bool,
 }
 
 impl Progress {
@@ -58,6 +65,10 @@ impl Progress {
             accepted: std::cell::RefCell::new(Vec::new()),
             conflicts: Cell::new(0),
             paused: Cell::new(0),
+            refused: std::cell::RefCell::new(Vec::new()),
+            rate_limited: Cell::new(0),
+            disabled: Cell::new(0),
+            quotas: false,
         }
     }
 
@@ -123,13 +134,9 @@ pub(super) async fn client(
         write_until_accepted(&p, sched, progress, &tenant, &item).await;
     }
     progress.writers_done.set(progress.writers_done.get() + 1);
-    if let Some(put) = last_put {
-        // A client that sees the service down waits for it to be back.
-        while sched.in_outage() {
-            wait.set(true);
-            yield_now().await;
-        }
-        wait.set(false);
+    // A client that sees the service down does not search (its search
+    // would only wait for the outage's end).
+    if let Some(put) = last_put.filter(|_| !sched.in_outage()) {
         search_as_a_client(&p, w, sched, progress, &tenant, &put).await;
     }
     progress.clients_done.set(progress.clients_done.get() + 1);
@@ -158,6 +165,27 @@ async fn write_until_accepted(
             attempt < 1000,
             "a client could never get its write accepted"
         );
+        // Admitted first, as the API admits every request.
+        match p.admit(tenant).await {
+            Ok(crate::pipeline::Admission::Admitted) => {}
+            Ok(crate::pipeline::Admission::RateLimited {
+                retry_after_seconds,
+            }) => {
+                progress.rate_limited.set(progress.rate_limited.get() + 1);
+                let at = sched.now_ms.get() + retry_after_seconds as i64 * 1000;
+                sleep_until(sched, at).await;
+                continue;
+            }
+            Ok(crate::pipeline::Admission::TenantDisabled) => {
+                progress.disabled.set(progress.disabled.get() + 1);
+                sleep_until(sched, sched.now_ms.get() + 30_000).await;
+                continue;
+            }
+            Err(_) => {
+                back_off(sched, attempt).await;
+                continue;
+            }
+        }
         match p.intake(tenant, std::slice::from_ref(item)).await {
             Ok(outcomes) => {
                 if let Some(version) = outcomes.first().and_then(accepted_version) {
@@ -172,6 +200,18 @@ async fn write_until_accepted(
                 progress.conflicts.set(progress.conflicts.get() + 1);
             }
             Err(crate::pipeline::IntakeError::Port(e)) if e.bucket.is_transient() => {}
+            // The tenant is at its quota: refused, nothing written (a 429
+            // a client does not repeat as is). Only the tenant with quotas
+            // gets it; anyone else's is a misclassified refusal.
+            Err(crate::pipeline::IntakeError::QuotaExceeded(_))
+                if tenant.as_str() == super::world::OTHER_TENANT && progress.quotas =>
+            {
+                progress
+                    .refused
+                    .borrow_mut()
+                    .push((key.as_str().to_string(), hash));
+                return;
+            }
             Err(e) => {
                 progress.violations.borrow_mut().push(Violation {
                     invariant: "I16",
@@ -356,11 +396,24 @@ pub(super) async fn reindex_then_roll_back(
 /// it to its end (its re-runs are new versions of the documents).
 pub(super) async fn rerun_backfill(
     p: Simulated<'_>,
+    w: &World,
     sched: &Sched,
+    progress: &Progress,
     scope: crate::pipeline::BackfillScope,
-    after_ms: i64,
+    after_ms: Option<i64>,
 ) {
-    sleep_until(sched, sched.now_ms.get() + after_ms).await;
+    match after_ms {
+        Some(ms) => sleep_until(sched, sched.now_ms.get() + ms).await,
+        // The exhaustive flows: once a version is live (their clock only
+        // moves to deliveries), so that the backfill has one to re-run.
+        None => {
+            while oracle::live_versions(&w.db).values().all(Option::is_none) {
+                progress.operator_waits().set(true);
+                yield_now().await;
+            }
+            progress.operator_waits().set(false);
+        }
+    }
     for attempt in 0.. {
         assert!(attempt < 1000, "the backfill could never be started");
         match p.start_backfill(&scope, 1).await {
@@ -399,7 +452,10 @@ pub(super) async fn reindex_documents(
                 Ok(Ok(_)) => break,
                 Err(_) if latest(&key) != before => break,
                 Ok(Err(Refused::DocumentNotIndexed | Refused::DocumentNotFound))
-                    if progress.writers_done.get() == docs.len() =>
+                    if progress.writers_done.get() == docs.len()
+                        && oracle::open_jobs(&w.db) == 0
+                        && w.broker.is_empty()
+                        && progress.in_flight.get() == 0 =>
                 {
                     break
                 }
@@ -411,6 +467,24 @@ pub(super) async fn reindex_documents(
             }
         }
     }
+}
+
+/// The operator of the other tenant: disables it `disable_ms` into the
+/// run and enables it again `enable_ms` later (its clients wait).
+pub(super) async fn disable_then_enable(
+    p: Simulated<'_>,
+    sched: &Sched,
+    disable_ms: i64,
+    enable_ms: i64,
+) {
+    let other =
+        crate::core::ids::TenantId::parse(super::world::OTHER_TENANT).expect("a valid tenant id");
+    sleep_until(sched, sched.now_ms.get() + disable_ms).await;
+    let disabled = crate::core::state::TenantState::Disabled;
+    let _ = answered(sched, || p.set_tenant_state(&other, disabled)).await;
+    sleep_until(sched, sched.now_ms.get() + enable_ms).await;
+    let active = crate::core::state::TenantState::Active;
+    let _ = answered(sched, || p.set_tenant_state(&other, active)).await;
 }
 
 /// The index losing a vector: once the clients are done and everything is

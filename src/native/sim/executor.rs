@@ -61,6 +61,11 @@ pub struct RunReport {
     pub invisible_reads: u64,
     /// Documents cron's verification re-ran for a lost vector.
     pub repaired: u64,
+    /// Writes refused at the quota, admissions refused by the rate limit
+    /// and by the tenant's disable (each waited out by its client).
+    pub quota_refusals: u64,
+    pub rate_limited: u64,
+    pub disabled: u64,
     /// Failure buckets injected, and those the ledger recorded (a job's
     /// last failure, a dead letter's).
     pub buckets_injected: BTreeSet<FailureBucket>,
@@ -91,7 +96,8 @@ pub fn run(
     mode: Mode,
 ) -> Result<RunReport, Violation> {
     let w = world_for(script, cfg, bugs, sched);
-    let progress = Progress::new(script.docs.len());
+    let mut progress = Progress::new(script.docs.len());
+    progress.quotas = script.operator == Operator::TenantLimits;
     let mut ex = Executor::new(&w, sched, cfg, mode, script, &progress);
     ex.start_clients(script);
     ex.start_operator(script);
@@ -115,6 +121,9 @@ pub fn run(
     report.paused = progress.paused.get();
     report.invisible_reads = sched.invisible_reads.get();
     report.repaired = oracle::documents_repaired(&w.db);
+    report.quota_refusals = progress.refused.borrow().len() as u64;
+    report.rate_limited = progress.rate_limited.get();
+    report.disabled = progress.disabled.get();
     let keys: BTreeSet<String> = script
         .docs
         .iter()
@@ -139,6 +148,18 @@ fn world_for(script: &Script, cfg: &Config, bugs: Bugs, sched: &Sched) -> World 
     // operator redrives every letter, so the run still ends indexed.
     sched.permanent.set(script.operator == Operator::Redrive);
     sched.now_ms.set(w.clock.0.get());
+    if script.operator == Operator::TenantLimits {
+        let other = crate::core::ids::TenantId::parse(super::world::OTHER_TENANT)
+            .expect("a valid tenant id");
+        let tight = crate::store::Quotas {
+            documents_max: Some(1),
+            bytes_max: None,
+            requests_per_minute_max: Some(3),
+        };
+        futures::executor::block_on(w.direct().set_tenant_quotas(&other, &tight))
+            .expect("the setup is fault-free")
+            .expect("the tenant exists");
+    }
     w
 }
 
@@ -157,6 +178,11 @@ fn check_quiescent(
     invariants::index_holds_written_live_chunks(w)?;
     invariants::no_dead_letter_is_lost(w)?;
     invariants::writes_are_what_clients_were_told(w, script, &progress.accepted.borrow())?;
+    invariants::refused_writes_wrote_nothing(
+        w,
+        &progress.accepted.borrow(),
+        &progress.refused.borrow(),
+    )?;
     report.dead_letters = w.broker.dead_log.borrow().len() as u64;
     match script.operator {
         Operator::Redrive => {
@@ -178,7 +204,8 @@ fn check_quiescent(
                 Operator::ReindexAll
                 | Operator::ReindexFilter
                 | Operator::ReindexDocuments
-                | Operator::IndexLoss => Reference::Clients,
+                | Operator::IndexLoss
+                | Operator::TenantLimits => Reference::Clients,
                 _ => Reference::Reindexed,
             };
             let serialized = super::reference::serialized(script, w);
@@ -396,10 +423,12 @@ impl<'a> Executor<'a> {
                     crate::pipeline::BackfillScope::Filter(f)
                 };
                 let after_ms = match self.mode {
-                    Mode::Sequential => 0,
-                    Mode::Random => sched.rng.borrow_mut().below(10 * 60_000) as i64,
+                    Mode::Sequential => None,
+                    Mode::Random => Some(sched.rng.borrow_mut().below(10 * 60_000) as i64),
                 };
-                vec![Box::pin(actors::rerun_backfill(p, sched, scope, after_ms))]
+                vec![Box::pin(actors::rerun_backfill(
+                    p, w, sched, progress, scope, after_ms,
+                ))]
             }
             Operator::ReindexDocuments => {
                 let p = w.simulated(sched);
@@ -411,6 +440,19 @@ impl<'a> Executor<'a> {
             Operator::IndexLoss => {
                 let writers = script.docs.len();
                 vec![Box::pin(actors::lose_a_vector(w, progress, writers))]
+            }
+            Operator::TenantLimits => {
+                let p = w.simulated(sched);
+                let (disable_ms, enable_ms) = match self.mode {
+                    Mode::Sequential => (0, 60_000),
+                    Mode::Random => {
+                        let mut rng = sched.rng.borrow_mut();
+                        (rng.below(10 * 60_000) as i64, rng.below(10 * 60_000) as i64)
+                    }
+                };
+                vec![Box::pin(actors::disable_then_enable(
+                    p, sched, disable_ms, enable_ms,
+                ))]
             }
             Operator::ReindexCancel => {
                 let p = w.simulated_with(reindex_config(cfg), sched);

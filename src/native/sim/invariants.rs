@@ -115,6 +115,7 @@ impl Monitor {
         indexed_vectors_are_known(w, &index)?;
         vectors_are_in_their_tenants_namespace(w)?;
         tenant_usage_is_what_its_documents_hold(w)?;
+        quotas_hold(w)?;
         let active = self.active_generation_moves_forward(w)?;
         generations_are_built_by_backfills(w)?;
         keyword_index_holds_the_live_chunks(w)?;
@@ -625,6 +626,42 @@ pub(super) fn writes_are_what_clients_were_told(
         }
     }
     Ok(())
+}
+
+/// I17, after quiescence: a write refused at a quota wrote nothing: no
+/// version of its document holds its content, unless another write of the
+/// same content was accepted.
+pub(super) fn refused_writes_wrote_nothing(
+    w: &World,
+    accepted: &[(String, u32, Option<String>)],
+    refused: &[(String, Option<String>)],
+) -> Result<(), Violation> {
+    let log = oracle::version_log(&w.db);
+    for (key, hash) in refused {
+        let Some(hash) = hash else { continue };
+        let also_accepted = accepted
+            .iter()
+            .any(|(k, _, h)| k == key && h.as_ref() == Some(hash));
+        let held = log.iter().any(|(k, _, h, _)| k == key && h == hash);
+        if held && !also_accepted {
+            return Err(violation(
+                "I17",
+                format!("{}: a write refused at its quota was recorded", shown(key)),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// I17, after every step: no tenant holds more than its quotas allow.
+pub(super) fn quotas_hold(w: &World) -> Result<(), Violation> {
+    match oracle::tenants_over_quota(&w.db).first() {
+        Some(row) => Err(violation(
+            "I17",
+            format!("a tenant is past its quota: {row}"),
+        )),
+        None => Ok(()),
+    }
 }
 
 pub(super) fn no_dead_letter_is_lost(w: &World) -> Result<(), Violation> {

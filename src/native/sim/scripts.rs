@@ -146,7 +146,8 @@ pub fn random_script(seed: u64) -> Script {
         68..=71 => Operator::ReindexFilter,
         72..=76 => Operator::ReindexDocuments,
         77..=80 => Operator::IndexLoss,
-        81..=88 => Operator::Sync,
+        81..=84 => Operator::TenantLimits,
+        85..=90 => Operator::Sync,
         _ => Operator::Redrive,
     };
     // A redrive has letters beyond its canaries (3), to send in batches.
@@ -263,9 +264,20 @@ pub fn flow(name: &str) -> Script {
         "update" => vec![Op::Put(v1.into()), Op::Settle, Op::Put(v2.into())],
         "delete" => vec![Op::Put(v1.into()), Op::Settle, Op::Delete],
         "overtake" => vec![Op::Put(v1.into()), Op::Put(v2.into())],
-        "reindex" | "cancel" | "reindex-twice" | "pause" | "rollback" => {
+        "reindex" | "cancel" | "reindex-twice" | "pause" | "rollback" | "reindex-all" => {
             vec![Op::Put(v1.into()), Op::Settle, Op::Put(v2.into())]
         }
+        "reindex-filter" => {
+            let en = |text: String| {
+                Op::Put(Put {
+                    lang: Some("en".into()),
+                    ..text.into()
+                })
+            };
+            vec![en(v1), Op::Settle, en(v2)]
+        }
+        "reindex-document" | "index-loss" => vec![Op::Put(v1.into())],
+        "tenant-limits" => return tenant_limits_flow(v1, v2),
         "sync" => return sync_flow(v1, v2),
         "redrive" => return redrive_flow(&v1, &v2),
         "race" => return race_flow(v1, v2),
@@ -285,6 +297,10 @@ pub fn flow(name: &str) -> Script {
             "pause" => Operator::ReindexPause,
             "rollback" => Operator::Rollback,
             "cancel" => Operator::ReindexCancel,
+            "reindex-all" => Operator::ReindexAll,
+            "reindex-filter" => Operator::ReindexFilter,
+            "reindex-document" => Operator::ReindexDocuments,
+            "index-loss" => Operator::IndexLoss,
             _ => Operator::None,
         },
         ..Script::clients_of(vec![DocClient {
@@ -363,6 +379,27 @@ fn race_flow(v1: String, v2: String) -> Script {
     Script::clients_of(vec![writer(v1), writer(v2)])
 }
 
+/// The `tenant-limits` flow: the other tenant (one document at most, three
+/// requests a minute, disabled at the start for a minute) writes two
+/// documents, the second refused at its quota; the `default` tenant
+/// writes one.
+fn tenant_limits_flow(v1: String, v2: String) -> Script {
+    let [default, other] = tenants();
+    let client = |tenant: &crate::core::ids::TenantId, doc: &str, text: &String| DocClient {
+        tenant: tenant.clone(),
+        doc_id: doc.into(),
+        ops: vec![Op::Put(text.clone().into())],
+    };
+    Script {
+        operator: Operator::TenantLimits,
+        ..Script::clients_of(vec![
+            client(&other, "doc", &v1),
+            client(&other, "doc-b", &v2),
+            client(&default, "doc", &v2),
+        ])
+    }
+}
+
 /// The configuration flow `name` runs under, from `cfg`: the `redrive`
 /// flow's jobs give up a minute into the outage (as a redrive seed's).
 pub fn flow_config(name: &str, cfg: &Config) -> Config {
@@ -385,9 +422,14 @@ pub fn flow_config(name: &str, cfg: &Config) -> Config {
 /// by an outage, then redriven; `race`: two clients write one document at
 /// once; `pause`: the update while the backfill is paused and resumed;
 /// `rollback`: the update, the backfill's switch, then a rollback to
-/// generation 1 and generation 2 retired. `delete` and `overtake` write as
-/// the created tenant (`acme`), the others as `default`.
-pub const FLOWS: [&str; 12] = [
+/// generation 1 and generation 2 retired; `reindex-all`, `reindex-filter`:
+/// the update while a backfill of scope `all` (`filter`, `{"lang":
+/// "en"}`) re-runs the document; `reindex-document`: one version, then its
+/// reindex; `index-loss`: one version whose vector the index loses, then
+/// cron's repair; `tenant-limits`: `tenant_limits_flow`. `delete` and
+/// `overtake` write as the created tenant (`acme`), the others as
+/// `default`.
+pub const FLOWS: [&str; 17] = [
     "single",
     "update",
     "delete",
@@ -400,6 +442,11 @@ pub const FLOWS: [&str; 12] = [
     "race",
     "pause",
     "rollback",
+    "reindex-all",
+    "reindex-filter",
+    "reindex-document",
+    "index-loss",
+    "tenant-limits",
 ];
 
 /// Runs a flow sequentially (the exhaustive enumeration's schedule).

@@ -197,6 +197,11 @@ pub enum Operator {
     /// The index loses a vector a served chunk refers to once the clients
     /// are done: cron's verification must find it and re-run the document.
     IndexLoss,
+    /// The other tenant has tight quotas (one document, three requests a
+    /// minute), and is disabled at a random moment and enabled again
+    /// later: its clients wait out the rate limit and the disable, and a
+    /// write past the quota is refused and writes nothing.
+    TenantLimits,
     /// Syncs a source of the `default` tenant's documents once every
     /// client's writes are indexed: a session that sees them all, then one
     /// that sees all but the last (which the commit deletes). The run must
@@ -207,7 +212,7 @@ pub enum Operator {
 impl Operator {
     /// Every operator: each must be chosen by some random seed of `make
     /// test` (`tests/sim.rs` asserts it).
-    pub const ALL: [Operator; 12] = [
+    pub const ALL: [Operator; 13] = [
         Operator::None,
         Operator::Reindex,
         Operator::ReindexTwice,
@@ -218,6 +223,7 @@ impl Operator {
         Operator::ReindexFilter,
         Operator::ReindexDocuments,
         Operator::IndexLoss,
+        Operator::TenantLimits,
         Operator::Redrive,
         Operator::Sync,
     ];
