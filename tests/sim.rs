@@ -47,6 +47,7 @@ struct Summary {
     invisible_reads: u64,
     repaired: u64,
     quota_refusals: u64,
+    batches: u64,
     rate_limited: u64,
     disabled: u64,
     buckets_injected: BTreeSet<FailureBucket>,
@@ -84,6 +85,7 @@ impl Summary {
         self.invisible_reads += r.invisible_reads;
         self.repaired += r.repaired;
         self.quota_refusals += r.quota_refusals;
+        self.batches += r.batches;
         self.rate_limited += r.rate_limited;
         self.disabled += r.disabled;
         self.buckets_injected
@@ -117,6 +119,7 @@ impl Summary {
         self.invisible_reads += o.invisible_reads;
         self.repaired += o.repaired;
         self.quota_refusals += o.quota_refusals;
+        self.batches += o.batches;
         self.rate_limited += o.rate_limited;
         self.disabled += o.disabled;
         self.buckets_injected.extend(o.buckets_injected);
@@ -169,6 +172,7 @@ impl Summary {
         }
         for (n, what) in [
             (self.quota_refusals, "a write refused at a quota"),
+            (self.batches, "a batch of several documents"),
             (self.rate_limited, "a request refused by the rate limit"),
             (self.disabled, "a request of a disabled tenant"),
         ] {
@@ -353,8 +357,8 @@ fn random_seeds_hold_every_invariant() {
         summary.operators, summary.cancelled, summary.redriven, summary.outage_faults, summary.dead_letters, summary.panics
     );
     println!(
-        "races: {} documents written by two clients at once, {} writes answered conflict; {} backfills paused and resumed; {} index reads missed a vector not visible yet; {} documents re-run for a lost vector; {} writes refused at a quota, {} requests rate-limited, {} of a disabled tenant",
-        summary.races, summary.conflicts, summary.paused, summary.invisible_reads, summary.repaired, summary.quota_refusals, summary.rate_limited, summary.disabled
+        "races: {} documents written by two clients at once, {} writes answered conflict; {} backfills paused and resumed; {} index reads missed a vector not visible yet; {} documents re-run for a lost vector; {} batches; {} writes refused at a quota, {} requests rate-limited, {} of a disabled tenant",
+        summary.races, summary.conflicts, summary.paused, summary.invisible_reads, summary.repaired, summary.batches, summary.quota_refusals, summary.rate_limited, summary.disabled
     );
     println!(
         "buckets recorded: {:?}; endings: {:?}",

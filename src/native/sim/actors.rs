@@ -51,6 +51,8 @@ pub(super) struct Progress {
     pub(super) disabled: Cell<u64>,
     /// Whether the other tenant has quotas its writes may meet.
     pub(super) quotas: bool,
+    /// Intakes of several documents at once that were answered.
+    pub(super) batches: Cell<u64>,
 }
 
 impl Progress {
@@ -69,6 +71,7 @@ impl Progress {
             rate_limited: Cell::new(0),
             disabled: Cell::new(0),
             quotas: false,
+            batches: Cell::new(0),
         }
     }
 
@@ -115,6 +118,7 @@ pub(super) async fn client(
     let (tenant, doc) = (client.tenant.clone(), client.doc());
     let last_put = client.ops.iter().rev().find_map(|op| match op {
         Op::Put(t) => Some(t.clone()),
+        Op::Batch(puts) => puts.first().cloned(),
         _ => None,
     });
     for op in client.ops {
@@ -129,9 +133,15 @@ pub(super) async fn client(
             }
             Op::Put(put) => IntakeItem::Put(put.input(doc.clone())),
             Op::Delete => IntakeItem::Delete(doc.clone()),
+            Op::Batch(puts) => {
+                let items = super::world::batch_items(&doc, &puts);
+                write_until_accepted(&p, sched, progress, &tenant, &items).await;
+                progress.batches.set(progress.batches.get() + 1);
+                continue;
+            }
             Op::Rerun => continue,
         };
-        write_until_accepted(&p, sched, progress, &tenant, &item).await;
+        write_until_accepted(&p, sched, progress, &tenant, std::slice::from_ref(&item)).await;
     }
     progress.writers_done.set(progress.writers_done.get() + 1);
     // A client that sees the service down does not search (its search
@@ -153,13 +163,19 @@ async fn write_until_accepted(
     sched: &Sched,
     progress: &Progress,
     tenant: &crate::core::ids::TenantId,
-    item: &IntakeItem,
+    items: &[IntakeItem],
 ) {
-    let key = crate::core::ids::DocKey::new(tenant, item.doc_id());
-    let hash = match item {
-        IntakeItem::Put(d) => Some(crate::pipeline::content_hash(d)),
-        _ => None,
-    };
+    let keyed: Vec<(String, Option<String>)> = items
+        .iter()
+        .map(|item| {
+            let key = crate::core::ids::DocKey::new(tenant, item.doc_id());
+            let hash = match item {
+                IntakeItem::Put(d) => Some(crate::pipeline::content_hash(d)),
+                _ => None,
+            };
+            (key.as_str().to_string(), hash)
+        })
+        .collect();
     for attempt in 0.. {
         assert!(
             attempt < 1000,
@@ -186,13 +202,15 @@ async fn write_until_accepted(
                 continue;
             }
         }
-        match p.intake(tenant, std::slice::from_ref(item)).await {
+        match p.intake(tenant, items).await {
             Ok(outcomes) => {
-                if let Some(version) = outcomes.first().and_then(accepted_version) {
-                    progress
-                        .accepted
-                        .borrow_mut()
-                        .push((key.as_str().to_string(), version, hash));
+                for (o, (key, hash)) in outcomes.iter().zip(&keyed) {
+                    if let Some(version) = accepted_version(o) {
+                        progress
+                            .accepted
+                            .borrow_mut()
+                            .push((key.clone(), version, hash.clone()));
+                    }
                 }
                 return;
             }
@@ -206,17 +224,15 @@ async fn write_until_accepted(
             Err(crate::pipeline::IntakeError::QuotaExceeded(_))
                 if tenant.as_str() == super::world::OTHER_TENANT && progress.quotas =>
             {
-                progress
-                    .refused
-                    .borrow_mut()
-                    .push((key.as_str().to_string(), hash));
+                progress.refused.borrow_mut().extend(keyed);
                 return;
             }
             Err(e) => {
                 progress.violations.borrow_mut().push(Violation {
                     invariant: "I16",
                     detail: format!(
-                        "{key:?}: a write was refused as {e:?}, which a client does not retry"
+                        "{:?}: a write was refused as {e:?}, which a client does not retry",
+                        keyed.first().map(|k| &k.0)
                     ),
                 });
                 return;

@@ -64,6 +64,8 @@ pub struct RunReport {
     /// Writes refused at the quota, admissions refused by the rate limit
     /// and by the tenant's disable (each waited out by its client).
     pub quota_refusals: u64,
+    /// Intakes of several documents at once.
+    pub batches: u64,
     pub rate_limited: u64,
     pub disabled: u64,
     /// Failure buckets injected, and those the ledger recorded (a job's
@@ -123,6 +125,7 @@ pub fn run(
     report.repaired = oracle::documents_repaired(&w.db);
     report.quota_refusals = progress.refused.borrow().len() as u64;
     report.rate_limited = progress.rate_limited.get();
+    report.batches = progress.batches.get();
     report.disabled = progress.disabled.get();
     let keys: BTreeSet<String> = script
         .docs

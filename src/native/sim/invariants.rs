@@ -7,7 +7,7 @@
 //! May import `world` (the ledger, the index, search, the tenants) and the
 //! oracle; not the actors, the reference run or the executor.
 
-use super::world::{tenants, Op, Operator, Reference, Script, Violation, World};
+use super::world::{tenants, Op, Operator, Put, Reference, Script, Violation, World};
 use crate::core::ids::{split_key, DocId, DocKey, TenantId};
 use crate::native::oracle;
 use crate::pipeline::{DocumentView, SearchHit, SearchMode, SearchRequest};
@@ -64,6 +64,7 @@ impl Monitor {
             .flat_map(|c| c.ops.iter())
             .filter_map(|op| match op {
                 Op::Put(t) => t.first_word(),
+                Op::Batch(puts) => puts.first().and_then(Put::first_word),
                 Op::Delete | Op::Settle | Op::Rerun => None,
             })
             .collect();
@@ -602,6 +603,15 @@ pub(super) fn writes_are_what_clients_were_told(
                         .insert(crate::pipeline::content_hash(&t.input(c.doc())));
                 }
                 Op::Delete => entry.1 = true,
+                Op::Batch(puts) => {
+                    // The client's own document's content; the others are
+                    // documents of no client (checked by (a) only).
+                    if let Some(first) = puts.first() {
+                        entry
+                            .0
+                            .insert(crate::pipeline::content_hash(&first.input(c.doc())));
+                    }
+                }
                 Op::Settle | Op::Rerun => {}
             }
         }

@@ -151,6 +151,11 @@ fn write_in_order(w: &World, sched: &Sched, p: &Simulated<'_>, script: &Script) 
                 }
                 Op::Put(t) => IntakeItem::Put(t.input(doc.clone())),
                 Op::Delete => IntakeItem::Delete(doc.clone()),
+                Op::Batch(puts) => {
+                    let items = super::world::batch_items(&doc, puts);
+                    block_on(p.intake(&client.tenant, &items)).unwrap();
+                    continue;
+                }
                 Op::Rerun => {
                     deliver_all(w, sched, p);
                     block_on(p.reindex_document(&client.key()))

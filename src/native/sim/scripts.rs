@@ -160,12 +160,25 @@ pub fn random_script(seed: u64) -> Script {
     let first = rng.below(2) as usize;
     let mut numbered = [0usize; 2];
     let mut out = Vec::new();
+    // Batches of several documents where the reference replays the
+    // clients' operations themselves (not a document's recorded versions,
+    // which would leave a batch's other documents out), and not by the
+    // first client, which a race may join.
+    let batches = matches!(
+        operator,
+        Operator::None
+            | Operator::Reindex
+            | Operator::ReindexTwice
+            | Operator::ReindexCancel
+            | Operator::ReindexPause
+            | Operator::Rollback
+    );
     for d in 0..docs as usize {
         let t = (first + d) % 2;
         out.push(DocClient {
             tenant: tenants[t].clone(),
             doc_id: format!("doc-{}", numbered[t]),
-            ops: random_ops(&mut rng, operator, &WORDS[t]),
+            ops: random_ops(&mut rng, operator, &WORDS[t], batches && d > 0),
         });
         numbered[t] += 1;
     }
@@ -177,7 +190,7 @@ pub fn random_script(seed: u64) -> Script {
         let first_doc = out[0].clone();
         let t = if first_doc.tenant == tenants[0] { 0 } else { 1 };
         out.push(DocClient {
-            ops: random_ops(&mut rng, operator, &WORDS[t]),
+            ops: random_ops(&mut rng, operator, &WORDS[t], false),
             ..first_doc
         });
     }
@@ -206,7 +219,7 @@ pub fn random_script(seed: u64) -> Script {
 /// One document's operations: 1–4 (1 for a redrive, whose documents are
 /// written once: any later version is a re-run), a put first (of a text
 /// from `words`), then puts and deletes, some after a `Settle`.
-fn random_ops(rng: &mut Rng, operator: Operator, words: &[&str; 12]) -> Vec<Op> {
+fn random_ops(rng: &mut Rng, operator: Operator, words: &[&str; 12], batches: bool) -> Vec<Op> {
     let n = if operator == Operator::Redrive {
         1
     } else {
@@ -219,6 +232,9 @@ fn random_ops(rng: &mut Rng, operator: Operator, words: &[&str; 12]) -> Vec<Op> 
         }
         if i > 0 && rng.chance(250) {
             ops.push(Op::Delete);
+        } else if batches && rng.chance(150) {
+            let n = 2 + rng.below(2);
+            ops.push(Op::Batch((0..n).map(|_| random_put(rng, words)).collect()));
         } else {
             ops.push(Op::Put(random_put(rng, words)));
         }

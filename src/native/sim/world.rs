@@ -69,6 +69,22 @@ impl Put {
     }
 }
 
+/// The items of a client's `Op::Batch` of document `doc`: `doc` with the
+/// first content, `<doc>.b<i>` with the i-th.
+pub fn batch_items(doc: &DocId, puts: &[Put]) -> Vec<crate::pipeline::IntakeItem> {
+    puts.iter()
+        .enumerate()
+        .map(|(i, put)| {
+            let id = if i == 0 {
+                doc.clone()
+            } else {
+                DocId::parse(&format!("{}.b{i}", doc.as_str())).expect("a valid ID")
+            };
+            crate::pipeline::IntakeItem::Put(put.input(id))
+        })
+        .collect()
+}
+
 /// One operation of a client on one document.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Op {
@@ -77,6 +93,9 @@ pub enum Op {
     /// Wait until every message so far was delivered (the client waits for
     /// indexing before its next write).
     Settle,
+    /// One intake of several documents: the client's own with the first
+    /// content, and `<doc>.b<i>` with the i-th (`batch_items`).
+    Batch(Vec<Put>),
     /// A re-run of the live version as a new one with the same content (a
     /// reindex of the document): only in a reference's replay of what a
     /// run recorded (a backfill of scope `all` or `filter`, a document's
