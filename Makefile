@@ -4,6 +4,10 @@
 SHELL := /bin/bash
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 export WRANGLER_SEND_METRICS := false
+# Offline: Miniflare would fetch the `Request.cf` placeholder from
+# workers.cloudflare.com at every start (a stack trace when offline); the
+# Worker reads nothing of it.
+export CLOUDFLARE_CF_FETCH_ENABLED := false
 WRANGLER := node_modules/.bin/wrangler
 SEEDS ?= 100000
 # End-to-end test files run two at a time: each has its own wrangler dev,
@@ -16,9 +20,11 @@ setup:
 	@bash scripts/setup.sh
 
 ## Serve the pipeline on http://localhost:8787, offline (local D1, local
-## queues, local index and embedder). Cron: curl "localhost:8787/cdn-cgi/handler/scheduled?cron=*/5+*+*+*+*"
-dev: setup migrate-local
-	$(WRANGLER) dev --env local --ip 127.0.0.1 --port 8787 --test-scheduled
+## queues, local index and embedder), with cron every DEV_CRON_SECONDS
+## (60; 0: none) and a rebuild when src/ or console/ changes
+## (scripts/dev.mjs lists its settings: DEV_PORT, DEV_PERSIST_DIR, ...).
+dev: setup
+	node scripts/dev.mjs
 
 migrate-local:
 	CI=1 $(WRANGLER) d1 migrations apply DB --local --env local

@@ -552,6 +552,11 @@ settings! {
     /// the character pairs of its Japanese or Chinese runs), at most.
     search_keyword_phrases_max: usize = 32, "SEARCH_KEYWORD_PHRASES_MAX",
         in 1..=256, "must be 1..=256";
+    /// Bytes of a search query, at most, in every mode. A `hybrid` or
+    /// `vector` query must also fit the embedding model's input (its
+    /// tokens, counted conservatively); a `keyword` query only this.
+    search_query_bytes_max: usize = 4096, "SEARCH_QUERY_BYTES_MAX",
+        in 1..=65_536, "must be 1..=65536";
     /// Characters of a highlight snippet (`"highlight": true`).
     search_snippet_chars: usize = 200, "SEARCH_SNIPPET_CHARS",
         in 16..=4096, "must be 16..=4096";

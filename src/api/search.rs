@@ -50,7 +50,6 @@ const SEARCH: Shape = Shape::Object(&[
 fn parse_search(cfg: &Config, body: &Value) -> Result<SearchRequest, ApiError> {
     let obj = object(body)?;
     only_fields(obj, &["query", "top_k", "mode", "highlight", "filter"], "")?;
-    let query = parse_query_text(cfg, obj)?;
     let top_k = match obj.get("top_k") {
         None | Some(Value::Null) => cfg.search_top_k_default,
         Some(v) => match v.as_u64() {
@@ -75,6 +74,7 @@ fn parse_search(cfg: &Config, body: &Value) -> Result<SearchRequest, ApiError> {
         })?,
         Some(_) => return Err(ApiError::field("mode", "must be a string")),
     };
+    let query = parse_query_text(cfg, obj, mode)?;
     let highlight = match obj.get("highlight") {
         None | Some(Value::Null) => false,
         Some(Value::Bool(b)) => *b,
@@ -104,30 +104,43 @@ fn parse_search(cfg: &Config, body: &Value) -> Result<SearchRequest, ApiError> {
     Ok(req)
 }
 
-/// The query: 1-4096 bytes, not blank, within the tokens the embedding
-/// model takes (it would truncate or refuse a longer one: refused here,
-/// never silently).
-fn parse_query_text(cfg: &Config, obj: &Map<String, Value>) -> Result<String, ApiError> {
+/// The query: 1 to `SEARCH_QUERY_BYTES_MAX` bytes, not blank. A mode that
+/// embeds the query (`hybrid`, `vector`) also needs it within the tokens
+/// the embedding model takes (the model would truncate or refuse a longer
+/// one: refused here, never silently); `keyword` makes no embedder call, so
+/// the model's limit is not its limit.
+fn parse_query_text(
+    cfg: &Config,
+    obj: &Map<String, Value>,
+    mode: SearchMode,
+) -> Result<String, ApiError> {
+    let max = cfg.search_query_bytes_max;
     let query = match obj.get("query") {
-        Some(Value::String(s)) if !s.trim().is_empty() && s.len() <= 4096 => s.clone(),
+        Some(Value::String(s)) if !s.trim().is_empty() && s.len() <= max => s.clone(),
         Some(Value::String(_)) => {
             return Err(ApiError::field(
                 "query",
-                "must be 1-4096 bytes and not blank",
+                &format!("must be 1-{max} bytes (SEARCH_QUERY_BYTES_MAX) and not blank"),
             ))
         }
         Some(_) => return Err(ApiError::field("query", "must be a string")),
         None => return Err(ApiError::field("query", "is required")),
     };
+    if mode == SearchMode::Keyword {
+        return Ok(query);
+    }
     let tokens = cfg.embedding_tokenizer.count(&query);
-    if tokens > cfg.query_tokens_max() {
+    let tokens_max = cfg.query_tokens_max();
+    if tokens > tokens_max {
+        // The count is an upper bound: scale the query's length by it to
+        // say how long a query fits.
+        let fits_chars = query.chars().count() * tokens_max / tokens;
         return Err(ApiError::new(
             422,
             "query_too_long",
             format!(
-                "the query may be {tokens} tokens for the embedding model ({} tokenizer bound); at most {} are taken",
-                cfg.embedding_tokenizer.as_str(),
-                cfg.query_tokens_max()
+                "the query is too long for the embedding model: it counts as up to {tokens} tokens and the model takes {tokens_max}; \
+                 shorten it to about {fits_chars} characters, or search with \"mode\": \"keyword\", which does not embed the query"
             ),
         ));
     }

@@ -88,6 +88,10 @@ pub const LEDGER_MIGRATIONS: &[(&str, &str)] = &[
         "0014_lease_owner.sql",
         include_str!("../../migrations/0014_lease_owner.sql"),
     ),
+    (
+        "0015_creation_times.sql",
+        include_str!("../../migrations/0015_creation_times.sql"),
+    ),
 ];
 
 /// The local index's migrations (`migrations-local-index/`).

@@ -16,7 +16,7 @@
 
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { ADMIN_TOKEN, INGEST_TOKEN, admin, api, assertError, docPath, lettersReceived, search, startWorker, triggerCron, waitFor, waitForState, withLogs } from './helpers.mjs';
+import { ADMIN_TOKEN, INGEST_TOKEN, admin, api, assertError, docPath, eventsIn, lettersReceived, search, startWorker, triggerCron, waitFor, waitForState, withLogs } from './helpers.mjs';
 
 const POISON_VARS = { LOCAL_INDEX_REJECT_DOC_PREFIX: 'poison-' };
 const FIRST = 'poison-1';
@@ -68,17 +68,32 @@ async function allLetters(query = '', limit = 50) {
  * counting it again), so that nothing moves under a preflight's plan id.
  */
 async function waitForLetters(docIds, version) {
-  return waitFor(
-    async () => {
-      const letters = await allLetters('bucket=index_rejected');
-      const mine = letters.filter((l) => docIds.includes(l.doc_id) && l.version === version);
-      const done = mine.length === docIds.length && lettersReceived(worker.logs(), mine.map((l) => l.job_id));
-      return done ? mine : null;
-    },
-    // 90 s: the local dead-letter queue delivers in batches, and with two
-    // test files at once on two cores its consumer can be that late.
-    { timeoutMs: 90_000, intervalMs: 300, what: `letters of ${docIds.join(', ')} v${version} archived and received` },
-  );
+  let mine = [];
+  try {
+    return await waitFor(
+      async () => {
+        const letters = await allLetters('bucket=index_rejected');
+        mine = letters.filter((l) => docIds.includes(l.doc_id) && l.version === version);
+        const done = mine.length === docIds.length && lettersReceived(worker.logs(), mine.map((l) => l.job_id));
+        return done ? mine : null;
+      },
+      // The local dead-letter queue delivers in batches, and with the native
+      // tests beside these its consumer can be late; a letter whose first
+      // confirmation failed is retried after DLQ_RETRY_DELAY_MIN_SECONDS
+      // (60 s): 180 s covers one such retry.
+      { timeoutMs: 180_000, intervalMs: 300, what: `letters of ${docIds.join(', ')} v${version} archived and received` },
+    );
+  } catch (err) {
+    // What the failure needs to be understood: which letters are archived,
+    // which the DLQ's consumer confirmed, and what it deferred and why.
+    const ids = new Set(mine.map((l) => l.job_id));
+    const of = (event) => eventsIn(worker.logs(), event).filter((e) => ids.has(e.job_id));
+    err.message += `\narchived: ${JSON.stringify(mine.map((l) => [l.doc_id, l.job_id]))}` +
+      `\nreceived: ${JSON.stringify(of('dead_letter_received'))}` +
+      `\ndeferred: ${JSON.stringify(of('dead_letter_deferred'))}` +
+      `\nsent: ${JSON.stringify(of('consume_dead_letter'))}`;
+    throw err;
+  }
 }
 
 /** Polls `GET /v1/admin/redrives/{id}` (which also advances it) until `pred(view)`. */

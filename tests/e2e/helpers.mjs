@@ -11,6 +11,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { localConfig } from '../../scripts/wrangler-config.mjs';
 
 export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const INGEST_TOKEN = 'dev-ingest-token';
@@ -25,7 +26,7 @@ const KEEPALIVE_PRELOAD = `--import=${pathToFileURL(path.join(REPO_ROOT, 'tests'
 
 function childEnv() {
   const nodeOptions = [process.env.NODE_OPTIONS, KEEPALIVE_PRELOAD].filter(Boolean).join(' ');
-  return { ...process.env, CI: '1', WRANGLER_SEND_METRICS: 'false', NO_COLOR: '1', NODE_OPTIONS: nodeOptions };
+  return { ...process.env, CI: '1', WRANGLER_SEND_METRICS: 'false', CLOUDFLARE_CF_FETCH_ENABLED: 'false', NO_COLOR: '1', NODE_OPTIONS: nodeOptions };
 }
 
 function tail(text, n = 6000) {
@@ -42,28 +43,14 @@ function ensureDevVars() {
 
 /**
  * The configuration the tests run on: wrangler.toml without its [build]
- * step. The tests run the Worker `make build` built; with the build step,
- * wrangler dev would also watch src/ and rebuild and restart the Worker in
- * the middle of a test whenever a file there changes (an edit while the
- * tests run, or the watcher's own start), and a request in flight then
- * fails or waits for a whole cargo build. Written next to wrangler.toml
- * (paths in it are relative to it), git-ignored.
+ * step (scripts/wrangler-config.mjs says why). The tests run the Worker
+ * `make build` built.
  */
 function testConfig() {
-  const out = path.join(REPO_ROOT, '.e2e-wrangler.toml');
-  const lines = fs.readFileSync(path.join(REPO_ROOT, 'wrangler.toml'), 'utf8').split('\n');
-  const kept = [];
-  let inBuild = false;
-  for (const line of lines) {
-    if (/^\[/.test(line)) inBuild = line.trim() === '[build]';
-    if (!inBuild) kept.push(line);
+  if (!fs.existsSync(path.join(REPO_ROOT, 'build', 'entry.mjs'))) {
+    throw new Error('e2e: build/entry.mjs is missing (run `make build`)');
   }
-  const text = kept.join('\n');
-  if (text.includes('[build]') || !fs.existsSync(path.join(REPO_ROOT, 'build', 'entry.mjs'))) {
-    throw new Error('e2e: build/entry.mjs is missing (run `make build`) or wrangler.toml has an unexpected [build] section');
-  }
-  if (!fs.existsSync(out) || fs.readFileSync(out, 'utf8') !== text) fs.writeFileSync(out, text);
-  return out;
+  return localConfig('.e2e-wrangler.toml');
 }
 
 function applyMigrations(binding, persistDir) {
@@ -382,8 +369,14 @@ export function withLogs(getWorker, fn) {
     } catch (err) {
       const w = getWorker();
       if (w) {
-        const out = tail(w.logs(), 4000);
-        process.stderr.write(`\n--- wrangler dev output (tail) ---\n${out}\n--- end ---\n`);
+        // The whole log goes to a file (CI keeps target/); the tail, without
+        // the request lines that polls repeat, to the test's output.
+        const dir = path.join(REPO_ROOT, 'target', 'e2e-logs');
+        fs.mkdirSync(dir, { recursive: true });
+        const file = path.join(dir, `${path.basename(process.argv[1] ?? 'e2e')}-${Date.now()}.log`);
+        fs.writeFileSync(file, w.logs());
+        const quiet = w.logs().split('\n').filter((l) => !/\[wrangler:info\] (GET|POST|PUT|DELETE) /.test(l)).join('\n');
+        process.stderr.write(`\n--- wrangler dev output (tail, request lines left out; whole log: ${file}) ---\n${tail(quiet, 4000)}\n--- end ---\n`);
       }
       throw err;
     }

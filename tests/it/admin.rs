@@ -816,3 +816,33 @@ fn cron_ends_a_stalled_job_dead_with_its_letter_whatever_call_fails() {
         );
     }
 }
+
+/// The built-in `default` tenant and generation 1 were shown as created in
+/// 1970 (`created_at: 0`, written so by their migrations): migration 0015
+/// dates them to when the ledger was made (its first document, else the
+/// migration's run).
+#[test]
+fn the_default_tenant_and_generation_one_are_dated_when_the_ledger_was_made() {
+    let before = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+        - 1_000;
+    let w = World::new();
+    let t = call(&w, "GET", "/v1/admin/tenants/default", ADMIN, None);
+    assert_eq!(t.status, 200, "{:?}", t.body);
+    let g = call(&w, "GET", "/v1/admin/generations", ADMIN, None);
+    assert_eq!(g.status, 200, "{:?}", g.body);
+    let g1 = g.body["generations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["generation"] == 1)
+        .cloned()
+        .unwrap();
+    for (what, v) in [("tenant", &t.body), ("generation 1", &g1)] {
+        let created = v["created_at"].as_i64().unwrap();
+        assert!(created >= before, "{what}: {v}");
+        assert!(v["updated_at"].as_i64().unwrap() >= created, "{what}: {v}");
+    }
+}

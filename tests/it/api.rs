@@ -937,3 +937,42 @@ fn a_rollback_to_a_generation_without_every_document_is_refused() {
     assert_eq!(r.status, 200, "{:?}", r.body);
     assert_eq!(r.body["active"], 1, "{:?}", r.body);
 }
+
+/// A query over the embedding model's tokens is refused only by the modes
+/// that embed it; the refusal says how long a query fits and names the
+/// keyword mode. `keyword` takes the same query (it makes no embedder
+/// call), up to `SEARCH_QUERY_BYTES_MAX`.
+#[test]
+fn only_the_modes_that_embed_a_query_refuse_it_over_the_models_tokens() {
+    let w = indexed_world();
+    // 600 ideographs and the indexed words: 1,832 bytes, over 510 tokens.
+    let long = format!("{} lighthouse", "語".repeat(600));
+    for mode in ["hybrid", "vector"] {
+        let r = json_call(
+            &w,
+            "POST",
+            "/v1/search",
+            json!({"query": long, "mode": mode}),
+        );
+        assert_eq!((r.status, code(&r)), (422, "query_too_long"), "{mode}");
+        let msg = r.body["error"]["message"].as_str().unwrap();
+        assert!(msg.contains("shorten it to about"), "{msg}");
+        assert!(msg.contains("\"mode\": \"keyword\""), "{msg}");
+    }
+    let r = json_call(
+        &w,
+        "POST",
+        "/v1/search",
+        json!({"query": long, "mode": "keyword"}),
+    );
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    assert_eq!(r.body["results"][0]["doc_id"], "a", "{:?}", r.body);
+    let over = "語".repeat(1366); // 4,098 bytes
+    let r = json_call(
+        &w,
+        "POST",
+        "/v1/search",
+        json!({"query": over, "mode": "keyword"}),
+    );
+    assert_eq!((r.status, code(&r)), (422, "invalid_field"), "{:?}", r.body);
+}

@@ -339,10 +339,19 @@ fn pause_resume_cancel_and_an_abandoned_generation_is_cleaned_up() {
     assert_eq!(c["state"], "cancelled");
     check_counts(&c);
     assert_eq!(generation(&w, 2)["state"], "abandoned");
-    assert!(matches!(
-        transition(&w, &id, BackfillAction::Resume),
-        Err(Refused::BackfillState { .. })
-    ));
+    for again in [
+        BackfillAction::Resume,
+        BackfillAction::Cancel,
+        BackfillAction::Pause,
+    ] {
+        assert!(
+            matches!(
+                transition(&w, &id, again),
+                Err(Refused::BackfillState { .. })
+            ),
+            "{again:?} of a cancelled backfill"
+        );
+    }
     // Its vectors are deleted once its jobs are done; generation 1 is served throughout.
     for _ in 0..10 {
         w.deliver_all();
