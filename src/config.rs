@@ -448,6 +448,14 @@ settings! {
     /// console's chart of jobs over time).
     timeline_buckets_max: u32 = 500, "TIMELINE_BUCKETS_MAX",
         in 1..=10_000, "must be 1..=10000";
+    /// Items a page of a listing holds when the request names no `limit`
+    /// (`GET /v1/documents`, `GET /v1/syncs`, `GET /v1/admin/documents`).
+    listing_page_default: usize = 50, "LISTING_PAGE_DEFAULT",
+        in 1..=1000, "must be 1..=1000";
+    /// The largest `limit` of those listings (a page reads its documents'
+    /// views in one statement: keep it small).
+    listing_page_max: usize = 100, "LISTING_PAGE_MAX",
+        in 1..=1000, "must be 1..=1000";
     /// Pages of sync commits one cron invocation settles.
     cron_sync_pages_max: u32 = 20, "CRON_SYNC_PAGES_MAX",
         in ..=200, "must be 0..=200";
@@ -621,12 +629,20 @@ settings! {
         in 1..=100, "must be 1..=100";
 
     // Cron.
-    /// Cleanup intents drained per scheduled run (in batches of `delete_batch_size`).
+    /// Cleanup intents drained per cleanup pass of a scheduled run (in
+    /// batches of `delete_batch_size`); a run makes passes while its
+    /// subrequest budget lasts.
     cron_cleanup_intents_max: usize = 1000, "CRON_CLEANUP_INTENTS_MAX",
         in 1.., "must be positive";
-    /// Chunk rows of abandoned versions turned into cleanup intents per scheduled run.
+    /// Chunk rows of abandoned versions (or of a retiring generation)
+    /// turned into cleanup intents per cleanup pass of a scheduled run; a
+    /// run makes passes while its subrequest budget lasts.
     cron_abandoned_chunks_max: usize = 1000, "CRON_ABANDONED_CHUNKS_MAX",
         in 1.., "must be positive";
+    /// Seconds between scheduled runs: wrangler.toml's `[triggers]` (`*/5 *
+    /// * * *`); used only to say how long a retire will take.
+    cron_interval_seconds: u32 = 300, "CRON_INTERVAL_SECONDS",
+        in 1..=86_400, "must be 1..=86400";
     /// A `queued` or `up_for_retry` job with no progress for this long is
     /// presumed to have lost its queue message and is re-enqueued by cron.
     job_stall_seconds: u32 = 900, "JOB_STALL_SECONDS",
@@ -720,6 +736,11 @@ impl Config {
             self.sync_commit_pages_per_request > 0 || self.cron_sync_pages_max > 0,
             "CRON_SYNC_PAGES_MAX",
             "must be positive when SYNC_COMMIT_PAGES_PER_REQUEST is 0 (else no commit ends)",
+        )?;
+        check(
+            self.listing_page_default <= self.listing_page_max,
+            "LISTING_PAGE_DEFAULT",
+            "must be at most LISTING_PAGE_MAX",
         )?;
         check(
             self.search_top_k_default >= 1 && self.search_top_k_default <= self.search_top_k_max,

@@ -11,14 +11,12 @@ use super::fields::{
     json_body, object, only_fields, parse_doc_id, parse_metadata, parse_query, percent_decode,
     query_int, query_limit, uint_field, Query,
 };
-use super::{
-    method_not_allowed, not_found, ok, refused, to_json, ApiError, ApiRequest, ApiResponse,
-};
+use super::{not_found, ok, refused, to_json, unrouted, ApiError, ApiRequest, ApiResponse};
 use crate::config::Config;
 use crate::core::failure::FailureBucket;
 use crate::core::ids::{DocId, DocKey, TenantId};
 use crate::pipeline::{
-    BackfillAction, BackfillScope, DocumentState, LetterFilter, Pipeline, RedriveRequest, Refused,
+    BackfillAction, BackfillScope, LetterFilter, Pipeline, RedriveRequest, Refused,
 };
 use crate::ports::{Clock, Database, Embedder, JobQueue, VectorIndex};
 use serde_json::{json, Map, Value};
@@ -59,18 +57,28 @@ where
         ("GET", ["reindex", id]) => reindex_get(p, id).await,
         ("POST", ["reindex", id, action]) => match parse_backfill_action(action) {
             Some(action) => reindex_action(p, id, action).await,
-            // No such route for this method, as for any other path under reindex/.
-            None => Err(method_not_allowed()),
+            // An action the API does not know is no route, whatever the method.
+            None => Err(not_found()),
         },
-        (_, ["generations", ..]) | (_, ["reindex", ..]) => Err(method_not_allowed()),
-        (_, ["documents"]) | (_, ["documents", "summary"]) | (_, ["jobs", "timeline"]) => {
-            Err(method_not_allowed())
-        }
-        (_, ["repair", "runs"]) | (_, ["dead-letters", ..]) | (_, ["redrives", ..]) => {
-            Err(method_not_allowed())
-        }
-        _ => Err(not_found()),
+        (_, segments) => Err(unrouted(allow(segments))),
     }
+}
+
+/// The methods each path of [`route`]'s table takes (`None`: not a route;
+/// `tenants/…` is `tenants.rs`'s).
+fn allow(segments: &[&str]) -> Option<&'static str> {
+    Some(match segments {
+        ["documents"] | ["documents", "summary"] | ["jobs", "timeline"] => "GET",
+        ["repair", "runs"] | ["dead-letters"] | ["dead-letters", "summary"] => "GET",
+        ["redrives"] => "POST",
+        ["redrives", _] => "GET",
+        ["generations"] => "GET",
+        ["generations", _, "activate" | "retire"] => "POST",
+        ["reindex"] => "GET, POST",
+        ["reindex", _] => "GET",
+        ["reindex", _, action] if parse_backfill_action(action).is_some() => "POST",
+        _ => return None,
+    })
 }
 
 /// `GET repair/runs?limit=&tenant_id=`: the latest cron runs (with
@@ -130,18 +138,8 @@ where
     C: Clock,
 {
     let tenant = query_tenant(q)?;
-    let state = q
-        .get("state")
-        .map(|s| {
-            DocumentState::parse(s).ok_or_else(|| {
-                ApiError::field(
-                    "state",
-                    "must be one of queued, indexing, indexed, partially_indexed, repair_needed, failed, deleted",
-                )
-            })
-        })
-        .transpose()?;
-    let limit = query_limit(q, 50, 100)?;
+    let state = super::documents::query_state(q)?;
+    let limit = query_limit(q, p.cfg.listing_page_default, p.cfg.listing_page_max)?;
     let page = p
         .document_page(
             tenant.as_ref(),

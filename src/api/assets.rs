@@ -8,7 +8,7 @@
 //!
 //! May import: `super` (errors).
 
-use super::{method_not_allowed, ApiError};
+use super::{method_not_allowed, ApiError, GET_HEAD};
 
 /// A static response: its status, type, extra headers and body.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -64,7 +64,7 @@ pub fn asset(method: &str, path: &str) -> Option<Result<Asset, ApiError>> {
             headers,
             body,
         }),
-        _ => Err(method_not_allowed()),
+        _ => Err(method_not_allowed(GET_HEAD)),
     })
 }
 
@@ -84,7 +84,7 @@ mod tests {
             let got = asset("GET", path).and_then(Result::ok);
             assert!(got.is_some_and(|a| !a.body.is_empty()), "{path} is served");
             assert!(
-                matches!(asset("POST", path), Some(Err(e)) if e.status == 405),
+                matches!(asset("POST", path), Some(Err(e)) if e.status == 405 && e.allow == Some("GET, HEAD")),
                 "POST {path} is 405"
             );
         }

@@ -1,23 +1,24 @@
 //! Documents and their jobs: write one (`PUT`, `POST`), a batch (`POST`
-//! with `documents`), delete one, read one's state, reindex one, and read a
-//! job. Each route parses with `&Config` (through `fields`), applies (calls
-//! the pipeline), and renders.
+//! with `documents`), delete one, read one's state, list the tenant's
+//! (`GET /v1/documents`), reindex one, and read a job. Each route parses
+//! with `&Config` (through `fields`), applies (calls the pipeline), and
+//! renders.
 //!
 //! May import: `config`, `core`, `pipeline`, `ports`, and `super` (errors,
 //! shared validation).
 
 use super::body::{Shape, METADATA};
 use super::fields::{
-    json_body, object, only_fields, parse_doc_id, parse_metadata, path_doc_id, percent_decode,
-    truncate,
+    json_body, object, only_fields, parse_doc_id, parse_metadata, parse_query, path_doc_id,
+    percent_decode, query_int, query_limit, truncate, Query,
 };
 use super::{ok, refused, to_json, ApiError, ApiRequest, ApiResponse};
 use crate::config::Config;
 use crate::core::chunk::ContentType;
 use crate::core::ids::{DocId, DocKey, TenantId};
 use crate::pipeline::{
-    DocumentInput, DocumentView, IntakeError, IntakeItem, IntakeOutcome, IntakeScope, Pipeline,
-    Quota, Refused, SourceWrite,
+    DocumentFilter, DocumentInput, DocumentState, DocumentView, IntakeError, IntakeItem,
+    IntakeOutcome, IntakeScope, Pipeline, Quota, Refused, SourceWrite,
 };
 use crate::ports::{Clock, Database, Embedder, JobQueue, VectorIndex};
 use serde_json::{json, Map, Value};
@@ -109,6 +110,54 @@ where
         Some(view) => Ok(ok(200, to_json(view)?)),
         None => Err(refused(Refused::DocumentNotFound)),
     }
+}
+
+/// `GET /v1/documents?state=&source=&updated_since=&cursor=&limit=`: a page
+/// of the tenant's own documents in doc_id order, each as `get` shows it
+/// (see `TenantDocumentPage` for what a page scans and shows). Parameters
+/// other than these are ignored, as the other listings do.
+pub(super) async fn list<D, V, E, Q, C>(
+    p: &Pipeline<D, V, E, Q, C>,
+    tenant: &TenantId,
+    query: &str,
+) -> Result<ApiResponse, ApiError>
+where
+    D: Database,
+    V: VectorIndex,
+    E: Embedder,
+    Q: JobQueue,
+    C: Clock,
+{
+    let q = parse_query(query)?;
+    let filter = DocumentFilter {
+        state: query_state(&q)?,
+        source: q.get("source").map(|s| parse_source(s)).transpose()?,
+        updated_since: query_int(&q, "updated_since")?,
+    };
+    let cursor = q
+        .get("cursor")
+        .map(|c| parse_doc_id(c, "cursor"))
+        .transpose()?;
+    let limit = query_limit(&q, p.cfg.listing_page_default, p.cfg.listing_page_max)?;
+    let page = p
+        .tenant_documents(tenant, &filter, cursor.as_ref(), limit)
+        .await
+        .map_err(ApiError::from_port)?;
+    Ok(ok(200, to_json(page)?))
+}
+
+/// The `state` filter of a document listing (absent: any state).
+pub(super) fn query_state(q: &Query) -> Result<Option<DocumentState>, ApiError> {
+    q.get("state")
+        .map(|s| {
+            DocumentState::parse(s).ok_or_else(|| {
+                ApiError::field(
+                    "state",
+                    "must be one of queued, indexing, indexed, partially_indexed, repair_needed, failed, deleted",
+                )
+            })
+        })
+        .transpose()
 }
 
 /// `POST /v1/documents/{doc_id}/reindex`.

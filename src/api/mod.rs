@@ -65,6 +65,8 @@ pub struct ApiResponse {
     pub body: Value,
     /// Seconds for a `Retry-After` header (a 429).
     pub retry_after: Option<u64>,
+    /// The methods the path takes, for an `Allow` header (a 405).
+    pub allow: Option<&'static str>,
 }
 
 /// Who is calling, from the bearer token alone (never from the request's
@@ -93,6 +95,7 @@ pub struct ApiError {
     pub code: &'static str,
     pub message: String,
     pub retry_after: Option<u64>,
+    pub allow: Option<&'static str>,
 }
 
 impl ApiError {
@@ -102,6 +105,7 @@ impl ApiError {
             code,
             message: message.into(),
             retry_after: None,
+            allow: None,
         }
     }
 
@@ -135,6 +139,7 @@ impl ApiError {
             status: self.status,
             body: self.body(),
             retry_after: self.retry_after,
+            allow: self.allow,
         }
     }
 
@@ -182,6 +187,16 @@ fn refused(r: Refused) -> ApiError {
             409,
             "generation_building",
             "another generation is being built",
+        ),
+        ConfigRetained { generation } => ApiError::new(
+            409,
+            "config_retained",
+            format!(
+                "generation {generation} is retained and was built with the running configuration: \
+                 activate it (POST /v1/admin/generations/{generation}/activate); if that answers \
+                 generation_incomplete, documents changed since: retire it \
+                 (POST /v1/admin/generations/{generation}/retire), then start this backfill again"
+            ),
         ),
         ConfigUnchanged => ApiError::new(
             409,
@@ -270,6 +285,7 @@ fn ok(status: u16, body: Value) -> ApiResponse {
         status,
         body,
         retry_after: None,
+        allow: None,
     }
 }
 
@@ -277,12 +293,24 @@ fn not_found() -> ApiError {
     ApiError::new(404, "not_found", "no such route")
 }
 
-fn method_not_allowed() -> ApiError {
-    ApiError::new(
-        405,
-        "method_not_allowed",
-        "this method is not allowed on this route",
-    )
+/// `405` for a path that takes other methods: `allow` lists them (the
+/// `Allow` header every 405 carries, RFC 9110).
+fn method_not_allowed(allow: &'static str) -> ApiError {
+    ApiError {
+        allow: Some(allow),
+        ..ApiError::new(
+            405,
+            "method_not_allowed",
+            format!("this method is not allowed on this route; it takes {allow}"),
+        )
+    }
+}
+
+/// What a path of a route table answers when no route of the request's
+/// method took it: `405` with `Allow` if the path takes other methods
+/// (`allow`: the route table's list of them), else `404 not_found`.
+fn unrouted(allow: Option<&'static str>) -> ApiError {
+    allow.map_or_else(not_found, method_not_allowed)
 }
 
 /// A view as JSON (views are plain data; a failure is a bug, answered 500).
@@ -381,22 +409,37 @@ where
         ("GET", ["syncs", id]) => syncs::get(p, tenant, id).await,
         ("POST", ["syncs", id, "commit"]) => syncs::commit(p, tenant, req, id).await,
         ("POST", ["syncs", id, "seen"]) => syncs::seen(p, tenant, req, id).await,
-        (_, ["documents", _])
-        | (_, ["documents"])
-        | (_, ["jobs", _])
-        | (_, ["search"])
-        | (_, ["syncs"])
-        | (_, ["syncs", _])
-        | (_, ["syncs", _, "commit" | "seen"]) => Err(method_not_allowed()),
-        _ => Err(not_found()),
+        ("GET", ["documents"]) => documents::list(p, tenant, query).await,
+        ("GET", ["syncs"]) => syncs::list(p, tenant, query).await,
+        (_, segments) => Err(unrouted(tenant_allow(segments))),
     }
 }
+
+/// The methods each path of the tenant route table takes (`None`: not a
+/// route). Keep in step with [`route`]'s arms: `tests/it/listings.rs` checks
+/// that each method listed is served and each other one is refused.
+fn tenant_allow(segments: &[&str]) -> Option<&'static str> {
+    Some(match segments {
+        ["documents"] => "GET, POST",
+        ["documents", _] => "GET, PUT, DELETE",
+        ["documents", _, "reindex"] => "POST",
+        ["jobs", _] => "GET",
+        ["search"] => "POST",
+        ["syncs"] => "GET, POST",
+        ["syncs", _] => "GET",
+        ["syncs", _, "commit" | "seen"] => "POST",
+        _ => return None,
+    })
+}
+
+/// What `/healthz` and the static assets take.
+const GET_HEAD: &str = "GET, HEAD";
 
 /// `GET /healthz` (or `HEAD`): no auth, no port call.
 fn health(method: &str) -> Result<ApiResponse, ApiError> {
     match method {
         "GET" | "HEAD" => Ok(ok(200, json!({ "ok": true }))),
-        _ => Err(method_not_allowed()),
+        _ => Err(method_not_allowed(GET_HEAD)),
     }
 }
 

@@ -1,4 +1,5 @@
-//! Source sync sessions: open one (`POST /v1/syncs`), read one, mark
+//! Source sync sessions: open one (`POST /v1/syncs`), list them (`GET
+//! /v1/syncs`), read one, mark
 //! documents seen by content hash (`POST /v1/syncs/{id}/seen`), and commit
 //! (`POST /v1/syncs/{id}/commit`). Documents are written into a session
 //! by `documents.rs` (`source` and `sync_id` fields).
@@ -8,10 +9,13 @@
 
 use super::body::Shape;
 use super::documents::{batch_documents_max, parse_source};
-use super::fields::{json_body, object, only_fields, parse_doc_id, percent_decode};
+use super::fields::{
+    json_body, object, only_fields, parse_doc_id, parse_query, percent_decode, query_limit,
+};
 use super::{ok, refused, to_json, ApiError, ApiRequest, ApiResponse};
 use crate::core::ids::TenantId;
-use crate::pipeline::{Pipeline, SeenClaim};
+use crate::core::state::SyncState;
+use crate::pipeline::{Pipeline, SeenClaim, SYNC_CURSOR_MAX};
 use crate::ports::{Clock, Database, Embedder, JobQueue, VectorIndex};
 use serde_json::{json, Value};
 
@@ -41,6 +45,54 @@ where
         .await
         .map_err(ApiError::from_port)?;
     Ok(ok(201, to_json(view)?))
+}
+
+/// `GET /v1/syncs?source=&state=&cursor=&limit=`: a page of the tenant's
+/// sessions, newest first, each as `get` shows it (see `SyncPage` for what
+/// a page scans and shows). Parameters other than these are ignored, as
+/// the other listings do.
+pub(super) async fn list<D, V, E, Q, C>(
+    p: &Pipeline<D, V, E, Q, C>,
+    tenant: &TenantId,
+    query: &str,
+) -> Result<ApiResponse, ApiError>
+where
+    D: Database,
+    V: VectorIndex,
+    E: Embedder,
+    Q: JobQueue,
+    C: Clock,
+{
+    let q = parse_query(query)?;
+    let source = q.get("source").map(|s| parse_source(s)).transpose()?;
+    let state = q
+        .get("state")
+        .map(|s| {
+            SyncState::parse(s).ok_or_else(|| {
+                ApiError::field(
+                    "state",
+                    "must be one of open, committing, committed, expired, superseded",
+                )
+            })
+        })
+        .transpose()?;
+    // The cursor is a session's `seq` as an earlier page gave it.
+    let before = q
+        .get("cursor")
+        .map(|c| match c.parse::<i64>() {
+            Ok(n) if (1..=SYNC_CURSOR_MAX).contains(&n) && !c.starts_with('+') => Ok(n),
+            _ => Err(ApiError::field(
+                "cursor",
+                "must be a next_cursor of this listing",
+            )),
+        })
+        .transpose()?;
+    let limit = query_limit(&q, p.cfg.listing_page_default, p.cfg.listing_page_max)?;
+    let page = p
+        .sync_page(tenant, source.as_deref(), state, before, limit)
+        .await
+        .map_err(ApiError::from_port)?;
+    Ok(ok(200, to_json(page)?))
 }
 
 /// `GET /v1/syncs/{id}`.

@@ -8,9 +8,7 @@
 
 use super::body::Shape;
 use super::fields::{json_body, object, only_fields, parse_query, percent_decode, query_limit};
-use super::{
-    method_not_allowed, not_found, ok, refused, to_json, ApiError, ApiRequest, ApiResponse,
-};
+use super::{ok, refused, to_json, unrouted, ApiError, ApiRequest, ApiResponse};
 use crate::config::Config;
 use crate::core::credentials::Scopes;
 use crate::core::ids::{TenantId, TENANT_ID_BYTES_MAX};
@@ -82,11 +80,21 @@ where
                 .map_err(ApiError::from_port)?;
             Ok(ok(200, to_json(out.map_err(refused)?)?))
         }
-        (_, [] | [_] | [_, "disable" | "enable" | "tokens" | "quotas"] | [_, "tokens", _]) => {
-            Err(method_not_allowed())
-        }
-        _ => Err(not_found()),
+        (_, segments) => Err(unrouted(allow(segments))),
     }
+}
+
+/// The methods each path of [`route`]'s table takes (`None`: not a route).
+fn allow(segments: &[&str]) -> Option<&'static str> {
+    Some(match segments {
+        [] => "GET, POST",
+        [_] => "GET",
+        [_, "disable" | "enable"] => "POST",
+        [_, "tokens"] => "GET, POST",
+        [_, "quotas"] => "PUT",
+        [_, "tokens", _] => "DELETE",
+        _ => return None,
+    })
 }
 
 pub(super) fn tenant_id_error(field: &str) -> ApiError {

@@ -92,6 +92,10 @@ pub const LEDGER_MIGRATIONS: &[(&str, &str)] = &[
         "0015_creation_times.sql",
         include_str!("../../migrations/0015_creation_times.sql"),
     ),
+    (
+        "0016_syncs_by_tenant.sql",
+        include_str!("../../migrations/0016_syncs_by_tenant.sql"),
+    ),
 ];
 
 /// The local index's migrations (`migrations-local-index/`).

@@ -79,7 +79,11 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
     /// The generations, the active one and the running configuration.
     pub async fn generations_view(&self) -> Result<GenerationsView, PortError> {
         let rows = self.store.generations_list().await?;
-        Ok(GenerationsView::new(rows, &self.cfg.index_config()))
+        let retire = (
+            super::repair::cleanup_rows_per_run(&self.cfg),
+            self.cfg.cron_interval_seconds,
+        );
+        Ok(GenerationsView::new(rows, &self.cfg.index_config(), retire))
     }
 
     /// Makes a retained generation active again (a rollback, or forward
@@ -255,6 +259,18 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         let ours = self.cfg.index_config();
         if active.index_config.is_empty() || active.index_config == ours {
             return Ok(Err(Refused::ConfigUnchanged));
+        }
+        // Rolling forward after a rollback: the generation built with this
+        // configuration is still there, and a new one would duplicate it
+        // (its rows and vectors, and another retire to clean up).
+        let generations = self.store.generations_list().await?;
+        if let Some(g) = generations
+            .iter()
+            .find(|g| g.state == GenerationState::Retained && g.index_config == ours)
+        {
+            return Ok(Err(Refused::ConfigRetained {
+                generation: g.generation,
+            }));
         }
         // The generation and its backfill are written in one batch, so
         // that no generation is ever building without a backfill (a

@@ -42,17 +42,18 @@ pub use intake::{
     SourceWrite,
 };
 pub use refused::{Outcome, Refused};
-pub use repair::RepairReport;
+pub use repair::{cleanup_rows_per_run, RepairReport};
 pub use search::{Scores, SearchHit, SearchMode, SearchRequest};
 pub use settle::{dead_letter_retry_delay, Settle};
-pub use sync::{SeenClaim, SyncView};
+pub use sync::{SeenClaim, SyncPage, SyncView, SYNC_CURSOR_MAX};
 pub use tenants::{
     Admission, NewToken, QuotasView, TenantUsage, TenantView, TokenGrant, TokenView,
 };
 pub use views::{
-    document_state, BackfillProgress, BackfillView, DocumentPage, DocumentState, DocumentSummary,
-    DocumentView, FailureCount, GenerationMove, GenerationsView, JobTimeline, JobView, LetterPage,
-    RedriveCounts, RedriveView, RepairRunView, TenantDocumentView, TimelineBucket,
+    document_state, BackfillProgress, BackfillView, DocumentFilter, DocumentPage, DocumentState,
+    DocumentSummary, DocumentView, FailureCount, GenerationMove, GenerationsView, JobTimeline,
+    JobView, LetterPage, RedriveCounts, RedriveView, RepairRunView, TenantDocumentPage,
+    TenantDocumentView, TimelineBucket,
 };
 
 use crate::config::Config;

@@ -29,6 +29,9 @@ pub enum Refused {
     GenerationBuilding,
     /// The running configuration is the active generation's: nothing to build.
     ConfigUnchanged,
+    /// A retained generation was built with the running configuration (a
+    /// roll forward after a rollback): activate it, or retire it first.
+    ConfigRetained { generation: u32 },
     /// No such document.
     DocumentNotFound,
     /// The document has no live version (none yet, or it is deleted).

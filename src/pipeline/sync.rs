@@ -92,6 +92,21 @@ impl SyncView {
     }
 }
 
+/// A page of a tenant's sessions, newest first. A page scans `limit`
+/// sessions (of the source, with a `source` filter); with a `state` filter
+/// it shows those of them in that state (possibly none), and
+/// `next_cursor` (null: the scan reached the oldest) continues the scan.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SyncPage {
+    pub syncs: Vec<SyncView>,
+    pub next_cursor: Option<String>,
+}
+
+/// The largest cursor of a listing of sessions (a `seq`), and the one a
+/// first page reads before: the largest integer D1 binds exactly (it binds
+/// numbers as doubles), which no `seq` reaches.
+pub const SYNC_CURSOR_MAX: i64 = (1 << 53) - 1;
+
 /// A session's ID from 12 of the entry point's random bytes: `sy-` and 24
 /// hex digits.
 pub fn sync_id(entropy: &[u8; 32]) -> String {
@@ -149,6 +164,41 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock>
             Some(row) => Ok(SyncView::of(row, now)),
             None => Err(Refused::SyncNotFound),
         })
+    }
+
+    /// A page of `tenant`'s sessions, newest first: `limit` of them
+    /// before the cursor `before` (a `next_cursor`: an earlier page's
+    /// oldest `seq`) scanned, of `source` only if given, those in `state`
+    /// (as the view shows it: an open session past its time is `expired`)
+    /// shown.
+    pub async fn sync_page(
+        &self,
+        tenant: &TenantId,
+        source: Option<&str>,
+        state: Option<SyncState>,
+        before: Option<i64>,
+        limit: usize,
+    ) -> Result<SyncPage, PortError> {
+        let now = self.clock.now_ms();
+        let rows = self
+            .store
+            .syncs_page(
+                tenant.as_str(),
+                source,
+                before.unwrap_or(SYNC_CURSOR_MAX),
+                limit,
+            )
+            .await?;
+        let next_cursor = rows
+            .last()
+            .filter(|_| rows.len() == limit)
+            .map(|r| r.seq.to_string());
+        let syncs = rows
+            .into_iter()
+            .map(|r| SyncView::of(r, now))
+            .filter(|v| state.is_none_or(|s| v.state == s))
+            .collect();
+        Ok(SyncPage { syncs, next_cursor })
     }
 
     /// Of `claims`, those the ledger holds unchanged (latest version of

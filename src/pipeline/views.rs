@@ -4,7 +4,7 @@
 //! them as they are.
 
 use super::Pipeline;
-use crate::core::ids::{split_key, DocKey, TenantId};
+use crate::core::ids::{split_key, DocId, DocKey, TenantId};
 use crate::core::state::{
     BackfillState, GenerationState, JobKind, JobState, RedriveItemState as ItemState, RedriveState,
 };
@@ -174,6 +174,29 @@ pub struct DocumentPage {
     pub next_cursor: Option<String>,
 }
 
+/// What a tenant's listing of its documents shows (`None`: any).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DocumentFilter {
+    /// Documents in this state (of each page's, as the operator's listing).
+    pub state: Option<DocumentState>,
+    /// Documents of this source (the last source each was written into).
+    pub source: Option<String>,
+    /// Documents that changed at or after this time (ms since the epoch:
+    /// `updated_at`).
+    pub updated_since: Option<i64>,
+}
+
+/// A page of a tenant's own documents, each as `GET /v1/documents/{id}`
+/// shows it, in doc_id order. A page scans `limit` documents (of the
+/// source, with a `source` filter); `state` and `updated_since` show those
+/// of them that pass (possibly none), and `next_cursor` (the last doc_id
+/// scanned; null: the scan reached the end) continues the scan.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TenantDocumentPage {
+    pub documents: Vec<DocumentView>,
+    pub next_cursor: Option<String>,
+}
+
 /// Jobs by their current state, per time bucket of their last change.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct JobTimeline {
@@ -337,6 +360,55 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             .filter(|d| state.is_none_or(|s| d.view.state == s))
             .collect();
         Ok(DocumentPage {
+            documents,
+            next_cursor,
+        })
+    }
+
+    /// A page of `tenant`'s documents: `limit` of them after the doc_id
+    /// `cursor` scanned in doc_id order (of `filter.source` only, through
+    /// its index), those that pass `filter`'s `updated_since` and `state`
+    /// shown. Another tenant's documents are never read: the scan is of
+    /// `tenant`'s keys.
+    pub async fn tenant_documents(
+        &self,
+        tenant: &TenantId,
+        filter: &DocumentFilter,
+        cursor: Option<&DocId>,
+        limit: usize,
+    ) -> Result<TenantDocumentPage, PortError> {
+        let after = cursor.map(|d| DocKey::new(tenant, d));
+        let keys = self
+            .store
+            .tenant_document_keys(
+                tenant.as_str(),
+                filter.source.as_deref(),
+                after.as_ref().map_or("", DocKey::as_str),
+                limit,
+            )
+            .await?;
+        let next_cursor = keys
+            .last()
+            .filter(|_| keys.len() == limit)
+            .map(|k| split_key(&k.doc_id).1.to_string());
+        let shown: Vec<&str> = keys
+            .iter()
+            .filter(|k| filter.updated_since.is_none_or(|t| k.updated_at >= t))
+            .map(|k| k.doc_id.as_str())
+            .collect();
+        // A page the filter emptied costs no second read.
+        let mut rows = if shown.is_empty() {
+            Vec::new()
+        } else {
+            self.store.document_views(&shown).await?
+        };
+        rows.sort_by(|a, b| a.doc_id.cmp(&b.doc_id));
+        let documents = rows
+            .into_iter()
+            .map(DocumentView::from_row)
+            .filter(|d| filter.state.is_none_or(|s| d.state == s))
+            .collect();
+        Ok(TenantDocumentPage {
             documents,
             next_cursor,
         })
@@ -527,11 +599,38 @@ pub struct GenerationView {
     pub chunks: u64,
     pub created_at: i64,
     pub updated_at: i64,
+    /// A `retiring` generation's cleanup still to come (null otherwise).
+    pub retire_estimate: Option<RetireEstimate>,
+}
+
+/// How long a retire will take: its rows left, the cron runs that clean
+/// them up at most `rows_per_run` each (the cleanup passes a run's
+/// subrequest budget holds), and those runs at `CRON_INTERVAL_SECONDS`.
+/// An estimate: a run's other work and its wall time can make it longer.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RetireEstimate {
+    pub rows: u64,
+    pub rows_per_run: u64,
+    pub cron_runs: u64,
+    pub seconds: u64,
+}
+
+impl RetireEstimate {
+    pub fn new(rows: u64, rows_per_run: u64, interval_seconds: u32) -> RetireEstimate {
+        let cron_runs = rows.div_ceil(rows_per_run.max(1));
+        RetireEstimate {
+            rows,
+            rows_per_run,
+            cron_runs,
+            seconds: cron_runs * u64::from(interval_seconds),
+        }
+    }
 }
 
 impl GenerationsView {
-    /// `ours`: the running configuration's canonical JSON.
-    pub fn new(rows: Vec<GenerationListRow>, ours: &str) -> GenerationsView {
+    /// `ours`: the running configuration's canonical JSON; `retire`: the
+    /// rows one cron run cleans up and the seconds between runs.
+    pub fn new(rows: Vec<GenerationListRow>, ours: &str, retire: (u64, u32)) -> GenerationsView {
         let active = rows
             .iter()
             .find(|r| r.state == GenerationState::Active)
@@ -551,6 +650,8 @@ impl GenerationsView {
                     chunks: r.chunks,
                     created_at: r.created_at,
                     updated_at: r.updated_at,
+                    retire_estimate: (r.state == GenerationState::Retiring)
+                        .then(|| RetireEstimate::new(r.chunks, retire.0, retire.1)),
                 }
             })
             .collect();

@@ -57,6 +57,13 @@ struct KeyRow {
     doc_id: String,
 }
 
+/// A document's key in a tenant's listing, and when it last changed.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+pub struct KeyTimeRow {
+    pub doc_id: String,
+    pub updated_at: i64,
+}
+
 #[derive(Debug, Clone, Deserialize)]
 struct TextRow {
     text: String,
@@ -219,6 +226,30 @@ impl<D: Database> Store<D> {
             ))
             .await?;
         Ok(rows.into_iter().map(|r| r.doc_id).collect())
+    }
+
+    /// Up to `limit` of tenant `tenant_id`'s document keys after the key
+    /// `after` (`""`: from the start), in key order; with `source`, only
+    /// those of that source.
+    pub async fn tenant_document_keys(
+        &self,
+        tenant_id: &str,
+        source: Option<&str>,
+        after: &str,
+        limit: usize,
+    ) -> Result<Vec<KeyTimeRow>, PortError> {
+        let limit = SqlValue::Int(limit as i64);
+        let stmt = match source {
+            None => Stmt::new(
+                sql::TENANT_DOCUMENT_KEYS_PAGE,
+                vec![tenant_id.into(), after.into(), limit],
+            ),
+            Some(source) => Stmt::new(
+                sql::SOURCE_DOCUMENT_KEYS_PAGE,
+                vec![tenant_id.into(), source.into(), after.into(), limit],
+            ),
+        };
+        self.db.query(stmt).await
     }
 
     pub async fn load_text(

@@ -32,8 +32,8 @@ pub use backfills::{BackfillCounts, BackfillRow, Gaps, NewBackfill, PageDoc};
 pub use chunks::{KeywordChunkRow, LiveChunkRow, PageRow, StagedChunk, Staging};
 pub use dead_letters::{LetterFilter, LetterGroupRow, LetterRow};
 pub use documents::{
-    DocRow, DocumentStateGroupRow, DocumentViewRow, JobRow, LatestVersionRow, NewVersions, PartRow,
-    VersionRow,
+    DocRow, DocumentStateGroupRow, DocumentViewRow, JobRow, KeyTimeRow, LatestVersionRow,
+    NewVersions, PartRow, VersionRow,
 };
 pub use generations::{GenerationListRow, GenerationRow};
 pub use jobs::{AttemptEnd, ClaimRow, ConsumeRow, JobViewRow, StalledJobRow, TimelineRow};

@@ -101,6 +101,26 @@ SELECT doc_id FROM documents
 WHERE (?1 IS NULL OR tenant_id = ?1) AND (?2 IS NULL OR doc_id > ?2)
 ORDER BY doc_id LIMIT ?3";
 
+/// A page of tenant `?1`'s document keys (with when each last changed) in
+/// key order after the key `?2` (`''`: from the start), `?3` at most.
+/// `tenant_id = ?1` and `doc_id > ?2` are the range of `documents_by_tenant
+/// (tenant_id, doc_id)`: a page reads `?3` index entries from the cursor on,
+/// whatever the number of documents (an `?1 IS NULL OR` would defeat it).
+pub const TENANT_DOCUMENT_KEYS_PAGE: &str = "\
+SELECT doc_id, updated_at FROM documents
+WHERE tenant_id = ?1 AND doc_id > ?2
+ORDER BY doc_id LIMIT ?3";
+
+/// The same page of the documents of tenant `?1` that belong to source
+/// `?2` (the last source each was written into), after the key `?3`, `?4`
+/// at most: the range of `source_documents_by_source (tenant_id, source,
+/// doc_id)`, each joined to its document by its key.
+pub const SOURCE_DOCUMENT_KEYS_PAGE: &str = "\
+SELECT sd.doc_id AS doc_id, d.updated_at AS updated_at
+FROM source_documents sd JOIN documents d ON d.doc_id = sd.doc_id
+WHERE sd.tenant_id = ?1 AND sd.source = ?2 AND sd.doc_id > ?3
+ORDER BY sd.doc_id LIMIT ?4";
+
 /// Jobs by their current state and the time bucket of their last change:
 /// `updated_at` in `[?1, ?2)`, buckets of `?3` ms from `?1`; `?4`: a tenant
 /// ID or NULL for every tenant. The cast: D1 may bind a number as REAL,
@@ -1229,15 +1249,41 @@ pub const SYNC_INSERT: &str = "\
 INSERT INTO syncs (sync_id, tenant_id, source, state, created_at, expires_at, updated_at)
 VALUES (?1, ?2, ?3, 'open', ?4, ?5, ?4)";
 
-/// Session `?1` of tenant `?2`, with the documents it has seen so far and
-/// its planned deletes still pending.
-pub const SYNC_GET: &str = "\
-SELECT s.sync_id AS sync_id, s.tenant_id AS tenant_id, s.source AS source, s.state AS state,
+/// A session's row as its view needs it (`s`: the session), one
+/// definition for a single session and the listings: the documents it has
+/// seen so far, counted only while it is open (after, the view shows the
+/// figure its commit recorded, and `sync_seen` keeps every mark), and its
+/// planned deletes still pending.
+macro_rules! sync_row {
+    () => {
+        "SELECT s.seq AS seq, s.sync_id AS sync_id, s.tenant_id AS tenant_id, s.source AS source, s.state AS state,
        s.created_at AS created_at, s.expires_at AS expires_at, s.committed_at AS committed_at,
        s.finished_at AS finished_at, s.seen AS seen, s.to_delete AS to_delete, s.deleted AS deleted, s.kept AS kept,
-       (SELECT count(*) FROM sync_seen x WHERE x.sync_id = s.sync_id) AS seen_now,
+       CASE WHEN s.state = 'open' THEN (SELECT count(*) FROM sync_seen x WHERE x.sync_id = s.sync_id) ELSE 0 END AS seen_now,
        (SELECT count(*) FROM sync_deletes x WHERE x.sync_id = s.sync_id AND x.state = 'pending') AS pending
-FROM syncs s WHERE s.sync_id = ?1 AND s.tenant_id = ?2";
+FROM syncs s "
+    };
+}
+
+/// Session `?1` of tenant `?2`.
+pub const SYNC_GET: &str = concat!(sync_row!(), "WHERE s.sync_id = ?1 AND s.tenant_id = ?2");
+
+/// A page of tenant `?1`'s sessions, newest first: those before `seq` `?2`
+/// (the cursor; the largest integer from the start), `?3` at most. The
+/// range of `syncs_by_tenant (tenant_id, seq)`, read backwards from the
+/// cursor, whatever the number of sessions.
+pub const SYNCS_PAGE: &str = concat!(
+    sync_row!(),
+    "WHERE s.tenant_id = ?1 AND s.seq < ?2 ORDER BY s.seq DESC LIMIT ?3"
+);
+
+/// The same page of the sessions of tenant `?1`'s source `?2`, before
+/// `seq` `?3`, `?4` at most: the range of `syncs_by_source (tenant_id,
+/// source, seq)`.
+pub const SOURCE_SYNCS_PAGE: &str = concat!(
+    sync_row!(),
+    "WHERE s.tenant_id = ?1 AND s.source = ?2 AND s.seq < ?3 ORDER BY s.seq DESC LIMIT ?4"
+);
 
 /// In a write's batch, first: aborts it (a row in `sync_refusals` violates
 /// its CHECK) unless session `?1` of tenant `?2` and source `?3` is open
@@ -1388,6 +1434,8 @@ pub const ALL: &[(&str, &str)] = &[
     ("DOCUMENT_VIEWS", DOCUMENT_VIEWS),
     ("DOCUMENT_STATE_GROUPS", DOCUMENT_STATE_GROUPS),
     ("DOCUMENT_KEYS_PAGE", DOCUMENT_KEYS_PAGE),
+    ("TENANT_DOCUMENT_KEYS_PAGE", TENANT_DOCUMENT_KEYS_PAGE),
+    ("SOURCE_DOCUMENT_KEYS_PAGE", SOURCE_DOCUMENT_KEYS_PAGE),
     ("JOBS_TIMELINE", JOBS_TIMELINE),
     ("JOB_VIEW", JOB_VIEW),
     ("CONSUME_LOAD", CONSUME_LOAD),
@@ -1502,6 +1550,8 @@ pub const ALL: &[(&str, &str)] = &[
     ("BACKFILL_COMPLETE", BACKFILL_COMPLETE),
     ("SYNC_INSERT", SYNC_INSERT),
     ("SYNC_GET", SYNC_GET),
+    ("SYNCS_PAGE", SYNCS_PAGE),
+    ("SOURCE_SYNCS_PAGE", SOURCE_SYNCS_PAGE),
     ("SYNC_WRITE_GUARD", SYNC_WRITE_GUARD),
     ("SYNC_MARK_SEEN", SYNC_MARK_SEEN),
     ("SOURCE_SET_DOCUMENTS", SOURCE_SET_DOCUMENTS),

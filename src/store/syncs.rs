@@ -10,6 +10,8 @@ use serde::Deserialize;
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 pub struct SyncRow {
+    /// The order of sessions (later: larger); a listing's cursor.
+    pub seq: i64,
     pub sync_id: String,
     pub tenant_id: String,
     pub source: String,
@@ -161,6 +163,26 @@ impl<D: Database> Store<D> {
             ))
             .await?;
         Ok(rows.into_iter().next())
+    }
+
+    /// Up to `limit` of tenant `tenant_id`'s sessions before `seq`
+    /// `before`, newest first; with `source`, only that source's.
+    pub async fn syncs_page(
+        &self,
+        tenant_id: &str,
+        source: Option<&str>,
+        before: i64,
+        limit: usize,
+    ) -> Result<Vec<SyncRow>, PortError> {
+        let limit = int(limit as i64);
+        let stmt = match source {
+            None => Stmt::new(sql::SYNCS_PAGE, vec![tenant_id.into(), int(before), limit]),
+            Some(source) => Stmt::new(
+                sql::SOURCE_SYNCS_PAGE,
+                vec![tenant_id.into(), source.into(), int(before), limit],
+            ),
+        };
+        self.db.query(stmt).await
     }
 
     /// A write into a source that wrote no new version (every document

@@ -281,11 +281,15 @@ fn asset_response(a: &api::assets::Asset, head: bool) -> worker::Result<Response
     Ok(out)
 }
 
-/// The API's answer as a response, with its `Retry-After` (a 429).
+/// The API's answer as a response, with its `Retry-After` (a 429) and its
+/// `Allow` (a 405).
 fn api_response(resp: &api::ApiResponse) -> worker::Result<Response> {
     let out = json_response(resp.status, &resp.body)?;
     if let Some(seconds) = resp.retry_after {
         out.headers().set("Retry-After", &seconds.to_string())?;
+    }
+    if let Some(methods) = resp.allow {
+        out.headers().set("Allow", methods)?;
     }
     Ok(out)
 }

@@ -243,14 +243,22 @@ describe('the OpenAPI contract', () => {
       const t = templateOf(r.path);
       assert.ok(t && DOC.paths[t][r.method.toLowerCase()], `${r.method} ${r.path} (${r.file}) is not in docs/openapi.yaml`);
     }
-    // The other way: a method not documented on a path is not served.
+    // The other way: a method not documented on a path is not served, and
+    // a 405's Allow names the methods the contract documents there (HEAD
+    // beside GET where the Worker serves it too).
     for (const [t, item] of Object.entries(DOC.paths)) {
       const sample = t.replace(/\{[^}]+\}/g, 'x1');
+      const documented = METHODS.filter((m) => item[m]).map((m) => m.toUpperCase());
       for (const m of ['GET', 'POST', 'PUT', 'DELETE']) {
         if (item[m.toLowerCase()]) continue;
         const res = await fetch(`${worker.base}${sample}`, { method: m, headers: { Authorization: `Bearer ${t.startsWith('/v1/admin') ? ADMIN_TOKEN : INGEST_TOKEN}` } });
         await res.text();
         assert.ok([404, 405].includes(res.status), `${m} ${sample} answered ${res.status}, but the contract has no ${m} on ${t}`);
+        if (res.status !== 405) continue;
+        const allow = (res.headers.get('allow') ?? '').split(',').map((x) => x.trim()).filter(Boolean);
+        assert.ok(allow.length > 0, `${m} ${sample}: a 405 without Allow`);
+        assert.deepEqual(allow.filter((x) => x !== 'HEAD' || !documented.includes('GET')).sort(), documented.filter((x) => x !== 'HEAD').sort(),
+          `${m} ${sample}: Allow ${allow} is not the documented ${documented}`);
       }
     }
   });
@@ -303,6 +311,12 @@ describe('the OpenAPI contract', () => {
     // The admin token is no tenant's token.
     await call(b, 'GET', '/v1/documents/c-1', A, [401, 'unauthorized']);
     await call(b, 'GET', '/v1/no/such/route', I, [404, 'not_found']);
+    // The tenant's listing of its documents: pages, filters, refusals.
+    const listed = await call(b, 'GET', '/v1/documents?limit=2', I, 200);
+    assert.equal(listed.body.documents.length, 2, listed.text);
+    await call(b, 'GET', `/v1/documents?cursor=${encodeURIComponent(listed.body.next_cursor)}&state=indexed&updated_since=0`, I, 200);
+    await call(b, 'GET', '/v1/documents?state=nope', I, [422, 'invalid_field']);
+    await call(b, 'GET', '/v1/documents?limit=101', I, [422, 'invalid_field']);
 
     // Syncs: a session, then each refusal of the protocol.
     const s = await call(b, 'POST', '/v1/syncs', { ...I, body: { source: 'contract' } }, 201);
@@ -329,6 +343,13 @@ describe('the OpenAPI contract', () => {
     await call(b, 'POST', `/v1/syncs/${empty}/commit`, { ...I, body: {} }, [409, 'sync_delete_guard']);
     await call(b, 'GET', `/v1/syncs/${empty}`, I, 200);
     await call(b, 'POST', `/v1/syncs/${empty}/commit`, { ...I, body: { allow_mass_delete: true } }, 202);
+    // The tenant's listings of its sessions and of a source's documents.
+    const syncs = await call(b, 'GET', '/v1/syncs?source=contract&limit=2', I, 200);
+    assert.deepEqual(syncs.body.syncs.map((x) => x.sync_id), [empty, late], syncs.text);
+    await call(b, 'GET', `/v1/syncs?cursor=${syncs.body.next_cursor}&state=superseded`, I, 200);
+    await call(b, 'GET', '/v1/syncs?cursor=abc', I, [422, 'invalid_field']);
+    const ofSource = await call(b, 'GET', '/v1/documents?source=contract', I, 200);
+    assert.deepEqual(ofSource.body.documents.map((d) => d.doc_id), ['s-1', 's-2'], ofSource.text);
 
     // Tenants.
     await call(b, 'POST', '/v1/admin/tenants', { ...A, body: { tenant_id: 'contract', quotas: { documents_max: 100 } } }, 201);

@@ -755,7 +755,7 @@ fn a_letter_of_a_job_still_in_flight_is_not_redriven_and_busy_deliveries_wait_fo
 }
 
 #[test]
-fn a_backfill_action_the_api_does_not_know_is_405_and_changes_nothing() {
+fn a_backfill_action_the_api_does_not_know_is_404_and_changes_nothing() {
     let w = World::new();
     w.put("a", &common::document(3, None));
     w.deliver_all();
@@ -770,8 +770,8 @@ fn a_backfill_action_the_api_does_not_know_is_405_and_changes_nothing() {
         let r = call(&w, "POST", &format!("{path}/{action}"), ADMIN, None);
         assert_eq!(
             (r.status, r.body["error"]["code"].as_str()),
-            (405, Some("method_not_allowed")),
-            "{action:?}"
+            (404, Some("not_found")),
+            "{action:?}: no route takes it (a 405 would name the methods it takes)"
         );
     }
     assert_eq!(call(&w, "GET", &path, ADMIN, None).body["state"], "running");

@@ -936,6 +936,57 @@ fn a_rollback_to_a_generation_without_every_document_is_refused() {
     let r = w.request_json("POST", "/v1/admin/generations/1/activate", ADMIN, None);
     assert_eq!(r.status, 200, "{:?}", r.body);
     assert_eq!(r.body["active"], 1, "{:?}", r.body);
+    roll_forward_after_the_rollback(&w);
+}
+
+/// After a rollback to 1, generation 2 (the running configuration's) is
+/// retained. A `config` backfill used to build generation 3, a duplicate of
+/// 2; it is refused with `config_retained` naming 2, nothing written, and
+/// the two ways forward work: activating 2, or retiring it and starting the
+/// backfill again.
+fn roll_forward_after_the_rollback(w: &World) {
+    let config = json!({"scope": "config", "page_size": 10});
+    let before = w.db.dump(oracle::REQUEST_COUNTERS);
+    let r = w.request_json("POST", "/v1/admin/reindex", ADMIN, Some(&config));
+    assert_eq!(
+        (r.status, code(&r)),
+        (409, "config_retained"),
+        "{:?}",
+        r.body
+    );
+    let msg = r.body["error"]["message"].as_str().unwrap();
+    assert!(msg.contains("generation 2 is retained"), "{msg}");
+    assert!(msg.contains("/v1/admin/generations/2/activate"), "{msg}");
+    assert_eq!(
+        w.db.dump(oracle::REQUEST_COUNTERS),
+        before,
+        "nothing written"
+    );
+
+    // Writes while 1 is active reach the retained 2 too: it stays complete.
+    let r = json_call(
+        w,
+        "PUT",
+        "/v1/documents/later",
+        json!({"text": "after the rollback"}),
+    );
+    assert_eq!(r.status, 202, "{:?}", r.body);
+    w.deliver_all();
+    let r = w.request_json("POST", "/v1/admin/generations/2/activate", ADMIN, None);
+    assert_eq!(
+        (r.status, &r.body["active"]),
+        (200, &json!(2)),
+        "{:?}",
+        r.body
+    );
+    // The other way forward: back to 1, retire 2, build again.
+    let r = w.request_json("POST", "/v1/admin/generations/1/activate", ADMIN, None);
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    let r = w.request_json("POST", "/v1/admin/generations/2/retire", ADMIN, None);
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    let r = w.request_json("POST", "/v1/admin/reindex", ADMIN, Some(&config));
+    assert_eq!(r.status, 202, "{:?}", r.body);
+    assert_eq!(r.body["backfill"]["generation"]["to"], 3, "{:?}", r.body);
 }
 
 /// A query over the embedding model's tokens is refused only by the modes

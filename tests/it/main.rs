@@ -18,6 +18,8 @@
 //!   over time) and its files.
 //! - `tenants` — tenants, tokens, scopes, quotas and isolation, through the API.
 //! - `sync` — source sync sessions: seen, commit, the guard, expiry, crashes.
+//! - `listings` — a tenant's listings of its documents and sync sessions
+//!   (paging, filters, isolation), and the `Allow` of every 405.
 //! - `chunk_props` — property tests of the chunkers over arbitrary Unicode
 //!   (`PROPTEST_CASES` per property).
 //! - `keyword_props` — property tests of the keyword index's text rules
@@ -38,6 +40,7 @@ mod console;
 mod generations;
 mod keyword_props;
 mod layers;
+mod listings;
 mod model_switch;
 mod pipeline;
 mod reuse;

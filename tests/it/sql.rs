@@ -660,6 +660,21 @@ fn every_statement_is_exercised_by_the_flows() {
             block_on(p.commit_sync(&t, &g.sync_id, false)).unwrap(),
             Err(ingest_pipeline::pipeline::Refused::SyncDeleteGuard { .. })
         ));
+        // The tenant's listings: its documents (of a source), its sessions
+        // (of a source).
+        use ingest_pipeline::pipeline::DocumentFilter;
+        let all = block_on(p.tenant_documents(&t, &DocumentFilter::default(), None, 2)).unwrap();
+        assert_eq!(all.next_cursor.as_deref(), Some("s2"));
+        let of_docs = DocumentFilter {
+            source: Some("docs".into()),
+            ..Default::default()
+        };
+        let page = block_on(p.tenant_documents(&t, &of_docs, None, 10)).unwrap();
+        assert_eq!(page.documents.len(), 3);
+        let syncs = block_on(p.sync_page(&t, None, None, None, 10)).unwrap();
+        assert_eq!(syncs.syncs.len(), 3);
+        let syncs = block_on(p.sync_page(&t, Some("docs"), None, None, 1)).unwrap();
+        assert_eq!(syncs.syncs[0].sync_id, g.sync_id, "newest first");
         w8.clock
             .advance_ms(w8.cfg.sync_session_ttl_seconds as i64 * 1000 + 1);
         assert_eq!(w8.cron().syncs_expired, 1);
@@ -788,4 +803,56 @@ fn a_page_finds_kept_chunks_by_their_vector_id_not_by_scanning_the_live_version(
             "{name}: {plan:#?}"
         );
     }
+}
+
+/// The tenant's listings read through an index whatever the table's size:
+/// a page is a range of `documents_by_tenant (tenant_id, doc_id)`, of
+/// `source_documents_by_source (tenant_id, source, doc_id)`, of
+/// `syncs_by_tenant (tenant_id, seq)` (migration 0016) or of
+/// `syncs_by_source (tenant_id, source, seq)`, in the index's order (no
+/// sort, no scan of the table).
+#[test]
+fn a_tenant_listing_reads_a_range_of_an_index() {
+    for (name, stmt, params, wanted) in [
+        (
+            "TENANT_DOCUMENT_KEYS_PAGE",
+            sql::TENANT_DOCUMENT_KEYS_PAGE,
+            3,
+            "SEARCH documents USING INDEX documents_by_tenant (tenant_id=? AND doc_id>?)",
+        ),
+        (
+            "SOURCE_DOCUMENT_KEYS_PAGE",
+            sql::SOURCE_DOCUMENT_KEYS_PAGE,
+            4,
+            "SEARCH sd USING COVERING INDEX source_documents_by_source (tenant_id=? AND source=? AND doc_id>?)",
+        ),
+        (
+            "SYNCS_PAGE",
+            sql::SYNCS_PAGE,
+            3,
+            "SEARCH s USING INDEX syncs_by_tenant (tenant_id=? AND seq<?)",
+        ),
+        (
+            "SOURCE_SYNCS_PAGE",
+            sql::SOURCE_SYNCS_PAGE,
+            4,
+            "SEARCH s USING INDEX syncs_by_source (tenant_id=? AND source=? AND seq<?)",
+        ),
+    ] {
+        let plan = query_plan(stmt, params);
+        assert!(plan.iter().any(|l| l == wanted), "{name}: {plan:#?}");
+        assert!(
+            !plan
+                .iter()
+                .any(|l| l.starts_with("SCAN") || l.contains("TEMP B-TREE")),
+            "{name}: {plan:#?}"
+        );
+    }
+    // Each document of a source is joined by its key.
+    let plan = query_plan(sql::SOURCE_DOCUMENT_KEYS_PAGE, 4);
+    assert!(
+        plan.iter()
+            .any(|l| l.starts_with("SEARCH d USING INDEX sqlite_autoindex_documents_1 (doc_id=?)")),
+        "{plan:#?}"
+    );
 }

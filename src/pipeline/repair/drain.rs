@@ -11,7 +11,7 @@ use crate::ports::{Clock, Database, Embedder, JobQueue, VectorIndex};
 
 /// Calls of one batch (exact): the claim, the index delete, and the
 /// ledger update (the intents done, or backed off after a failed delete).
-const DRAIN_BATCH_CALLS: u64 = 3;
+pub(super) const DRAIN_BATCH_CALLS: u64 = 3;
 
 impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D, V, E, Q, C> {
     /// Step 2: drains due intents, batch by batch, while the budget and the
@@ -51,7 +51,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                 break;
             }
         }
-        // The per-run cap reached: intents are left for the next run.
-        run.report.budget_hit |= budget == 0;
+        // The page filled: intents may be left, for step 8 or the next run.
+        run.cleanup_left |= budget == 0;
     }
 }
