@@ -260,18 +260,6 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         if active.index_config.is_empty() || active.index_config == ours {
             return Ok(Err(Refused::ConfigUnchanged));
         }
-        // Rolling forward after a rollback: the generation built with this
-        // configuration is still there, and a new one would duplicate it
-        // (its rows and vectors, and another retire to clean up).
-        let generations = self.store.generations_list().await?;
-        if let Some(g) = generations
-            .iter()
-            .find(|g| g.state == GenerationState::Retained && g.index_config == ours)
-        {
-            return Ok(Err(Refused::ConfigRetained {
-                generation: g.generation,
-            }));
-        }
         // The generation and its backfill are written in one batch, so
         // that no generation is ever building without a backfill (a
         // start that failed between the two left one behind, which a
@@ -279,6 +267,18 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         // One being built already, without a backfill (left by an older
         // release), is built if it is this configuration's.
         let targets = self.store.target_generations().await?;
+        // Rolling forward after a rollback: the generation built with this
+        // configuration is still there (retained, so still written), and a
+        // new one would duplicate it (its rows and vectors, and another
+        // retire to clean up).
+        if let Some(g) = targets
+            .iter()
+            .find(|g| g.state == GenerationState::Retained && g.index_config == ours)
+        {
+            return Ok(Err(Refused::ConfigRetained {
+                generation: g.generation,
+            }));
+        }
         let generation = match targets
             .iter()
             .find(|g| g.state == GenerationState::Building)
