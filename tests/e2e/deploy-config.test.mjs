@@ -5,7 +5,15 @@
 
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { wranglerDryRun } from './helpers.mjs';
+import fs from 'node:fs';
+import path from 'node:path';
+import { REPO_ROOT, wranglerDryRun } from './helpers.mjs';
+
+/** Each file of build/ (what the other test files' wrangler dev serve) and its mtime. */
+function buildStamps() {
+  const dir = path.join(REPO_ROOT, 'build');
+  return Object.fromEntries(fs.readdirSync(dir).map((f) => [f, fs.statSync(path.join(dir, f)).mtimeMs]));
+}
 
 
 /** The binding table wrangler prints: `env.NAME (resource)   Type`. */
@@ -19,7 +27,12 @@ function bindings(output) {
 
 describe('wrangler deploy --dry-run', () => {
   it('production (top level): builds, binds D1, the queue, Vectorize and Workers AI', () => {
+    const before = buildStamps();
     const { output, files } = wranglerDryRun('');
+    // Its build went elsewhere: a rewritten build/ reloads every running
+    // wrangler dev of the other test files, and their local queues lose
+    // the messages they held.
+    assert.deepEqual(buildStamps(), before, 'the dry run rewrote build/');
     const b = bindings(output);
     const find = (name) => b.find((x) => x.name === name);
     assert.equal(find('VECTORIZE')?.type, 'Vectorize Index', output);

@@ -520,16 +520,30 @@ export async function triggerCron(base, cron = '*/5 * * * *') {
   return text;
 }
 
+/** Where the dry run's build goes (scripts/build-worker.sh's OUT_DIR). */
+const DRY_RUN_BUILD = 'build-dry-run';
+
 /** `wrangler deploy --dry-run` of one configuration, with no credentials and
  * no network: returns its output and the files it would upload. */
 export function wranglerDryRun(envName) {
   const outdir = fs.mkdtempSync(path.join(os.tmpdir(), 'ingest-dry-run-'));
   try {
-    const env = { ...process.env, CI: '1', WRANGLER_SEND_METRICS: 'false', NO_COLOR: '1' };
+    // The dry run runs wrangler.toml's [build] step. Into build/ it would
+    // rewrite the files every other test file's wrangler dev serves, and
+    // each of them would reload its Worker mid-test, dropping the messages
+    // its local queues held (the dead-letter test's letters, never
+    // delivered, on CI and here). It builds into a directory of its own,
+    // through a copy of wrangler.toml whose `main` is there (git-ignored).
+    const config = path.join(REPO_ROOT, '.dry-run-wrangler.toml');
+    const toml = fs.readFileSync(path.join(REPO_ROOT, 'wrangler.toml'), 'utf8');
+    const moved = toml.replace(/^main = "build\/entry\.mjs"$/m, `main = "${DRY_RUN_BUILD}/entry.mjs"`);
+    assert.notEqual(moved, toml, 'wrangler.toml\'s main is no longer build/entry.mjs');
+    if (!fs.existsSync(config) || fs.readFileSync(config, 'utf8') !== moved) fs.writeFileSync(config, moved);
+    const env = { ...process.env, CI: '1', WRANGLER_SEND_METRICS: 'false', NO_COLOR: '1', OUT_DIR: DRY_RUN_BUILD };
     // No credentials: a dry run must not need them.
     delete env.CLOUDFLARE_API_TOKEN;
     delete env.CLOUDFLARE_ACCOUNT_ID;
-    const r = spawnSync(path.join(REPO_ROOT, 'node_modules', '.bin', 'wrangler'), ['deploy', '--dry-run', `--env=${envName}`, '--outdir', outdir], {
+    const r = spawnSync(path.join(REPO_ROOT, 'node_modules', '.bin', 'wrangler'), ['deploy', '--dry-run', '-c', config, `--env=${envName}`, '--outdir', outdir], {
       cwd: REPO_ROOT,
       env,
       encoding: 'utf8',
