@@ -629,12 +629,14 @@ settings! {
         in 1..=100, "must be 1..=100";
 
     // Cron.
-    /// Cleanup intents drained per scheduled run (in batches of
-    /// `delete_batch_size`).
+    /// Cleanup intents drained per cleanup pass of a scheduled run (in
+    /// batches of `delete_batch_size`); a run makes passes while its
+    /// subrequest budget lasts.
     cron_cleanup_intents_max: usize = 1000, "CRON_CLEANUP_INTENTS_MAX",
         in 1.., "must be positive";
     /// Chunk rows of abandoned versions (or of a retiring generation)
-    /// turned into cleanup intents per scheduled run.
+    /// turned into cleanup intents per cleanup pass of a scheduled run; a
+    /// run makes passes while its subrequest budget lasts.
     cron_abandoned_chunks_max: usize = 1000, "CRON_ABANDONED_CHUNKS_MAX",
         in 1.., "must be positive";
     /// Seconds between scheduled runs: wrangler.toml's `[triggers]` (`*/5 *

@@ -46,6 +46,7 @@ struct Summary {
     paused: u64,
     invisible_reads: u64,
     repaired: u64,
+    cleanup_passes: u64,
     quota_refusals: u64,
     batches: u64,
     rate_limited: u64,
@@ -84,6 +85,7 @@ impl Summary {
         self.paused += r.paused;
         self.invisible_reads += r.invisible_reads;
         self.repaired += r.repaired;
+        self.cleanup_passes += r.cleanup_passes;
         self.quota_refusals += r.quota_refusals;
         self.batches += r.batches;
         self.rate_limited += r.rate_limited;
@@ -118,6 +120,7 @@ impl Summary {
         self.paused += o.paused;
         self.invisible_reads += o.invisible_reads;
         self.repaired += o.repaired;
+        self.cleanup_passes += o.cleanup_passes;
         self.quota_refusals += o.quota_refusals;
         self.batches += o.batches;
         self.rate_limited += o.rate_limited;
@@ -169,6 +172,9 @@ impl Summary {
         }
         if self.repaired == 0 {
             out.push("a document re-run for a vector the index lost".into());
+        }
+        if self.cleanup_passes == 0 {
+            out.push("a cron run's cleanup pass on the rest of its budget".into());
         }
         for (n, what) in [
             (self.quota_refusals, "a write refused at a quota"),
@@ -357,8 +363,8 @@ fn random_seeds_hold_every_invariant() {
         summary.operators, summary.cancelled, summary.redriven, summary.outage_faults, summary.dead_letters, summary.panics
     );
     println!(
-        "races: {} documents written by two clients at once, {} writes answered conflict; {} backfills paused and resumed; {} index reads missed a vector not visible yet; {} documents re-run for a lost vector; {} batches; {} writes refused at a quota, {} requests rate-limited, {} of a disabled tenant",
-        summary.races, summary.conflicts, summary.paused, summary.invisible_reads, summary.repaired, summary.batches, summary.quota_refusals, summary.rate_limited, summary.disabled
+        "races: {} documents written by two clients at once, {} writes answered conflict; {} backfills paused and resumed; {} index reads missed a vector not visible yet; {} documents re-run for a lost vector; {} cleanup passes on the rest of a cron run's budget; {} batches; {} writes refused at a quota, {} requests rate-limited, {} of a disabled tenant",
+        summary.races, summary.conflicts, summary.paused, summary.invisible_reads, summary.repaired, summary.cleanup_passes, summary.batches, summary.quota_refusals, summary.rate_limited, summary.disabled
     );
     println!(
         "buckets recorded: {:?}; endings: {:?}",

@@ -73,6 +73,15 @@ pub fn written_live_vector_ids(db: &SqliteDb) -> BTreeSet<String> {
     .collect()
 }
 
+/// Vector IDs of every chunk row in `generation`, of any version.
+pub fn vector_ids_in_generation(db: &SqliteDb, generation: u32) -> BTreeSet<String> {
+    let rows: Vec<IdRow> = db.inspect(
+        "SELECT vector_id FROM chunks WHERE generation = ?1",
+        vec![generation.into()],
+    );
+    rows.into_iter().map(|r| r.vector_id).collect()
+}
+
 /// Vector IDs of live chunks in the active generation: what search may
 /// serve, so each must be in the index (I1).
 pub fn served_vector_ids(db: &SqliteDb) -> BTreeSet<String> {
@@ -507,6 +516,16 @@ pub fn vector_tenants(db: &SqliteDb) -> BTreeMap<String, String> {
             ))
         })
         .collect()
+}
+
+/// Cleanup passes cron made on the budget its other steps left (step 8),
+/// over every recorded cron run.
+pub fn cleanup_passes(db: &SqliteDb) -> u64 {
+    let n = count(
+        db,
+        "SELECT coalesce(sum(json_extract(report, '$.cleanup_passes')), 0) AS n FROM repair_runs",
+    );
+    u64::try_from(n).unwrap_or(0)
 }
 
 /// Documents cron's verification found missing vectors of and re-ran,

@@ -941,13 +941,16 @@ pub const REDRIVE_AUDIT_LIST: &str =
     "SELECT at, event, detail FROM redrive_audit WHERE redrive_id = ?1 ORDER BY at, rowid";
 
 /// Index verification: a page of live chunks, of versions live for longer
-/// than the visibility window, after the cursor. `?1` live before, `?2`
+/// than the visibility window, in a generation active for longer than it
+/// (a backfill's last vectors may be written seconds before its switch,
+/// and it changes no document's `updated_at`), after the cursor. `?1` live
+/// before, `?2`
 /// cursor (vector id, '' to start), `?3` limit.
 pub const VERIFY_LIVE_CHUNKS: &str = "\
 SELECT c.vector_id AS vector_id, c.doc_id AS doc_id, c.version AS version
 FROM chunks c JOIN documents d ON d.doc_id = c.doc_id AND d.live_version = c.version
 WHERE d.updated_at < ?1 AND c.vector_id > ?2
-  AND c.generation = (SELECT generation FROM generations WHERE state = 'active')
+  AND c.generation = (SELECT generation FROM generations WHERE state = 'active' AND updated_at < ?1)
 ORDER BY c.vector_id LIMIT ?3";
 
 /// `?1` cursor name.

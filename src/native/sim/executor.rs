@@ -61,6 +61,8 @@ pub struct RunReport {
     pub invisible_reads: u64,
     /// Documents cron's verification re-ran for a lost vector.
     pub repaired: u64,
+    /// Cleanup passes cron made on the rest of a run's budget (step 8).
+    pub cleanup_passes: u64,
     /// Writes refused at the quota, admissions refused by the rate limit
     /// and by the tenant's disable (each waited out by its client).
     pub quota_refusals: u64,
@@ -123,6 +125,7 @@ pub fn run(
     report.paused = progress.paused.get();
     report.invisible_reads = sched.invisible_reads.get();
     report.repaired = oracle::documents_repaired(&w.db);
+    report.cleanup_passes = oracle::cleanup_passes(&w.db);
     report.quota_refusals = progress.refused.borrow().len() as u64;
     report.rate_limited = progress.rate_limited.get();
     report.batches = progress.batches.get();

@@ -10,7 +10,9 @@
 //! cases, and says which are estimates). Each step lives in its own file:
 //!
 //! - `sweep.rs` — 1: abandoned versions' chunk rows become intents; 1b: so
-//!   do retiring generations' rows;
+//!   do retiring generations' rows; 8: the budget the other steps left goes
+//!   to more passes of 1, 1b and 2, so a retired generation drains at the
+//!   budget's pace, not a page a run;
 //! - `drain.rs` — 2: due intents' vectors deleted from the index;
 //! - `requeue.rs` — 3: stalled jobs sent again, or ended `dead`;
 //! - `verify.rs` — 4: a sample of live chunks checked against the index;
@@ -81,6 +83,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         metered.advance_redrives_step(&mut run).await; // 5
         metered.advance_backfill_step(&mut run).await; // 6
         metered.advance_syncs_step(&mut run).await; // 7
+        metered.cleanup_with_what_is_left(&mut run).await; // 8
         run.report.budget_hit |= run.cleanup_left;
         let mut report = run.report;
         report.subrequests_used = usage.total();

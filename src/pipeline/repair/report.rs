@@ -29,6 +29,9 @@ pub struct RepairReport {
     pub redrives_advanced: u64,
     /// Chunk rows of retiring or abandoned generations turned into intents.
     pub generation_rows_retired: u64,
+    /// Cleanup passes (steps 1, 1b and 2 again) made on the budget the
+    /// other steps left, while a pass filled its page (step 8).
+    pub cleanup_passes: u64,
     /// Pages the running backfill enqueued.
     pub backfill_pages: u64,
     /// Open sync sessions that expired.
