@@ -76,15 +76,56 @@ impl Stmt {
     }
 }
 
+/// What D1 bills a call for: the rows its statements read and wrote, as
+/// D1 counts them (`meta.rows_read`, `meta.rows_written`: every table row
+/// and index entry a statement visits or writes, a trigger's included, and
+/// one per row a statement hands to a virtual table such as FTS5; not the
+/// virtual table's own internal writes). Zero where a database does not say.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rows {
+    pub read: u64,
+    pub written: u64,
+}
+
+impl Rows {
+    pub fn plus(self, other: Rows) -> Rows {
+        Rows {
+            read: self.read + other.read,
+            written: self.written + other.written,
+        }
+    }
+}
+
 /// The source of truth (D1 in production, SQLite in native tests).
+///
+/// Each call also says what it was billed ([`Rows`]): an adapter implements
+/// the `_billed` calls, and every wrapper passes the figure on, so the
+/// metering (`pipeline/budget.rs`) sees what D1 itself reported. A failed
+/// call reports nothing (D1 returns no meta with an error).
 pub trait Database {
     /// Runs a read and deserializes each row (an object keyed by column name).
-    async fn query<T: DeserializeOwned>(&self, stmt: Stmt) -> Result<Vec<T>, PortError>;
+    async fn query_billed<T: DeserializeOwned>(
+        &self,
+        stmt: Stmt,
+    ) -> Result<(Vec<T>, Rows), PortError>;
     /// Runs one write; returns the number of rows changed.
-    async fn execute(&self, stmt: Stmt) -> Result<u64, PortError>;
+    async fn execute_billed(&self, stmt: Stmt) -> Result<(u64, Rows), PortError>;
     /// Runs the statements as one transaction: all commit or none do (D1's
     /// `batch()`). Returns the rows changed by each statement.
-    async fn batch(&self, stmts: Vec<Stmt>) -> Result<Vec<u64>, PortError>;
+    async fn batch_billed(&self, stmts: Vec<Stmt>) -> Result<(Vec<u64>, Rows), PortError>;
+
+    /// [`Database::query_billed`] without the bill.
+    async fn query<T: DeserializeOwned>(&self, stmt: Stmt) -> Result<Vec<T>, PortError> {
+        self.query_billed(stmt).await.map(|(rows, _)| rows)
+    }
+    /// [`Database::execute_billed`] without the bill.
+    async fn execute(&self, stmt: Stmt) -> Result<u64, PortError> {
+        self.execute_billed(stmt).await.map(|(n, _)| n)
+    }
+    /// [`Database::batch_billed`] without the bill.
+    async fn batch(&self, stmts: Vec<Stmt>) -> Result<Vec<u64>, PortError> {
+        self.batch_billed(stmts).await.map(|(n, _)| n)
+    }
 }
 
 /// Metadata stored with a vector: flat scalars only (what Vectorize can
@@ -208,14 +249,17 @@ pub fn rows_from_json<T: DeserializeOwned>(
 
 // Borrowed ports are ports: tests keep ownership of their fakes and lend them.
 impl<T: Database> Database for &T {
-    async fn query<R: DeserializeOwned>(&self, stmt: Stmt) -> Result<Vec<R>, PortError> {
-        (**self).query(stmt).await
+    async fn query_billed<R: DeserializeOwned>(
+        &self,
+        stmt: Stmt,
+    ) -> Result<(Vec<R>, Rows), PortError> {
+        (**self).query_billed(stmt).await
     }
-    async fn execute(&self, stmt: Stmt) -> Result<u64, PortError> {
-        (**self).execute(stmt).await
+    async fn execute_billed(&self, stmt: Stmt) -> Result<(u64, Rows), PortError> {
+        (**self).execute_billed(stmt).await
     }
-    async fn batch(&self, stmts: Vec<Stmt>) -> Result<Vec<u64>, PortError> {
-        (**self).batch(stmts).await
+    async fn batch_billed(&self, stmts: Vec<Stmt>) -> Result<(Vec<u64>, Rows), PortError> {
+        (**self).batch_billed(stmts).await
     }
 }
 

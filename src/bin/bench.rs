@@ -38,12 +38,13 @@ mod bench {
     use ingest_pipeline::core::ids::{occurrences, sha256_hex, vector_id, DocId, DocKey, TenantId};
     use ingest_pipeline::core::local_embed;
     use ingest_pipeline::native::oracle;
+    use ingest_pipeline::native::rows::between;
     use ingest_pipeline::native::sim::Rng;
     use ingest_pipeline::native::testkit::{changed_chunks, counted, queued, Counted, World};
     use ingest_pipeline::native::{heap, SqliteDb};
     use ingest_pipeline::pipeline::{ConsumeOutcome, DocumentInput, IntakeItem, Pipeline};
     use ingest_pipeline::ports::{
-        Database, MetadataFilter, PortError, Stmt, VectorIndex, VectorMatch, VectorRecord,
+        Database, MetadataFilter, PortError, Rows, Stmt, VectorIndex, VectorMatch, VectorRecord,
     };
     use ingest_pipeline::store::sql;
     use serde::de::DeserializeOwned;
@@ -663,25 +664,28 @@ mod bench {
     }
 
     impl Database for RowsBySql<'_> {
-        async fn query<T: DeserializeOwned>(&self, stmt: Stmt) -> Result<Vec<T>, PortError> {
+        async fn query_billed<T: DeserializeOwned>(
+            &self,
+            stmt: Stmt,
+        ) -> Result<(Vec<T>, Rows), PortError> {
             let (before, sql_text) = (self.db.total_changes(), stmt.sql);
-            let out = self.db.query(stmt).await;
+            let out = self.db.query_billed(stmt).await;
             self.add(sql_text, self.db.total_changes() - before);
             out
         }
-        async fn execute(&self, stmt: Stmt) -> Result<u64, PortError> {
+        async fn execute_billed(&self, stmt: Stmt) -> Result<(u64, Rows), PortError> {
             let (before, sql_text) = (self.db.total_changes(), stmt.sql);
-            let out = self.db.execute(stmt).await;
+            let out = self.db.execute_billed(stmt).await;
             self.add(sql_text, self.db.total_changes() - before);
             out
         }
-        async fn batch(&self, stmts: Vec<Stmt>) -> Result<Vec<u64>, PortError> {
+        async fn batch_billed(&self, stmts: Vec<Stmt>) -> Result<(Vec<u64>, Rows), PortError> {
             // Statement by statement inside the one batch call (one
             // transaction, one subrequest, as before).
             let before = self.db.total_changes();
             let texts: Vec<&'static str> = stmts.iter().map(|s| s.sql).collect();
-            let out = self.db.batch(stmts).await;
-            if let Ok(changes) = &out {
+            let out = self.db.batch_billed(stmts).await;
+            if let Ok((changes, _)) = &out {
                 let mut counted = 0;
                 for (t, &n) in texts.iter().zip(changes) {
                     // A RETURNING statement reports its rows returned.
@@ -750,6 +754,10 @@ mod bench {
         deliveries: u64,
         job: JobUsage,
         cron: Cron,
+        /// D1's billing units, counted as D1 counts them
+        /// (`native::rows`): v1's consumer, v2's intake, consumer and
+        /// cron until quiet.
+        billed: [Rows; 4],
     }
 
     /// Puts `text` as document `doc` through the counted ports; returns
@@ -808,27 +816,29 @@ mod bench {
         let c = counted(&w);
 
         let job1 = put_job(&c, "bench", v1);
-        let (a, ra) = (counts(&c), w.db.total_changes());
+        let (a, ra, ba) = (counts(&c), w.db.total_changes(), w.db.rows());
         deliver_all(&c);
         let (v1_counts, v1_rows) = (counts(&c).since(a), w.db.total_changes() - ra);
+        let v1_billed = between(ba, w.db.rows());
         let v1_usage = job_usage(&c, &job1);
         cron_until_quiet(&c);
         let before: BTreeSet<String> = w.live_vector_ids().into_iter().collect();
 
         let bytes = v2.len();
-        let (c0, r0) = (counts(&c), w.db.total_changes());
+        let (c0, r0, b0) = (counts(&c), w.db.total_changes(), w.db.rows());
         let job2 = put_job(&c, "bench", v2);
-        let (c1, r1) = (counts(&c), w.db.total_changes());
+        let (c1, r1, b1) = (counts(&c), w.db.total_changes(), w.db.rows());
         let rows = RowsBySql {
             db: &w.db,
             rows: RefCell::default(),
         };
         let deliveries = deliver_all_over(&c, &rows);
-        let (c2, r2) = (counts(&c), w.db.total_changes());
+        let (c2, r2, b2) = (counts(&c), w.db.total_changes(), w.db.rows());
         let rows = rows.rows.into_inner();
         assert_eq!(rows.total(), r2 - r1, "every row written is attributed");
         let job = job_usage(&c, &job2);
         let cron = cron_until_quiet(&c);
+        let b3 = w.db.rows();
 
         let after: BTreeSet<String> = w.live_vector_ids().into_iter().collect();
         let held: BTreeSet<String> = w.index.ids().into_iter().collect();
@@ -850,6 +860,7 @@ mod bench {
             deliveries,
             job,
             cron,
+            billed: [v1_billed, between(b0, b1), between(b1, b2), between(b2, b3)],
         }
     }
 
@@ -930,6 +941,28 @@ mod bench {
                 j.index,
                 j.queue,
                 j.invocations
+            );
+        }
+        println!();
+        println!("What D1 bills, counted as D1 counts them (rows read / written: every table row and index entry, one per row handed to FTS5; `src/native/rows.rs`, whose reads are a lower bound: docs/performance.md, \"D1 rows\"):\n");
+        println!("| chunks | v1's consumer | v2's intake | v2's consumer | cron after v2, until quiet | v2 in all: written | per chunk |");
+        println!("|---:|---:|---:|---:|---:|---:|---:|");
+        for r in runs {
+            let [v1, intake, consume, cron] = r.billed;
+            let written = intake.written + consume.written + cron.written;
+            println!(
+                "| {} | {} / {} | {} / {} | {} / {} | {} / {} | {} | {:.1} |",
+                r.chunks,
+                v1.read,
+                v1.written,
+                intake.read,
+                intake.written,
+                consume.read,
+                consume.written,
+                cron.read,
+                cron.written,
+                written,
+                written as f64 / r.chunks as f64
             );
         }
         println!();

@@ -16,13 +16,14 @@
 
 pub mod heap;
 pub mod oracle;
+pub mod rows;
 pub mod sim;
 pub mod testkit;
 
 use crate::core::failure::FailureBucket;
 use crate::ports::{
-    rows_from_json, Clock, Database, JobMessage, JobQueue, MetadataFilter, PortError, SqlValue,
-    Stmt, VectorIndex, VectorMatch, VectorRecord,
+    rows_from_json, Clock, Database, JobMessage, JobQueue, MetadataFilter, PortError, Rows,
+    SqlValue, Stmt, VectorIndex, VectorMatch, VectorRecord,
 };
 use rusqlite::types::{Value as SqliteValue, ValueRef};
 use serde::de::DeserializeOwned;
@@ -96,6 +97,10 @@ pub const LEDGER_MIGRATIONS: &[(&str, &str)] = &[
         "0016_syncs_by_tenant.sql",
         include_str!("../../migrations/0016_syncs_by_tenant.sql"),
     ),
+    (
+        "0017_d1_rows.sql",
+        include_str!("../../migrations/0017_d1_rows.sql"),
+    ),
 ];
 
 /// The local index's migrations (`migrations-local-index/`).
@@ -122,6 +127,8 @@ pub struct SqliteDb {
     pub executed: RefCell<std::collections::BTreeSet<&'static str>>,
     /// Fails (before any effect) the next call that runs this SQL text.
     pub fail_sql: RefCell<Option<(&'static str, FailureBucket)>>,
+    /// The rows its statements read and wrote, as D1 counts them.
+    rows: rows::RowCounter,
 }
 
 fn map_err(e: &rusqlite::Error) -> PortError {
@@ -214,7 +221,9 @@ impl SqliteDb {
         )
         .expect("the planner's stability guarantee");
         conn.set_prepared_statement_cache_capacity(128);
+        let rows = rows::RowCounter::install(&conn);
         SqliteDb {
+            rows,
             conn: RefCell::new(conn),
             statements: Cell::new(0),
             calls: Cell::new(0),
@@ -315,22 +324,40 @@ impl SqliteDb {
     }
 }
 
+impl SqliteDb {
+    /// Rows read and written so far by this ledger's statements, as D1
+    /// counts them ([`rows`]).
+    pub fn rows(&self) -> Rows {
+        self.rows.now()
+    }
+}
+
 impl Database for SqliteDb {
-    async fn query<T: DeserializeOwned>(&self, stmt: Stmt) -> Result<Vec<T>, PortError> {
+    async fn query_billed<T: DeserializeOwned>(
+        &self,
+        stmt: Stmt,
+    ) -> Result<(Vec<T>, Rows), PortError> {
         self.enter(&[&stmt])?;
+        let before = self.rows.now();
         let conn = self.conn.borrow();
         // A RETURNING statement writes: keep it atomic like D1 does.
         let rows = Self::run_query(&conn, &stmt).map_err(|e| map_err(&e))?;
-        rows_from_json(rows)
+        Ok((
+            rows_from_json(rows)?,
+            rows::between(before, self.rows.now()),
+        ))
     }
 
-    async fn execute(&self, stmt: Stmt) -> Result<u64, PortError> {
+    async fn execute_billed(&self, stmt: Stmt) -> Result<(u64, Rows), PortError> {
         self.enter(&[&stmt])?;
-        Self::run_execute(&self.conn.borrow(), &stmt).map_err(|e| map_err(&e))
+        let before = self.rows.now();
+        let n = Self::run_execute(&self.conn.borrow(), &stmt).map_err(|e| map_err(&e))?;
+        Ok((n, rows::between(before, self.rows.now())))
     }
 
-    async fn batch(&self, stmts: Vec<Stmt>) -> Result<Vec<u64>, PortError> {
+    async fn batch_billed(&self, stmts: Vec<Stmt>) -> Result<(Vec<u64>, Rows), PortError> {
         self.enter(&stmts.iter().collect::<Vec<_>>())?;
+        let before = self.rows.now();
         let mut conn = self.conn.borrow_mut();
         let tx = conn.transaction().map_err(|e| map_err(&e))?;
         let mut changes = Vec::with_capacity(stmts.len());
@@ -344,7 +371,7 @@ impl Database for SqliteDb {
             changes.push(n.map_err(|e| map_err(&e))?);
         }
         tx.commit().map_err(|e| map_err(&e))?;
-        Ok(changes)
+        Ok((changes, rows::between(before, self.rows.now())))
     }
 }
 

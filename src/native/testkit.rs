@@ -29,7 +29,7 @@ use crate::pipeline::{
     ConsumeOutcome, DocumentInput, DocumentState, IntakeItem, IntakeOutcome, Pipeline,
     RepairReport, SearchHit, SearchRequest,
 };
-use crate::ports::{Database, Embedder, JobMessage, PortError, Stmt, VectorIndex};
+use crate::ports::{Database, Embedder, JobMessage, PortError, Rows, Stmt, VectorIndex};
 use futures::executor::block_on;
 use serde::de::DeserializeOwned;
 use std::cell::RefCell;
@@ -524,19 +524,22 @@ pub struct Interleaved<'a>(pub &'a SqliteDb);
 pub struct Uneven<'a>(pub &'a SqliteDb, pub usize);
 
 impl Database for Uneven<'_> {
-    async fn query<T: DeserializeOwned>(&self, stmt: Stmt) -> Result<Vec<T>, PortError> {
+    async fn query_billed<T: DeserializeOwned>(
+        &self,
+        stmt: Stmt,
+    ) -> Result<(Vec<T>, Rows), PortError> {
         yield_now().await;
-        self.0.query(stmt).await
+        self.0.query_billed(stmt).await
     }
-    async fn execute(&self, stmt: Stmt) -> Result<u64, PortError> {
+    async fn execute_billed(&self, stmt: Stmt) -> Result<(u64, Rows), PortError> {
         for _ in 0..self.1 {
             yield_now().await;
         }
-        self.0.execute(stmt).await
+        self.0.execute_billed(stmt).await
     }
-    async fn batch(&self, stmts: Vec<Stmt>) -> Result<Vec<u64>, PortError> {
+    async fn batch_billed(&self, stmts: Vec<Stmt>) -> Result<(Vec<u64>, Rows), PortError> {
         yield_now().await;
-        self.0.batch(stmts).await
+        self.0.batch_billed(stmts).await
     }
 }
 
@@ -556,17 +559,20 @@ pub async fn yield_now() {
 }
 
 impl Database for Interleaved<'_> {
-    async fn query<T: DeserializeOwned>(&self, stmt: Stmt) -> Result<Vec<T>, PortError> {
+    async fn query_billed<T: DeserializeOwned>(
+        &self,
+        stmt: Stmt,
+    ) -> Result<(Vec<T>, Rows), PortError> {
         yield_now().await;
-        self.0.query(stmt).await
+        self.0.query_billed(stmt).await
     }
-    async fn execute(&self, stmt: Stmt) -> Result<u64, PortError> {
+    async fn execute_billed(&self, stmt: Stmt) -> Result<(u64, Rows), PortError> {
         yield_now().await;
-        self.0.execute(stmt).await
+        self.0.execute_billed(stmt).await
     }
-    async fn batch(&self, stmts: Vec<Stmt>) -> Result<Vec<u64>, PortError> {
+    async fn batch_billed(&self, stmts: Vec<Stmt>) -> Result<(Vec<u64>, Rows), PortError> {
         yield_now().await;
-        self.0.batch(stmts).await
+        self.0.batch_billed(stmts).await
     }
 }
 
@@ -592,15 +598,18 @@ pub struct HookedAfter<'a> {
 }
 
 impl Database for HookedAfter<'_> {
-    async fn query<T: DeserializeOwned>(&self, stmt: Stmt) -> Result<Vec<T>, PortError> {
-        self.db.query(stmt).await
+    async fn query_billed<T: DeserializeOwned>(
+        &self,
+        stmt: Stmt,
+    ) -> Result<(Vec<T>, Rows), PortError> {
+        self.db.query_billed(stmt).await
     }
-    async fn execute(&self, stmt: Stmt) -> Result<u64, PortError> {
-        self.db.execute(stmt).await
+    async fn execute_billed(&self, stmt: Stmt) -> Result<(u64, Rows), PortError> {
+        self.db.execute_billed(stmt).await
     }
-    async fn batch(&self, stmts: Vec<Stmt>) -> Result<Vec<u64>, PortError> {
+    async fn batch_billed(&self, stmts: Vec<Stmt>) -> Result<(Vec<u64>, Rows), PortError> {
         let hooked = stmts.iter().any(|s| s.sql == self.after);
-        let out = self.db.batch(stmts).await;
+        let out = self.db.batch_billed(stmts).await;
         if hooked {
             if let Some(hook) = self.hook.borrow_mut().take() {
                 hook(self.db);
@@ -611,19 +620,22 @@ impl Database for HookedAfter<'_> {
 }
 
 impl Database for Hooked<'_> {
-    async fn query<T: DeserializeOwned>(&self, stmt: Stmt) -> Result<Vec<T>, PortError> {
-        self.db.query(stmt).await
+    async fn query_billed<T: DeserializeOwned>(
+        &self,
+        stmt: Stmt,
+    ) -> Result<(Vec<T>, Rows), PortError> {
+        self.db.query_billed(stmt).await
     }
-    async fn execute(&self, stmt: Stmt) -> Result<u64, PortError> {
-        self.db.execute(stmt).await
+    async fn execute_billed(&self, stmt: Stmt) -> Result<(u64, Rows), PortError> {
+        self.db.execute_billed(stmt).await
     }
-    async fn batch(&self, stmts: Vec<Stmt>) -> Result<Vec<u64>, PortError> {
+    async fn batch_billed(&self, stmts: Vec<Stmt>) -> Result<(Vec<u64>, Rows), PortError> {
         if stmts.iter().any(|s| s.sql == self.before) {
             if let Some(hook) = self.hook.borrow_mut().take() {
                 hook(self.db);
             }
         }
-        self.db.batch(stmts).await
+        self.db.batch_billed(stmts).await
     }
 }
 
@@ -644,17 +656,20 @@ impl FailOn<'_> {
 }
 
 impl Database for FailOn<'_> {
-    async fn query<T: DeserializeOwned>(&self, stmt: Stmt) -> Result<Vec<T>, PortError> {
+    async fn query_billed<T: DeserializeOwned>(
+        &self,
+        stmt: Stmt,
+    ) -> Result<(Vec<T>, Rows), PortError> {
         self.check(&[&stmt])?;
-        self.db.query(stmt).await
+        self.db.query_billed(stmt).await
     }
-    async fn execute(&self, stmt: Stmt) -> Result<u64, PortError> {
+    async fn execute_billed(&self, stmt: Stmt) -> Result<(u64, Rows), PortError> {
         self.check(&[&stmt])?;
-        self.db.execute(stmt).await
+        self.db.execute_billed(stmt).await
     }
-    async fn batch(&self, stmts: Vec<Stmt>) -> Result<Vec<u64>, PortError> {
+    async fn batch_billed(&self, stmts: Vec<Stmt>) -> Result<(Vec<u64>, Rows), PortError> {
         self.check(&stmts.iter().collect::<Vec<_>>())?;
-        self.db.batch(stmts).await
+        self.db.batch_billed(stmts).await
     }
 }
 

@@ -12,8 +12,8 @@
 use super::Pipeline;
 use crate::core::index_config::EmbedModel;
 use crate::ports::{
-    Clock, Database, Embedder, JobMessage, JobQueue, MetadataFilter, PortError, Stmt, VectorIndex,
-    VectorMatch, VectorRecord,
+    Clock, Database, Embedder, JobMessage, JobQueue, MetadataFilter, PortError, Rows, Stmt,
+    VectorIndex, VectorMatch, VectorRecord,
 };
 use serde::de::DeserializeOwned;
 use std::cell::Cell;
@@ -30,6 +30,10 @@ pub struct Usage {
     pub embedded: Cell<u64>,
     pub reused: Cell<u64>,
     pub kept: Cell<u64>,
+    /// What D1 billed this invocation's calls so far, as it reported them
+    /// (`ports::Rows`: rows read and written).
+    pub d1_rows_read: Cell<u64>,
+    pub d1_rows_written: Cell<u64>,
 }
 
 fn bump(c: &Cell<u64>, n: u64) {
@@ -54,6 +58,8 @@ impl Usage {
             embedded: self.embedded.get(),
             reused: self.reused.get(),
             kept: self.kept.get(),
+            d1_rows_read: self.d1_rows_read.get(),
+            d1_rows_written: self.d1_rows_written.get(),
             peak: d1 + self.embed.get() + self.index.get() + queue,
         }
     }
@@ -123,18 +129,37 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
     }
 }
 
+impl Usage {
+    /// Adds what D1 billed a call that succeeded.
+    fn bill<T>(&self, out: &Result<(T, Rows), PortError>) {
+        if let Ok((_, rows)) = out {
+            bump(&self.d1_rows_read, rows.read);
+            bump(&self.d1_rows_written, rows.written);
+        }
+    }
+}
+
 impl<P: Database> Database for Metered<'_, P> {
-    async fn query<T: DeserializeOwned>(&self, stmt: Stmt) -> Result<Vec<T>, PortError> {
+    async fn query_billed<T: DeserializeOwned>(
+        &self,
+        stmt: Stmt,
+    ) -> Result<(Vec<T>, Rows), PortError> {
         bump(&self.usage.d1, 1);
-        self.inner.query(stmt).await
+        let out = self.inner.query_billed(stmt).await;
+        self.usage.bill(&out);
+        out
     }
-    async fn execute(&self, stmt: Stmt) -> Result<u64, PortError> {
+    async fn execute_billed(&self, stmt: Stmt) -> Result<(u64, Rows), PortError> {
         bump(&self.usage.d1, 1);
-        self.inner.execute(stmt).await
+        let out = self.inner.execute_billed(stmt).await;
+        self.usage.bill(&out);
+        out
     }
-    async fn batch(&self, stmts: Vec<Stmt>) -> Result<Vec<u64>, PortError> {
+    async fn batch_billed(&self, stmts: Vec<Stmt>) -> Result<(Vec<u64>, Rows), PortError> {
         bump(&self.usage.d1, 1);
-        self.inner.batch(stmts).await
+        let out = self.inner.batch_billed(stmts).await;
+        self.usage.bill(&out);
+        out
     }
 }
 

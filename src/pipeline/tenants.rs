@@ -44,6 +44,9 @@ pub struct TenantUsage {
     pub bytes: i64,
     /// Requests admitted in the current clock minute.
     pub requests_this_minute: u64,
+    /// D1 rows its jobs read and wrote, as D1 billed them (the sums of
+    /// its jobs' `usage.d1_rows`).
+    pub d1_rows: super::views::D1Rows,
 }
 
 /// A token as listed: never the token, never its hash.
@@ -137,6 +140,10 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                     r.rate_requests
                 } else {
                     0
+                },
+                d1_rows: super::views::D1Rows {
+                    read: r.d1_rows_read,
+                    written: r.d1_rows_written,
                 },
             },
             tenant_id: r.tenant_id,

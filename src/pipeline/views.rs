@@ -495,6 +495,17 @@ pub struct JobUsage {
     /// The most any one invocation made, and the budget it ran under.
     pub subrequests_peak_per_invocation: u64,
     pub subrequests_budget_per_invocation: u64,
+    /// D1 rows the job's statements read and wrote, as D1 billed them.
+    pub d1_rows: D1Rows,
+}
+
+/// D1's billing units, as D1 reported them (`meta.rows_read`,
+/// `meta.rows_written`), summed over every invocation's statements but
+/// the one that records them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct D1Rows {
+    pub read: u64,
+    pub written: u64,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -535,6 +546,8 @@ impl JobView {
             subrequests_index: index,
             subrequests_queue: queue,
             subrequests_peak,
+            d1_rows_read,
+            d1_rows_written,
         } = r;
         JobView {
             progress: JobProgress {
@@ -559,6 +572,10 @@ impl JobView {
                 },
                 subrequests_peak_per_invocation: subrequests_peak,
                 subrequests_budget_per_invocation: budget,
+                d1_rows: D1Rows {
+                    read: d1_rows_read,
+                    written: d1_rows_written,
+                },
             },
             job_id,
             doc_id: split_key(&doc_id).1.to_string(),

@@ -3,7 +3,7 @@
 //!
 //! May import: `ports`, `core`, `bugs`, `store::sql`.
 
-use super::usage::usage_stmt;
+use super::usage::usage_stmts;
 use super::{int, json_array, json_pages, sql, Store, UsageSnapshot};
 use crate::bugs::{self, Bug, Bugs};
 use crate::core::failure::FailureBucket;
@@ -185,10 +185,12 @@ impl<D: Database> Store<D> {
     ) -> Result<(), PortError> {
         let finish = vec![doc_id.into(), version.into(), int(now), job_id.into()];
         self.db
-            .batch(vec![
-                Stmt::new(sql::COMMIT_FINISH_JOB, finish),
-                usage_stmt(job_id, usage),
-            ])
+            .batch(
+                vec![Stmt::new(sql::COMMIT_FINISH_JOB, finish)]
+                    .into_iter()
+                    .chain(usage_stmts(job_id, usage))
+                    .collect(),
+            )
             .await
             .map(|_| ())
     }
@@ -216,14 +218,18 @@ impl<D: Database> Store<D> {
         finish.push(job_id.into());
         let changes = self
             .db
-            .batch(vec![
-                Stmt::new(sql::COMMIT_INTENTS_FOR_REPLACED, p()),
-                Stmt::new(sql::COMMIT_DROP_KEPT_ROWS, p()),
-                Stmt::new(set_live, p()),
-                Stmt::new(sql::COMMIT_INTENTS_FOR_LOSER, p()),
-                Stmt::new(sql::COMMIT_FINISH_JOB, finish),
-                usage_stmt(job_id, usage),
-            ])
+            .batch(
+                vec![
+                    Stmt::new(sql::COMMIT_INTENTS_FOR_REPLACED, p()),
+                    Stmt::new(sql::COMMIT_DROP_KEPT_ROWS, p()),
+                    Stmt::new(set_live, p()),
+                    Stmt::new(sql::COMMIT_INTENTS_FOR_LOSER, p()),
+                    Stmt::new(sql::COMMIT_FINISH_JOB, finish),
+                ]
+                .into_iter()
+                .chain(usage_stmts(job_id, usage))
+                .collect(),
+            )
             .await?;
         Ok(changes.get(2).copied().unwrap_or(0) > 0)
     }

@@ -3,7 +3,7 @@
 //!
 //! May import: `ports`, `core`, `store::sql`.
 
-use super::usage::usage_stmt;
+use super::usage::usage_stmts;
 use super::{int, json_array, sql, Store, UsageSnapshot};
 use crate::core::failure::FailureBucket;
 use crate::core::state::{GenerationState, JobKind, JobState};
@@ -36,6 +36,8 @@ pub struct JobViewRow {
     pub subrequests_index: u64,
     pub subrequests_queue: u64,
     pub subrequests_peak: u64,
+    pub d1_rows_read: u64,
+    pub d1_rows_written: u64,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -183,13 +185,15 @@ impl<D: Database> Store<D> {
         usage: &UsageSnapshot,
     ) -> Result<(), PortError> {
         self.db
-            .batch(vec![
-                Stmt::new(
+            .batch(
+                vec![Stmt::new(
                     sql::CONSUME_CHECKPOINT,
                     vec![job_id.into(), int(now), chunks_done.into()],
-                ),
-                usage_stmt(job_id, usage),
-            ])
+                )]
+                .into_iter()
+                .chain(usage_stmts(job_id, usage))
+                .collect(),
+            )
             .await
             .map(|_| ())
     }
@@ -213,10 +217,12 @@ impl<D: Database> Store<D> {
             int(failing_since),
         ];
         self.db
-            .batch(vec![
-                Stmt::new(sql::JOB_UP_FOR_RETRY, params),
-                usage_stmt(job_id, usage),
-            ])
+            .batch(
+                vec![Stmt::new(sql::JOB_UP_FOR_RETRY, params)]
+                    .into_iter()
+                    .chain(usage_stmts(job_id, usage))
+                    .collect(),
+            )
             .await
             .map(|_| ())
     }
@@ -246,7 +252,7 @@ impl<D: Database> Store<D> {
             ],
         );
         let mut stmts = vec![end, loser_intents(doc_id, version, now)];
-        stmts.push(usage_stmt(job_id, usage));
+        stmts.extend(usage_stmts(job_id, usage));
         stmts.extend(build_intents(
             job_id,
             doc_id,

@@ -139,7 +139,8 @@ SELECT j.job_id AS job_id, j.doc_id AS doc_id, j.version AS version, j.kind AS k
        j.rows_total AS chunk_count, j.chunks_done AS chunks_done, j.build_generation AS build_generation, j.chunks_embedded AS chunks_embedded,
        j.chunks_reused AS chunks_reused, j.chunks_kept AS chunks_kept, j.invocations AS invocations, j.subrequests_d1 AS subrequests_d1,
        j.subrequests_embed AS subrequests_embed, j.subrequests_index AS subrequests_index,
-       j.subrequests_queue AS subrequests_queue, j.subrequests_peak AS subrequests_peak
+       j.subrequests_queue AS subrequests_queue, j.subrequests_peak AS subrequests_peak,
+       j.d1_rows_read AS d1_rows_read, j.d1_rows_written AS d1_rows_written
 FROM jobs j JOIN versions v ON v.doc_id = j.doc_id AND v.version = j.version WHERE j.job_id = ?1";
 
 // ---------------------------------------------------------------- references
@@ -390,13 +391,22 @@ WHERE job_id = ?1 AND state = 'running'";
 /// as the statement that ends the invocation). `?1` job, `?2`–`?5`
 /// subrequests by kind (D1, embed, index, queue), `?6` chunks embedded,
 /// `?7` chunks reused, `?8` the invocation's subrequests so far, `?9`
-/// chunks kept (their vector already in the index).
+/// chunks kept (their vector already in the index), `?10` and `?11` the
+/// D1 rows read and written (as D1 reported them).
 pub const JOB_ADD_USAGE: &str = "\
 UPDATE jobs SET subrequests_d1 = subrequests_d1 + ?2, subrequests_embed = subrequests_embed + ?3,
   subrequests_index = subrequests_index + ?4, subrequests_queue = subrequests_queue + ?5,
   subrequests_peak = MAX(subrequests_peak, ?8),
-  chunks_embedded = chunks_embedded + ?6, chunks_reused = chunks_reused + ?7, chunks_kept = chunks_kept + ?9
+  chunks_embedded = chunks_embedded + ?6, chunks_reused = chunks_reused + ?7, chunks_kept = chunks_kept + ?9,
+  d1_rows_read = d1_rows_read + ?10, d1_rows_written = d1_rows_written + ?11
 WHERE job_id = ?1";
+
+/// Beside `JOB_ADD_USAGE`, the same D1 rows added to the usage of job
+/// `?1`'s tenant: `?2` read, `?3` written. A job's key names its tenant,
+/// so the tenant's row is found by the job's primary key.
+pub const TENANT_ADD_D1_ROWS: &str = "\
+UPDATE tenants SET d1_rows_read = d1_rows_read + ?2, d1_rows_written = d1_rows_written + ?3
+WHERE tenant_id = (SELECT j.tenant_id FROM jobs j WHERE j.job_id = ?1) AND (?2 > 0 OR ?3 > 0)";
 
 /// The staging is done: step `staged` and the rows to write, counted as
 /// staged (over every generation the job writes: a build job its own).
@@ -606,14 +616,14 @@ ON CONFLICT (tenant_id) DO NOTHING";
 /// Tenant `?1` with its live token count.
 pub const TENANT_GET: &str = "\
 SELECT t.tenant_id, t.state, t.documents_max, t.bytes_max, t.requests_per_minute_max, t.documents, t.bytes,
-       t.rate_minute, t.rate_requests, t.created_at, t.updated_at,
+       t.rate_minute, t.rate_requests, t.created_at, t.updated_at, t.d1_rows_read, t.d1_rows_written,
        (SELECT count(*) FROM tenant_tokens k WHERE k.tenant_id = t.tenant_id AND k.revoked_at IS NULL) AS tokens
 FROM tenants t WHERE t.tenant_id = ?1";
 
 /// Tenants after `?1` (a cursor: the last ID seen, '' first) in ID order, at most `?2`.
 pub const TENANTS_PAGE: &str = "\
 SELECT t.tenant_id, t.state, t.documents_max, t.bytes_max, t.requests_per_minute_max, t.documents, t.bytes,
-       t.rate_minute, t.rate_requests, t.created_at, t.updated_at,
+       t.rate_minute, t.rate_requests, t.created_at, t.updated_at, t.d1_rows_read, t.d1_rows_written,
        (SELECT count(*) FROM tenant_tokens k WHERE k.tenant_id = t.tenant_id AND k.revoked_at IS NULL) AS tokens
 FROM tenants t WHERE t.tenant_id > ?1 ORDER BY t.tenant_id LIMIT ?2";
 
@@ -1453,6 +1463,7 @@ pub const ALL: &[(&str, &str)] = &[
     ("CONSUME_PAGE", CONSUME_PAGE),
     ("CONSUME_CHECKPOINT", CONSUME_CHECKPOINT),
     ("JOB_ADD_USAGE", JOB_ADD_USAGE),
+    ("TENANT_ADD_D1_ROWS", TENANT_ADD_D1_ROWS),
     ("COMMIT_INTENTS_FOR_REPLACED", COMMIT_INTENTS_FOR_REPLACED),
     ("COMMIT_DROP_KEPT_ROWS", COMMIT_DROP_KEPT_ROWS),
     ("COMMIT_SET_LIVE", COMMIT_SET_LIVE),

@@ -24,6 +24,9 @@ pub struct TenantRow {
     pub updated_at: i64,
     /// Tokens not revoked.
     pub tokens: u64,
+    /// D1 rows its jobs read and wrote, as D1 billed them.
+    pub d1_rows_read: u64,
+    pub d1_rows_written: u64,
 }
 
 /// A token as listed (never its hash).

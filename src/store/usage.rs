@@ -19,6 +19,9 @@ pub struct UsageSnapshot {
     pub kept: u64,
     /// The invocation's total subrequests at this point (not a difference).
     pub peak: u64,
+    /// D1 rows read and written, as D1 reported them (`ports::Rows`).
+    pub d1_rows_read: u64,
+    pub d1_rows_written: u64,
 }
 
 impl UsageSnapshot {
@@ -32,31 +35,46 @@ impl UsageSnapshot {
             embedded: self.embedded - earlier.embedded,
             reused: self.reused - earlier.reused,
             kept: self.kept - earlier.kept,
+            d1_rows_read: self.d1_rows_read - earlier.d1_rows_read,
+            d1_rows_written: self.d1_rows_written - earlier.d1_rows_written,
             peak: self.peak,
         }
     }
 }
 
-pub(super) fn usage_stmt(job_id: &str, u: &UsageSnapshot) -> Stmt {
+/// The statements that record `u` for job `job_id`: the job's counters,
+/// and its tenant's D1 rows (`TENANT_ADD_D1_ROWS`), in the caller's batch.
+pub(super) fn usage_stmts(job_id: &str, u: &UsageSnapshot) -> [Stmt; 2] {
     let n = |v: u64| SqlValue::Int(v as i64);
-    Stmt::new(
-        sql::JOB_ADD_USAGE,
-        vec![
-            job_id.into(),
-            n(u.d1),
-            n(u.embed),
-            n(u.index),
-            n(u.queue),
-            n(u.embedded),
-            n(u.reused),
-            n(u.peak),
-            n(u.kept),
-        ],
-    )
+    [
+        Stmt::new(
+            sql::JOB_ADD_USAGE,
+            vec![
+                job_id.into(),
+                n(u.d1),
+                n(u.embed),
+                n(u.index),
+                n(u.queue),
+                n(u.embedded),
+                n(u.reused),
+                n(u.peak),
+                n(u.kept),
+                n(u.d1_rows_read),
+                n(u.d1_rows_written),
+            ],
+        ),
+        Stmt::new(
+            sql::TENANT_ADD_D1_ROWS,
+            vec![job_id.into(), n(u.d1_rows_read), n(u.d1_rows_written)],
+        ),
+    ]
 }
 
 impl<D: Database> Store<D> {
     pub async fn add_usage(&self, job_id: &str, usage: &UsageSnapshot) -> Result<(), PortError> {
-        self.db.execute(usage_stmt(job_id, usage)).await.map(|_| ())
+        self.db
+            .batch(usage_stmts(job_id, usage).into())
+            .await
+            .map(|_| ())
     }
 }

@@ -1,7 +1,7 @@
 //! [`Database`] on Cloudflare D1.
 
 use crate::core::failure::FailureBucket;
-use crate::ports::{Database, PortError, SqlValue, Stmt};
+use crate::ports::{Database, PortError, Rows, SqlValue, Stmt};
 use serde::de::DeserializeOwned;
 use wasm_bindgen::JsValue;
 use worker::{D1Database, D1PreparedStatement, D1Result};
@@ -53,25 +53,39 @@ fn changes(r: &D1Result) -> u64 {
     r.meta().ok().flatten().and_then(|m| m.changes).unwrap_or(0) as u64
 }
 
+/// What D1 says it billed for one statement's result.
+fn billed(r: &D1Result) -> Rows {
+    let meta = r.meta().ok().flatten();
+    Rows {
+        read: meta.as_ref().and_then(|m| m.rows_read).unwrap_or(0) as u64,
+        written: meta.as_ref().and_then(|m| m.rows_written).unwrap_or(0) as u64,
+    }
+}
+
 impl Database for D1Db {
-    async fn query<T: DeserializeOwned>(&self, stmt: Stmt) -> Result<Vec<T>, PortError> {
+    async fn query_billed<T: DeserializeOwned>(
+        &self,
+        stmt: Stmt,
+    ) -> Result<(Vec<T>, Rows), PortError> {
         let result = self.prepare(&stmt)?.all().await.map_err(|e| classify(&e))?;
-        result
+        let rows = result
             .results::<T>()
-            .map_err(|_| PortError::new(FailureBucket::Internal, "row_shape"))
+            .map_err(|_| PortError::new(FailureBucket::Internal, "row_shape"))?;
+        Ok((rows, billed(&result)))
     }
 
-    async fn execute(&self, stmt: Stmt) -> Result<u64, PortError> {
+    async fn execute_billed(&self, stmt: Stmt) -> Result<(u64, Rows), PortError> {
         let result = self.prepare(&stmt)?.run().await.map_err(|e| classify(&e))?;
-        Ok(changes(&result))
+        Ok((changes(&result), billed(&result)))
     }
 
-    async fn batch(&self, stmts: Vec<Stmt>) -> Result<Vec<u64>, PortError> {
+    async fn batch_billed(&self, stmts: Vec<Stmt>) -> Result<(Vec<u64>, Rows), PortError> {
         let prepared = stmts
             .iter()
             .map(|s| self.prepare(s))
             .collect::<Result<Vec<_>, _>>()?;
         let results = self.0.batch(prepared).await.map_err(|e| classify(&e))?;
-        Ok(results.iter().map(changes).collect())
+        let rows = results.iter().map(billed).fold(Rows::default(), Rows::plus);
+        Ok((results.iter().map(changes).collect(), rows))
     }
 }

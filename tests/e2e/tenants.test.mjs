@@ -105,7 +105,7 @@ describe('tenants on one Worker', () => {
     assert.equal(a.tenant_id, 'tenant-a');
     assert.equal(a.state, 'active');
     assert.equal(a.tokens, 0);
-    assert.deepEqual(a.usage, { documents: 0, bytes: 0, requests_this_minute: 0 });
+    assert.deepEqual(a.usage, { documents: 0, bytes: 0, requests_this_minute: 0, d1_rows: { read: 0, written: 0 } });
     // No quotas given: the configured defaults (docs/configuration.md).
     assert.deepEqual(a.quotas, {
       documents_max: 1_000_000,

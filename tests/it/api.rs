@@ -7,7 +7,9 @@ use ingest_pipeline::api::{handle, ApiRequest, ApiResponse, Secrets};
 use ingest_pipeline::core::failure::FailureBucket;
 use ingest_pipeline::core::index_config::EmbedModel;
 use ingest_pipeline::pipeline::Pipeline;
-use ingest_pipeline::ports::{Clock, Database, Embedder, JobQueue, PortError, Stmt, VectorIndex};
+use ingest_pipeline::ports::{
+    Clock, Database, Embedder, JobQueue, PortError, Rows, Stmt, VectorIndex,
+};
 use ingest_pipeline::store::sql;
 use serde_json::{json, Value};
 
@@ -750,20 +752,20 @@ fn a_batch_answers_every_item_error_beside_the_written_items() {
 fn a_write_that_loses_every_race_answers_conflict_and_writes_nothing() {
     struct RaceLost<'a>(&'a ingest_pipeline::native::SqliteDb);
     impl Database for RaceLost<'_> {
-        async fn query<T: serde::de::DeserializeOwned>(
+        async fn query_billed<T: serde::de::DeserializeOwned>(
             &self,
             stmt: Stmt,
-        ) -> Result<Vec<T>, PortError> {
-            self.0.query(stmt).await
+        ) -> Result<(Vec<T>, Rows), PortError> {
+            self.0.query_billed(stmt).await
         }
-        async fn execute(&self, stmt: Stmt) -> Result<u64, PortError> {
-            self.0.execute(stmt).await
+        async fn execute_billed(&self, stmt: Stmt) -> Result<(u64, Rows), PortError> {
+            self.0.execute_billed(stmt).await
         }
-        async fn batch(&self, stmts: Vec<Stmt>) -> Result<Vec<u64>, PortError> {
+        async fn batch_billed(&self, stmts: Vec<Stmt>) -> Result<(Vec<u64>, Rows), PortError> {
             if stmts.iter().any(|s| s.sql == sql::INTAKE_INSERT_VERSIONS) {
                 return Err(PortError::new(FailureBucket::DbRejected, "db_constraint"));
             }
-            self.0.batch(stmts).await
+            self.0.batch_billed(stmts).await
         }
     }
     let w = indexed_world();

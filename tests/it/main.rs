@@ -37,6 +37,7 @@ mod budget;
 mod chunk_props;
 mod common;
 mod console;
+mod d1_rows;
 mod generations;
 mod keyword_props;
 mod layers;

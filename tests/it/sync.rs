@@ -14,7 +14,7 @@ use ingest_pipeline::core::failure::FailureBucket;
 use ingest_pipeline::core::ids::{DocId, TenantId};
 use ingest_pipeline::native::SqliteDb;
 use ingest_pipeline::pipeline::{content_hash, DocumentInput, DocumentState};
-use ingest_pipeline::ports::{Database, PortError, SqlValue, Stmt};
+use ingest_pipeline::ports::{Database, PortError, Rows, SqlValue, Stmt};
 use ingest_pipeline::store::sql;
 use serde::de::DeserializeOwned;
 use serde_json::{json, Map, Value};
@@ -574,32 +574,35 @@ impl CrashAt<'_> {
 }
 
 impl Database for CrashAt<'_> {
-    async fn query<T: DeserializeOwned>(&self, stmt: Stmt) -> Result<Vec<T>, PortError> {
+    async fn query_billed<T: DeserializeOwned>(
+        &self,
+        stmt: Stmt,
+    ) -> Result<(Vec<T>, Rows), PortError> {
         if self.tick() {
             if self.after {
                 let _ = self.db.query::<Value>(stmt).await;
             }
             return Err(Self::crash());
         }
-        self.db.query(stmt).await
+        self.db.query_billed(stmt).await
     }
-    async fn execute(&self, stmt: Stmt) -> Result<u64, PortError> {
+    async fn execute_billed(&self, stmt: Stmt) -> Result<(u64, Rows), PortError> {
         if self.tick() {
             if self.after {
-                let _ = self.db.execute(stmt).await;
+                let _ = self.db.execute_billed(stmt).await;
             }
             return Err(Self::crash());
         }
-        self.db.execute(stmt).await
+        self.db.execute_billed(stmt).await
     }
-    async fn batch(&self, stmts: Vec<Stmt>) -> Result<Vec<u64>, PortError> {
+    async fn batch_billed(&self, stmts: Vec<Stmt>) -> Result<(Vec<u64>, Rows), PortError> {
         if self.tick() {
             if self.after {
-                let _ = self.db.batch(stmts).await;
+                let _ = self.db.batch_billed(stmts).await;
             }
             return Err(Self::crash());
         }
-        self.db.batch(stmts).await
+        self.db.batch_billed(stmts).await
     }
 }
 

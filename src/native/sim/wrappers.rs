@@ -15,7 +15,7 @@ use crate::core::index_config::EmbedModel;
 use crate::native::{ManualClock, MemIndex, SqliteDb};
 use crate::pipeline::Settle;
 use crate::ports::{
-    Database, Embedder, JobMessage, JobQueue, MetadataFilter, PortError, Stmt, VectorIndex,
+    Database, Embedder, JobMessage, JobQueue, MetadataFilter, PortError, Rows, Stmt, VectorIndex,
     VectorMatch, VectorRecord,
 };
 use serde::de::DeserializeOwned;
@@ -54,17 +54,27 @@ impl SimDb<'_> {
 }
 
 impl Database for SimDb<'_> {
-    async fn query<T: DeserializeOwned>(&self, stmt: Stmt) -> Result<Vec<T>, PortError> {
+    async fn query_billed<T: DeserializeOwned>(
+        &self,
+        stmt: Stmt,
+    ) -> Result<(Vec<T>, Rows), PortError> {
         self.note(&[&stmt]);
-        self.1.call(CallKind::DbQuery, self.0.query(stmt)).await
+        self.1
+            .call(CallKind::DbQuery, self.0.query_billed(stmt))
+            .await
     }
-    async fn execute(&self, stmt: Stmt) -> Result<u64, PortError> {
+    async fn execute_billed(&self, stmt: Stmt) -> Result<(u64, Rows), PortError> {
         self.note(&[&stmt]);
-        self.1.call(CallKind::DbExecute, self.0.execute(stmt)).await
+        self.1
+            .call(CallKind::DbExecute, self.0.execute_billed(stmt))
+            .await
     }
-    async fn batch(&self, stmts: Vec<Stmt>) -> Result<Vec<u64>, PortError> {
+    async fn batch_billed(&self, stmts: Vec<Stmt>) -> Result<(Vec<u64>, Rows), PortError> {
         self.note(&stmts.iter().collect::<Vec<_>>());
-        let out = self.1.call(CallKind::DbBatch, self.0.batch(stmts)).await;
+        let out = self
+            .1
+            .call(CallKind::DbBatch, self.0.batch_billed(stmts))
+            .await;
         if out.as_ref().is_err_and(|e| e.code == "db_constraint") {
             let refused = &self.1.constraint_refusals;
             refused.set(refused.get() + 1);

@@ -27,11 +27,28 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         } else {
             0
         };
-        if self.cleanup_doc(&job.doc_id, batches as usize).await > 0 {
-            let _ = self
-                .store
-                .add_usage(&job.job_id, &usage.snapshot(1, 0).minus(at_commit))
-                .await;
+        let attempted = self.cleanup_doc(&job.doc_id, batches as usize).await;
+        self.record_after_commit(job, at_commit, budget, usage, attempted > 0)
+            .await;
+    }
+
+    /// Records what the invocation used since the statement that ended its
+    /// job (`at_commit`): the calls made since, and the D1 rows that
+    /// statement's batch and those calls were billed, which are known only
+    /// once they ran. One more D1 call, made when it fits in the budget
+    /// and there is something to record (`made_calls`: calls were made).
+    pub(super) async fn record_after_commit(
+        &self,
+        job: &ConsumeRow,
+        at_commit: &UsageSnapshot,
+        budget: &Budget,
+        usage: &Usage,
+        made_calls: bool,
+    ) {
+        let since = usage.snapshot(1, 0).minus(at_commit);
+        let billed = since.d1_rows_read + since.d1_rows_written > 0;
+        if (made_calls || billed) && budget.allows(usage, self.clock.now_ms(), 1, 0) {
+            let _ = self.store.add_usage(&job.job_id, &since).await;
         }
     }
 

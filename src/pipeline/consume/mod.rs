@@ -196,6 +196,8 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         if job.build_generation.is_some() {
             // A build ends the job only: the version is live already.
             self.build_finish(job, &at_commit).await?;
+            self.record_after_commit(job, &at_commit, budget, usage, false)
+                .await;
             return Ok(Progress::Committed);
         }
         self.replace(job, &at_commit, usage).await?;
