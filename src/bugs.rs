@@ -53,8 +53,8 @@ pub enum Bug {
     /// The keyword ranking drops its tenant fence: its statement matches
     /// the chunks of every tenant.
     KeywordUnfenced,
-    /// A tenant's usage drifts: a version smaller than the one it replaces
-    /// (a delete, a shorter text) gives no bytes back.
+    /// A tenant's usage drifts: cron prunes a superseded version's text
+    /// without giving its bytes back.
     UsageDrift,
     /// Intake takes any refused batch for a quota refusal: a write that
     /// lost the race for its version number is answered 429 instead of

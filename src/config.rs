@@ -419,8 +419,9 @@ settings! {
     /// delete), unless its own quota says otherwise.
     tenant_documents_max: u64 = 1_000_000, "TENANT_DOCUMENTS_MAX",
         in 1.., "must be positive";
-    /// Text bytes a tenant may store (of its documents' latest versions),
-    /// unless its own quota says otherwise.
+    /// Text bytes a tenant may store (every version's text the ledger
+    /// still holds, history included, until cron prunes it:
+    /// `TEXT_RETENTION_SECONDS`), unless its own quota says otherwise.
     tenant_bytes_max: u64 = 1_000_000_000, "TENANT_BYTES_MAX",
         in 1.., "must be positive";
     /// Requests a tenant's tokens may make per minute (a fixed window per
@@ -665,6 +666,28 @@ settings! {
     /// Only versions live for longer than this are verified: the index's
     /// visibility delay (Vectorize: p99 under 2 minutes).
     index_visibility_window_seconds: u32 = 300, "INDEX_VISIBILITY_WINDOW_SECONDS";
+
+    // Retention (docs/ARCHITECTURE.md, "Retention"; docs/runbook.md).
+    /// How long a superseded version's text is kept after a later version
+    /// went live (nothing serves or re-runs it; 0: cron's next run prunes
+    /// it). A tenant's byte quota counts it until then.
+    text_retention_seconds: u64 = 0, "TEXT_RETENTION_SECONDS",
+        in ..=31_536_000, "must be 0..=31536000 (a year)";
+    /// How long history is kept: a superseded version's row and its jobs
+    /// (after it was superseded), finished sync sessions with their marks
+    /// and planned deletes, repair runs, ended backfills with their items
+    /// and build jobs. A month, what operators of job schedulers expect.
+    history_retention_seconds: u64 = 2_592_000, "HISTORY_RETENTION_SECONDS",
+        in 3600..=315_360_000, "must be 3600..=315360000 (an hour to ten years)";
+    /// How long an ended redrive (its items and audit trail) is kept. The
+    /// dead letters it re-ran are never pruned.
+    redrive_retention_seconds: u64 = 7_776_000, "REDRIVE_RETENTION_SECONDS",
+        in 3600..=315_360_000, "must be 3600..=315360000 (an hour to ten years)";
+    /// Rows one prune statement deletes at most, per kind of history per
+    /// scheduled run (versions' texts and rows, sessions, runs, backfills
+    /// and redrives each take a page of it).
+    cron_prune_rows_max: usize = 500, "CRON_PRUNE_ROWS_MAX",
+        in 1..=10_000, "must be 1..=10000";
 }
 
 #[derive(Debug, Error, PartialEq, Eq)]

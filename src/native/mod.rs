@@ -101,6 +101,10 @@ pub const LEDGER_MIGRATIONS: &[(&str, &str)] = &[
         "0017_d1_rows.sql",
         include_str!("../../migrations/0017_d1_rows.sql"),
     ),
+    (
+        "0018_retention.sql",
+        include_str!("../../migrations/0018_retention.sql"),
+    ),
 ];
 
 /// The local index's migrations (`migrations-local-index/`).

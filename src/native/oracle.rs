@@ -481,10 +481,36 @@ pub fn tenant_usage_mismatches(db: &SqliteDb) -> Vec<serde_json::Value> {
            SELECT t2.tenant_id AS tenant_id,
              (SELECT count(*) FROM documents d JOIN versions v ON v.doc_id = d.doc_id AND v.version = d.latest_version
               WHERE d.tenant_id = t2.tenant_id AND v.is_delete = 0) AS documents,
-             (SELECT coalesce(sum(v.text_bytes), 0) FROM documents d JOIN versions v ON v.doc_id = d.doc_id AND v.version = d.latest_version
-              WHERE d.tenant_id = t2.tenant_id AND v.is_delete = 0) AS bytes
+             (SELECT coalesce(sum(length(CAST(p.text AS BLOB))), 0) FROM version_parts p
+              WHERE p.tenant_id = t2.tenant_id) AS bytes
            FROM tenants t2) n ON n.tenant_id = t.tenant_id
          WHERE t.documents <> n.documents OR t.bytes <> n.bytes",
+        vec![],
+    )
+}
+
+/// What retention pruned that something could still reach (I18): a
+/// version whose text is gone (`part_count` 0, or parts missing) though a
+/// job of it has not ended, it is a document's live or latest version, or
+/// a version holding text reads its parts; a dead letter whose version row
+/// or job is gone. One row per finding.
+pub fn reachable_but_pruned(db: &SqliteDb) -> Vec<serde_json::Value> {
+    db.inspect(
+        "WITH needed (doc_id, version, why) AS (
+           SELECT doc_id, version, 'a job runs it' FROM jobs WHERE state IN ('queued', 'running', 'up_for_retry')
+           UNION SELECT doc_id, live_version, 'live' FROM documents WHERE live_version IS NOT NULL
+           UNION SELECT doc_id, latest_version, 'latest' FROM documents
+           UNION SELECT doc_id, text_version, 'a re-run reads it' FROM versions WHERE text_version IS NOT NULL AND part_count > 0)
+         SELECT n.doc_id, n.version, n.why FROM needed n JOIN versions v ON v.doc_id = n.doc_id AND v.version = n.version
+         WHERE v.is_delete = 0 AND (v.part_count = 0 OR v.part_count <> (SELECT count(*) FROM version_parts p
+                WHERE p.doc_id = v.doc_id AND p.version = coalesce(v.text_version, v.version)))
+         UNION ALL
+         SELECT n.doc_id, n.version, n.why || ': no version row' FROM needed n
+         WHERE NOT EXISTS (SELECT 1 FROM versions v WHERE v.doc_id = n.doc_id AND v.version = n.version)
+         UNION ALL
+         SELECT l.doc_id, l.version, 'a dead letter names it' FROM dead_letters l
+         WHERE NOT EXISTS (SELECT 1 FROM versions v WHERE v.doc_id = l.doc_id AND v.version = l.version)
+            OR NOT EXISTS (SELECT 1 FROM jobs j WHERE j.job_id = l.job_id)",
         vec![],
     )
 }
@@ -587,8 +613,9 @@ pub fn version_content_type(db: &SqliteDb, key: &str, version: u32) -> Option<St
 /// ledger holds it.
 pub fn version_text(db: &SqliteDb, key: &str, version: u32) -> Option<String> {
     let rows: Vec<serde_json::Value> = db.inspect(
-        "SELECT group_concat(text, '') AS t FROM (SELECT text FROM version_parts
-           WHERE doc_id = ?1 AND version = ?2 ORDER BY part)",
+        "SELECT group_concat(text, '') AS t FROM (SELECT p.text FROM versions v JOIN version_parts p
+           ON p.doc_id = v.doc_id AND p.version = coalesce(v.text_version, v.version)
+           WHERE v.doc_id = ?1 AND v.version = ?2 ORDER BY p.part)",
         vec![key.into(), version.into()],
     );
     rows.first()
@@ -653,7 +680,8 @@ pub fn unaccounted_redrive_items(db: &SqliteDb) -> Vec<serde_json::Value> {
 pub fn live_text(db: &SqliteDb, doc_id: &str) -> Vec<serde_json::Value> {
     db.inspect(
         "SELECT d.live_version, d.latest_version, (SELECT group_concat(p.text, '') FROM
-                   (SELECT text FROM version_parts WHERE doc_id = d.doc_id AND version = d.live_version ORDER BY part) p) AS text
+                   (SELECT x.text FROM versions v JOIN version_parts x ON x.doc_id = v.doc_id AND x.version = coalesce(v.text_version, v.version)
+                    WHERE v.doc_id = d.doc_id AND v.version = d.live_version ORDER BY x.part) p) AS text
                  FROM documents d WHERE d.doc_id = ?1",
         vec![doc_id.into()],
     )

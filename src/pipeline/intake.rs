@@ -264,15 +264,10 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock>
             }
             _ => Vec::new(),
         };
-        let bytes = if self.bugs.has(crate::bugs::Bug::UsageDrift) {
-            batch.bytes_delta.max(0)
-        } else {
-            batch.bytes_delta
-        };
         let usage = UsageDelta {
             tenant_id: tenant.as_str().to_string(),
             documents: batch.documents_delta,
-            bytes,
+            bytes: batch.bytes_added,
             documents_max_default: self.cfg.tenant_documents_max,
             bytes_max_default: self.cfg.tenant_bytes_max,
         };
@@ -415,7 +410,6 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock>
                 version: r.latest_version,
                 hash,
                 is_delete: r.is_delete != 0,
-                text_bytes: r.text_bytes,
             };
             latest.insert(r.doc_id, stored);
         }
@@ -423,24 +417,19 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock>
     }
 }
 
-/// What a document's latest version is: its number, content hash, whether
-/// it is a tombstone, and its text's bytes.
+/// What a document's latest version is: its number, content hash and
+/// whether it is a tombstone.
 #[derive(Clone)]
 pub(super) struct Stored {
     pub(super) version: u32,
     pub(super) hash: String,
     pub(super) is_delete: bool,
-    text_bytes: i64,
 }
 
 impl Stored {
-    /// What this version counts for in its tenant's usage (documents, bytes).
-    fn usage(&self) -> (i64, i64) {
-        if self.is_delete {
-            (0, 0)
-        } else {
-            (1, self.text_bytes)
-        }
+    /// Whether this version counts as a document in its tenant's usage.
+    fn documents(&self) -> i64 {
+        i64::from(!self.is_delete)
     }
 }
 
@@ -455,9 +444,13 @@ struct Batch<'a> {
     parts: Vec<PartRow<'a>>,
     jobs: Vec<JobRow<'a>>,
     messages: Vec<JobMessage>,
-    /// What the new versions add to the tenant's usage.
+    /// What the new versions add to the tenant's usage: documents (a
+    /// tombstone takes one away), and text bytes. Every version's text
+    /// counts until cron prunes it (`TEXT_RETENTION_SECONDS`): a smaller
+    /// version adds its bytes too, and the one it replaces gives its own
+    /// back only when pruned (so the quota counts what D1 stores).
     documents_delta: i64,
-    bytes_delta: i64,
+    bytes_added: i64,
 }
 
 impl<'a> Batch<'a> {
@@ -505,12 +498,9 @@ impl<'a> Batch<'a> {
             version,
             hash,
             is_delete,
-            text_bytes: self.versions.last().map_or(0, |v| v.text_bytes as i64),
         };
-        let (was_docs, was_bytes) = prev.as_ref().map_or((0, 0), Stored::usage);
-        let (docs, bytes) = now.usage();
-        self.documents_delta += docs - was_docs;
-        self.bytes_delta += bytes - was_bytes;
+        self.documents_delta += now.documents() - prev.as_ref().map_or(0, Stored::documents);
+        self.bytes_added += self.versions.last().map_or(0, |v| v.text_bytes as i64);
         latest.insert(key.as_str().to_string(), now);
         IntakeOutcome::Queued {
             doc_id: doc_id.to_string(),

@@ -197,6 +197,7 @@ impl<D: Database> Store<D> {
 
     /// The replace step: intents for the replaced version's vectors this
     /// one does not keep, its rows whose vectors it keeps dropped, the
+    /// versions it supersedes marked (retention's clock), the
     /// compare-and-set, intents for a loser, and the job's end, atomically.
     /// Returns whether this version is now live.
     pub async fn commit(
@@ -222,6 +223,7 @@ impl<D: Database> Store<D> {
                 vec![
                     Stmt::new(sql::COMMIT_INTENTS_FOR_REPLACED, p()),
                     Stmt::new(sql::COMMIT_DROP_KEPT_ROWS, p()),
+                    Stmt::new(sql::COMMIT_MARK_SUPERSEDED, p()),
                     Stmt::new(set_live, p()),
                     Stmt::new(sql::COMMIT_INTENTS_FOR_LOSER, p()),
                     Stmt::new(sql::COMMIT_FINISH_JOB, finish),
@@ -231,7 +233,8 @@ impl<D: Database> Store<D> {
                 .collect(),
             )
             .await?;
-        Ok(changes.get(2).copied().unwrap_or(0) > 0)
+        // The compare-and-set's count: the fourth statement.
+        Ok(changes.get(3).copied().unwrap_or(0) > 0)
     }
 
     /// Of `vector_ids`, the chunks live in `generation` and of `tenant`.

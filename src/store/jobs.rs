@@ -58,6 +58,9 @@ pub struct ConsumeRow {
     pub content_type: String,
     pub metadata: String,
     pub part_count: u32,
+    /// The version whose parts hold the text (itself, or the one a re-run
+    /// copied).
+    pub text_version: u32,
     pub latest_version: u32,
     pub live_version: Option<u32>,
 }

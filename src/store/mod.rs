@@ -4,8 +4,8 @@
 //! Here: `sql.rs` (every statement's text, with the invariant it holds),
 //! and one file per aggregate with its row types and typed functions on
 //! [`Store`]: documents (versions, views, the intake batch), jobs, chunks,
-//! intents, generations, backfills, redrives, dead letters, repair, syncs,
-//! tenants, usage,
+//! intents, generations, backfills, redrives, dead letters, repair,
+//! retention, syncs, tenants, usage,
 //! and the offline index's rows (`vector_rows`). The database handle is
 //! private: nothing outside builds a statement.
 //!
@@ -23,6 +23,7 @@ mod intents;
 mod jobs;
 mod redrives;
 mod repair;
+mod retention;
 mod syncs;
 mod tenants;
 mod usage;
@@ -39,6 +40,7 @@ pub use generations::{GenerationListRow, GenerationRow};
 pub use jobs::{AttemptEnd, ClaimRow, ConsumeRow, JobViewRow, StalledJobRow, TimelineRow};
 pub use redrives::{AuditRow, Candidate, CandidateFilter, ItemRow, NewItem, RedriveRow, RerunOf};
 pub use repair::{RepairRunRow, VerifyRow};
+pub use retention::{History, PrunedVersion};
 pub use syncs::{
     retire_guard_stmts, settle_deletes_stmts, CommittingRow, SourceCounts, SyncDeleteRow, SyncRow,
     SyncWriteRows,

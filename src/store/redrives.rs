@@ -293,7 +293,7 @@ impl<D: Database> Store<D> {
         Ok(rows.first().is_some_and(|r| r.is_delete == 1))
     }
 
-    /// Copies `version` as version + 1 (version row, text parts, a job
+    /// Copies `version` as version + 1 (the version row, naming the parts that hold its text; a job
     /// `new_job`) in one batch, under the condition `of` names. `false`: the
     /// condition did not hold, nothing was written.
     pub async fn rerun(
@@ -326,7 +326,6 @@ impl<D: Database> Store<D> {
         let mut stmts = vec![
             Stmt::new(advance, advance_params),
             Stmt::new(sql::RERUN_COPY_VERSION, p()),
-            Stmt::new(sql::RERUN_COPY_PARTS, p()),
             Stmt::new(sql::RERUN_INSERT_JOB, job_params),
         ];
         if let Some(item_params) = item {

@@ -234,14 +234,16 @@ macro_rules! row_held {
 
 // ---------------------------------------------------------------- consume
 
-/// What the consumer needs to decide about a job: the job, its version and
-/// the document's current versions (the stale-version check).
+/// What the consumer needs to decide about a job: the job, its version
+/// (and the version whose parts hold its text: itself, or the one a re-run
+/// copied) and the document's current versions (the stale-version check).
 pub const CONSUME_LOAD: &str = "\
 SELECT j.job_id AS job_id, j.doc_id AS doc_id, j.version AS version, j.kind AS kind, j.state AS state,
        j.attempts AS attempts, j.lease_until AS lease_until, j.next_attempt_at AS next_attempt_at,
        j.build_generation AS build_generation,
        (SELECT g.state FROM generations g WHERE g.generation = j.build_generation) AS build_generation_state,
        v.content_type AS content_type, v.metadata AS metadata, v.part_count AS part_count,
+       coalesce(v.text_version, v.version) AS text_version,
        d.latest_version AS latest_version, d.live_version AS live_version
 FROM jobs j
 JOIN versions v ON v.doc_id = j.doc_id AND v.version = j.version
@@ -416,7 +418,7 @@ UPDATE jobs SET step = 'staged', chunks_done = 0, updated_at = ?2,
   rows_total = (SELECT count(*) FROM chunks c WHERE c.doc_id = ?3 AND c.version = ?4 AND (?5 IS NULL OR c.generation = ?5))
 WHERE job_id = ?1 AND state = 'running'";
 
-/// Replace step, statement 1 of 5 (invariant 3): when this version is about
+/// Replace step, statement 1 of 6 (invariant 3): when this version is about
 /// to go live, the old live version's vectors that it does not keep become
 /// cleanup intents, in the same atomic batch as the compare-and-set (and
 /// all of them while a job of the old version has not ended: a build may
@@ -430,7 +432,7 @@ WHERE c.doc_id = ?1 AND c.version = d.live_version AND d.latest_version = ?2 AND
        OR EXISTS (SELECT 1 FROM jobs j WHERE j.doc_id = c.doc_id AND j.version = c.version
                   AND j.state IN ('queued', 'running', 'up_for_retry')))";
 
-/// Replace step, statement 2 of 5: the old live version's rows whose
+/// Replace step, statement 2 of 6: the old live version's rows whose
 /// vector this version keeps leave (the vector stays: this version's row
 /// refers to it), unless a job of the old version has not ended (then
 /// statement 1 made them intents). `?1` doc, `?2` version, `?3` now (unused).
@@ -442,7 +444,19 @@ DELETE FROM chunks WHERE doc_id = ?1
                   AND j.state IN ('queued', 'running', 'up_for_retry'))
   AND ?3 IS NOT NULL";
 
-/// Replace step, statement 3 of 5 (invariant 2): the compare-and-set. A
+/// Replace step, statement 3 of 6, before the compare-and-set (which it reads): every
+/// version from the one live now (none: the first) up to this one is
+/// superseded from now on (`superseded_at`, retention's clock: cron prunes
+/// its text, later its row and jobs). Only if the compare-and-set will
+/// apply (the same condition). `?1` doc, `?2` version, `?3` now.
+pub const COMMIT_MARK_SUPERSEDED: &str = "\
+UPDATE versions SET superseded_at = ?3
+WHERE doc_id = ?1 AND version < ?2 AND superseded_at IS NULL
+  AND version >= coalesce((SELECT d.live_version FROM documents d WHERE d.doc_id = ?1), 1)
+  AND EXISTS (SELECT 1 FROM documents d WHERE d.doc_id = ?1 AND d.latest_version = ?2
+              AND (d.live_version IS NULL OR d.live_version < ?2))";
+
+/// Replace step, statement 4 of 6 (invariant 2): the compare-and-set. A
 /// version goes live only if it is still the latest and newer than the live
 /// one, so `live_version` never decreases and a stale message cannot
 /// resurrect a deleted document. `?1` doc, `?2` version, `?3` now.
@@ -450,7 +464,7 @@ pub const COMMIT_SET_LIVE: &str = "\
 UPDATE documents SET live_version = ?2, repair_needed = 0, updated_at = ?3
 WHERE doc_id = ?1 AND latest_version = ?2 AND (live_version IS NULL OR live_version < ?2)";
 
-/// Replace step, statement 4 of 5: if the compare-and-set did not make this
+/// Replace step, statement 5 of 6: if the compare-and-set did not make this
 /// version live (a newer one arrived), its own vectors become intents.
 pub const COMMIT_INTENTS_FOR_LOSER: &str = "\
 INSERT OR IGNORE INTO cleanup_intents (vector_id, doc_id, version, reason, attempts, not_before, created_at)
@@ -459,7 +473,7 @@ FROM chunks c
 WHERE c.doc_id = ?1 AND c.version = ?2
   AND NOT EXISTS (SELECT 1 FROM documents d WHERE d.doc_id = ?1 AND d.live_version = ?2)";
 
-/// Replace step, statement 5 of 5: the job ends `succeeded` if its version
+/// Replace step, statement 6 of 6: the job ends `succeeded` if its version
 /// is live, `superseded` otherwise. `?1` doc, `?2` version, `?3` now, `?4` job.
 pub const COMMIT_FINISH_JOB: &str = "\
 UPDATE jobs SET
@@ -680,7 +694,8 @@ FROM tenants WHERE tenant_id = ?1";
 /// In intake's batch, before the versions: aborts it (a row in
 /// `quota_refusals` violates its CHECK) if adding `?2` documents and `?4`
 /// bytes would take tenant `?1` past its quotas (`?3`, `?5`: the defaults).
-/// Only what grows is checked: a delete or a smaller version always passes.
+/// Only what grows is checked: a delete always passes. Every new version's
+/// text counts (history is stored until cron prunes it).
 pub const TENANT_QUOTA_GUARD: &str = "\
 INSERT INTO quota_refusals (tenant_id)
 SELECT tenant_id FROM tenants WHERE tenant_id = ?1
@@ -899,16 +914,18 @@ WHERE redrive_id = ?1 AND state IN ('canary', 'running')";
 
 /// Re-running a version as a new version with the same content (fresh
 /// vector IDs, so nothing left of the failed run can interfere), statement
-/// 1 of 4: advance `latest_version` only if `?2` is still the latest and
+/// 1 of 3: advance `latest_version` only if `?2` is still the latest and
 /// not live. `?1` doc, `?2` version, `?3` now.
 pub const RERUN_ADVANCE: &str = "\
 UPDATE documents SET latest_version = ?2 + 1, updated_at = ?3
 WHERE doc_id = ?1 AND latest_version = ?2 AND (live_version IS NULL OR live_version < ?2)";
 
-/// Statement 2 of 4: the copy of the version row (only if 1 applied).
+/// Statement 2 of 3: the copy of the version row (only if 1 applied). It
+/// names the version whose parts hold the text (`text_version`): a re-run
+/// stores no second copy of it, and adds nothing to the tenant's bytes.
 pub const RERUN_COPY_VERSION: &str = "\
-INSERT INTO versions (doc_id, version, is_delete, content_hash, content_type, metadata, text_bytes, part_count, chunk_count, created_at, index_config)
-SELECT doc_id, ?2 + 1, is_delete, content_hash, content_type, metadata, text_bytes, part_count, NULL, ?3, NULL
+INSERT INTO versions (doc_id, version, is_delete, content_hash, content_type, metadata, text_bytes, part_count, chunk_count, created_at, index_config, text_version)
+SELECT doc_id, ?2 + 1, is_delete, content_hash, content_type, metadata, text_bytes, part_count, NULL, ?3, NULL, coalesce(text_version, version)
 FROM versions WHERE doc_id = ?1 AND version = ?2
   AND EXISTS (SELECT 1 FROM documents d WHERE d.doc_id = ?1 AND d.latest_version = ?2 + 1)
   AND NOT EXISTS (SELECT 1 FROM versions v2 WHERE v2.doc_id = ?1 AND v2.version = ?2 + 1)";
@@ -923,17 +940,7 @@ macro_rules! rerun_copy_applied {
     };
 }
 
-/// Statement 3 of 4: the copy of the text parts.
-pub const RERUN_COPY_PARTS: &str = concat!(
-    "\
-INSERT INTO version_parts (doc_id, version, part, text)
-SELECT doc_id, ?2 + 1, part, text FROM version_parts WHERE doc_id = ?1 AND version = ?2
-  AND NOT EXISTS (SELECT 1 FROM version_parts p2 WHERE p2.doc_id = ?1 AND p2.version = ?2 + 1)
-  AND ",
-    rerun_copy_applied!()
-);
-
-/// Statement 4 of 4: its job, `queued`. `?4` new job id.
+/// Statement 3 of 3: its job, `queued`. `?4` new job id.
 pub const RERUN_INSERT_JOB: &str = concat!(
     "\
 INSERT OR IGNORE INTO jobs (job_id, doc_id, version, kind, state, step, attempts, last_failure_bucket, lease_until, next_attempt_at, created_at, updated_at)
@@ -1436,6 +1443,200 @@ WHERE sync_id = ?1 AND state = 'committing'";
 pub const SYNCS_COMMITTING: &str = "\
 SELECT sync_id, tenant_id FROM syncs WHERE state = 'committing' ORDER BY seq LIMIT ?1";
 
+// ---------------------------------------------------------------- retention (cron)
+
+/// The versions a prune's JSON parameter `?1` names (`[[doc_id, version],
+/// …]`), as `v`, each looked up by its key.
+macro_rules! versions_named {
+    () => {
+        "json_each(?1) k JOIN versions v ON v.doc_id = json_extract(k.value, '$[0]') AND v.version = json_extract(k.value, '$[1]')"
+    };
+}
+
+/// Whether version `v` is superseded and its text may go: no job of it is
+/// still running (only the latest version's job can start), and no version
+/// that still needs its text names its parts (a re-run's `text_version`).
+macro_rules! text_prunable {
+    () => {
+        "v.superseded_at IS NOT NULL AND v.part_count > 0
+  AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.doc_id = v.doc_id AND j.version = v.version
+                  AND j.state IN ('queued', 'running', 'up_for_retry'))
+  AND NOT EXISTS (SELECT 1 FROM versions r WHERE r.doc_id = v.doc_id AND r.text_version = v.version
+                  AND r.part_count > 0)"
+    };
+}
+
+/// A page of superseded versions whose text may go, superseded at or
+/// before `?1`, oldest first, at most `?2` (`versions_text_prunable`).
+pub const PRUNE_TEXT_PAGE: &str = concat!(
+    "SELECT v.doc_id AS doc_id, v.version AS version FROM versions v WHERE v.superseded_at <= ?1 AND ",
+    text_prunable!(),
+    " ORDER BY v.superseded_at LIMIT ?2"
+);
+
+/// A page of texts' prune (`?1` the versions), statement 1 of 3: each
+/// tenant gets back the bytes of the texts it owns (a re-run's version
+/// holds no parts of its own).
+pub const PRUNE_TEXT_BYTES: &str = concat!(
+    "UPDATE tenants SET bytes = bytes - (SELECT coalesce(sum(v.text_bytes), 0) FROM ",
+    versions_named!(),
+    " WHERE v.tenant_id = tenants.tenant_id AND v.text_version IS NULL AND v.is_delete = 0 AND ",
+    text_prunable!(),
+    ")
+WHERE tenant_id IN (SELECT v.tenant_id FROM ",
+    versions_named!(),
+    ")"
+);
+
+/// Statement 2 of 3: their parts.
+pub const PRUNE_TEXT_PARTS: &str = concat!(
+    "DELETE FROM version_parts WHERE rowid IN (SELECT p.rowid FROM ",
+    versions_named!(),
+    " JOIN version_parts p ON p.doc_id = v.doc_id AND p.version = v.version WHERE ",
+    text_prunable!(),
+    ")"
+);
+
+/// Statement 3 of 3: the versions hold no text any more (`part_count` 0;
+/// `text_bytes` keeps the size it had).
+pub const PRUNE_TEXT_MARK: &str = concat!(
+    "UPDATE versions SET part_count = 0 WHERE rowid IN (SELECT v.rowid FROM ",
+    versions_named!(),
+    " WHERE ",
+    text_prunable!(),
+    ")"
+);
+
+/// Whether the row of version `v`, superseded at or before `?C`, may go
+/// with its jobs: its text is gone, no chunk row, cleanup intent or dead
+/// letter names it, no version names its parts, and every job of it ended
+/// at or before the cutoff. (`$c`: the cutoff's parameter.)
+macro_rules! version_prunable {
+    ($c:literal) => {
+        concat!(
+            "v.superseded_at IS NOT NULL AND v.superseded_at <= ", $c, " AND v.part_count = 0
+  AND NOT EXISTS (SELECT 1 FROM chunks c WHERE c.doc_id = v.doc_id AND c.version = v.version)
+  AND NOT EXISTS (SELECT 1 FROM cleanup_intents i WHERE i.doc_id = v.doc_id AND i.version = v.version)
+  AND NOT EXISTS (SELECT 1 FROM dead_letters l WHERE l.doc_id = v.doc_id AND l.version = v.version)
+  AND NOT EXISTS (SELECT 1 FROM versions r WHERE r.doc_id = v.doc_id AND r.text_version = v.version)
+  AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.doc_id = v.doc_id AND j.version = v.version
+                  AND (j.state IN ('queued', 'running', 'up_for_retry') OR j.updated_at > ", $c, "))"
+        )
+    };
+}
+
+/// A page of superseded versions whose rows may go, superseded at or
+/// before `?1`, oldest first, at most `?2` (`versions_superseded`).
+pub const PRUNE_VERSIONS_PAGE: &str = concat!(
+    "SELECT v.doc_id AS doc_id, v.version AS version FROM versions v WHERE ",
+    version_prunable!("?1"),
+    " ORDER BY v.superseded_at LIMIT ?2"
+);
+
+/// A page of version rows' prune (`?1` the versions, `?2` the cutoff),
+/// statement 1 of 2: their jobs.
+pub const PRUNE_VERSION_JOBS: &str = concat!(
+    "DELETE FROM jobs WHERE rowid IN (SELECT j.rowid FROM ",
+    versions_named!(),
+    " JOIN jobs j ON j.doc_id = v.doc_id AND j.version = v.version WHERE ",
+    version_prunable!("?2"),
+    ")"
+);
+
+/// Statement 2 of 2: the version rows.
+pub const PRUNE_VERSION_ROWS: &str = concat!(
+    "DELETE FROM versions WHERE rowid IN (SELECT v.rowid FROM ",
+    versions_named!(),
+    " WHERE ",
+    version_prunable!("?2"),
+    ")"
+);
+
+/// Repair runs that started before `?1`, oldest first, at most `?2`.
+pub const PRUNE_REPAIR_RUNS: &str = "\
+DELETE FROM repair_runs WHERE run_id IN
+  (SELECT run_id FROM repair_runs WHERE started_at < ?1 ORDER BY started_at LIMIT ?2)";
+
+/// Sync sessions that finished before `?1` (committed, expired,
+/// superseded), oldest first, at most `?2`; not one an earlier session of
+/// its source, still open or committing, may yet compare its plan with
+/// (`syncs_finished`).
+pub const PRUNE_SYNCS_PAGE: &str = "\
+SELECT s.sync_id AS id FROM syncs s
+WHERE s.finished_at IS NOT NULL AND s.finished_at < ?1 AND +s.state IN ('committed', 'expired', 'superseded')
+  AND NOT EXISTS (SELECT 1 FROM syncs e WHERE e.tenant_id = s.tenant_id AND e.source = s.source
+                  AND e.seq < s.seq AND e.state IN ('open', 'committing'))
+ORDER BY s.finished_at LIMIT ?2";
+
+/// A page of finished sessions' prune (`?1`: JSON array of their IDs),
+/// statement 1 of 3: `?2` of their marks at most.
+pub const PRUNE_SYNC_SEEN: &str = "\
+DELETE FROM sync_seen WHERE (sync_id, doc_id) IN
+  (SELECT s.sync_id, s.doc_id FROM json_each(?1) k JOIN sync_seen s ON s.sync_id = k.value LIMIT ?2)";
+
+/// Statement 2 of 3: `?2` of their planned deletes at most.
+pub const PRUNE_SYNC_DELETES: &str = "\
+DELETE FROM sync_deletes WHERE (sync_id, doc_id) IN
+  (SELECT s.sync_id, s.doc_id FROM json_each(?1) k JOIN sync_deletes s ON s.sync_id = k.value LIMIT ?2)";
+
+/// Statement 3 of 3: the sessions that have nothing left.
+pub const PRUNE_SYNC_ROWS: &str = "\
+DELETE FROM syncs WHERE sync_id IN (SELECT value FROM json_each(?1)) AND +state IN ('committed', 'expired', 'superseded')
+  AND NOT EXISTS (SELECT 1 FROM sync_seen x WHERE x.sync_id = syncs.sync_id)
+  AND NOT EXISTS (SELECT 1 FROM sync_deletes x WHERE x.sync_id = syncs.sync_id)";
+
+/// Backfills that ended (completed, cancelled, failed) before `?1`, oldest
+/// first, at most `?2` (`backfills_ended`).
+pub const PRUNE_BACKFILLS_PAGE: &str = "\
+SELECT backfill_id AS id FROM backfills
+WHERE state IN ('completed', 'cancelled', 'failed') AND updated_at < ?1
+ORDER BY updated_at LIMIT ?2";
+
+/// A page of ended backfills' prune (`?1`: JSON array of their IDs),
+/// statement 1 of 3: the build jobs of `?2` of their items at most (a
+/// re-run's job goes with its version's row), unless a dead letter names
+/// them.
+pub const PRUNE_BACKFILL_JOBS: &str = "\
+DELETE FROM jobs WHERE job_id IN
+  (SELECT i.job_id FROM json_each(?1) k JOIN backfill_items i ON i.backfill_id = k.value LIMIT ?2)
+  AND build_generation IS NOT NULL AND +state IN ('succeeded', 'failed', 'superseded', 'dead')
+  AND NOT EXISTS (SELECT 1 FROM dead_letters l WHERE l.job_id = jobs.job_id)";
+
+/// Statement 2 of 3: those items.
+pub const PRUNE_BACKFILL_ITEMS: &str = "\
+DELETE FROM backfill_items WHERE rowid IN
+  (SELECT i.rowid FROM json_each(?1) k JOIN backfill_items i ON i.backfill_id = k.value LIMIT ?2)";
+
+/// Statement 3 of 3: the backfills that have no item left.
+pub const PRUNE_BACKFILL_ROWS: &str = "\
+DELETE FROM backfills WHERE backfill_id IN (SELECT value FROM json_each(?1)) AND +state IN ('completed', 'cancelled', 'failed')
+  AND NOT EXISTS (SELECT 1 FROM backfill_items x WHERE x.backfill_id = backfills.backfill_id)";
+
+/// Redrives that ended (stopped, completed) before `?1`, oldest first, at
+/// most `?2` (`redrives_ended`).
+pub const PRUNE_REDRIVES_PAGE: &str = "\
+SELECT redrive_id AS id FROM redrives
+WHERE state IN ('stopped', 'completed') AND updated_at < ?1
+ORDER BY updated_at LIMIT ?2";
+
+/// A page of ended redrives' prune (`?1`: JSON array of their IDs),
+/// statement 1 of 3: `?2` of their audit rows at most (the dead letters
+/// they re-ran stay).
+pub const PRUNE_REDRIVE_AUDIT: &str = "\
+DELETE FROM redrive_audit WHERE rowid IN
+  (SELECT a.rowid FROM json_each(?1) k JOIN redrive_audit a ON a.redrive_id = k.value LIMIT ?2)";
+
+/// Statement 2 of 3: `?2` of their items at most.
+pub const PRUNE_REDRIVE_ITEMS: &str = "\
+DELETE FROM redrive_items WHERE rowid IN
+  (SELECT i.rowid FROM json_each(?1) k JOIN redrive_items i ON i.redrive_id = k.value LIMIT ?2)";
+
+/// Statement 3 of 3: the redrives that have nothing left.
+pub const PRUNE_REDRIVE_ROWS: &str = "\
+DELETE FROM redrives WHERE redrive_id IN (SELECT value FROM json_each(?1)) AND +state IN ('stopped', 'completed')
+  AND NOT EXISTS (SELECT 1 FROM redrive_audit x WHERE x.redrive_id = redrives.redrive_id)
+  AND NOT EXISTS (SELECT 1 FROM redrive_items x WHERE x.redrive_id = redrives.redrive_id)";
+
 /// Every statement above, by name (checked against this file by tests/it/sql.rs).
 pub const ALL: &[(&str, &str)] = &[
     ("LATEST_VERSIONS", LATEST_VERSIONS),
@@ -1521,7 +1722,6 @@ pub const ALL: &[(&str, &str)] = &[
     ("REDRIVE_SET_STATE", REDRIVE_SET_STATE),
     ("RERUN_ADVANCE", RERUN_ADVANCE),
     ("RERUN_COPY_VERSION", RERUN_COPY_VERSION),
-    ("RERUN_COPY_PARTS", RERUN_COPY_PARTS),
     ("RERUN_INSERT_JOB", RERUN_INSERT_JOB),
     ("VERSION_IS_DELETE", VERSION_IS_DELETE),
     ("REDRIVE_AUDIT_LIST", REDRIVE_AUDIT_LIST),
@@ -1580,4 +1780,25 @@ pub const ALL: &[(&str, &str)] = &[
     ("SYNC_DELETES_SETTLE", SYNC_DELETES_SETTLE),
     ("SYNC_PAGE_DONE", SYNC_PAGE_DONE),
     ("SYNCS_COMMITTING", SYNCS_COMMITTING),
+    ("COMMIT_MARK_SUPERSEDED", COMMIT_MARK_SUPERSEDED),
+    ("PRUNE_TEXT_PAGE", PRUNE_TEXT_PAGE),
+    ("PRUNE_TEXT_BYTES", PRUNE_TEXT_BYTES),
+    ("PRUNE_TEXT_PARTS", PRUNE_TEXT_PARTS),
+    ("PRUNE_TEXT_MARK", PRUNE_TEXT_MARK),
+    ("PRUNE_VERSIONS_PAGE", PRUNE_VERSIONS_PAGE),
+    ("PRUNE_VERSION_JOBS", PRUNE_VERSION_JOBS),
+    ("PRUNE_VERSION_ROWS", PRUNE_VERSION_ROWS),
+    ("PRUNE_REPAIR_RUNS", PRUNE_REPAIR_RUNS),
+    ("PRUNE_SYNCS_PAGE", PRUNE_SYNCS_PAGE),
+    ("PRUNE_SYNC_SEEN", PRUNE_SYNC_SEEN),
+    ("PRUNE_SYNC_DELETES", PRUNE_SYNC_DELETES),
+    ("PRUNE_SYNC_ROWS", PRUNE_SYNC_ROWS),
+    ("PRUNE_BACKFILLS_PAGE", PRUNE_BACKFILLS_PAGE),
+    ("PRUNE_BACKFILL_JOBS", PRUNE_BACKFILL_JOBS),
+    ("PRUNE_BACKFILL_ITEMS", PRUNE_BACKFILL_ITEMS),
+    ("PRUNE_BACKFILL_ROWS", PRUNE_BACKFILL_ROWS),
+    ("PRUNE_REDRIVES_PAGE", PRUNE_REDRIVES_PAGE),
+    ("PRUNE_REDRIVE_AUDIT", PRUNE_REDRIVE_AUDIT),
+    ("PRUNE_REDRIVE_ITEMS", PRUNE_REDRIVE_ITEMS),
+    ("PRUNE_REDRIVE_ROWS", PRUNE_REDRIVE_ROWS),
 ];

@@ -226,7 +226,11 @@ describe('tenants on one Worker', () => {
     const sB = await search(base, { query: QUERY.b, top_k: 50 }, { token: tok.b });
     assert.deepEqual(sB.body.results, [], sB.text);
 
-    // Usage, per tenant: documents whose latest version is not a delete, and their text bytes.
+    // Usage, per tenant: documents whose latest version is not a delete,
+    // and the bytes of the texts D1 holds: B's deleted text until cron
+    // prunes it, then none.
+    assert.equal((await admin(base, 'GET', '/v1/admin/tenants/tenant-b')).body.usage.bytes, Buffer.byteLength(TEXT.b));
+    await triggerCron(base);
     const usageA = (await admin(base, 'GET', '/v1/admin/tenants/tenant-a')).body.usage;
     assert.equal(usageA.documents, 2);
     assert.equal(usageA.bytes, Buffer.byteLength(TEXT.a) + Buffer.byteLength(TEXT.onlyA));
@@ -398,10 +402,20 @@ describe('tenants on one Worker', () => {
     assertError(over, 429, 'byte_quota_exceeded', '40 + 30 bytes past bytes_max 64');
     retryAfter(over, 'byte_quota_exceeded');
     assertError(await api(base, 'GET', docPath('b/two'), undefined, { token: tb }), 404, 'document_not_found', 'the refused document is not there');
-    // The latest versions count: replacing 40 bytes by 60 fits in 64.
-    assert.equal((await api(base, 'PUT', docPath('b/one'), { text: 'z'.repeat(60) }, { token: tb })).status, 202);
-    const usage = (await admin(base, 'GET', '/v1/admin/tenants/quota-bytes')).body.usage;
+    // Every text D1 holds counts, history included: 40 stored, a new
+    // version of 30 does not fit in 64 (70) until the 40 are pruned; one of
+    // 20 does (60).
+    assertError(await api(base, 'PUT', docPath('b/one'), { text: 'z'.repeat(30) }, { token: tb }), 429, 'byte_quota_exceeded', 'the superseded text still counts');
+    assert.equal((await api(base, 'PUT', docPath('b/one'), { text: 'w'.repeat(20) }, { token: tb })).status, 202);
+    let usage = (await admin(base, 'GET', '/v1/admin/tenants/quota-bytes')).body.usage;
     assert.deepEqual([usage.documents, usage.bytes], [1, 60]);
+    // Once version 2 is live, cron prunes version 1's text and gives its
+    // bytes back (TEXT_RETENTION_SECONDS = 0): then 30 more fit.
+    await waitForState(base, 'b/one', 'indexed', { token: tb, liveVersion: 2 });
+    await triggerCron(base);
+    usage = (await admin(base, 'GET', '/v1/admin/tenants/quota-bytes')).body.usage;
+    assert.deepEqual([usage.documents, usage.bytes], [1, 20]);
+    assert.equal((await api(base, 'PUT', docPath('b/one'), { text: 'z'.repeat(30) }, { token: tb })).status, 202);
   });
 
   step('7. rate limit: the request past requests_per_minute_max answers 429 rate_limited with Retry-After', async () => {
@@ -619,8 +633,15 @@ describe('migration 0009 on a ledger that holds documents (wrangler d1 migration
       { doc_id: 'legacy/b', tenant_id: 'default' },
     ]);
     assert.deepEqual(sql('SELECT DISTINCT tenant_id FROM versions UNION SELECT DISTINCT tenant_id FROM version_parts'), [{ tenant_id: 'default' }]);
-    // The default tenant, with what it stores: live documents and their bytes.
-    assert.deepEqual(sql("SELECT tenant_id, state, documents, bytes FROM tenants"), [{ tenant_id: 'default', state: 'active', documents: 1, bytes: 11 }]);
+    // The default tenant, with what it stores: live documents, and the
+    // bytes of every text D1 holds (0018: legacy/b's first version, which
+    // its tombstone superseded, counts until cron prunes it).
+    assert.deepEqual(sql("SELECT tenant_id, state, documents, bytes FROM tenants"), [{ tenant_id: 'default', state: 'active', documents: 1, bytes: 16 }]);
+    assert.deepEqual(sql('SELECT doc_id, version, superseded_at IS NOT NULL AS superseded FROM versions ORDER BY doc_id, version'), [
+      { doc_id: 'legacy/a', version: 1, superseded: 0 },
+      { doc_id: 'legacy/b', version: 1, superseded: 1 },
+      { doc_id: 'legacy/b', version: 2, superseded: 0 },
+    ]);
     // A tenant-qualified key (tenant, U+001F, doc_id) is that tenant's.
     sql("INSERT INTO documents (doc_id, latest_version, created_at, updated_at) VALUES ('acme' || char(31) || 'legacy/a', 1, 2, 2)");
     assert.deepEqual(sql("SELECT tenant_id, count(*) AS n FROM documents GROUP BY tenant_id ORDER BY tenant_id"), [

@@ -384,25 +384,40 @@ fn tenants_quotas_refuse_with_429_and_write_nothing() {
         before,
         "nothing written"
     );
-    // Bytes: a new version that grows past 40 bytes is refused; one that
-    // stays within (or shrinks) is not.
-    let r = put(&w, &t, "one", &"x".repeat(31));
+    // Bytes: every version's text counts while D1 holds it, history
+    // included (20 bytes stored): a new version past 40 is refused, one
+    // within them is not, and then even a smaller one is refused, until
+    // cron prunes the text its predecessor no longer needs.
+    let r = put(&w, &t, "one", &"x".repeat(21));
     assert_eq!((r.status, code(&r)), (429, "byte_quota_exceeded"));
     assert_eq!(
         w.db.dump(oracle::REQUEST_COUNTERS),
         before,
         "nothing written"
     );
-    assert_eq!(put(&w, &t, "one", &"y".repeat(30)).status, 202);
-    // A delete frees a document: then a new one fits.
+    assert_eq!(put(&w, &t, "one", &"y".repeat(20)).status, 202);
+    let r = put(&w, &t, "one", "small");
+    assert_eq!((r.status, code(&r)), (429, "byte_quota_exceeded"));
+    w.deliver_all();
+    w.cron();
+    let r = call(&w, "GET", "/v1/admin/tenants/acme", ADMIN, None);
+    assert_eq!(
+        r.body["usage"]["bytes"], 30,
+        "one's first text pruned: {}",
+        r.body
+    );
+    // A delete frees a document (and, once pruned, its bytes): then a new
+    // one fits.
     assert_eq!(
         call(&w, "DELETE", "/v1/documents/two", &t, None).status,
         202
     );
+    w.deliver_all();
+    w.cron();
     assert_eq!(put(&w, &t, "three", "ten bytes!").status, 202);
     let r = call(&w, "GET", "/v1/admin/tenants/acme", ADMIN, None);
     assert_eq!(r.body["usage"]["documents"], 2, "{}", r.body);
-    assert_eq!(r.body["usage"]["bytes"], 40);
+    assert_eq!(r.body["usage"]["bytes"], 30);
     assert_eq!(r.body["quotas"]["documents_max"], 2);
     assert_eq!(
         r.body["quotas"]["defaults"],

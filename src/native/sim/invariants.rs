@@ -116,6 +116,7 @@ impl Monitor {
         indexed_vectors_are_known(w, &index)?;
         vectors_are_in_their_tenants_namespace(w)?;
         tenant_usage_is_what_its_documents_hold(w)?;
+        nothing_reachable_was_pruned(w)?;
         quotas_hold(w)?;
         let active = self.active_generation_moves_forward(w)?;
         generations_are_built_by_backfills(w)?;
@@ -456,6 +457,17 @@ fn vectors_are_in_their_tenants_namespace(w: &World) -> Result<(), Violation> {
 fn tenant_usage_is_what_its_documents_hold(w: &World) -> Result<(), Violation> {
     match oracle::tenant_usage_mismatches(&w.db).first() {
         Some(row) => Err(violation("I15", format!("tenant usage drifted: {row}"))),
+        None => Ok(()),
+    }
+}
+
+/// I18: what retention pruned was unreachable: every version a job may
+/// still run, every document's live and latest version, and every version
+/// a re-run reads its text from hold their text; every dead letter's
+/// version row and job are there.
+fn nothing_reachable_was_pruned(w: &World) -> Result<(), Violation> {
+    match oracle::reachable_but_pruned(&w.db).first() {
+        Some(row) => Err(violation("I18", format!("pruned while reachable: {row}"))),
         None => Ok(()),
     }
 }

@@ -95,6 +95,7 @@ pub(super) fn serialized(script: &Script, w: &World) -> Script {
             writers.insert(b.0.clone(), 2);
         }
     }
+    let sent = sent_texts(script);
     let mut docs = Vec::new();
     let mut done = std::collections::BTreeSet::new();
     for c in &script.docs {
@@ -112,7 +113,7 @@ pub(super) fn serialized(script: &Script, w: &World) -> Script {
             ops.push(match (is_delete, previous == Some(hash.as_str())) {
                 (true, _) => Op::Delete,
                 (false, true) => Op::Rerun,
-                (false, false) => Op::Put(recorded_put(w, &key, *version)),
+                (false, false) => Op::Put(recorded_put(w, &key, *version, hash, &sent)),
             });
             previous = Some(hash);
         }
@@ -124,11 +125,41 @@ pub(super) fn serialized(script: &Script, w: &World) -> Script {
     }
 }
 
-/// Version `version` of document `key` as the run recorded it.
-fn recorded_put(w: &World, key: &str, version: u32) -> super::world::Put {
+/// The content of every put the script's clients may send, by content
+/// hash: what a version whose text retention pruned held.
+fn sent_texts(script: &Script) -> BTreeMap<String, String> {
+    let mut texts = BTreeMap::new();
+    for c in &script.docs {
+        for op in &c.ops {
+            let puts = match op {
+                Op::Put(p) => std::slice::from_ref(p),
+                Op::Batch(puts) => puts.as_slice(),
+                _ => &[],
+            };
+            for p in puts {
+                let hash = crate::pipeline::content_hash(&p.input(c.doc()));
+                texts.insert(hash, p.text.clone());
+            }
+        }
+    }
+    texts
+}
+
+/// Version `version` of document `key` as the run recorded it (its text
+/// from the script's puts if retention pruned it).
+fn recorded_put(
+    w: &World,
+    key: &str,
+    version: u32,
+    hash: &str,
+    sent: &BTreeMap<String, String>,
+) -> super::world::Put {
     let metadata = oracle::version_metadata(&w.db, key, version).unwrap_or_default();
+    let text = oracle::version_text(&w.db, key, version)
+        .or_else(|| sent.get(hash).cloned())
+        .unwrap_or_else(|| panic!("no text for version {version} of {key}"));
     super::world::Put {
-        text: oracle::version_text(&w.db, key, version).unwrap_or_default(),
+        text,
         markdown: oracle::version_content_type(&w.db, key, version).as_deref()
             == Some(ContentType::Markdown.as_str()),
         lang: metadata

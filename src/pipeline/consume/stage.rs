@@ -86,7 +86,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         let models = self.models_of(&targets);
         let text = self
             .store
-            .load_text(&job.doc_id, job.version, job.part_count)
+            .load_text(&job.doc_id, job.text_version, job.part_count)
             .await?;
         #[cfg(feature = "panic-probe")]
         if let Some(at) = text.find("PANIC-PROBE") {

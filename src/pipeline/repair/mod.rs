@@ -18,6 +18,8 @@
 //! - `verify.rs` — 4: a sample of live chunks checked against the index;
 //! - `advance.rs` — 5: active redrives; 6: the running backfill; 7: sync
 //!   sessions expired, and committing ones continued;
+//! - `prune.rs` — 9: history past its retention pruned, a page of each
+//!   kind;
 //! - `report.rs` — the run's [`RepairReport`], logged and recorded.
 //!
 //! May import: the rest of `pipeline` (`consume`'s `delete_vectors`,
@@ -25,6 +27,7 @@
 
 mod advance;
 mod drain;
+mod prune;
 mod report;
 mod requeue;
 mod sweep;
@@ -84,6 +87,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         metered.advance_backfill_step(&mut run).await; // 6
         metered.advance_syncs_step(&mut run).await; // 7
         metered.cleanup_with_what_is_left(&mut run).await; // 8
+        metered.prune_step(&mut run).await; // 9
         run.report.budget_hit |= run.cleanup_left;
         let mut report = run.report;
         report.subrequests_used = usage.total();

@@ -38,6 +38,19 @@ pub struct RepairReport {
     pub syncs_expired: u64,
     /// Pages of sync commits settled.
     pub sync_pages: u64,
+    /// Superseded versions whose text was pruned (step 9; retention).
+    pub texts_pruned: u64,
+    /// Superseded versions whose rows were pruned, and their jobs.
+    pub versions_pruned: u64,
+    pub jobs_pruned: u64,
+    /// Finished sync sessions, ended backfills and ended redrives pruned,
+    /// and their rows (marks, planned deletes, items, build jobs, audit).
+    pub syncs_pruned: u64,
+    pub backfills_pruned: u64,
+    pub redrives_pruned: u64,
+    pub history_rows_pruned: u64,
+    /// Repair runs pruned (this run's own report is written after).
+    pub repair_runs_pruned: u64,
     /// Whether a step stopped at its per-run cap, or the run at its
     /// subrequest or wall-time budget (work is left for the next run).
     pub budget_hit: bool,
@@ -80,8 +93,21 @@ impl RepairReport {
             + self.backfill_pages
             + self.syncs_expired
             + self.sync_pages
+            + self.pruned()
             > 0
             || !self.failures.is_empty()
+    }
+
+    /// Rows of history the run pruned, of every kind (step 9).
+    pub fn pruned(&self) -> u64 {
+        self.texts_pruned
+            + self.versions_pruned
+            + self.jobs_pruned
+            + self.syncs_pruned
+            + self.backfills_pruned
+            + self.redrives_pruned
+            + self.history_rows_pruned
+            + self.repair_runs_pruned
     }
 
     /// The part of the run of the tenant of the document `key` (stored).
