@@ -15,6 +15,12 @@
 //!    D1 calls and rows written, the job's subrequests and invocations,
 //!    against the platform minimum of an edit (`edit_minimum`); v1's own
 //!    ingest beside it for scale;
+//!
+//!    3b. the same edit, a paragraph inserted at the top, one deleted, and
+//!    ten edits in a row, in the units the platform bills (D1 rows written
+//!    and read, tokens, stored dimensions), in dollars at dated list prices
+//!    beside re-embedding every chunk and a record manager, with the
+//!    ledger's bytes per live text byte;
 //! 4. memory while ingesting: the process's peak RSS, and the Rust heap's
 //!    peak and retained growth.
 //!
@@ -985,6 +991,215 @@ mod bench {
         println!();
     }
 
+    // ---------------------------------------------------------------- 3b. edits in D1's units and dollars
+
+    /// List prices (Workers Paid, beyond what the plan includes), as found
+    /// on Cloudflare's pricing pages on 2026-12-01
+    /// (`../shared/reference/platform-limits.md`). The one place the bench
+    /// keeps them.
+    mod prices {
+        pub const DATE: &str = "2026-12-01";
+        /// D1: per row written, per row read.
+        pub const D1_WRITE: f64 = 1.00 / 1e6;
+        pub const D1_READ: f64 = 0.001 / 1e6;
+        /// Workers AI: bge-m3's neurons per input token, and a neuron's price.
+        pub const BGE_M3_NEURONS_PER_TOKEN: f64 = 1_075.0 / 1e6;
+        pub const NEURON: f64 = 0.011 / 1_000.0;
+        /// Vectorize: per stored dimension-month.
+        pub const STORED_DIMENSION_MONTH: f64 = 0.05 / 1e8;
+    }
+
+    /// The kinds of edit measured.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    enum EditKind {
+        /// The middle paragraph replaced.
+        Middle,
+        /// A paragraph inserted before the first.
+        Top,
+        /// The middle paragraph deleted.
+        Delete,
+    }
+
+    impl EditKind {
+        fn label(self) -> &'static str {
+            match self {
+                EditKind::Middle => "one paragraph replaced (middle)",
+                EditKind::Top => "one paragraph inserted at the top",
+                EditKind::Delete => "one paragraph deleted (middle)",
+            }
+        }
+
+        /// `paragraphs` edited the `n`-th time (`n` picks the paragraph
+        /// and the new text, so that ten edits touch ten places).
+        fn apply(self, paragraphs: &mut Vec<String>, n: u64) {
+            let at = (paragraphs.len() / 2 + 7 * n as usize) % paragraphs.len();
+            let fresh = document(1_000 + n, 1, PARAGRAPH_CHARS).remove(0);
+            match self {
+                EditKind::Middle => paragraphs[at] = fresh,
+                EditKind::Top => paragraphs.insert(0, fresh),
+                EditKind::Delete => {
+                    paragraphs.remove(at);
+                }
+            }
+        }
+    }
+
+    /// What edits cost, summed over the edits measured: D1 rows (intake,
+    /// consumer, cron until quiet), the tokens of the vectors they added
+    /// (what was embedded, at most: a reused vector is copied), the live
+    /// vectors added and removed, and the chunks of the last version.
+    #[derive(Clone, Copy, Debug, Default)]
+    struct EditCost {
+        edits: u64,
+        rows: Rows,
+        tokens: u64,
+        added: u64,
+        removed: u64,
+        chunks: u64,
+        changed: u64,
+        /// Tokens of every chunk of each edit's new version.
+        all_tokens: u64,
+    }
+
+    /// The ledger's bytes in use (pages not free) and the live text's bytes.
+    fn ledger_bytes(w: &World) -> (i64, i64) {
+        let used = oracle::count(
+            &w.db,
+            "SELECT (p.page_count - f.freelist_count) * s.page_size AS n
+             FROM pragma_page_count() p, pragma_freelist_count() f, pragma_page_size() s",
+        );
+        let live = oracle::count(
+            &w.db,
+            "SELECT coalesce(sum(v.text_bytes), 0) AS n FROM documents d
+             JOIN versions v ON v.doc_id = d.doc_id AND v.version = d.live_version",
+        );
+        (used, live)
+    }
+
+    /// The live chunks' texts by vector ID.
+    fn live_texts(w: &World) -> std::collections::BTreeMap<String, String> {
+        oracle::live_chunks(&w.db)
+            .into_iter()
+            .map(|c| (c.vector_id, c.text))
+            .collect()
+    }
+
+    fn tokens(text: &str) -> u64 {
+        ingest_pipeline::config::TokenFamily::SentencePiece.count(text) as u64
+    }
+
+    /// A document of about `target_chunks` chunks ingested (cron until
+    /// quiet), then `edits` edits of `kind`, each put, delivered and
+    /// followed by cron until quiet. Returns their summed cost and the
+    /// ledger's bytes (in use, live text) before and after.
+    fn edits_of(kind: EditKind, target_chunks: usize, edits: u64) -> (EditCost, [(i64, i64); 2]) {
+        let cfg = bench_config();
+        let mut paragraphs = document(7 + target_chunks as u64, target_chunks, PARAGRAPH_CHARS);
+        let w = World::with(cfg);
+        let c = counted(&w);
+        put_job(&c, "bench", paragraphs.join("\n\n"));
+        deliver_all(&c);
+        cron_until_quiet(&c);
+        let before = ledger_bytes(&w);
+        let mut cost = EditCost::default();
+        for n in 0..edits {
+            let old = paragraphs.join("\n\n");
+            kind.apply(&mut paragraphs, n);
+            let new = paragraphs.join("\n\n");
+            let was = live_texts(&w);
+            let rows = w.db.rows();
+            put_job(&c, "bench", new.clone());
+            deliver_all(&c);
+            cron_until_quiet(&c);
+            let spent = between(rows, w.db.rows());
+            let now = live_texts(&w);
+            cost.edits += 1;
+            cost.rows.read += spent.read;
+            cost.rows.written += spent.written;
+            cost.added += now.keys().filter(|id| !was.contains_key(*id)).count() as u64;
+            cost.removed += was.keys().filter(|id| !now.contains_key(*id)).count() as u64;
+            cost.tokens += now
+                .iter()
+                .filter(|(id, _)| !was.contains_key(*id))
+                .map(|(_, t)| tokens(t))
+                .sum::<u64>();
+            cost.all_tokens += now.values().map(|t| tokens(t)).sum::<u64>();
+            cost.chunks = now.len() as u64;
+            cost.changed += changed_chunks(&old, &new, &w) as u64;
+        }
+        (cost, [before, ledger_bytes(&w)])
+    }
+
+    /// Dollars of `written` and `read` D1 rows, and of `tokens` embedded
+    /// with bge-m3.
+    fn dollars(written: u64, read: u64, tokens: u64) -> f64 {
+        written as f64 * prices::D1_WRITE
+            + read as f64 * prices::D1_READ
+            + tokens as f64 * prices::BGE_M3_NEURONS_PER_TOKEN * prices::NEURON
+    }
+
+    fn edit_cost_table(sizes: &[usize]) {
+        let dims = bench_config().embedding_dimensions as f64;
+        let ten_max: usize = std::env::var("BENCH_TEN_EDITS_MAX")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1_000);
+        println!("### 3b. What an edit costs, in the units the platform bills\n");
+        println!("A document ingested and cleaned up, then the edit put, delivered and followed by cron until the index holds exactly the live vectors (every statement of intake, consumer and cron counted as D1 counts it: `src/native/rows.rs`). Per edit (ten edits: their mean). Dollars at list prices of {} (Workers Paid, beyond the included amounts): D1 $1.00 per million rows written and $0.001 per million read, bge-m3 1,075 neurons per million tokens at $0.011 per 1,000 neurons; tokens are the conservative bound of the vectors the edit added (`TokenFamily::SentencePiece`). Vectorize bills stored dimensions ($0.05 per 100 M per month): an edit changes them by (added − removed) × {} dimensions, shown as the month's dollars; it queries nothing.\n", prices::DATE, dims);
+        println!("| chunks | edit | changed chunks | vectors added / removed | D1 rows written | D1 rows read | tokens embedded | Δ stored dims | $ this pipeline | $ re-embed every chunk | $ record manager (LangChain `index()`) | ledger bytes per live text byte (before → after) | ledger bytes after / before |");
+        println!("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+        for &n in sizes {
+            let mut kinds: Vec<(EditKind, u64)> = vec![
+                (EditKind::Middle, 1),
+                (EditKind::Top, 1),
+                (EditKind::Delete, 1),
+            ];
+            if n <= ten_max {
+                kinds.push((EditKind::Middle, 10));
+            }
+            for (kind, edits) in kinds {
+                let (c, [before, after]) = edits_of(kind, n, edits);
+                let e = c.edits as f64;
+                let per = |x: u64| x as f64 / e;
+                let stored = (c.added as f64 - c.removed as f64) / e * dims;
+                let ours = dollars(c.rows.written, c.rows.read, c.tokens) / e
+                    + stored * prices::STORED_DIMENSION_MONTH;
+                // Re-embedding every chunk: every token of the new version,
+                // and one D1 row written per chunk (its record), nothing read.
+                let reembed = dollars(c.chunks * c.edits, 0, c.all_tokens) / e;
+                // A record manager: only new content embedded, one row
+                // written per chunk per run (its record, index entries not
+                // counted: a lower bound) and one per record deleted.
+                let record_manager = dollars(c.chunks * c.edits + c.removed, 0, c.tokens) / e;
+                let label = if edits == 1 {
+                    kind.label().to_string()
+                } else {
+                    format!("{edits} edits in a row, each {}", kind.label())
+                };
+                println!(
+                    "| {} | {} | {:.1} | {:.1} / {:.1} | {:.0} | {:.0} | {:.0} | {:.0} | ${:.6} | ${:.6} | ${:.6} | {:.2} → {:.2} | {:.2} |",
+                    c.chunks,
+                    label,
+                    per(c.changed),
+                    per(c.added),
+                    per(c.removed),
+                    per(c.rows.written),
+                    per(c.rows.read),
+                    per(c.tokens),
+                    stored,
+                    ours,
+                    reembed,
+                    record_manager,
+                    before.0 as f64 / before.1 as f64,
+                    after.0 as f64 / after.1 as f64,
+                    after.0 as f64 / before.0 as f64,
+                );
+            }
+        }
+        println!();
+        println!("re-embed every chunk = every chunk of the new version embedded (its tokens) + one D1 row written per chunk; record manager = what changed embedded + one D1 row written per chunk per run and one per record deleted (LangChain's `index()` upserts a record per chunk on every run; its index entries are left out, so both comparisons are lower bounds). Ledger bytes: the native SQLite ledger's pages in use (D1 stores the same file format), over the live versions' text bytes; ten edits at sizes up to BENCH_TEN_EDITS_MAX ({ten_max}) chunks.\n");
+    }
+
     pub fn main() {
         let sizes: Vec<usize> = match std::env::var("BENCH_SIZES") {
             Ok(s) => s
@@ -1030,6 +1245,11 @@ mod bench {
             .map(edit)
             .collect();
         edit_table(&edits);
+        let cost_sizes: Vec<usize> = EDIT_SIZES
+            .into_iter()
+            .filter(|&n| n == 200 || n <= largest)
+            .collect();
+        edit_cost_table(&cost_sizes);
         memory_table(&runs);
     }
 }
