@@ -8,9 +8,9 @@
 --   after it was superseded, once its text, chunk rows and cleanup intents
 --   are gone and no dead letter names it;
 -- - finished sync sessions with their marks and planned deletes, repair
---   runs, ended backfills with their items and build jobs (after
---   HISTORY_RETENTION_SECONDS), ended redrives with their items and audit
---   trail (after REDRIVE_RETENTION_SECONDS).
+--   runs, ended backfills with their items and build jobs, revoked tokens
+--   (after HISTORY_RETENTION_SECONDS), ended redrives with their items and
+--   audit trail (after REDRIVE_RETENTION_SECONDS).
 --
 -- Never pruned: dead letters (the evidence of incidents), documents (a
 -- deleted document keeps its row and its tombstone, so its versions keep
@@ -53,3 +53,4 @@ CREATE INDEX repair_runs_by_start ON repair_runs (started_at);
 CREATE INDEX syncs_finished ON syncs (finished_at) WHERE finished_at IS NOT NULL;
 CREATE INDEX backfills_ended ON backfills (updated_at) WHERE state IN ('completed', 'cancelled', 'failed');
 CREATE INDEX redrives_ended ON redrives (updated_at) WHERE state IN ('stopped', 'completed');
+CREATE INDEX tenant_tokens_revoked ON tenant_tokens (revoked_at) WHERE revoked_at IS NOT NULL;

@@ -676,7 +676,8 @@ settings! {
     /// How long history is kept: a superseded version's row and its jobs
     /// (after it was superseded), finished sync sessions with their marks
     /// and planned deletes, repair runs, ended backfills with their items
-    /// and build jobs. A month, what operators of job schedulers expect.
+    /// and build jobs, revoked tokens. A month, what operators of job
+    /// schedulers expect.
     history_retention_seconds: u64 = 2_592_000, "HISTORY_RETENTION_SECONDS",
         in 3600..=315_360_000, "must be 3600..=315360000 (an hour to ten years)";
     /// How long an ended redrive (its items and audit trail) is kept. The

@@ -149,6 +149,16 @@ impl<D: Database> Store<D> {
             .await
     }
 
+    /// Deletes at most `limit` tokens revoked before `cutoff`.
+    pub async fn prune_revoked_tokens(&self, cutoff: i64, limit: usize) -> Result<u64, PortError> {
+        self.db
+            .execute(Stmt::new(
+                sql::PRUNE_REVOKED_TOKENS,
+                vec![int(cutoff), int(limit as i64)],
+            ))
+            .await
+    }
+
     /// One page of `kind`'s history that ended before `cutoff`: at most
     /// `limit` parents, each child statement deleting at most `limit` rows,
     /// then the parents left with no child. Returns (parents, children)

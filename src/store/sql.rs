@@ -1557,6 +1557,12 @@ pub const PRUNE_REPAIR_RUNS: &str = "\
 DELETE FROM repair_runs WHERE run_id IN
   (SELECT run_id FROM repair_runs WHERE started_at < ?1 ORDER BY started_at LIMIT ?2)";
 
+/// Tokens revoked before `?1`, oldest first, at most `?2`
+/// (`tenant_tokens_revoked`): a revoked token authenticates nothing.
+pub const PRUNE_REVOKED_TOKENS: &str = "\
+DELETE FROM tenant_tokens WHERE token_id IN
+  (SELECT token_id FROM tenant_tokens WHERE revoked_at IS NOT NULL AND revoked_at < ?1 ORDER BY revoked_at LIMIT ?2)";
+
 /// Sync sessions that finished before `?1` (committed, expired,
 /// superseded), oldest first, at most `?2`; not one an earlier session of
 /// its source, still open or committing, may yet compare its plan with
@@ -1801,4 +1807,5 @@ pub const ALL: &[(&str, &str)] = &[
     ("PRUNE_REDRIVE_AUDIT", PRUNE_REDRIVE_AUDIT),
     ("PRUNE_REDRIVE_ITEMS", PRUNE_REDRIVE_ITEMS),
     ("PRUNE_REDRIVE_ROWS", PRUNE_REDRIVE_ROWS),
+    ("PRUNE_REVOKED_TOKENS", PRUNE_REVOKED_TOKENS),
 ];

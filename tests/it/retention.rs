@@ -36,6 +36,7 @@ fn prune_all(w: &World) -> RepairReport {
         sum.redrives_pruned += r.redrives_pruned;
         sum.history_rows_pruned += r.history_rows_pruned;
         sum.repair_runs_pruned += r.repair_runs_pruned;
+        sum.tokens_pruned += r.tokens_pruned;
     }
     panic!("cron still prunes after 20 runs");
 }
@@ -196,4 +197,35 @@ fn finished_sessions_ended_backfills_and_old_repair_runs_go_after_the_history() 
     }
     // What is live stays: both documents, searchable.
     assert_eq!(w.search("text", 5).len(), 2);
+}
+
+#[test]
+fn a_revoked_token_goes_after_the_history_and_a_live_one_stays() {
+    use ingest_pipeline::core::credentials::Scopes;
+    use ingest_pipeline::store::Quotas;
+    let w = World::new();
+    let p = w.p();
+    let acme = TenantId::parse("acme").unwrap();
+    block_on(p.create_tenant(&acme, &Quotas::default()))
+        .unwrap()
+        .unwrap();
+    let kept = block_on(p.mint_token(&acme, &Scopes::all(), &[1; 32]))
+        .unwrap()
+        .unwrap();
+    let revoked = block_on(p.mint_token(&acme, &Scopes::all(), &[2; 32]))
+        .unwrap()
+        .unwrap();
+    block_on(p.revoke_token(&acme, &revoked.token_id))
+        .unwrap()
+        .unwrap();
+    assert_eq!(prune_all(&w).tokens_pruned, 0, "within the retention");
+    age(&w, w.cfg.history_retention_seconds);
+    assert_eq!(prune_all(&w).tokens_pruned, 1);
+    let left: Vec<String> = block_on(p.tokens(&acme))
+        .unwrap()
+        .unwrap()
+        .into_iter()
+        .map(|t| t.token_id)
+        .collect();
+    assert_eq!(left, [kept.token_id]);
 }

@@ -599,6 +599,7 @@ fn every_statement_is_exercised_by_the_flows() {
         block_on(p.revoke_token(&acme, &t.token_id))
             .unwrap()
             .unwrap();
+        past_every_retention(&w7);
         w.db.executed
             .borrow_mut()
             .extend(w7.db.executed.borrow().iter().copied());
@@ -887,6 +888,7 @@ fn retention_reads_through_indexes_never_a_scan() {
         ("PRUNE_VERSION_JOBS", sql::PRUNE_VERSION_JOBS, 2),
         ("PRUNE_VERSION_ROWS", sql::PRUNE_VERSION_ROWS, 2),
         ("PRUNE_REPAIR_RUNS", sql::PRUNE_REPAIR_RUNS, 2),
+        ("PRUNE_REVOKED_TOKENS", sql::PRUNE_REVOKED_TOKENS, 2),
         ("PRUNE_SYNCS_PAGE", sql::PRUNE_SYNCS_PAGE, 2),
         ("PRUNE_SYNC_SEEN", sql::PRUNE_SYNC_SEEN, 2),
         ("PRUNE_SYNC_DELETES", sql::PRUNE_SYNC_DELETES, 2),

@@ -10,8 +10,8 @@ use crate::ports::{Clock, Database, Embedder, JobQueue, PortError, VectorIndex};
 use crate::store::History;
 
 /// The step's subrequests at worst: texts, versions, sessions, backfills
-/// and redrives two each, repair runs one.
-const PRUNE_STEP_WORST: u64 = 11;
+/// and redrives two each, repair runs and revoked tokens one.
+const PRUNE_STEP_WORST: u64 = 12;
 
 impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D, V, E, Q, C> {
     /// Step 9: a page of each kind of history, if the whole step fits.
@@ -38,6 +38,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         let versions = self.store.prunable_versions(history, limit).await?;
         (r.versions_pruned, r.jobs_pruned) = self.store.prune_versions(&versions, history).await?;
         r.repair_runs_pruned = self.store.prune_repair_runs(history, limit).await?;
+        r.tokens_pruned = self.store.prune_revoked_tokens(history, limit).await?;
         let (syncs, marks) = self
             .store
             .prune_history(History::Syncs, history, limit)

@@ -51,6 +51,8 @@ pub struct RepairReport {
     pub history_rows_pruned: u64,
     /// Repair runs pruned (this run's own report is written after).
     pub repair_runs_pruned: u64,
+    /// Revoked tokens pruned.
+    pub tokens_pruned: u64,
     /// Whether a step stopped at its per-run cap, or the run at its
     /// subrequest or wall-time budget (work is left for the next run).
     pub budget_hit: bool,
@@ -108,6 +110,7 @@ impl RepairReport {
             + self.redrives_pruned
             + self.history_rows_pruned
             + self.repair_runs_pruned
+            + self.tokens_pruned
     }
 
     /// The part of the run of the tenant of the document `key` (stored).
