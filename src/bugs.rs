@@ -60,6 +60,10 @@ pub enum Bug {
     /// lost the race for its version number is answered 429 instead of
     /// being tried again.
     LostRaceRefused,
+    /// The replace marks the version it makes live as superseded too (an
+    /// off-by-one in `COMMIT_MARK_SUPERSEDED`): cron's retention prunes the
+    /// live version's text.
+    SupersedeLive,
 }
 
 /// The namespace `SearchUnfenced` queries: the in-memory indexes read it
@@ -68,7 +72,7 @@ pub enum Bug {
 pub const EVERY_NAMESPACE: &str = "*";
 
 impl Bug {
-    pub const ALL: [Bug; 16] = [
+    pub const ALL: [Bug; 17] = [
         Bug::DeleteBeforeReplace,
         Bug::FlipWithoutCas,
         Bug::UpsertBeforeStage,
@@ -85,6 +89,7 @@ impl Bug {
         Bug::KeywordUnfenced,
         Bug::UsageDrift,
         Bug::LostRaceRefused,
+        Bug::SupersedeLive,
     ];
 }
 
@@ -118,6 +123,13 @@ impl Bugs {
 pub mod sql {
     /// `KeywordIndexUnmaintained`: the replace's trigger, dropped.
     pub const DROP_KEYWORD_REPLACE_TRIGGER: &str = "DROP TRIGGER chunks_fts_replaced";
+    /// `SupersedeLive`: `COMMIT_MARK_SUPERSEDED` marking the new live
+    /// version (`?2`) too.
+    pub const MARK_SUPERSEDED_INCLUSIVE: &str = "\
+UPDATE versions SET superseded_at = ?3
+WHERE doc_id = ?1 AND version <= ?2 AND superseded_at IS NULL
+  AND EXISTS (SELECT 1 FROM documents d WHERE d.doc_id = ?1 AND d.latest_version = ?2
+              AND (d.live_version IS NULL OR d.live_version < ?2))";
     /// `FlipWithoutCas`: no compare-and-set.
     pub const SET_LIVE_UNGUARDED: &str =
         "UPDATE documents SET live_version = ?2, updated_at = ?3 WHERE doc_id = ?1";

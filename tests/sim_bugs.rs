@@ -28,6 +28,7 @@ fn named_invariant(bug: Bug) -> &'static str {
         Bug::UsageDrift => "I15",
         Bug::LostRaceRefused => "I16",
         Bug::KeywordIndexUnmaintained => "I12",
+        Bug::SupersedeLive => "I18",
     }
 }
 

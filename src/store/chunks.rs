@@ -215,6 +215,11 @@ impl<D: Database> Store<D> {
         } else {
             sql::COMMIT_SET_LIVE
         };
+        let mark = if bugs.has(Bug::SupersedeLive) {
+            bugs::sql::MARK_SUPERSEDED_INCLUSIVE
+        } else {
+            sql::COMMIT_MARK_SUPERSEDED
+        };
         let mut finish = p();
         finish.push(job_id.into());
         let changes = self
@@ -223,7 +228,7 @@ impl<D: Database> Store<D> {
                 vec![
                     Stmt::new(sql::COMMIT_INTENTS_FOR_REPLACED, p()),
                     Stmt::new(sql::COMMIT_DROP_KEPT_ROWS, p()),
-                    Stmt::new(sql::COMMIT_MARK_SUPERSEDED, p()),
+                    Stmt::new(mark, p()),
                     Stmt::new(set_live, p()),
                     Stmt::new(sql::COMMIT_INTENTS_FOR_LOSER, p()),
                     Stmt::new(sql::COMMIT_FINISH_JOB, finish),
