@@ -1092,7 +1092,11 @@ mod bench {
     /// quiet), then `edits` edits of `kind`, each put, delivered and
     /// followed by cron until quiet. Returns their summed cost and the
     /// ledger's bytes (in use, live text) before and after.
-    fn edits_of(kind: EditKind, target_chunks: usize, edits: u64) -> (EditCost, [(i64, i64); 2]) {
+    fn edits_of(
+        kind: EditKind,
+        target_chunks: usize,
+        edits: u64,
+    ) -> (EditCost, [(i64, i64); 2], ByTable) {
         let cfg = bench_config();
         let mut paragraphs = document(7 + target_chunks as u64, target_chunks, PARAGRAPH_CHARS);
         let w = World::with(cfg);
@@ -1127,7 +1131,25 @@ mod bench {
             cost.chunks = now.len() as u64;
             cost.changed += changed_chunks(&old, &new, &w) as u64;
         }
-        (cost, [before, ledger_bytes(&w)])
+        (cost, [before, ledger_bytes(&w)], bytes_by_table(&w))
+    }
+
+    /// Bytes in use by table or index, largest first.
+    type ByTable = Vec<(String, i64)>;
+
+    /// The ledger's bytes in use by table or index (SQLite's `dbstat`:
+    /// pages), largest first; FTS5's shadow tables are summed as
+    /// `chunks_fts*`.
+    fn bytes_by_table(w: &World) -> ByTable {
+        let rows: Vec<serde_json::Value> = w.db.inspect(
+            "SELECT CASE WHEN name LIKE 'chunks_fts%' THEN 'chunks_fts*' ELSE name END AS name,
+                    sum(pgsize) AS bytes
+             FROM dbstat GROUP BY 1 ORDER BY bytes DESC",
+            vec![],
+        );
+        rows.iter()
+            .filter_map(|r| Some((r["name"].as_str()?.to_string(), r["bytes"].as_i64()?)))
+            .collect()
     }
 
     /// Dollars of `written` and `read` D1 rows, and of `tokens` embedded
@@ -1146,6 +1168,7 @@ mod bench {
             .unwrap_or(1_000);
         println!("### 3b. What an edit costs, in the units the platform bills\n");
         println!("A document ingested and cleaned up, then the edit put, delivered and followed by cron until the index holds exactly the live vectors (every statement of intake, consumer and cron counted as D1 counts it: `src/native/rows.rs`). Per edit (ten edits: their mean). Dollars at list prices of {} (Workers Paid, beyond the included amounts): D1 $1.00 per million rows written and $0.001 per million read, bge-m3 1,075 neurons per million tokens at $0.011 per 1,000 neurons; tokens are the conservative bound of the vectors the edit added (`TokenFamily::SentencePiece`). Vectorize bills stored dimensions ($0.05 per 100 M per month): an edit changes them by (added − removed) × {} dimensions, shown as the month's dollars; it queries nothing.\n", prices::DATE, dims);
+        let mut by_table: Vec<(usize, i64, ByTable)> = Vec::new();
         println!("| chunks | edit | changed chunks | vectors added / removed | D1 rows written | D1 rows read | tokens embedded | Δ stored dims | $ this pipeline | $ re-embed every chunk | $ record manager (LangChain `index()`) | ledger bytes per live text byte (before → after) | ledger bytes after / before |");
         println!("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
         for &n in sizes {
@@ -1158,7 +1181,10 @@ mod bench {
                 kinds.push((EditKind::Middle, 10));
             }
             for (kind, edits) in kinds {
-                let (c, [before, after]) = edits_of(kind, n, edits);
+                let (c, [before, after], tables) = edits_of(kind, n, edits);
+                if edits > 1 {
+                    by_table.push((n, after.1, tables));
+                }
                 let e = c.edits as f64;
                 let per = |x: u64| x as f64 / e;
                 let stored = (c.added as f64 - c.removed as f64) / e * dims;
@@ -1198,6 +1224,18 @@ mod bench {
         }
         println!();
         println!("re-embed every chunk = every chunk of the new version embedded (its tokens) + one D1 row written per chunk; record manager = what changed embedded + one D1 row written per chunk per run and one per record deleted (LangChain's `index()` upserts a record per chunk on every run; its index entries are left out, so both comparisons are lower bounds). Ledger bytes: the native SQLite ledger's pages in use (D1 stores the same file format), over the live versions' text bytes; ten edits at sizes up to BENCH_TEN_EDITS_MAX ({ten_max}) chunks.\n");
+        for (n, live, tables) in by_table {
+            println!("Where the ledger's bytes are after the ten edits ({n} chunks; SQLite's `dbstat`, pages in use; live text {live} bytes):\n");
+            println!("| table or index | bytes | per live text byte |");
+            println!("|---|---:|---:|");
+            for (name, bytes) in tables.iter().filter(|(_, b)| *b > 8192) {
+                println!(
+                    "| `{name}` | {bytes} | {:.2} |",
+                    *bytes as f64 / live as f64
+                );
+            }
+            println!();
+        }
     }
 
     pub fn main() {

@@ -583,6 +583,17 @@ pub fn version_log(db: &SqliteDb) -> Vec<(String, u32, String, bool)> {
         .collect()
 }
 
+/// The content hash of version `version` of the document of key `key`.
+pub fn version_hash(db: &SqliteDb, key: &str, version: u32) -> Option<String> {
+    let rows: Vec<serde_json::Value> = db.inspect(
+        "SELECT content_hash FROM versions WHERE doc_id = ?1 AND version = ?2",
+        vec![key.into(), version.into()],
+    );
+    rows.first()
+        .and_then(|r| r["content_hash"].as_str())
+        .map(str::to_string)
+}
+
 /// The metadata of version `version` of the document of key `key`.
 pub fn version_metadata(
     db: &SqliteDb,

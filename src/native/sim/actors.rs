@@ -279,9 +279,15 @@ async fn search_as_a_client(
         let key = crate::core::ids::DocId::parse(&h.doc_id)
             .ok()
             .map(|d| crate::core::ids::DocKey::new(tenant, &d));
-        let text = key
-            .as_ref()
-            .and_then(|key| oracle::version_text(&w.db, key.as_str(), h.version));
+        // The version's text, or, once retention pruned it (after the
+        // search read the chunk: a later version went live meanwhile), the
+        // text a client sent with its content hash.
+        let text = key.as_ref().and_then(|key| {
+            oracle::version_text(&w.db, key.as_str(), h.version).or_else(|| {
+                oracle::version_hash(&w.db, key.as_str(), h.version)
+                    .and_then(|hash| w.sent.get(&hash).cloned())
+            })
+        });
         let lang_fits = put.lang.as_ref().is_none_or(|lang| {
             key.as_ref().is_some_and(|key| {
                 oracle::version_metadata(&w.db, key.as_str(), h.version)

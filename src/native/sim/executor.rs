@@ -144,6 +144,7 @@ pub fn run(
 /// outage and clock.
 fn world_for(script: &Script, cfg: &Config, bugs: Bugs, sched: &Sched) -> World {
     let mut w = World::new(cfg.clone(), bugs);
+    w.sent = super::world::sent_texts(script);
     w.broker = Broker::new(script.queue_max_retries);
     if let Some(o) = script.outage.filter(|o| o.port == Port::Queue) {
         w.broker.paused.set(Some((o.from_ms, o.until_ms)));

@@ -95,7 +95,7 @@ pub(super) fn serialized(script: &Script, w: &World) -> Script {
             writers.insert(b.0.clone(), 2);
         }
     }
-    let sent = sent_texts(script);
+    let sent = super::world::sent_texts(script);
     let mut docs = Vec::new();
     let mut done = std::collections::BTreeSet::new();
     for c in &script.docs {
@@ -123,26 +123,6 @@ pub(super) fn serialized(script: &Script, w: &World) -> Script {
         docs,
         ..script.clone()
     }
-}
-
-/// The content of every put the script's clients may send, by content
-/// hash: what a version whose text retention pruned held.
-fn sent_texts(script: &Script) -> BTreeMap<String, String> {
-    let mut texts = BTreeMap::new();
-    for c in &script.docs {
-        for op in &c.ops {
-            let puts = match op {
-                Op::Put(p) => std::slice::from_ref(p),
-                Op::Batch(puts) => puts.as_slice(),
-                _ => &[],
-            };
-            for p in puts {
-                let hash = crate::pipeline::content_hash(&p.input(c.doc()));
-                texts.insert(hash, p.text.clone());
-            }
-        }
-    }
-    texts
 }
 
 /// Version `version` of document `key` as the run recorded it (its text

@@ -288,6 +288,30 @@ pub struct World {
     /// Vectors the index lost (the `IndexLoss` operator): I1 lets a served
     /// chunk miss one until cron's verification re-runs its document.
     pub lost: std::cell::RefCell<std::collections::BTreeSet<String>>,
+    /// The text of every put the script's clients may send, by content
+    /// hash ([`sent_texts`]): what a version held once retention pruned
+    /// its text (its row keeps the hash).
+    pub sent: std::collections::BTreeMap<String, String>,
+}
+
+/// The content of every put of `script`'s clients (a batch's puts
+/// included), by content hash.
+pub fn sent_texts(script: &Script) -> std::collections::BTreeMap<String, String> {
+    let mut texts = std::collections::BTreeMap::new();
+    for c in &script.docs {
+        for op in &c.ops {
+            let puts = match op {
+                Op::Put(p) => std::slice::from_ref(p),
+                Op::Batch(puts) => puts.as_slice(),
+                _ => &[],
+            };
+            for p in puts {
+                let hash = crate::pipeline::content_hash(&p.input(c.doc()));
+                texts.insert(hash, p.text.clone());
+            }
+        }
+    }
+    texts
 }
 
 pub fn sim_config() -> Config {
@@ -372,6 +396,7 @@ impl World {
             bugs,
             deleted_while_held: std::cell::RefCell::new(Vec::new()),
             lost: std::cell::RefCell::new(std::collections::BTreeSet::new()),
+            sent: std::collections::BTreeMap::new(),
         };
         for t in tenants().iter().filter(|t| !t.is_default()) {
             futures::executor::block_on(w.direct().create_tenant(t, &Quotas::default()))
