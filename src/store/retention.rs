@@ -75,12 +75,7 @@ impl<D: Database> Store<D> {
         before: i64,
         limit: usize,
     ) -> Result<Vec<PrunedVersion>, PortError> {
-        self.db
-            .query(Stmt::new(
-                sql::PRUNE_TEXT_PAGE,
-                vec![int(before), int(limit as i64)],
-            ))
-            .await
+        self.page(sql::PRUNE_TEXT_PAGE, before, limit).await
     }
 
     /// Prunes the text of the versions of `page` that may still go, and
@@ -109,11 +104,31 @@ impl<D: Database> Store<D> {
         cutoff: i64,
         limit: usize,
     ) -> Result<Vec<PrunedVersion>, PortError> {
+        self.page(sql::PRUNE_VERSIONS_PAGE, cutoff, limit).await
+    }
+
+    /// The rows `stmt` reads with a cutoff (`?1`) and a limit (`?2`).
+    async fn page<T: serde::de::DeserializeOwned>(
+        &self,
+        stmt: &'static str,
+        cutoff: i64,
+        limit: usize,
+    ) -> Result<Vec<T>, PortError> {
         self.db
-            .query(Stmt::new(
-                sql::PRUNE_VERSIONS_PAGE,
-                vec![int(cutoff), int(limit as i64)],
-            ))
+            .query(Stmt::new(stmt, vec![int(cutoff), int(limit as i64)]))
+            .await
+    }
+
+    /// Runs the delete `stmt` with a cutoff (`?1`) and a limit (`?2`);
+    /// returns the rows it deleted.
+    async fn delete_page(
+        &self,
+        stmt: &'static str,
+        cutoff: i64,
+        limit: usize,
+    ) -> Result<u64, PortError> {
+        self.db
+            .execute(Stmt::new(stmt, vec![int(cutoff), int(limit as i64)]))
             .await
     }
 
@@ -141,21 +156,13 @@ impl<D: Database> Store<D> {
 
     /// Deletes at most `limit` repair runs that started before `cutoff`.
     pub async fn prune_repair_runs(&self, cutoff: i64, limit: usize) -> Result<u64, PortError> {
-        self.db
-            .execute(Stmt::new(
-                sql::PRUNE_REPAIR_RUNS,
-                vec![int(cutoff), int(limit as i64)],
-            ))
+        self.delete_page(sql::PRUNE_REPAIR_RUNS, cutoff, limit)
             .await
     }
 
     /// Deletes at most `limit` tokens revoked before `cutoff`.
     pub async fn prune_revoked_tokens(&self, cutoff: i64, limit: usize) -> Result<u64, PortError> {
-        self.db
-            .execute(Stmt::new(
-                sql::PRUNE_REVOKED_TOKENS,
-                vec![int(cutoff), int(limit as i64)],
-            ))
+        self.delete_page(sql::PRUNE_REVOKED_TOKENS, cutoff, limit)
             .await
     }
 
@@ -170,10 +177,7 @@ impl<D: Database> Store<D> {
         limit: usize,
     ) -> Result<(u64, u64), PortError> {
         let (page, children, parents) = kind.statements();
-        let ids: Vec<IdRow> = self
-            .db
-            .query(Stmt::new(page, vec![int(cutoff), int(limit as i64)]))
-            .await?;
+        let ids: Vec<IdRow> = self.page(page, cutoff, limit).await?;
         if ids.is_empty() {
             return Ok((0, 0));
         }
