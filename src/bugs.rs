@@ -137,8 +137,10 @@ WHERE doc_id = ?1 AND version <= ?2 AND superseded_at IS NULL
     /// (`?2`) does not hold, of document `?1`.
     pub const LIVE_VECTORS_NOT_KEPT: &str = "\
 SELECT c.vector_id AS vector_id FROM chunks c JOIN documents d ON d.doc_id = c.doc_id
-WHERE c.doc_id = ?1 AND c.version = d.live_version AND d.live_version < ?2
-  AND NOT EXISTS (SELECT 1 FROM chunks n WHERE n.vector_id = c.vector_id AND +n.doc_id = ?1 AND +n.version = ?2)
+WHERE c.doc_id = ?1 AND c.version <= d.live_version AND (c.to_version IS NULL OR c.to_version > d.live_version)
+  AND d.live_version < ?2
+  AND NOT EXISTS (SELECT 1 FROM chunks n WHERE n.vector_id = c.vector_id AND +n.doc_id = ?1
+                  AND n.version <= ?2 AND (n.to_version IS NULL OR n.to_version > ?2))
 ORDER BY c.vector_id";
     /// `DeleteReferencedVector`: the claim without its reference check.
     pub const INTENTS_CLAIM_IGNORING_REFERENCES: &str = "\
@@ -149,14 +151,15 @@ UPDATE cleanup_intents SET deleting_until = ?4 WHERE vector_id IN (
 RETURNING vector_id";
     /// `ServeUnfiltered`: chunks by vector id, live or not.
     pub const CHUNKS_BY_VECTOR_ID: &str = "\
-SELECT vector_id, doc_id, version, chunk_index, text, generation FROM chunks WHERE vector_id IN (SELECT value FROM json_each(?1)) AND ?2 IS NOT NULL AND tenant_id = ?3";
+SELECT vector_id, doc_id, version, ord, text, generation FROM chunks WHERE vector_id IN (SELECT value FROM json_each(?1)) AND ?2 IS NOT NULL AND tenant_id = ?3";
     /// `KeywordUnfenced`: the keyword ranking without `c.tenant_id = ?3`.
     pub const KEYWORD_CHUNKS_UNFENCED: &str = "\
-SELECT c.vector_id AS vector_id, c.doc_id AS doc_id, c.version AS version, c.chunk_index AS chunk_index, c.text AS text,
+SELECT c.vector_id AS vector_id, c.doc_id AS doc_id, d.live_version AS version, c.ord AS ord, c.text AS text,
        c.generation AS generation, v.metadata AS metadata, -bm25(chunks_fts) AS score
 FROM chunks_fts JOIN chunks c ON c.chunk_id = chunks_fts.rowid
-JOIN documents d ON d.doc_id = c.doc_id AND d.live_version = c.version
-JOIN versions v ON v.doc_id = c.doc_id AND v.version = c.version
+JOIN documents d ON d.doc_id = c.doc_id AND c.version <= d.live_version
+  AND (c.to_version IS NULL OR c.to_version > d.live_version)
+JOIN versions v ON v.doc_id = c.doc_id AND v.version = d.live_version
 WHERE chunks_fts MATCH ?1 AND c.generation = ?2 AND ?3 IS NOT NULL AND (?4 IS NULL OR c.doc_id = ?4)
 ORDER BY bm25(chunks_fts), c.vector_id LIMIT ?5";
     /// `RedriveOverlaps`: pending items of active redrives do not count.

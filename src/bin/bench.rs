@@ -634,14 +634,15 @@ mod bench {
     /// Rows written by the consumer, by statement.
     #[derive(Clone, Copy, Debug, Default)]
     struct RowsWritten {
-        /// `CONSUME_STAGE_CHUNKS`: the version's chunk rows.
+        /// `CONSUME_STAGE_CHUNKS`: the chunk rows the version adds.
         staged: u64,
         /// `COMMIT_SET_LIVE` with its trigger: the keyword index (FTS5)
-        /// moves from the old version's rows to the new one's.
+        /// drops the rows the new version closed and enters the ones it
+        /// added.
         set_live: u64,
-        /// `COMMIT_DROP_KEPT_ROWS` with its trigger: the old version's rows
-        /// whose vector the new one keeps leave (and their FTS5 entries).
-        dropped: u64,
+        /// `CONSUME_STAGE_CLOSE`: the old version's rows the new one does
+        /// not hold, closed.
+        closed: u64,
         /// Every other statement (jobs, usage, intents, chunks of removed
         /// vectors).
         other: u64,
@@ -649,7 +650,7 @@ mod bench {
 
     impl RowsWritten {
         fn total(&self) -> u64 {
-            self.staged + self.set_live + self.dropped + self.other
+            self.staged + self.set_live + self.closed + self.other
         }
     }
 
@@ -660,8 +661,8 @@ mod bench {
                 &mut r.staged
             } else if sql_text == sql::COMMIT_SET_LIVE {
                 &mut r.set_live
-            } else if sql_text == sql::COMMIT_DROP_KEPT_ROWS {
-                &mut r.dropped
+            } else if sql_text == sql::CONSUME_STAGE_CLOSE {
+                &mut r.closed
             } else {
                 &mut r.other
             };
@@ -973,7 +974,7 @@ mod bench {
         }
         println!();
         println!("Where v2's D1 rows written go (SQLite's total_changes per statement, triggers included):\n");
-        println!("| chunks | staging: v2's chunk rows | replace: keyword index moved to v2 (COMMIT_SET_LIVE's trigger) | replace: v1's kept rows dropped (and their FTS5 entries) | other | total | per chunk |");
+        println!("| chunks | staging: v2's new chunk rows | replace: keyword index entries moved (COMMIT_SET_LIVE's trigger) | staging: v1's rows v2 lacks, closed | other | total | per chunk |");
         println!("|---:|---:|---:|---:|---:|---:|---:|");
         for r in runs {
             let w = &r.rows;
@@ -982,7 +983,7 @@ mod bench {
                 r.chunks,
                 w.staged,
                 w.set_live,
-                w.dropped,
+                w.closed,
                 w.other,
                 w.total(),
                 w.total() as f64 / r.chunks as f64

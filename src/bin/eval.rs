@@ -257,7 +257,9 @@ mod eval {
             ..SearchRequest::new(query, TOP_K)
         };
         let hits = block_on(w.p().search(&TenantId::default_tenant(), &req)).expect("search");
-        hits.into_iter().map(|h| (h.doc_id, h.chunk)).collect()
+        hits.into_iter()
+            .map(|h| (h.doc_id, h.chunk as u32))
+            .collect()
     }
 
     /// The defaults, with any setting overridden by the environment
@@ -299,7 +301,9 @@ mod eval {
             .into_iter()
             .map(|c| Chunk {
                 doc: c.doc_id,
-                index: c.chunk_index,
+                // The eval's documents have one version each: their order
+                // keys are their chunk indexes.
+                index: c.ord as u32,
                 text: c.text,
             })
             .collect()

@@ -36,4 +36,5 @@ pub mod index_config;
 pub mod keyword;
 pub mod local_embed;
 pub mod metadata;
+pub mod row_plan;
 pub mod state;

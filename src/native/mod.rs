@@ -105,6 +105,10 @@ pub const LEDGER_MIGRATIONS: &[(&str, &str)] = &[
         "0018_retention.sql",
         include_str!("../../migrations/0018_retention.sql"),
     ),
+    (
+        "0019_shared_chunk_rows.sql",
+        include_str!("../../migrations/0019_shared_chunk_rows.sql"),
+    ),
 ];
 
 /// The local index's migrations (`migrations-local-index/`).

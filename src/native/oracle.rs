@@ -57,7 +57,7 @@ fn count_with(db: &SqliteDb, sql: &str, params: Vec<SqlValue>) -> i64 {
 pub fn live_vector_ids(db: &SqliteDb) -> Vec<String> {
     vector_ids(
         db,
-        "SELECT c.vector_id FROM chunks c JOIN documents d ON d.doc_id = c.doc_id AND d.live_version = c.version ORDER BY c.vector_id",
+        "SELECT c.vector_id FROM chunks c JOIN documents d ON d.doc_id = c.doc_id AND c.version <= d.live_version AND (c.to_version IS NULL OR c.to_version > d.live_version) ORDER BY c.vector_id",
     )
 }
 
@@ -66,7 +66,7 @@ pub fn live_vector_ids(db: &SqliteDb) -> Vec<String> {
 pub fn written_live_vector_ids(db: &SqliteDb) -> BTreeSet<String> {
     vector_ids(
         db,
-        "SELECT c.vector_id FROM chunks c JOIN documents d ON d.doc_id = c.doc_id AND d.live_version = c.version
+        "SELECT c.vector_id FROM chunks c JOIN documents d ON d.doc_id = c.doc_id AND c.version <= d.live_version AND (c.to_version IS NULL OR c.to_version > d.live_version)
              JOIN generations g ON g.generation = c.generation WHERE g.state IN ('active', 'building', 'retained')",
     )
     .into_iter()
@@ -87,7 +87,7 @@ pub fn vector_ids_in_generation(db: &SqliteDb, generation: u32) -> BTreeSet<Stri
 pub fn served_vector_ids(db: &SqliteDb) -> BTreeSet<String> {
     vector_ids(
         db,
-        "SELECT c.vector_id FROM chunks c JOIN documents d ON d.doc_id = c.doc_id AND d.live_version = c.version
+        "SELECT c.vector_id FROM chunks c JOIN documents d ON d.doc_id = c.doc_id AND c.version <= d.live_version AND (c.to_version IS NULL OR c.to_version > d.live_version)
              JOIN generations g ON g.generation = c.generation WHERE g.state = 'active'",
     )
     .into_iter()
@@ -100,8 +100,9 @@ pub fn served_vector_ids(db: &SqliteDb) -> BTreeSet<String> {
 pub struct ServedChunk {
     pub vector_id: String,
     pub doc_id: String,
+    /// The live version (its row may have been written by an earlier one).
     pub version: u32,
-    pub chunk_index: u32,
+    pub ord: f64,
     pub text: String,
 }
 
@@ -109,8 +110,8 @@ pub struct ServedChunk {
 /// document keys and texts (I1, I11), in `vector_id` order.
 pub fn served_chunks(db: &SqliteDb) -> Vec<ServedChunk> {
     db.inspect(
-        "SELECT c.vector_id, c.doc_id, c.version, c.chunk_index, c.text FROM chunks c
-             JOIN documents d ON d.doc_id = c.doc_id AND d.live_version = c.version
+        "SELECT c.vector_id, c.doc_id, d.live_version AS version, c.ord, c.text FROM chunks c
+             JOIN documents d ON d.doc_id = c.doc_id AND c.version <= d.live_version AND (c.to_version IS NULL OR c.to_version > d.live_version)
              JOIN generations g ON g.generation = c.generation WHERE g.state = 'active' ORDER BY c.vector_id",
         vec![],
     )
@@ -132,7 +133,7 @@ pub fn keyword_mismatches(db: &SqliteDb) -> i64 {
         db,
         "WITH held AS (SELECT rowid AS id, terms FROM chunks_fts),
               live AS (SELECT c.chunk_id AS id, COALESCE(c.terms, c.text) AS terms FROM chunks c
-                       JOIN documents d ON d.doc_id = c.doc_id AND d.live_version = c.version)
+                       JOIN documents d ON d.doc_id = c.doc_id AND c.version <= d.live_version AND (c.to_version IS NULL OR c.to_version > d.live_version))
          SELECT (SELECT count(*) FROM (SELECT * FROM held EXCEPT SELECT * FROM live))
               + (SELECT count(*) FROM (SELECT * FROM live EXCEPT SELECT * FROM held)) AS n",
     )
@@ -148,7 +149,7 @@ pub fn keyword_rows(db: &SqliteDb) -> (Vec<KeywordRow>, Vec<KeywordRow>) {
     );
     let live = db.inspect(
         "SELECT c.chunk_id AS id, COALESCE(c.terms, c.text) AS terms FROM chunks c
-             JOIN documents d ON d.doc_id = c.doc_id AND d.live_version = c.version ORDER BY c.chunk_id",
+             JOIN documents d ON d.doc_id = c.doc_id AND c.version <= d.live_version AND (c.to_version IS NULL OR c.to_version > d.live_version) ORDER BY c.chunk_id",
         vec![],
     );
     (held, live)
@@ -165,11 +166,11 @@ pub fn known_vector_ids(db: &SqliteDb) -> BTreeSet<String> {
     .collect()
 }
 
-/// Which of `ids` a chunk row still holds (I13): a row of its document's
-/// live version in a generation still written, or of its latest version
-/// not live yet whose index job did not end without it (failed, dead,
-/// superseded), or of any version with a job not ended (a delivery may
-/// still write or read it). A delete of such a vector would leave a chunk
+/// Which of `ids` a chunk row still holds (I13): a row valid at its
+/// document's live version in a generation still written, or valid at its
+/// latest version not live yet whose index job did not end without it
+/// (failed, dead, superseded), or valid at any version with a job not
+/// ended (a delivery may still write or read it). A delete of such a vector would leave a chunk
 /// that is (or may be) served without its vector.
 pub fn held_references(db: &SqliteDb, ids: &[String]) -> Vec<String> {
     let ids = serde_json::to_string(ids).expect("ids serialize");
@@ -177,11 +178,13 @@ pub fn held_references(db: &SqliteDb, ids: &[String]) -> Vec<String> {
         "SELECT DISTINCT c.vector_id FROM chunks c JOIN documents d ON d.doc_id = c.doc_id
          WHERE c.vector_id IN (SELECT value FROM json_each(?1))
            AND ((c.generation IN (SELECT generation FROM generations WHERE state IN ('active', 'building', 'retained'))
-                 AND (c.version = d.live_version
-                      OR (c.version = d.latest_version AND c.version > COALESCE(d.live_version, 0)
-                          AND NOT EXISTS (SELECT 1 FROM jobs e WHERE e.doc_id = c.doc_id AND e.version = c.version
+                 AND ((c.version <= d.live_version AND (c.to_version IS NULL OR c.to_version > d.live_version))
+                      OR (c.version <= d.latest_version AND (c.to_version IS NULL OR c.to_version > d.latest_version)
+                          AND d.latest_version > COALESCE(d.live_version, 0)
+                          AND NOT EXISTS (SELECT 1 FROM jobs e WHERE e.doc_id = c.doc_id AND e.version = d.latest_version
                                           AND e.build_generation IS NULL AND e.state IN ('failed', 'dead', 'superseded')))))
-                OR EXISTS (SELECT 1 FROM jobs j WHERE j.doc_id = c.doc_id AND j.version = c.version
+                OR EXISTS (SELECT 1 FROM jobs j WHERE j.doc_id = c.doc_id
+                           AND j.version >= c.version AND (c.to_version IS NULL OR j.version < c.to_version)
                            AND j.state IN ('queued', 'running', 'up_for_retry')))
          ORDER BY c.vector_id",
         vec![ids.into()],
@@ -195,8 +198,9 @@ pub fn held_references(db: &SqliteDb, ids: &[String]) -> Vec<String> {
 #[derive(Debug, Deserialize)]
 pub struct LiveChunk {
     pub vector_id: String,
+    /// The version that wrote the row (it may be shared by later ones).
     pub version: u32,
-    pub chunk_index: u32,
+    pub ord: f64,
     pub text: String,
 }
 
@@ -204,32 +208,37 @@ pub struct LiveChunk {
 /// `vector_id` order.
 pub fn live_chunks(db: &SqliteDb) -> Vec<LiveChunk> {
     db.inspect(
-        "SELECT c.vector_id, c.version, c.chunk_index, c.text FROM chunks c
-         JOIN documents d ON d.doc_id = c.doc_id AND d.live_version = c.version ORDER BY c.vector_id",
+        "SELECT c.vector_id, c.version, c.ord, c.text FROM chunks c
+         JOIN documents d ON d.doc_id = c.doc_id AND c.version <= d.live_version AND (c.to_version IS NULL OR c.to_version > d.live_version) ORDER BY c.vector_id",
         vec![],
     )
 }
 
 /// The texts of document `doc_id`'s live chunks in `generation`, in
-/// `chunk_index` order.
+/// order-key order.
 pub fn live_chunk_texts(db: &SqliteDb, doc_id: &str, generation: u32) -> Vec<String> {
     #[derive(Deserialize)]
     struct TextRow {
         text: String,
     }
     let rows: Vec<TextRow> = db.inspect(
-        "SELECT c.text FROM chunks c JOIN documents d ON d.doc_id = c.doc_id AND d.live_version = c.version \
-         WHERE c.doc_id = ?1 AND c.generation = ?2 ORDER BY c.chunk_index",
+        "SELECT c.text FROM chunks c JOIN documents d ON d.doc_id = c.doc_id AND c.version <= d.live_version AND (c.to_version IS NULL OR c.to_version > d.live_version) \
+         WHERE c.doc_id = ?1 AND c.generation = ?2 ORDER BY c.ord",
         vec![doc_id.into(), generation.into()],
     );
     rows.into_iter().map(|r| r.text).collect()
 }
 
-/// Chunk rows of version `version` of any document, in any generation.
+/// Chunk rows valid at version `version` of any document, in any
+/// generation, and not at its document's live version: what the version
+/// held that nothing serves (a row it shares with the live version is the
+/// live version's).
 pub fn chunks_of_version(db: &SqliteDb, version: u32) -> i64 {
     count_with(
         db,
-        "SELECT count(*) AS n FROM chunks WHERE version = ?1",
+        "SELECT count(*) AS n FROM chunks c JOIN documents d ON d.doc_id = c.doc_id
+         WHERE c.version <= ?1 AND (c.to_version IS NULL OR c.to_version > ?1)
+           AND NOT (c.version <= coalesce(d.live_version, 0) AND (c.to_version IS NULL OR c.to_version > d.live_version))",
         vec![version.into()],
     )
 }
@@ -711,7 +720,20 @@ pub fn canonical_dump(db: &SqliteDb) -> String {
         "SELECT v.doc_id, v.version, v.is_delete, v.content_hash, v.content_type, v.metadata, v.text_bytes, v.part_count
              FROM versions v JOIN documents d ON d.doc_id = v.doc_id ORDER BY v.doc_id, v.version",
         "SELECT doc_id, version, part, text FROM version_parts ORDER BY doc_id, version, part",
-        "SELECT doc_id, version, generation, chunk_index, vector_id, start_byte, end_byte, content_hash, text, terms FROM chunks ORDER BY vector_id",
+        // Chunk rows as the versions see them, not as the history of
+        // stagings wrote them (which version wrote a shared row, its order
+        // key and when it closes depend on which stagings ran, not on what
+        // is served): rows valid at the live version with their rank in
+        // their document, and every other row by what it holds.
+        "SELECT c.doc_id, d.live_version, c.generation, c.vector_id, c.content_hash, c.text, c.terms,
+                (SELECT count(*) FROM chunks o WHERE o.doc_id = c.doc_id AND o.generation = c.generation AND o.ord < c.ord
+                   AND o.version <= d.live_version AND (o.to_version IS NULL OR o.to_version > d.live_version)) AS place
+             FROM chunks c JOIN documents d ON d.doc_id = c.doc_id AND c.version <= d.live_version
+               AND (c.to_version IS NULL OR c.to_version > d.live_version)
+             ORDER BY c.vector_id",
+        "SELECT c.doc_id, c.generation, c.vector_id, c.content_hash, c.text, c.terms FROM chunks c JOIN documents d ON d.doc_id = c.doc_id
+             WHERE NOT (c.version <= coalesce(d.live_version, 0) AND (c.to_version IS NULL OR c.to_version > d.live_version))
+             ORDER BY c.vector_id",
         "SELECT c.vector_id, f.terms FROM chunks_fts f JOIN chunks c ON c.chunk_id = f.rowid ORDER BY c.vector_id",
         "SELECT generation, index_config, state FROM generations ORDER BY generation",
         "SELECT vector_id, doc_id, version, reason FROM cleanup_intents ORDER BY vector_id",

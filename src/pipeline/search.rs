@@ -71,8 +71,13 @@ pub struct Scores {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct SearchHit {
     pub doc_id: String,
+    /// The live version (the chunk's row may have been written by an
+    /// earlier version that held the same chunk).
     pub version: u32,
-    pub chunk: u32,
+    /// The chunk's place in its document: an order key (0, 1, 2, … in a
+    /// document's first version; a chunk inserted later gets a key between
+    /// its neighbours', so no other chunk's key changes).
+    pub chunk: f64,
     /// The index generation served (the active one).
     pub generation: u32,
     pub text: String,
@@ -405,7 +410,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                 Some(SearchHit {
                     doc_id: split_key(&row.doc_id).1.to_string(),
                     version: row.version,
-                    chunk: row.chunk_index,
+                    chunk: row.ord,
                     generation: row.generation,
                     text: row.text,
                     score,

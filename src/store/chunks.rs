@@ -15,19 +15,32 @@ pub struct LiveChunkRow {
     pub generation: u32,
     pub vector_id: String,
     pub doc_id: String,
+    /// The live version (the row may have been written by an earlier one).
     pub version: u32,
-    pub chunk_index: u32,
+    /// The chunk's order key in its document (`core::row_plan`).
+    pub ord: f64,
     pub text: String,
     /// The version's metadata (JSON object), to check a filter exactly.
     #[serde(default)]
     pub metadata: Option<String>,
 }
 
-/// What one staging batch writes: chunk rows of every target generation,
+/// What one staging batch writes: the new chunk rows of every target
+/// generation and the open rows the version does not keep (closed at it),
 /// the version's chunk count and configuration (index jobs: of the active
-/// generation), and generation 1's first configuration.
+/// generation), and generation 1's first configuration; only if the
+/// document's open rows are still those the plan read (`stamp`).
 pub struct Staging<'a> {
     pub rows: &'a [StagedChunk<'a>],
+    /// The open rows the version does not keep (their chunk IDs).
+    pub close: &'a [i64],
+    /// How many open rows it keeps: with `rows`, the rows valid at it.
+    pub kept: usize,
+    /// The document's staging stamp the plan read (`CONSUME_OPEN_ROWS`).
+    pub stamp: i64,
+    /// Where the new rows stop being valid: `None` (open) but for a build
+    /// of a live version that is no longer the latest (valid at it only).
+    pub to_version: Option<u32>,
     /// The version's chunk count and configuration (those of the active
     /// generation; `None` for a build job, whose version is recorded already).
     pub version_chunks: Option<(usize, &'a str)>,
@@ -50,12 +63,13 @@ pub struct KeywordChunkRow {
 #[derive(Debug, Clone, Deserialize)]
 pub struct PageRow {
     pub generation: u32,
-    pub chunk_index: u32,
+    pub ord: f64,
     pub vector_id: String,
     pub content_hash: String,
     pub text: String,
-    /// Its place among all the version's rows the job writes, from 1, in
-    /// (generation, chunk) order: the checkpoint after it.
+    /// Its place among all the rows valid at the version that the job
+    /// writes, from 1, in (generation, order key) order: the checkpoint
+    /// after it.
     pub position: u32,
     /// How many rows the version has (those the job writes).
     pub rows_now: u32,
@@ -63,15 +77,14 @@ pub struct PageRow {
     pub reuse_id: Option<String>,
 }
 
-/// A staged chunk row, in the compact JSON shape `CONSUME_STAGE_CHUNKS` reads.
+/// A new chunk row, in the compact JSON shape `CONSUME_STAGE_CHUNKS` reads.
 #[derive(Debug, Clone, Serialize)]
 pub struct StagedChunk<'a> {
     /// The generation the row belongs to.
     pub g: u32,
-    pub i: u32,
+    /// Its order key (`core::row_plan`).
+    pub o: f64,
     pub id: &'a str,
-    pub s: usize,
-    pub e: usize,
     pub h: &'a str,
     pub t: &'a str,
     /// The keyword index's text, if not `t` itself (`core::keyword::index_terms`).
@@ -79,7 +92,42 @@ pub struct StagedChunk<'a> {
     pub k: Option<String>,
 }
 
+/// One of a document's open rows (`CONSUME_OPEN_ROWS`); all `None` but
+/// the stamp when the document has none.
+#[derive(Debug, Clone, Deserialize)]
+pub struct OpenRowRow {
+    pub chunk_id: Option<i64>,
+    pub generation: Option<u32>,
+    pub vector_id: Option<String>,
+    pub ord: Option<f64>,
+    pub rows_stamp: i64,
+    pub latest_version: u32,
+}
+
+/// A document's open rows, its staging stamp and latest version, read together.
+pub struct OpenRows {
+    pub stamp: i64,
+    pub latest_version: u32,
+    pub rows: Vec<OpenRowRow>,
+}
+
 impl<D: Database> Store<D> {
+    /// The open rows of `doc_id` (every generation) and its staging stamp.
+    pub async fn open_rows(&self, doc_id: &str) -> Result<OpenRows, PortError> {
+        let rows: Vec<OpenRowRow> = self
+            .db
+            .query(Stmt::new(sql::CONSUME_OPEN_ROWS, vec![doc_id.into()]))
+            .await?;
+        let stamp = rows.first().map(|r| r.rows_stamp).unwrap_or(0);
+        let latest_version = rows.first().map(|r| r.latest_version).unwrap_or(0);
+        let rows = rows.into_iter().filter(|r| r.chunk_id.is_some()).collect();
+        Ok(OpenRows {
+            stamp,
+            latest_version,
+            rows,
+        })
+    }
+
     /// Up to `limit` staged chunks of a version after position `from` whose
     /// vector the index does not hold yet.
     pub async fn consume_page(
@@ -100,9 +148,11 @@ impl<D: Database> Store<D> {
         self.db.query(Stmt::new(sql::CONSUME_PAGE, params)).await
     }
 
-    /// Stages the chunk rows and the chunk count and moves the job to
-    /// `staged`, in one atomic batch. Returns the rows staged (rows of a
-    /// generation retired meanwhile are not).
+    /// Stages the version's plan (new rows, closed rows, the intents of
+    /// rows nothing can serve any more) and the chunk count and moves the
+    /// job to `staged`, in one atomic batch that applies only if the open
+    /// rows are still those planned against. Returns the rows valid at the
+    /// version (rows of a generation retired meanwhile are not written).
     pub async fn stage_chunks(
         &self,
         job_id: &str,
@@ -111,16 +161,42 @@ impl<D: Database> Store<D> {
         stage: &Staging<'_>,
         now: i64,
     ) -> Result<u32, PortError> {
-        let mut stmts: Vec<Stmt> = json_pages(stage.rows, self.json_param_bytes_max)
-            .into_iter()
-            .map(|page| {
-                Stmt::new(
-                    sql::CONSUME_STAGE_CHUNKS,
-                    vec![doc_id.into(), version.into(), page.into()],
-                )
-            })
-            .collect();
-        let pages = stmts.len();
+        let is_build = i64::from(stage.build_generation.is_some());
+        let mut stmts = vec![
+            Stmt::new(
+                sql::CONSUME_STAGE_STAMP_GUARD,
+                vec![
+                    doc_id.into(),
+                    int(stage.stamp),
+                    version.into(),
+                    int(is_build),
+                ],
+            ),
+            Stmt::new(sql::CONSUME_STAGE_STAMP, vec![doc_id.into()]),
+        ];
+        for page in json_pages(stage.close, self.json_param_bytes_max) {
+            stmts.push(Stmt::new(
+                sql::CONSUME_STAGE_CLOSE,
+                vec![doc_id.into(), version.into(), page.into()],
+            ));
+        }
+        let first_insert = stmts.len();
+        for page in json_pages(stage.rows, self.json_param_bytes_max) {
+            stmts.push(Stmt::new(
+                sql::CONSUME_STAGE_CHUNKS,
+                vec![
+                    doc_id.into(),
+                    version.into(),
+                    page.into(),
+                    stage.to_version.into(),
+                ],
+            ));
+        }
+        let inserts = first_insert..stmts.len();
+        stmts.push(Stmt::new(
+            sql::CONSUME_STAGE_DEAD_INTENTS,
+            vec![doc_id.into(), version.into(), int(now)],
+        ));
         stmts.push(Stmt::new(
             sql::CONSUME_STAGE_GUARD,
             vec![doc_id.into(), version.into(), int(now)],
@@ -129,6 +205,39 @@ impl<D: Database> Store<D> {
             sql::KEYWORD_STAGE_LIVE,
             vec![doc_id.into(), version.into()],
         ));
+        stmts.extend(self.staged_marks(job_id, doc_id, version, stage, now));
+        let changes = match self.db.batch(stmts).await {
+            Ok(changes) => changes,
+            // The batch's only constraints are its two guards: another
+            // staging changed the open rows (plan again), or a drain was
+            // deleting one of these vectors (stage after it).
+            Err(e) if e.code == "db_constraint" => {
+                let now_stamp = self.open_rows(doc_id).await.map(|o| o.stamp).ok();
+                let code = if now_stamp == Some(stage.stamp) {
+                    "vector_delete_in_flight"
+                } else {
+                    "rows_changed"
+                };
+                return Err(PortError::new(FailureBucket::DbBusy, code));
+            }
+            Err(e) => return Err(e),
+        };
+        let inserted: u64 = changes.get(inserts).map(|c| c.iter().sum()).unwrap_or(0);
+        let rows = inserted + stage.kept as u64;
+        Ok(u32::try_from(rows).unwrap_or(u32::MAX))
+    }
+
+    /// The staging batch's last statements: the version's chunk count and
+    /// configuration, generation 1's, and the job's step.
+    fn staged_marks(
+        &self,
+        job_id: &str,
+        doc_id: &str,
+        version: u32,
+        stage: &Staging<'_>,
+        now: i64,
+    ) -> Vec<Stmt> {
+        let mut stmts = Vec::new();
         if let Some((count, index_config)) = stage.version_chunks {
             stmts.push(Stmt::new(
                 sql::CONSUME_SET_CHUNK_COUNT,
@@ -156,22 +265,7 @@ impl<D: Database> Store<D> {
                 stage.build_generation.into(),
             ],
         ));
-        let changes = match self.db.batch(stmts).await {
-            Ok(changes) => changes,
-            // The batch's only constraint is `CONSUME_STAGE_GUARD` (rows are
-            // `INSERT OR IGNORE`): a drain was deleting one of these
-            // vectors. Stage after it. (Not re-checked here: the drain may
-            // have recorded its delete meanwhile.)
-            Err(e) if e.code == "db_constraint" => {
-                return Err(PortError::new(
-                    FailureBucket::DbBusy,
-                    "vector_delete_in_flight",
-                ));
-            }
-            Err(e) => return Err(e),
-        };
-        let staged: u64 = changes.iter().take(pages).sum();
-        Ok(u32::try_from(staged).unwrap_or(u32::MAX))
+        stmts
     }
 
     /// A build job's end: the job only (the version is already live).
@@ -195,9 +289,9 @@ impl<D: Database> Store<D> {
             .map(|_| ())
     }
 
-    /// The replace step: intents for the replaced version's vectors this
-    /// one does not keep, its rows whose vectors it keeps dropped, the
-    /// versions it supersedes marked (retention's clock), the
+    /// The replace step: a tombstone's closing of the open rows, intents
+    /// for the vectors of the rows the replaced version holds and this one
+    /// does not, the versions it supersedes marked (retention's clock), the
     /// compare-and-set, intents for a loser, and the job's end, atomically.
     /// Returns whether this version is now live.
     pub async fn commit(
@@ -226,8 +320,8 @@ impl<D: Database> Store<D> {
             .db
             .batch(
                 vec![
+                    Stmt::new(sql::COMMIT_CLOSE_FOR_DELETE, p()),
                     Stmt::new(sql::COMMIT_INTENTS_FOR_REPLACED, p()),
-                    Stmt::new(sql::COMMIT_DROP_KEPT_ROWS, p()),
                     Stmt::new(mark, p()),
                     Stmt::new(set_live, p()),
                     Stmt::new(sql::COMMIT_INTENTS_FOR_LOSER, p()),

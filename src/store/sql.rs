@@ -191,20 +191,44 @@ macro_rules! build_failed {
     };
 }
 
+/// Whether chunk row `$r` (a table alias) is valid at version `$v` (an SQL
+/// expression): written at or before it, not closed at or before it. A
+/// row is shared by every version in its range (migration 0019).
+macro_rules! valid_at {
+    ($r:literal, $v:literal) => {
+        concat!(
+            "(",
+            $r,
+            ".version <= ",
+            $v,
+            " AND (",
+            $r,
+            ".to_version IS NULL OR ",
+            $r,
+            ".to_version > ",
+            $v,
+            "))"
+        )
+    };
+}
+
 /// A chunk row `$r` (a table alias) that may be served, now or later: of a
-/// generation still written (active, building, retained), of its
-/// document's live version or of its latest version not live yet (whose
-/// job did not end without it: a failed version is re-run as a new one),
-/// and not written by a build that failed (those rows are cleaned up and written
-/// again). A vector such a row refers to is never deleted.
+/// generation still written (active, building, retained), valid at its
+/// document's live version or open (valid at the latest version) while the
+/// latest is not live yet and its job did not end without it (a failed
+/// version is re-run as a new one), and not written by a build that failed
+/// (those rows are cleaned up and written again). A vector such a row
+/// refers to is never deleted.
 macro_rules! row_may_be_served {
     ($r:literal) => {
         concat!(
             "(EXISTS (SELECT 1 FROM generations hg WHERE hg.generation = ", $r, ".generation
           AND hg.state IN ('active', 'building', 'retained'))
-  AND EXISTS (SELECT 1 FROM documents hd WHERE hd.doc_id = ", $r, ".doc_id AND (hd.live_version = ", $r, ".version
-          OR (hd.latest_version = ", $r, ".version AND (hd.live_version IS NULL OR hd.live_version < ", $r, ".version)
-              AND NOT EXISTS (SELECT 1 FROM jobs he WHERE he.doc_id = ", $r, ".doc_id AND he.version = ", $r, ".version
+  AND EXISTS (SELECT 1 FROM documents hd WHERE hd.doc_id = ", $r, ".doc_id AND (",
+            valid_at!($r, "hd.live_version"),
+            "
+          OR (", $r, ".to_version IS NULL AND (hd.live_version IS NULL OR hd.live_version < hd.latest_version)
+              AND NOT EXISTS (SELECT 1 FROM jobs he WHERE he.doc_id = ", $r, ".doc_id AND he.version = hd.latest_version
                               AND he.build_generation IS NULL AND he.state IN ('failed', 'dead', 'superseded')))))
   AND NOT ",
             build_failed!(row $r),
@@ -214,9 +238,9 @@ macro_rules! row_may_be_served {
 }
 
 /// A chunk row `$r` that may be served ([`row_may_be_served`]) or written:
-/// a job of its version has not ended (a delivery may still upsert its
-/// vectors, or page through its rows). Such a row is never deleted, nor
-/// is a vector it refers to.
+/// a job of a version in its range has not ended (a delivery may still
+/// upsert its vectors, or page through its rows). Such a row is never
+/// deleted, nor is a vector it refers to.
 macro_rules! row_held {
     ($r:literal) => {
         concat!(
@@ -224,9 +248,13 @@ macro_rules! row_held {
             row_may_be_served!($r),
             " OR EXISTS (SELECT 1 FROM jobs hj WHERE hj.doc_id = ",
             $r,
-            ".doc_id AND hj.version = ",
+            ".doc_id AND hj.version >= ",
             $r,
-            ".version
+            ".version AND (",
+            $r,
+            ".to_version IS NULL OR hj.version < ",
+            $r,
+            ".to_version)
           AND hj.state IN ('queued', 'running', 'up_for_retry')))"
         )
     };
@@ -293,34 +321,78 @@ RETURNING attempts, step, chunks_done, rows_total, failing_since, last_failed_at
 pub const CONSUME_LOAD_PARTS: &str =
     "SELECT text FROM version_parts WHERE doc_id = ?1 AND version = ?2 ORDER BY part";
 
-/// Stages chunk rows before any vector is written (invariant 1: D1 knows
-/// every vector ID that can exist). Idempotent: the rows are a function of
-/// (document, version, configuration). Only into generations still written
-/// at this moment: one cron retired after the job read its targets gets no
-/// row (it would never be cleaned up). `?1` doc, `?2` version, `?3` JSON rows.
-/// Its changes are the rows staged (no trigger on inserts into `chunks`;
-/// `KEYWORD_STAGE_LIVE` follows it in the batch).
+/// A staging batch's rows for document `?1` at version `?2`
+/// (`core::row_plan`): the new rows the version writes (`?3`, JSON rows
+/// with their order keys), valid from `?2` on (`?4`: the version that
+/// closes them at once, for a build of a live version that is no longer
+/// the latest; else NULL: open). Written before any vector (invariant 1:
+/// D1 knows every vector ID that can exist), and only into generations
+/// still written at this moment: one cron retired after the job read its
+/// targets gets no row (it would never be cleaned up). Its changes are the
+/// rows staged (no trigger on inserts into `chunks`).
 pub const CONSUME_STAGE_CHUNKS: &str = "\
-INSERT OR IGNORE INTO chunks (doc_id, version, generation, chunk_index, vector_id, start_byte, end_byte, content_hash, text, terms)
-SELECT ?1, ?2, json_extract(value, '$.g'), json_extract(value, '$.i'), json_extract(value, '$.id'), json_extract(value, '$.s'),
-       json_extract(value, '$.e'), json_extract(value, '$.h'), json_extract(value, '$.t'), json_extract(value, '$.k')
+INSERT INTO chunks (doc_id, version, to_version, generation, ord, vector_id, content_hash, text, terms)
+SELECT ?1, ?2, ?4, json_extract(value, '$.g'), json_extract(value, '$.o'), json_extract(value, '$.id'),
+       json_extract(value, '$.h'), json_extract(value, '$.t'), json_extract(value, '$.k')
 FROM json_each(?3)
 WHERE json_extract(value, '$.g') IN (SELECT generation FROM generations WHERE state IN ('active', 'building', 'retained'))";
 
+/// In the staging batch: the open rows of document `?1` that version `?2`
+/// does not keep (`?3`, JSON array of chunk IDs) are closed at it: valid
+/// up to the version before, never at `?2` or after.
+pub const CONSUME_STAGE_CLOSE: &str = "\
+UPDATE chunks SET to_version = ?2
+WHERE chunk_id IN (SELECT value FROM json_each(?3)) AND doc_id = ?1 AND to_version IS NULL AND version < ?2";
+
+/// The open rows of document `?1` (valid at the newest staged version),
+/// every generation, with the document's staging stamp and latest version
+/// read with them: what a staging plans against (`core::row_plan`).
+pub const CONSUME_OPEN_ROWS: &str = "\
+SELECT c.chunk_id AS chunk_id, c.generation AS generation, c.vector_id AS vector_id, c.ord AS ord,
+       d.rows_stamp AS rows_stamp, d.latest_version AS latest_version
+FROM documents d LEFT JOIN chunks c ON c.doc_id = d.doc_id AND c.to_version IS NULL
+WHERE d.doc_id = ?1";
+
+/// First in the staging batch: aborts it (a row in `stage_refusals`
+/// violates its CHECK) unless the document's staging stamp is still `?2`
+/// (no other staging changed its open rows since they were read) and
+/// version `?3` may still stage: the latest (an index job), or live (a
+/// build job, `?4` = 1). Then the stamp moves on.
+pub const CONSUME_STAGE_STAMP_GUARD: &str = "\
+INSERT INTO stage_refusals (vector_id)
+SELECT 'rows_changed' WHERE NOT EXISTS (SELECT 1 FROM documents d WHERE d.doc_id = ?1 AND d.rows_stamp = ?2
+  AND CASE WHEN ?4 = 1 THEN d.live_version = ?3 ELSE d.latest_version = ?3 END)";
+
+/// In the staging batch, after the guard: the stamp moves on. `?1` doc.
+pub const CONSUME_STAGE_STAMP: &str =
+    "UPDATE documents SET rows_stamp = rows_stamp + 1 WHERE doc_id = ?1";
+
+/// In the staging batch, after the rows are closed: closed rows that no
+/// version which may still be served holds (written after the live version
+/// by a version that never went live) become intents at once; rows the
+/// live version holds wait for the replace.
+pub const CONSUME_STAGE_DEAD_INTENTS: &str = "\
+INSERT OR IGNORE INTO cleanup_intents (vector_id, doc_id, version, reason, attempts, not_before, created_at)
+SELECT c.vector_id, c.doc_id, c.version, 'abandoned', 0, 0, ?3
+FROM chunks c WHERE c.doc_id = ?1 AND c.to_version = ?2
+  AND c.version > coalesce((SELECT d.live_version FROM documents d WHERE d.doc_id = ?1), 0)";
+
 /// In the staging batch, after the rows: aborts it (a row in
-/// `stage_refusals` violates its CHECK) if one of the version's vector IDs
-/// is being deleted (a drain claimed its intent, `INTENTS_CLAIM`, and its
+/// `stage_refusals` violates its CHECK) if one of the vector IDs the
+/// version holds (its document's open rows, after the batch's changes) is
+/// being deleted (a drain claimed its intent, `INTENTS_CLAIM`, and its
 /// claim holds): the staging waits for the delete, and a vector is never
 /// deleted while a row that may be served or written refers to it. An
 /// intent's document is its vector's (the ID holds the document key).
 /// `?1` doc, `?2` version, `?3` now.
 pub const CONSUME_STAGE_GUARD: &str = "\
 INSERT INTO stage_refusals (vector_id)
-SELECT c.vector_id FROM cleanup_intents i JOIN chunks c ON c.vector_id = i.vector_id AND c.doc_id = ?1 AND c.version = ?2
+SELECT c.vector_id FROM cleanup_intents i JOIN chunks c ON c.vector_id = i.vector_id AND c.doc_id = ?1
+  AND c.version <= ?2 AND (c.to_version IS NULL OR c.to_version > ?2)
 WHERE i.doc_id = ?1 AND i.deleting_until >= ?3 LIMIT 1";
 
-/// In the staging batch, after `CONSUME_STAGE_CHUNKS`: the version's rows
-/// not yet in the keyword index enter it if the version is live (a build
+/// In the staging batch, after `CONSUME_STAGE_CHUNKS`: the rows the
+/// version wrote enter the keyword index if the version is live (a build
 /// job's rows; an index job's version is not live yet, and the replace's
 /// trigger enters its rows). `?1` doc, `?2` version.
 pub const KEYWORD_STAGE_LIVE: &str = "\
@@ -336,23 +408,22 @@ WHERE c.doc_id = ?1 AND c.version = ?2
 pub const CONSUME_SET_CHUNK_COUNT: &str =
     "UPDATE versions SET chunk_count = ?3, index_config = ?4 WHERE doc_id = ?1 AND version = ?2";
 
-/// One page of the staged rows of a version that need a vector written:
-/// in (generation, chunk) order, those after position `?3` (1-based in that
-/// order, over all the version's rows; a build job's: of generation `?5`
-/// only, else NULL) whose vector the index does not hold already, at most
-/// `?4`. A row's vector is held when the live version (older, not a
-/// tombstone, not marked for repair, not of the same content: a re-run of
-/// it, by a reindex or a repair, rewrites every vector) has a row with the
-/// same vector ID, written (not by a build still running or failed): an
-/// unchanged chunk keeps its vector, and is neither embedded, read nor
-/// written. Each row
-/// comes with its position, the number of rows the version has, and the
-/// live version's vector for the same text in the same generation, if its
-/// values can be reused (a repeat, or a new metadata). `?1` doc, `?2` version.
-/// The held check looks each row's vector ID up in `chunks_by_vector`; the
-/// unary `+` keeps SQLite from choosing the (doc, version, generation,
-/// chunk) key instead, which scans the whole live version per row
-/// (quadratic; `sql::a_page_finds_kept_chunks_…`).
+/// One page of the rows valid at version `?2` of document `?1` that need a
+/// vector written: in (generation, order key) order, those after position
+/// `?3` (1-based in that order, over all the version's rows; a build
+/// job's: of generation `?5` only, else NULL) whose vector the index does
+/// not hold already, at most `?4`. A row's vector is held when a row valid
+/// at the live version (older, not a tombstone, not marked for repair, not
+/// of the same content: a re-run of it, by a reindex or a repair, rewrites
+/// every vector) has the same vector ID, written (not by a build still
+/// running or failed): an unchanged chunk, whose row the two versions
+/// share, keeps its vector, and is neither embedded, read nor written. Each
+/// row comes with its position, the number of rows the version has, and
+/// the live version's vector for the same text in the same generation, if
+/// its values can be reused (a repeat, or a new metadata). The held check
+/// looks each row's vector ID up in `chunks_by_vector`; the unary `+`
+/// keeps SQLite from choosing the document's index instead, which scans
+/// the whole document per row (quadratic; `sql::a_page_finds_kept_chunks_…`).
 pub const CONSUME_PAGE: &str = concat!(
     "WITH live AS (
   SELECT d.live_version AS version, d.repair_needed AS repair_needed,
@@ -361,20 +432,26 @@ pub const CONSUME_PAGE: &str = concat!(
   JOIN versions lv ON lv.doc_id = d.doc_id AND lv.version = d.live_version
   WHERE d.doc_id = ?1 AND d.live_version < ?2 AND lv.is_delete = 0),
 ranked AS (
-  SELECT n.generation, n.chunk_index, n.vector_id, n.content_hash, n.text,
-         ROW_NUMBER() OVER (ORDER BY n.generation, n.chunk_index) AS position, count(*) OVER () AS rows_now
-  FROM chunks n WHERE n.doc_id = ?1 AND n.version = ?2 AND (?5 IS NULL OR n.generation = ?5))
-SELECT r.generation AS generation, r.chunk_index AS chunk_index, r.vector_id AS vector_id,
+  SELECT n.generation, n.ord, n.vector_id, n.content_hash, n.text,
+         ROW_NUMBER() OVER (ORDER BY n.generation, n.ord) AS position, count(*) OVER () AS rows_now
+  FROM chunks n WHERE n.doc_id = ?1 AND ",
+    valid_at!("n", "?2"),
+    " AND (?5 IS NULL OR n.generation = ?5))
+SELECT r.generation AS generation, r.ord AS ord, r.vector_id AS vector_id,
   r.content_hash AS content_hash, r.text AS text, r.position AS position, r.rows_now AS rows_now,
   (SELECT MIN(o.vector_id) FROM chunks o
-   WHERE o.doc_id = ?1 AND o.version = (SELECT version FROM live) AND o.generation = r.generation
-     AND o.content_hash = r.content_hash) AS reuse_id
+   WHERE o.doc_id = ?1 AND o.generation = r.generation AND o.content_hash = r.content_hash
+     AND ",
+    valid_at!("o", "(SELECT version FROM live)"),
+    ") AS reuse_id
 FROM ranked r
 WHERE r.position > ?3
   AND NOT EXISTS (SELECT 1 FROM chunks o
     WHERE o.vector_id = r.vector_id AND +o.doc_id = ?1 AND +o.generation = r.generation
-      AND +o.version = (SELECT version FROM live WHERE repair_needed = 0 AND rerun = 0)
-      AND NOT EXISTS (SELECT 1 FROM jobs b WHERE b.doc_id = ?1 AND b.version = o.version
+      AND ",
+    valid_at!("o", "(SELECT version FROM live WHERE repair_needed = 0 AND rerun = 0)"),
+    "
+      AND NOT EXISTS (SELECT 1 FROM jobs b WHERE b.doc_id = ?1 AND b.version = (SELECT version FROM live)
                       AND b.build_generation = o.generation AND b.state IN ('queued', 'running', 'up_for_retry'))
       AND NOT ",
     build_failed!(row "o"),
@@ -411,37 +488,41 @@ UPDATE tenants SET d1_rows_read = d1_rows_read + ?2, d1_rows_written = d1_rows_w
 WHERE tenant_id = (SELECT j.tenant_id FROM jobs j WHERE j.job_id = ?1) AND (?2 > 0 OR ?3 > 0)";
 
 /// The staging is done: step `staged` and the rows to write, counted as
-/// staged (over every generation the job writes: a build job its own).
+/// staged: the rows valid at the version (over every generation the job
+/// writes: a build job its own).
 /// `?1` job, `?2` now, `?3` doc, `?4` version, `?5` build generation or NULL.
-pub const CONSUME_STAGED: &str = "\
-UPDATE jobs SET step = 'staged', chunks_done = 0, updated_at = ?2,
-  rows_total = (SELECT count(*) FROM chunks c WHERE c.doc_id = ?3 AND c.version = ?4 AND (?5 IS NULL OR c.generation = ?5))
-WHERE job_id = ?1 AND state = 'running'";
+pub const CONSUME_STAGED: &str = concat!(
+    "UPDATE jobs SET step = 'staged', chunks_done = 0, updated_at = ?2,
+  rows_total = (SELECT count(*) FROM chunks c WHERE c.doc_id = ?3 AND ",
+    valid_at!("c", "?4"),
+    " AND (?5 IS NULL OR c.generation = ?5))
+WHERE job_id = ?1 AND state = 'running'"
+);
 
-/// Replace step, statement 1 of 6 (invariant 3): when this version is about
-/// to go live, the old live version's vectors that it does not keep become
-/// cleanup intents, in the same atomic batch as the compare-and-set (and
-/// all of them while a job of the old version has not ended: a build may
-/// still page through its rows). `?1` doc, `?2` version, `?3` now.
+/// Replace step, statement 2 of 6 (invariant 3): when this version is
+/// about to go live, the rows valid at the old live version and not at
+/// this one (closed in between: `chunks_closed`) have their vectors
+/// become cleanup intents, in the same atomic batch as the compare-and-set.
+/// The rows both share stay, and with them their vectors; a vector a row
+/// of this version refers to too (a moved chunk) is retired by the drain,
+/// not deleted. `?1` doc, `?2` version, `?3` now.
 pub const COMMIT_INTENTS_FOR_REPLACED: &str = "\
 INSERT OR IGNORE INTO cleanup_intents (vector_id, doc_id, version, reason, attempts, not_before, created_at)
 SELECT c.vector_id, c.doc_id, c.version, 'replaced', 0, 0, ?3
-FROM chunks c JOIN documents d ON d.doc_id = c.doc_id
-WHERE c.doc_id = ?1 AND c.version = d.live_version AND d.latest_version = ?2 AND d.live_version < ?2
-  AND (NOT EXISTS (SELECT 1 FROM chunks n WHERE n.vector_id = c.vector_id AND +n.doc_id = ?1 AND +n.version = ?2)
-       OR EXISTS (SELECT 1 FROM jobs j WHERE j.doc_id = c.doc_id AND j.version = c.version
-                  AND j.state IN ('queued', 'running', 'up_for_retry')))";
+FROM documents d JOIN chunks c ON c.doc_id = d.doc_id AND c.to_version > d.live_version AND c.to_version <= ?2
+  AND c.version <= d.live_version
+WHERE d.doc_id = ?1 AND d.latest_version = ?2 AND d.live_version < ?2";
 
-/// Replace step, statement 2 of 6: the old live version's rows whose
-/// vector this version keeps leave (the vector stays: this version's row
-/// refers to it), unless a job of the old version has not ended (then
-/// statement 1 made them intents). `?1` doc, `?2` version, `?3` now (unused).
-pub const COMMIT_DROP_KEPT_ROWS: &str = "\
-DELETE FROM chunks WHERE doc_id = ?1
-  AND version = (SELECT d.live_version FROM documents d WHERE d.doc_id = ?1 AND d.latest_version = ?2 AND d.live_version < ?2)
-  AND EXISTS (SELECT 1 FROM chunks n WHERE n.vector_id = chunks.vector_id AND +n.doc_id = ?1 AND +n.version = ?2)
-  AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.doc_id = chunks.doc_id AND j.version = chunks.version
-                  AND j.state IN ('queued', 'running', 'up_for_retry'))
+/// Replace step, statement 1 of 6, for a tombstone: the document's open
+/// rows are closed at it (a delete stages nothing, so nothing else closes
+/// them), if the compare-and-set will apply. `?1` doc, `?2` version, `?3`
+/// now (unused).
+pub const COMMIT_CLOSE_FOR_DELETE: &str = "\
+UPDATE chunks SET to_version = ?2
+WHERE doc_id = ?1 AND to_version IS NULL AND version < ?2
+  AND EXISTS (SELECT 1 FROM versions v WHERE v.doc_id = ?1 AND v.version = ?2 AND v.is_delete = 1)
+  AND EXISTS (SELECT 1 FROM documents d WHERE d.doc_id = ?1 AND d.latest_version = ?2
+              AND (d.live_version IS NULL OR d.live_version < ?2))
   AND ?3 IS NOT NULL";
 
 /// Replace step, statement 3 of 6, before the compare-and-set (which it reads): every
@@ -465,13 +546,22 @@ UPDATE documents SET live_version = ?2, repair_needed = 0, updated_at = ?3
 WHERE doc_id = ?1 AND latest_version = ?2 AND (live_version IS NULL OR live_version < ?2)";
 
 /// Replace step, statement 5 of 6: if the compare-and-set did not make this
-/// version live (a newer one arrived), its own vectors become intents.
-pub const COMMIT_INTENTS_FOR_LOSER: &str = "\
-INSERT OR IGNORE INTO cleanup_intents (vector_id, doc_id, version, reason, attempts, not_before, created_at)
+/// version live (a newer one arrived), the vectors of its rows that the
+/// live version does not hold become intents (the drain keeps any that a
+/// newer version's row still refers to). Also when a job ends without its
+/// version going live (`jobs.rs`).
+pub const COMMIT_INTENTS_FOR_LOSER: &str = concat!(
+    "INSERT OR IGNORE INTO cleanup_intents (vector_id, doc_id, version, reason, attempts, not_before, created_at)
 SELECT c.vector_id, c.doc_id, c.version, 'abandoned', 0, 0, ?3
 FROM chunks c
-WHERE c.doc_id = ?1 AND c.version = ?2
-  AND NOT EXISTS (SELECT 1 FROM documents d WHERE d.doc_id = ?1 AND d.live_version = ?2)";
+WHERE c.doc_id = ?1 AND ",
+    valid_at!("c", "?2"),
+    "
+  AND NOT EXISTS (SELECT 1 FROM documents d WHERE d.doc_id = ?1 AND d.live_version = ?2)
+  AND NOT EXISTS (SELECT 1 FROM documents d WHERE d.doc_id = ?1 AND ",
+    valid_at!("c", "d.live_version"),
+    ")"
+);
 
 /// Replace step, statement 6 of 6: the job ends `succeeded` if its version
 /// is live, `superseded` otherwise. `?1` doc, `?2` version, `?3` now, `?4` job.
@@ -580,20 +670,27 @@ WHERE vector_id IN (SELECT value FROM json_each(?1))";
 
 // ---------------------------------------------------------------- repair (cron)
 
-/// Chunk rows of abandoned versions (older than the latest, not live, no
-/// valid lease on them) become cleanup intents. A version older than the
-/// latest can never go live (see COMMIT_SET_LIVE), and a lease outlives any
-/// invocation, so no running worker can still write these vectors.
-/// `?1` now, `?2` limit.
-pub const SWEEP_ABANDONED: &str = "\
-INSERT OR IGNORE INTO cleanup_intents (vector_id, doc_id, version, reason, attempts, not_before, created_at)
+/// Closed chunk rows that nothing can serve any more (not valid at the
+/// live version; a closed row is valid at no later version either) and
+/// that no valid lease of a version in their range may still write become
+/// cleanup intents: rows of versions that never went live, and rows an
+/// earlier sweep or replace left without an intent. A version older than
+/// the latest can never go live (see COMMIT_SET_LIVE), and a lease
+/// outlives any invocation. Walks closed rows only (`chunks_closed`); open
+/// rows of a version that never went live are made intents when its job
+/// ends (`COMMIT_INTENTS_FOR_LOSER`). `?1` now, `?2` limit.
+pub const SWEEP_ABANDONED: &str = concat!(
+    "INSERT OR IGNORE INTO cleanup_intents (vector_id, doc_id, version, reason, attempts, not_before, created_at)
 SELECT c.vector_id, c.doc_id, c.version, 'abandoned', 0, 0, ?1
 FROM chunks c JOIN documents d ON d.doc_id = c.doc_id
-WHERE c.version < d.latest_version AND (d.live_version IS NULL OR c.version <> d.live_version)
+WHERE c.to_version IS NOT NULL AND NOT ",
+    valid_at!("c", "d.live_version"),
+    "
   AND NOT EXISTS (SELECT 1 FROM cleanup_intents i WHERE i.vector_id = c.vector_id)
-  AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.doc_id = c.doc_id AND j.version = c.version
+  AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.doc_id = c.doc_id AND j.version >= c.version AND j.version < c.to_version
                   AND j.state = 'running' AND j.lease_until >= ?1)
-LIMIT ?2";
+LIMIT ?2"
+);
 
 /// Jobs that should be moving but are not: queued or waiting for a retry
 /// with no progress for the stall period, or running with an expired lease.
@@ -709,14 +806,19 @@ pub const TENANT_ADD_USAGE: &str =
 // ---------------------------------------------------------------- search
 
 /// Of the candidate vector IDs in `?1` (JSON array), those whose chunk is
-/// live in generation `?2` and of tenant `?3` (invariants: search serves
-/// only what D1 holds as live, and only the asking tenant's).
-pub const LIVE_CHUNKS_BY_VECTOR_ID: &str = "\
-SELECT c.vector_id AS vector_id, c.doc_id AS doc_id, c.version AS version, c.chunk_index AS chunk_index, c.text AS text,
+/// live (its row valid at its document's live version) in generation `?2`
+/// and of tenant `?3` (invariants: search serves only what D1 holds as
+/// live, and only the asking tenant's). A hit's version is the live one,
+/// its place the row's order key.
+pub const LIVE_CHUNKS_BY_VECTOR_ID: &str = concat!(
+    "SELECT c.vector_id AS vector_id, c.doc_id AS doc_id, d.live_version AS version, c.ord AS ord, c.text AS text,
        c.generation AS generation, v.metadata AS metadata
-FROM chunks c JOIN documents d ON d.doc_id = c.doc_id AND d.live_version = c.version
-JOIN versions v ON v.doc_id = c.doc_id AND v.version = c.version
-WHERE c.vector_id IN (SELECT value FROM json_each(?1)) AND c.generation = ?2 AND c.tenant_id = ?3";
+FROM chunks c JOIN documents d ON d.doc_id = c.doc_id AND ",
+    valid_at!("c", "d.live_version"),
+    "
+JOIN versions v ON v.doc_id = c.doc_id AND v.version = d.live_version
+WHERE c.vector_id IN (SELECT value FROM json_each(?1)) AND c.generation = ?2 AND c.tenant_id = ?3"
+);
 
 /// The keyword search: of the keyword index's matches of `?1` (an FTS5
 /// expression built by `core::keyword::match_expression`, never user
@@ -724,14 +826,17 @@ WHERE c.vector_id IN (SELECT value FROM json_each(?1)) AND c.generation = ?2 AND
 /// that document key only, or NULL), best bm25 first (ties: vector ID), at
 /// most `?5`. The index holds only live rows; the joins check it again, so
 /// a keyword hit is fenced exactly as a vector hit is.
-pub const KEYWORD_CHUNKS: &str = "\
-SELECT c.vector_id AS vector_id, c.doc_id AS doc_id, c.version AS version, c.chunk_index AS chunk_index, c.text AS text,
+pub const KEYWORD_CHUNKS: &str = concat!(
+    "SELECT c.vector_id AS vector_id, c.doc_id AS doc_id, d.live_version AS version, c.ord AS ord, c.text AS text,
        c.generation AS generation, v.metadata AS metadata, -bm25(chunks_fts) AS score
 FROM chunks_fts JOIN chunks c ON c.chunk_id = chunks_fts.rowid
-JOIN documents d ON d.doc_id = c.doc_id AND d.live_version = c.version
-JOIN versions v ON v.doc_id = c.doc_id AND v.version = c.version
+JOIN documents d ON d.doc_id = c.doc_id AND ",
+    valid_at!("c", "d.live_version"),
+    "
+JOIN versions v ON v.doc_id = c.doc_id AND v.version = d.live_version
 WHERE chunks_fts MATCH ?1 AND c.generation = ?2 AND c.tenant_id = ?3 AND (?4 IS NULL OR c.doc_id = ?4)
-ORDER BY bm25(chunks_fts), c.vector_id LIMIT ?5";
+ORDER BY bm25(chunks_fts), c.vector_id LIMIT ?5"
+);
 
 // ---------------------------------------------------------------- local vector index
 
@@ -957,18 +1062,21 @@ pub const VERSION_IS_DELETE: &str =
 pub const REDRIVE_AUDIT_LIST: &str =
     "SELECT at, event, detail FROM redrive_audit WHERE redrive_id = ?1 ORDER BY at, rowid";
 
-/// Index verification: a page of live chunks, of versions live for longer
-/// than the visibility window, in a generation active for longer than it
-/// (a backfill's last vectors may be written seconds before its switch,
-/// and it changes no document's `updated_at`), after the cursor. `?1` live
-/// before, `?2`
-/// cursor (vector id, '' to start), `?3` limit.
-pub const VERIFY_LIVE_CHUNKS: &str = "\
-SELECT c.vector_id AS vector_id, c.doc_id AS doc_id, c.version AS version
-FROM chunks c JOIN documents d ON d.doc_id = c.doc_id AND d.live_version = c.version
+/// Index verification: a page of live chunks (rows valid at their
+/// document's live version), of versions live for longer than the
+/// visibility window, in a generation active for longer than it (a
+/// backfill's last vectors may be written seconds before its switch, and
+/// it changes no document's `updated_at`), after the cursor. `?1` live
+/// before, `?2` cursor (vector id, '' to start), `?3` limit.
+pub const VERIFY_LIVE_CHUNKS: &str = concat!(
+    "SELECT c.vector_id AS vector_id, c.doc_id AS doc_id, d.live_version AS version
+FROM chunks c JOIN documents d ON d.doc_id = c.doc_id AND ",
+    valid_at!("c", "d.live_version"),
+    "
 WHERE d.updated_at < ?1 AND c.vector_id > ?2
   AND c.generation = (SELECT generation FROM generations WHERE state = 'active' AND updated_at < ?1)
-ORDER BY c.vector_id LIMIT ?3";
+ORDER BY c.vector_id LIMIT ?3"
+);
 
 /// `?1` cursor name.
 pub const CURSOR_GET: &str = "SELECT value FROM repair_cursors WHERE name = ?1";
@@ -1046,13 +1154,17 @@ pub const GENERATION_GAPS: &str = concat!(
     "SELECT
   (SELECT count(*) FROM documents d JOIN versions v ON v.doc_id = d.doc_id AND v.version = d.live_version
    WHERE v.is_delete = 0 AND (
-     NOT EXISTS (SELECT 1 FROM chunks c WHERE c.doc_id = d.doc_id AND c.version = d.live_version AND c.generation = ?1)
+     NOT EXISTS (SELECT 1 FROM chunks c WHERE c.doc_id = d.doc_id AND c.generation = ?1 AND ",
+    valid_at!("c", "d.live_version"),
+    ")
      OR ",
     build_failed!(doc "d.doc_id", version "d.live_version", generation "?1"),
     ")) AS missing,
   (SELECT count(*) FROM jobs j WHERE j.state IN ('queued', 'running', 'up_for_retry') AND j.kind = 'index'
      AND j.build_generation IS NULL
-     AND NOT EXISTS (SELECT 1 FROM chunks c WHERE c.doc_id = j.doc_id AND c.version = j.version AND c.generation = ?1)) AS unstaged,
+     AND NOT EXISTS (SELECT 1 FROM chunks c WHERE c.doc_id = j.doc_id AND c.generation = ?1 AND ",
+    valid_at!("c", "j.version"),
+    ")) AS unstaged,
   (SELECT count(*) FROM jobs j WHERE j.build_generation = ?1 AND j.state IN ('queued', 'running', 'up_for_retry')) AS building"
 );
 
@@ -1067,11 +1179,15 @@ macro_rules! switch_allowed {
         "NOT EXISTS (SELECT 1 FROM jobs j WHERE j.build_generation = ?1 AND j.state IN ('queued', 'running', 'up_for_retry'))
   AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.state IN ('queued', 'running', 'up_for_retry') AND j.kind = 'index'
                   AND j.build_generation IS NULL
-                  AND NOT EXISTS (SELECT 1 FROM chunks c WHERE c.doc_id = j.doc_id AND c.version = j.version AND c.generation = ?1))
+                  AND NOT EXISTS (SELECT 1 FROM chunks c WHERE c.doc_id = j.doc_id AND c.generation = ?1 AND ",
+    valid_at!("c", "j.version"),
+    "))
   AND NOT EXISTS (
     SELECT 1 FROM documents d JOIN versions v ON v.doc_id = d.doc_id AND v.version = d.live_version
     WHERE v.is_delete = 0 AND (
-      NOT EXISTS (SELECT 1 FROM chunks c WHERE c.doc_id = d.doc_id AND c.version = d.live_version AND c.generation = ?1)
+      NOT EXISTS (SELECT 1 FROM chunks c WHERE c.doc_id = d.doc_id AND c.generation = ?1 AND ",
+    valid_at!("c", "d.live_version"),
+    ")
       OR ",
             build_failed!(doc "d.doc_id", version "d.live_version", generation "?1"),
             "))"
@@ -1123,14 +1239,15 @@ UPDATE generations SET state = 'abandoned', updated_at = ?2 WHERE generation = ?
   AND EXISTS (SELECT 1 FROM backfills b WHERE b.backfill_id = ?3 AND b.state = 'cancelled' AND b.to_generation = ?1)";
 
 /// Chunk rows of retiring or abandoned generations become cleanup intents,
-/// except rows of a version a job may still write. `?1` now, `?2` limit.
+/// except rows of a version range a job may still write. `?1` now, `?2` limit.
 pub const RETIRE_INTENTS: &str = "\
 INSERT OR IGNORE INTO cleanup_intents (vector_id, doc_id, version, reason, attempts, not_before, created_at)
 SELECT c.vector_id, c.doc_id, c.version, 'abandoned', 0, 0, ?1
 FROM chunks c JOIN generations g ON g.generation = c.generation
 WHERE g.state IN ('retiring', 'abandoned')
   AND NOT EXISTS (SELECT 1 FROM cleanup_intents i WHERE i.vector_id = c.vector_id)
-  AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.doc_id = c.doc_id AND j.version = c.version
+  AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.doc_id = c.doc_id AND j.version >= c.version
+                  AND (c.to_version IS NULL OR j.version < c.to_version)
                   AND j.state IN ('queued', 'running', 'up_for_retry'))
 LIMIT ?2";
 
@@ -1140,15 +1257,19 @@ UPDATE generations SET state = 'retired', updated_at = ?1
 WHERE state IN ('retiring', 'abandoned') AND NOT EXISTS (SELECT 1 FROM chunks c WHERE c.generation = generations.generation)";
 
 /// A build job that ended `failed` or `dead` (by its consumer or by cron):
-/// its rows in its generation become intents (the version is live, so the
-/// loser statement does not cover them), so the generation's switch sees
-/// the gap. Only once the job has ended: a build still running keeps its
-/// rows. `?1` doc, `?2` version, `?3` now, `?4` generation, `?5` job.
-pub const BUILD_INTENTS_FOR_FAILED: &str = "\
-INSERT OR IGNORE INTO cleanup_intents (vector_id, doc_id, version, reason, attempts, not_before, created_at)
+/// its rows in its generation (valid at its version) become intents (the
+/// version is live, so the loser statement does not cover them), so the
+/// generation's switch sees the gap. Only once the job has ended: a build
+/// still running keeps its rows. `?1` doc, `?2` version, `?3` now, `?4`
+/// generation, `?5` job.
+pub const BUILD_INTENTS_FOR_FAILED: &str = concat!(
+    "INSERT OR IGNORE INTO cleanup_intents (vector_id, doc_id, version, reason, attempts, not_before, created_at)
 SELECT c.vector_id, c.doc_id, c.version, 'abandoned', 0, 0, ?3
-FROM chunks c WHERE c.doc_id = ?1 AND c.version = ?2 AND c.generation = ?4
-  AND EXISTS (SELECT 1 FROM jobs j WHERE j.job_id = ?5 AND j.state IN ('failed', 'dead'))";
+FROM chunks c WHERE c.doc_id = ?1 AND c.generation = ?4 AND ",
+    valid_at!("c", "?2"),
+    "
+  AND EXISTS (SELECT 1 FROM jobs j WHERE j.job_id = ?5 AND j.state IN ('failed', 'dead'))"
+);
 
 // ---------------------------------------------------------------- backfills
 
@@ -1210,7 +1331,9 @@ WHERE d.doc_id > ?1 AND v.is_delete = 0 AND (?5 IS NULL OR d.tenant_id = ?5)
     metadata_mismatch!(),
     "))
   AND CASE WHEN ?3 IS NULL THEN d.latest_version = d.live_version ELSE
-        NOT EXISTS (SELECT 1 FROM chunks c WHERE c.doc_id = d.doc_id AND c.version = d.live_version AND c.generation = ?3)
+        NOT EXISTS (SELECT 1 FROM chunks c WHERE c.doc_id = d.doc_id AND c.generation = ?3 AND ",
+    valid_at!("c", "d.live_version"),
+    ")
         AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.doc_id = d.doc_id AND j.version = d.live_version
                         AND j.build_generation = ?3 AND j.state IN ('queued', 'running', 'up_for_retry'))
       END
@@ -1662,7 +1785,12 @@ pub const ALL: &[(&str, &str)] = &[
     ("CONSUME_SUPERSEDE", CONSUME_SUPERSEDE),
     ("CONSUME_CLAIM", CONSUME_CLAIM),
     ("CONSUME_LOAD_PARTS", CONSUME_LOAD_PARTS),
+    ("CONSUME_OPEN_ROWS", CONSUME_OPEN_ROWS),
+    ("CONSUME_STAGE_STAMP_GUARD", CONSUME_STAGE_STAMP_GUARD),
+    ("CONSUME_STAGE_STAMP", CONSUME_STAGE_STAMP),
     ("CONSUME_STAGE_CHUNKS", CONSUME_STAGE_CHUNKS),
+    ("CONSUME_STAGE_CLOSE", CONSUME_STAGE_CLOSE),
+    ("CONSUME_STAGE_DEAD_INTENTS", CONSUME_STAGE_DEAD_INTENTS),
     ("CONSUME_STAGE_GUARD", CONSUME_STAGE_GUARD),
     ("KEYWORD_STAGE_LIVE", KEYWORD_STAGE_LIVE),
     ("CONSUME_SET_CHUNK_COUNT", CONSUME_SET_CHUNK_COUNT),
@@ -1672,7 +1800,7 @@ pub const ALL: &[(&str, &str)] = &[
     ("JOB_ADD_USAGE", JOB_ADD_USAGE),
     ("TENANT_ADD_D1_ROWS", TENANT_ADD_D1_ROWS),
     ("COMMIT_INTENTS_FOR_REPLACED", COMMIT_INTENTS_FOR_REPLACED),
-    ("COMMIT_DROP_KEPT_ROWS", COMMIT_DROP_KEPT_ROWS),
+    ("COMMIT_CLOSE_FOR_DELETE", COMMIT_CLOSE_FOR_DELETE),
     ("COMMIT_SET_LIVE", COMMIT_SET_LIVE),
     ("COMMIT_INTENTS_FOR_LOSER", COMMIT_INTENTS_FOR_LOSER),
     ("COMMIT_FINISH_JOB", COMMIT_FINISH_JOB),

@@ -38,9 +38,9 @@ const MODES = ['keyword', 'vector', 'hybrid'];
 const SMALL = { CHUNK_SIZE_MAX_TOKENS: '200', CHUNK_OVERLAP_TOKENS: '20' };
 
 // ---------------------------------------------------------------------------
-// 1. Migration 0010 through wrangler, as `make migrate-local` applies it.
+// 1. Migrations 0010 and 0019 (the keyword index's triggers) through wrangler, as `make migrate-local` applies them.
 
-describe('migration 0010 through `wrangler d1 migrations apply` (make migrate-local)', () => {
+describe('migrations 0010 and 0019 through `wrangler d1 migrations apply` (make migrate-local)', () => {
   let dir;
   before(() => {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ingest-e2e-fts-migrate-'));
@@ -49,29 +49,31 @@ describe('migration 0010 through `wrangler d1 migrations apply` (make migrate-lo
     if (dir) fs.rmSync(dir, { recursive: true, force: true });
   });
 
-  it('1. wrangler splits 0010 with its BEGIN … END trigger bodies whole: chunks_fts and the three triggers exist and work', () => {
+  it('1. wrangler splits 0010 and 0019 with their BEGIN … END trigger bodies whole: chunks_fts and the three triggers exist and work', () => {
     // The Makefile's command (wrangler.toml, env local) on a state directory
     // of its own. The e2e harness (startWorker) applies migrations the same
     // way, with wrangler.toml minus [build].
     const applied = runWrangler(['d1', 'migrations', 'apply', 'DB', '--local', '--env', 'local', '--persist-to', dir]);
     assert.match(applied.stdout, /0010_keyword_index\.sql/, `0010 not in wrangler's output:\n${applied.stdout}`);
 
-    const file = fs.readFileSync(path.join(REPO_ROOT, 'migrations', '0010_keyword_index.sql'), 'utf8');
-    // The triggers as the migration writes them, each through its `END;`.
+    // The triggers as the last migration that creates them (0019, shared
+    // chunk rows) writes them, each through its `END;`.
+    const file = fs.readFileSync(path.join(REPO_ROOT, 'migrations', '0019_shared_chunk_rows.sql'), 'utf8');
     const expected = new Map(
       [...file.matchAll(/^CREATE TRIGGER (\w+)[\s\S]*?^END;/gm)].map((m) => [m[1], m[0].slice(0, -1)]),
     );
     const THREE = ['chunks_fts_changed', 'chunks_fts_cleaned', 'chunks_fts_replaced'];
-    for (const name of THREE) assert.ok(expected.has(name), `migration 0010 no longer creates trigger ${name}`);
+    for (const name of THREE) assert.ok(expected.has(name), `migration 0019 no longer creates trigger ${name}`);
 
     // A functional check of the triggers in the same wrangler call: a
     // document's chunk rows enter the index when their version goes live,
     // a row staged for the live version does not enter by trigger (the
     // staging batch's KEYWORD_STAGE_LIVE enters it: step 5d's backfill), a
-    // replace swaps the rows, a cleaned-up row leaves. Each SELECT's rows are one result set.
+    // replace swaps the rows that changed and keeps the rows both versions
+    // share, a cleaned-up row leaves. Each SELECT's rows are one result set.
     const ins = (version, generation, index, text, terms = 'NULL') =>
-      `INSERT INTO chunks (doc_id, version, generation, chunk_index, vector_id, start_byte, end_byte, content_hash, text, terms) ` +
-      `VALUES ('t/a', ${version}, ${generation}, ${index}, 't/a:${version}:${generation}:${index}', 0, 1, 'h', '${text}', ${terms})`;
+      `INSERT INTO chunks (doc_id, version, to_version, generation, ord, vector_id, content_hash, text, terms) ` +
+      `VALUES ('t/a', ${version}, NULL, ${generation}, ${index}, 't/a:${version}:${generation}:${index}', 'h', '${text}', ${terms})`;
     const fts = (what) => `SELECT '${what}' AS what, group_concat(c.vector_id, ' ') AS ids FROM chunks_fts f JOIN chunks c ON c.chunk_id = f.rowid`;
     const statements = [
       "SELECT 'migrations' AS what, group_concat(name, ' ') AS ids FROM (SELECT name FROM d1_migrations ORDER BY id)",
@@ -86,12 +88,15 @@ describe('migration 0010 through `wrangler d1 migrations apply` (make migrate-lo
       fts('v1 live'),
       ins(1, 2, 0, 'alpha bravo charlie'),
       fts('v1 gen 2 staged'),
-      ins(2, 1, 0, '東京都', "' 東 京 都 '"),
+      // Version 2 keeps 'alpha bravo' (its row is shared), drops 'charlie'
+      // and generation 2 (closed at 2), adds 東京都 (ord 1).
+      "UPDATE chunks SET to_version = 2 WHERE doc_id = 't/a' AND vector_id IN ('t/a:1:1:1', 't/a:1:2:0')",
+      ins(2, 1, 1, '東京都', "' 東 京 都 '"),
       fts('v2 staged'),
       "UPDATE documents SET live_version = 2 WHERE doc_id = 't/a'",
       fts('v2 live'),
       "SELECT 'match 京都' AS what, group_concat(rowid, ' ') AS ids FROM chunks_fts WHERE chunks_fts MATCH '\"京 都\"'",
-      "UPDATE chunks SET terms = ' 京 都 ' WHERE vector_id = 't/a:2:1:0'",
+      "UPDATE chunks SET terms = ' 京 都 ' WHERE vector_id = 't/a:2:1:1'",
       fts('v2 row changed'),
       "DELETE FROM chunks WHERE doc_id = 't/a' AND version = 2",
       fts('v2 rows cleaned'),
@@ -130,10 +135,10 @@ describe('migration 0010 through `wrangler d1 migrations apply` (make migrate-lo
     assert.deepEqual(ids('v1 live'), ['t/a:1:1:0', 't/a:1:1:1'], 'chunks_fts_replaced: the live version\'s rows enter');
     assert.deepEqual(ids('v1 gen 2 staged'), ['t/a:1:1:0', 't/a:1:1:1'], 'no trigger on inserts: D1 would count its writes as rows staged');
     assert.deepEqual(ids('v2 staged'), ['t/a:1:1:0', 't/a:1:1:1'], 'a row of a newer version waits until it is live');
-    assert.deepEqual(ids('v2 live'), ['t/a:2:1:0'], 'chunks_fts_replaced: the old live rows leave (both statements of the body ran)');
+    assert.deepEqual(ids('v2 live'), ['t/a:1:1:0', 't/a:2:1:1'], 'chunks_fts_replaced: the closed row leaves, the new one enters, the shared one stays (both statements of the body ran)');
     assert.ok((got['match 京都'] ?? '').length > 0, `the spaced-out Japanese terms match as a phrase: ${JSON.stringify(got)}`);
-    assert.deepEqual(ids('v2 row changed'), ['t/a:2:1:0'], 'chunks_fts_changed: the entry is replaced, not doubled');
-    assert.deepEqual(ids('v2 rows cleaned'), [], 'chunks_fts_cleaned: a deleted row leaves');
+    assert.deepEqual(ids('v2 row changed'), ['t/a:1:1:0', 't/a:2:1:1'], 'chunks_fts_changed: the entry is replaced, not doubled');
+    assert.deepEqual(ids('v2 rows cleaned'), ['t/a:1:1:0'], 'chunks_fts_cleaned: a deleted row leaves');
   });
 });
 

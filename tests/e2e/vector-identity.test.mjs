@@ -86,14 +86,15 @@ after(async () => {
   await w?.stop();
 });
 
-/** The live version's chunk rows, in order: `{chunk_index, vector_id, text}`. */
+/** The live version's chunk rows (valid at it), in order: `{ord, vector_id, text}`. */
 async function liveRows() {
   const db = await w.mf.getD1Database('DB');
   const { results } = await db
     .prepare(
-      `SELECT c.chunk_index, c.vector_id, c.text FROM chunks c
-         JOIN documents d ON d.doc_id = c.doc_id AND d.live_version = c.version
-        WHERE c.doc_id = ?1 ORDER BY c.chunk_index`,
+      `SELECT c.ord, c.vector_id, c.text FROM chunks c
+         JOIN documents d ON d.doc_id = c.doc_id AND c.version <= d.live_version
+          AND (c.to_version IS NULL OR c.to_version > d.live_version)
+        WHERE c.doc_id = ?1 ORDER BY c.ord`,
     )
     .bind(DOC)
     .all();
@@ -153,7 +154,8 @@ describe('vector identity over the strict fakes', () => {
     for (const r of rows) assert.ok(Buffer.byteLength(r.vector_id) <= 64, r.vector_id);
     await indexMatchesLedger();
 
-    const copies = rows.filter((r) => r.text.trim() === REPEATED).map((r) => r.chunk_index);
+    // A first version's order keys are its chunk indexes.
+    const copies = rows.filter((r) => r.text.trim() === REPEATED).map((r) => r.ord);
     assert.deepEqual(copies, [101, 702]);
     const hits = (await vectorHits(REPEATED)).filter((h) => h.text.trim() === REPEATED);
     assert.deepEqual(hits.map((h) => h.chunk).sort((a, b) => a - b), copies, 'both copies are served, each at its place');
@@ -201,11 +203,15 @@ describe('vector identity over the strict fakes', () => {
 
     const hit = (await vectorHits(moved, 1))[0];
     assert.equal(hit?.version, 3, JSON.stringify(hit));
-    assert.equal(hit.chunk, paragraphs.length - 1, 'its new place, from D1');
+    // Its new place: after the last chunk, whose order key is the first
+    // version's last index (paragraphs.length - 1).
+    assert.equal(hit.chunk, paragraphs.length, 'its new place, from D1');
     assert.equal(hit.text.trim(), moved);
-    // Every chunk after the moved one shifted by one: the copies too.
+    // No other chunk's place changed: the copies keep their order keys.
     const copies = (await vectorHits(REPEATED)).filter((h) => h.text.trim() === REPEATED);
-    assert.deepEqual(copies.map((h) => h.chunk).sort((a, b) => a - b), [100, 701]);
+    assert.deepEqual(copies.map((h) => h.chunk).sort((a, b) => a - b), [101, 702]);
+    const rows = await liveRows();
+    assert.deepEqual(rows.map((r) => r.text.trim()), paragraphs, 'the rows, in order-key order, are the document');
   });
 
   step('4. one copy of the repeated paragraph removed: the other is served once; the unreferenced vector is deleted', async () => {
@@ -218,10 +224,12 @@ describe('vector identity over the strict fakes', () => {
     const d = diff(before, counters());
     assert.equal(job.progress.chunks_embedded, 0, JSON.stringify(job.progress));
     // The remaining copy is now the first occurrence: the first copy's vector
-    // serves it, the second copy's is the one deleted.
+    // serves it, the second copy's is the one deleted. Its row is new (its
+    // vector ID's old row was at the first copy's place), at the second
+    // copy's order key (midway between its unchanged neighbours', 701 and 703).
     assert.deepEqual(d, { upsertCalls: 0, getCalls: 0, upserted: 0, deleted: 1, texts: 0 });
     const copies = (await vectorHits(REPEATED)).filter((h) => h.text.trim() === REPEATED);
-    assert.deepEqual(copies.map((h) => [h.chunk, h.version]), [[700, 4]]);
+    assert.deepEqual(copies.map((h) => [h.chunk, h.version]), [[702, 4]]);
     const rows = await liveRows();
     assert.equal(rows.length, paragraphs.length);
     assert.equal(w.fakes.vectorize.stats().visibleCount, rows.length);

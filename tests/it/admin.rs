@@ -272,7 +272,7 @@ fn cron_finds_missing_live_vectors_and_repairs_the_document() {
     // (Only a has a chunk 1.)
     let lost = oracle::live_chunks(&w.db)
         .into_iter()
-        .find(|c| c.chunk_index == 1)
+        .find(|c| c.ord == 1.0)
         .unwrap()
         .vector_id;
     w.index.vectors.borrow_mut().remove(&lost);

@@ -142,9 +142,10 @@ struct ChunkRow {
 fn live_rows(w: &World, doc: &str) -> Vec<ChunkRow> {
     w.db.inspect(
         "SELECT c.vector_id, c.generation, c.text, g.index_config FROM chunks c
-         JOIN documents d ON d.doc_id = c.doc_id AND d.live_version = c.version
+         JOIN documents d ON d.doc_id = c.doc_id AND c.version <= d.live_version
+           AND (c.to_version IS NULL OR c.to_version > d.live_version)
          JOIN generations g ON g.generation = c.generation
-         WHERE c.doc_id = ?1 ORDER BY c.generation, c.chunk_index",
+         WHERE c.doc_id = ?1 ORDER BY c.generation, c.ord",
         vec![doc.into()],
     )
 }

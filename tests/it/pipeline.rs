@@ -454,8 +454,9 @@ fn chunk_rows_are_written_in_few_statements() {
     w.deliver_all();
     let calls = w.db.calls.get() - before;
     assert_eq!(w.live_vector_ids().len(), 2000);
-    // load, supersede-check, claim, parts, stage, step, commit, and cleanup probe.
-    assert!(calls <= 10, "{calls} D1 calls for 2,000 chunks");
+    // load, supersede-check, claim, parts, open rows, stage, step, commit,
+    // and cleanup probe.
+    assert!(calls <= 11, "{calls} D1 calls for 2,000 chunks");
     assert_eq!(w.index.upsert_calls.get(), 2, "⌈2000/1000⌉ upserts");
 }
 

@@ -207,7 +207,11 @@ fn a_moved_chunk_keeps_its_vector_and_is_served_at_its_new_place() {
     let hits = w.search(&moved, 3);
     let found: Vec<_> = hits.iter().filter(|h| h.text == moved).collect();
     assert_eq!(found.len(), 1, "{hits:?}");
-    assert_eq!((found[0].version, found[0].chunk), (2, at as u32));
+    // Its place: last, after every chunk that stayed (their order keys
+    // unchanged: 0, 1, 2, … up to v1's last, 29), the key after the last
+    // one's.
+    assert_eq!(at, texts.len() - 1);
+    assert_eq!((found[0].version, found[0].chunk), (2, texts.len() as f64));
     assert_eq!(w.index.ids(), w.live_vector_ids());
     assert_vectors_are_fresh_embeddings(&w);
 }
@@ -246,15 +250,16 @@ fn a_chunk_repeated_twice_has_two_vectors_the_copy_reused_and_both_are_served() 
         (1, texts.len() as u64 - 1)
     );
     let hits = w.search(&repeated, 5);
-    let mut found: Vec<u32> = hits
+    let mut found: Vec<f64> = hits
         .iter()
         .filter(|h| h.text == repeated && h.version == 2)
         .map(|h| h.chunk)
         .collect();
-    found.sort();
+    found.sort_by(f64::total_cmp);
+    // Appended chunks: their order keys are their places.
     assert_eq!(
         found,
-        places.iter().map(|&k| k as u32).collect::<Vec<_>>(),
+        places.iter().map(|&k| k as f64).collect::<Vec<_>>(),
         "{hits:?}"
     );
     assert_eq!(w.index.ids(), w.live_vector_ids());
@@ -306,7 +311,7 @@ fn a_vector_lost_from_the_index_is_repaired_even_when_the_next_version_keeps_it(
     let kept = chunk_texts(&v2, &w);
     let lost = oracle::live_chunks(&w.db)
         .into_iter()
-        .find(|c| c.chunk_index == 7 && kept.contains(&c.text))
+        .find(|c| c.ord == 7.0 && kept.contains(&c.text))
         .expect("chunk 7 is unchanged")
         .vector_id;
     w.index.vectors.borrow_mut().remove(&lost);
@@ -412,7 +417,7 @@ fn to_legacy_ids(w: &World, doc: &str) -> BTreeSet<String> {
     let key = default_key(doc);
     let mut legacy = BTreeSet::new();
     for r in oracle::live_chunks(&w.db) {
-        let id = legacy_vector_id(&key, r.version, r.chunk_index, 1);
+        let id = legacy_vector_id(&key, r.version, r.ord as u32, 1);
         block_on(w.db.execute(Stmt::new(
             SET_ID,
             vec![r.vector_id.as_str().into(), id.as_str().into()],
@@ -421,7 +426,7 @@ fn to_legacy_ids(w: &World, doc: &str) -> BTreeSet<String> {
         let mut v = w.index.vectors.borrow_mut().remove(&r.vector_id).unwrap();
         v.id = id.clone();
         v.metadata.insert("version".into(), json!(r.version));
-        v.metadata.insert("chunk".into(), json!(r.chunk_index));
+        v.metadata.insert("chunk".into(), json!(r.ord as u32));
         w.index.vectors.borrow_mut().insert(id.clone(), v);
         legacy.insert(id);
     }
@@ -829,9 +834,12 @@ fn searching_through_reused_vectors_matches_fresh_ones() {
         };
         let ha = block_on(a.p().search(&TenantId::default_tenant(), &req)).unwrap();
         let hb = block_on(b.p().search(&TenantId::default_tenant(), &req)).unwrap();
+        // Order keys differ (an edit inserts between its neighbours' keys;
+        // a first version counts 0, 1, 2, …): the hits and their scores
+        // must not.
         let key = |h: &Vec<ingest_pipeline::pipeline::SearchHit>| {
             h.iter()
-                .map(|x| (x.chunk, x.text.clone(), x.score))
+                .map(|x| (x.text.clone(), x.score))
                 .collect::<Vec<_>>()
         };
         assert_eq!(key(&ha), key(&hb), "query {q}");

@@ -224,7 +224,7 @@ fn migration_0011_keeps_every_chunk_row_its_keyword_entry_and_lets_versions_shar
             .collect()
     };
     let kept = rows(&db);
-    for (_, m) in &after {
+    for (_, m) in after.iter().filter(|(name, _)| *name < "0019") {
         db.execute_batch(m).unwrap();
     }
     assert_eq!(rows(&db), kept, "every row, with its key and ID");
@@ -260,10 +260,83 @@ fn migration_0011_keeps_every_chunk_row_its_keyword_entry_and_lets_versions_shar
 }
 
 #[test]
+fn migration_0019_keeps_every_row_and_keyword_entry_and_opens_the_latest_versions_rows() {
+    // A ledger as 0018 left it: document d with version 1 (replaced) and
+    // version 2 (live and latest), each with its own copy of the rows;
+    // document e with version 1 live and version 2 staged, not live yet.
+    let db = rusqlite::Connection::open_in_memory().unwrap();
+    db.execute_batch("PRAGMA foreign_keys = ON").unwrap();
+    let (before, after): (Vec<_>, Vec<_>) = LEDGER_MIGRATIONS
+        .iter()
+        .partition(|(name, _)| *name < "0019");
+    for (_, m) in &before {
+        db.execute_batch(m).unwrap();
+    }
+    db.execute_batch(
+        "INSERT INTO documents (doc_id, latest_version, live_version, repair_needed, created_at, updated_at)
+           VALUES ('d', 2, 2, 0, 0, 0), ('e', 2, 1, 0, 0, 0);
+         INSERT INTO versions (doc_id, version, is_delete, content_hash, content_type, metadata, text_bytes, part_count, chunk_count, created_at)
+           VALUES ('d', 1, 0, 'h1', 'text/plain', '{}', 10, 1, 2, 0), ('d', 2, 0, 'h2', 'text/plain', '{}', 10, 1, 2, 0),
+                  ('e', 1, 0, 'h1', 'text/plain', '{}', 5, 1, 1, 0), ('e', 2, 0, 'h2', 'text/plain', '{}', 5, 1, 1, 0);
+         INSERT INTO chunks (doc_id, version, generation, chunk_index, vector_id, start_byte, end_byte, content_hash, text)
+           VALUES ('d', 1, 1, 0, 'd.a', 0, 5, 'a', 'alpha'), ('d', 1, 1, 1, 'd.b', 5, 10, 'b', 'bravo'),
+                  ('d', 2, 1, 0, 'd.a', 0, 5, 'a', 'alpha'), ('d', 2, 1, 1, 'd.c', 5, 10, 'c', 'charlie'),
+                  ('e', 1, 1, 0, 'e.x', 0, 5, 'x', 'xray'), ('e', 2, 1, 0, 'e.y', 0, 5, 'y', 'yankee');
+         INSERT INTO chunks_fts (rowid, terms) SELECT c.chunk_id, c.text FROM chunks c
+           JOIN documents d ON d.doc_id = c.doc_id AND d.live_version = c.version;",
+    )
+    .unwrap();
+    let rows = |db: &rusqlite::Connection| -> Vec<(i64, String, i64, Option<i64>, f64)> {
+        let mut q = db
+            .prepare("SELECT chunk_id, vector_id, version, to_version, ord FROM chunks ORDER BY chunk_id")
+            .unwrap();
+        q.query_map([], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+        })
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+    };
+    let fts = |db: &rusqlite::Connection| -> Vec<i64> {
+        let mut q = db
+            .prepare("SELECT rowid FROM chunks_fts ORDER BY rowid")
+            .unwrap();
+        q.query_map([], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    };
+    let indexed = fts(&db);
+    for (_, m) in &after {
+        db.execute_batch(m).unwrap();
+    }
+    // Every row keeps its key and vector; each is valid at its own version
+    // only, but a latest version's rows stay open; order keys are the
+    // chunk indexes.
+    assert_eq!(
+        rows(&db),
+        vec![
+            (1, "d.a".into(), 1, Some(2), 0.0),
+            (2, "d.b".into(), 1, Some(2), 1.0),
+            (3, "d.a".into(), 2, None, 0.0),
+            (4, "d.c".into(), 2, None, 1.0),
+            (5, "e.x".into(), 1, Some(2), 0.0),
+            (6, "e.y".into(), 2, None, 0.0),
+        ]
+    );
+    assert_eq!(fts(&db), indexed, "the keyword index is untouched");
+    // e's version 2 goes live: the new trigger moves the keyword index from
+    // the rows valid at 1 to those valid at 2.
+    db.execute_batch("UPDATE documents SET live_version = 2 WHERE doc_id = 'e'")
+        .unwrap();
+    assert_eq!(fts(&db), vec![3, 4, 6]);
+}
+
+#[test]
 fn foreign_keys_are_enforced() {
     let db = SqliteDb::ledger();
     let orphan = Stmt::new(
-        "INSERT INTO chunks (doc_id, version, chunk_index, vector_id, start_byte, end_byte, content_hash, text) VALUES ('x', 1, 0, 'v', 0, 1, 'h', 't')",
+        "INSERT INTO chunks (doc_id, version, generation, ord, vector_id, content_hash, text) VALUES ('x', 1, 1, 0, 'v', 'h', 't')",
         vec![],
     );
     let err = block_on(db.execute(orphan)).unwrap_err();
@@ -805,20 +878,15 @@ fn a_page_finds_kept_chunks_by_their_vector_id_not_by_scanning_the_live_version(
             .any(|l| l.contains("SEARCH o USING INDEX chunks_by_vector")),
         "{plan:#?}"
     );
-    for (name, stmt) in [
-        (
-            "COMMIT_INTENTS_FOR_REPLACED",
-            sql::COMMIT_INTENTS_FOR_REPLACED,
-        ),
-        ("COMMIT_DROP_KEPT_ROWS", sql::COMMIT_DROP_KEPT_ROWS),
-    ] {
-        let plan = query_plan(stmt, 3);
-        assert!(
-            plan.iter()
-                .any(|l| l.contains("SEARCH n USING INDEX chunks_by_vector")),
-            "{name}: {plan:#?}"
-        );
-    }
+    // The replace finds the rows it stops serving by the version that
+    // closed them (`chunks_closed`), not by reading the document's rows.
+    let plan = query_plan(sql::COMMIT_INTENTS_FOR_REPLACED, 3);
+    assert!(
+        plan.iter().any(|l| l.contains(
+            "SEARCH c USING INDEX chunks_closed (doc_id=? AND to_version>? AND to_version<?)"
+        )),
+        "{plan:#?}"
+    );
 }
 
 /// The tenant's listings read through an index whatever the table's size:

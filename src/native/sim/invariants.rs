@@ -25,8 +25,8 @@ fn violation(invariant: &'static str, detail: String) -> Violation {
     Violation { invariant, detail }
 }
 
-/// The served chunks' texts by document key, version and chunk index.
-type Served = BTreeMap<(String, u32, u32), String>;
+/// The served chunks' texts by document key, live version and order key (its bits).
+type Served = BTreeMap<(String, u32, u64), String>;
 /// Each document's latest and live version, by key.
 type Versions = BTreeMap<String, (u32, Option<u32>)>;
 /// Each job's document key and progress, by job ID.
@@ -109,7 +109,7 @@ impl Monitor {
         served_chunks_have_vectors(&chunks, &index, &w.lost.borrow())?;
         let served: Served = chunks
             .into_iter()
-            .map(|c| ((c.doc_id, c.version, c.chunk_index), c.text))
+            .map(|c| ((c.doc_id, c.version, c.ord.to_bits()), c.text))
             .collect();
         let versions = oracle::document_versions(&w.db);
         self.live_versions_never_decrease(&versions)?;
@@ -202,7 +202,7 @@ impl Monitor {
                 }
                 let key = key_of(tenant, &h.doc_id)?;
                 // Its text is the served chunk's, not only its version.
-                let at = (key.as_str().to_string(), h.version, h.chunk);
+                let at = (key.as_str().to_string(), h.version, h.chunk.to_bits());
                 if served.get(&at) != Some(&h.text) {
                     return Err(violation(
                         "I4",
@@ -362,7 +362,7 @@ fn hit_is_of_its_tenant(
 ) -> Result<(), Violation> {
     let at = |t: &TenantId| -> Result<Option<&String>, Violation> {
         let key = key_of(t, &h.doc_id)?;
-        Ok(served.get(&(key.as_str().to_string(), h.version, h.chunk)))
+        Ok(served.get(&(key.as_str().to_string(), h.version, h.chunk.to_bits())))
     };
     if at(tenant)? == Some(&h.text) {
         return Ok(());

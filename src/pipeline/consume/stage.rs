@@ -10,11 +10,12 @@ use crate::core::failure::FailureBucket;
 use crate::core::ids::{occurrences, sha256_hex, split_key, vector_id, DocKey};
 use crate::core::index_config::EmbedModel;
 use crate::core::keyword;
+use crate::core::row_plan::{plan_rows, OpenRow};
 use crate::core::state::GenerationState;
 use crate::pipeline::budget::{Budget, Usage};
 use crate::pipeline::Pipeline;
 use crate::ports::{Clock, Database, Embedder, JobQueue, PortError, VectorIndex, VectorRecord};
-use crate::store::{ClaimRow, ConsumeRow, GenerationRow, StagedChunk, Staging};
+use crate::store::{ClaimRow, ConsumeRow, GenerationRow, OpenRows, StagedChunk, Staging};
 
 /// One target generation's chunks of the version, their vector IDs and
 /// content hashes, in chunk order.
@@ -25,26 +26,77 @@ struct TargetChunks<'t> {
     hashes: Vec<String>,
 }
 
-/// The chunk rows to stage, target by target, each in chunk order.
-fn staged_rows<'a>(per_target: &'a [TargetChunks<'a>]) -> Vec<StagedChunk<'a>> {
-    per_target
-        .iter()
-        .flat_map(|t| {
-            t.chunks
+/// What a staging writes: the new rows (target by target, each in chunk
+/// order), the open rows it closes, how many it keeps, and where its new
+/// rows stop being valid.
+struct StagePlan<'a> {
+    rows: Vec<StagedChunk<'a>>,
+    close: Vec<i64>,
+    kept: usize,
+    to_version: Option<u32>,
+}
+
+/// Plans a staging against the document's open rows (`core::row_plan`,
+/// per target generation): an unchanged chunk keeps its row, a new one
+/// gets a row with an order key between its neighbours', an open row the
+/// version lacks is closed. An index job (its version the latest) closes
+/// every open row of a generation it does not write; a build job touches
+/// its own generation only, and a build of a live version that is no
+/// longer the latest writes rows valid at that version only (the open
+/// rows are a newer version's).
+fn plan_staging<'a>(
+    job: &ConsumeRow,
+    per_target: &'a [TargetChunks<'a>],
+    open: &OpenRows,
+) -> StagePlan<'a> {
+    let stale_build = job.build_generation.is_some() && open.latest_version != job.version;
+    let mut plan = StagePlan {
+        rows: Vec::new(),
+        close: Vec::new(),
+        kept: 0,
+        to_version: stale_build.then_some(job.version + 1),
+    };
+    if job.build_generation.is_none() {
+        let targeted = |g: u32| per_target.iter().any(|t| t.generation == g);
+        plan.close.extend(
+            open.rows
                 .iter()
-                .zip(t.ids.iter().zip(&t.hashes))
-                .map(move |(c, (id, h))| StagedChunk {
-                    g: t.generation,
-                    i: c.index,
-                    id,
-                    s: c.start,
-                    e: c.end,
-                    h,
-                    t: c.text,
-                    k: keyword::index_terms(c.text),
+                .filter(|r| r.generation.is_some_and(|g| !targeted(g)))
+                .filter_map(|r| r.chunk_id),
+        );
+    }
+    for t in per_target {
+        let open_g: Vec<OpenRow<'_>> = open
+            .rows
+            .iter()
+            .filter(|r| !stale_build && r.generation == Some(t.generation))
+            .filter_map(|r| {
+                Some(OpenRow {
+                    chunk_id: r.chunk_id?,
+                    vector_id: r.vector_id.as_deref()?,
+                    ord: r.ord?,
                 })
-        })
-        .collect()
+            })
+            .collect();
+        let ids: Vec<&str> = t.ids.iter().map(String::as_str).collect();
+        let p = plan_rows(&open_g, &ids);
+        plan.close.extend(p.close);
+        for (i, c) in t.chunks.iter().enumerate() {
+            if p.kept[i].is_some() {
+                plan.kept += 1;
+                continue;
+            }
+            plan.rows.push(StagedChunk {
+                g: t.generation,
+                o: p.ords[i],
+                id: &t.ids[i],
+                h: &t.hashes[i],
+                t: c.text,
+                k: keyword::index_terms(c.text),
+            });
+        }
+    }
+    plan
 }
 
 impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D, V, E, Q, C> {
@@ -67,8 +119,8 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             ))?;
             return Ok(Some((rows, None)));
         }
-        // The generations to write, the text, one staging batch.
-        if !budget.allows(usage, self.clock.now_ms(), 3, CONSUME_RESERVE) {
+        // The generations to write, the text, the open rows, one staging batch.
+        if !budget.allows(usage, self.clock.now_ms(), 4, CONSUME_RESERVE) {
             return Ok(None);
         }
         let (rows, models) = self.stage(job, doc_id).await?;
@@ -99,7 +151,8 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             .ok_or(PortError::new(FailureBucket::InputInvalid, "content_type"))?;
         let metadata = canonical_metadata(&job.metadata)?;
         let per_target = self.chunk_targets(&targets, doc_id, &metadata, &text, content_type)?;
-        let staged = staged_rows(&per_target);
+        let open = self.store.open_rows(&job.doc_id).await?;
+        let plan = plan_staging(job, &per_target, &open);
         if self.bugs.has(Bug::UpsertBeforeStage) {
             let model = models.get(&per_target[0].generation).cloned().flatten();
             let model = model.ok_or(PortError::new(FailureBucket::Internal, "no_target"))?;
@@ -119,7 +172,11 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                 _ => return Err(PortError::new(FailureBucket::Internal, "no_target")),
             };
         let stage = Staging {
-            rows: &staged,
+            rows: &plan.rows,
+            close: &plan.close,
+            kept: plan.kept,
+            stamp: open.stamp,
+            to_version: plan.to_version,
             version_chunks: job
                 .build_generation
                 .is_none()
