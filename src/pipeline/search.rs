@@ -77,6 +77,7 @@ pub struct SearchHit {
     /// The chunk's place in its document: an order key (0, 1, 2, … in a
     /// document's first version; a chunk inserted later gets a key between
     /// its neighbours', so no other chunk's key changes).
+    #[serde(serialize_with = "order_key")]
     pub chunk: f64,
     /// The index generation served (the active one).
     pub generation: u32,
@@ -89,6 +90,18 @@ pub struct SearchHit {
     /// in `<mark>` (`"highlight": true` only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub snippet: Option<String>,
+}
+
+/// An order key as JSON: a whole number as an integer (`3`, not `3.0`:
+/// most keys are, and clients that read `chunk` as an integer keep doing
+/// so), any other as a number with its fraction.
+fn order_key<S: serde::Serializer>(key: &f64, s: S) -> Result<S::Ok, S::Error> {
+    const EXACT: f64 = 9_007_199_254_740_992.0; // 2^53: every integer below is exact
+    if key.fract() == 0.0 && key.abs() < EXACT {
+        s.serialize_i64(*key as i64)
+    } else {
+        s.serialize_f64(*key)
+    }
 }
 
 impl SearchRequest {
@@ -437,5 +450,35 @@ where
             Err(e) if e.bucket.is_transient() && left > 0 => left -= 1,
             other => return other,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Scores, SearchHit};
+
+    fn hit(chunk: f64) -> serde_json::Value {
+        let h = SearchHit {
+            doc_id: "d".into(),
+            version: 1,
+            chunk,
+            generation: 1,
+            text: "t".into(),
+            score: 0.5,
+            scores: Scores {
+                vector: None,
+                keyword: None,
+                fused: 0.5,
+            },
+            snippet: None,
+        };
+        serde_json::to_value(h).unwrap()["chunk"].clone()
+    }
+
+    #[test]
+    fn a_whole_order_key_is_an_integer_in_json_and_a_fraction_keeps_its_fraction() {
+        assert_eq!(hit(3.0).to_string(), "3");
+        assert_eq!(hit(-2.0).to_string(), "-2");
+        assert_eq!(hit(600.5).to_string(), "600.5");
     }
 }
