@@ -9,8 +9,8 @@
 -- first version has 0, 1, 2, …; a chunk inserted later gets a key between
 -- its neighbours'.
 --
--- The table is rebuilt (columns are dropped: `chunk_index` becomes `ord`,
--- the byte offsets, which an insertion above would shift, go); `chunk_id`
+-- The table is rebuilt (`chunk_index` becomes `ord`, the byte offsets,
+-- which an insertion above would shift, go); `chunk_id`
 -- is kept, so the keyword index's rowids stay valid, and every vector
 -- stays (a row keeps its vector ID). Rows written before were per version:
 -- each becomes valid at its own version only (`to_version` = version + 1),
@@ -33,6 +33,10 @@ CREATE TABLE chunks_r (
   terms        TEXT,
   tenant_id    TEXT GENERATED ALWAYS AS
     (CASE WHEN instr(doc_id, char(31)) > 0 THEN substr(doc_id, 1, instr(doc_id, char(31)) - 1) ELSE 'default' END) VIRTUAL,
+  -- For the previous release's search, which reads it, between this
+  -- migration and the deploy of the code that needs it (docs/deploy.md,
+  -- "Upgrading"); nothing stored, nothing of this release reads it.
+  chunk_index  INTEGER GENERATED ALWAYS AS (CAST(ord AS INTEGER)) VIRTUAL,
   CHECK (to_version IS NULL OR to_version > version),
   FOREIGN KEY (doc_id, version) REFERENCES versions (doc_id, version)
 );

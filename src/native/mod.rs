@@ -109,6 +109,10 @@ pub const LEDGER_MIGRATIONS: &[(&str, &str)] = &[
         "0019_shared_chunk_rows.sql",
         include_str!("../../migrations/0019_shared_chunk_rows.sql"),
     ),
+    (
+        "0020_keyword_index_without_copy.sql",
+        include_str!("../../migrations/0020_keyword_index_without_copy.sql"),
+    ),
 ];
 
 /// The local index's migrations (`migrations-local-index/`).

@@ -125,34 +125,95 @@ pub struct KeywordRow {
 }
 
 /// How many rows the keyword index holds that a live chunk does not (or
-/// with another text), plus how many live chunks' rows it lacks: 0 when it
-/// holds exactly the live chunks' rows (I12, read in SQL: no row leaves
-/// SQLite unless there is a difference to show, [`keyword_rows`]).
+/// with other terms), plus how many live chunks' rows it lacks: 0 when it
+/// holds exactly the live chunks' rows (I12, [`keyword_rows`]).
 pub fn keyword_mismatches(db: &SqliteDb) -> i64 {
-    count(
-        db,
-        "WITH held AS (SELECT rowid AS id, terms FROM chunks_fts),
-              live AS (SELECT c.chunk_id AS id, COALESCE(c.terms, c.text) AS terms FROM chunks c
-                       JOIN documents d ON d.doc_id = c.doc_id AND c.version <= d.live_version AND (c.to_version IS NULL OR c.to_version > d.live_version))
-         SELECT (SELECT count(*) FROM (SELECT * FROM held EXCEPT SELECT * FROM live))
-              + (SELECT count(*) FROM (SELECT * FROM live EXCEPT SELECT * FROM held)) AS n",
-    )
+    let (held, live) = keyword_rows(db);
+    let held: BTreeSet<(i64, String)> = held.into_iter().map(|r| (r.id, r.terms)).collect();
+    let live: BTreeSet<(i64, String)> = live.into_iter().map(|r| (r.id, r.terms)).collect();
+    (held.symmetric_difference(&live).count()) as i64
 }
 
-/// The keyword index's rows, and the rows it should hold: each live chunk's
-/// (every chunk row of a live version, in every generation), both in
-/// rowid order (I12).
+/// What the keyword index holds, read from the index itself (an
+/// external-content FTS5 table keeps no text: its rows are those with a
+/// size in `chunks_fts_docsize`, its terms those `fts5vocab` lists, in
+/// order), and what it should hold: each live chunk's row (every row valid
+/// at its document's live version, in every generation) with the terms
+/// the same tokenizer makes of its keyword text (a scratch index on a
+/// connection of its own: writing it on the ledger's would count as the
+/// ledger changing). Both in rowid order (I12).
 pub fn keyword_rows(db: &SqliteDb) -> (Vec<KeywordRow>, Vec<KeywordRow>) {
+    #[derive(Deserialize)]
+    struct LiveRow {
+        id: i64,
+        keyword_text: String,
+    }
+    // Created once per connection (a view of the index, no rows written).
+    db.inspect_batch(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.kw_held_terms USING fts5vocab(main, chunks_fts, instance);",
+    );
     let held = db.inspect(
-        "SELECT rowid AS id, terms FROM chunks_fts ORDER BY rowid",
+        &terms_by_row("main.chunks_fts_docsize", "temp.kw_held_terms"),
         vec![],
     );
-    let live = db.inspect(
-        "SELECT c.chunk_id AS id, COALESCE(c.terms, c.text) AS terms FROM chunks c
-             JOIN documents d ON d.doc_id = c.doc_id AND c.version <= d.live_version AND (c.to_version IS NULL OR c.to_version > d.live_version) ORDER BY c.chunk_id",
+    let live: Vec<LiveRow> = db.inspect(
+        "SELECT c.chunk_id AS id, COALESCE(c.terms, c.text) AS keyword_text FROM chunks c JOIN documents d
+           ON d.doc_id = c.doc_id AND c.version <= d.live_version AND (c.to_version IS NULL OR c.to_version > d.live_version)",
         vec![],
     );
-    (held, live)
+    let expected = SCRATCH.with(|conn| {
+        let tx = conn.unchecked_transaction().expect("scratch transaction");
+        tx.execute("DELETE FROM kw_expected", [])
+            .expect("scratch empties");
+        for r in &live {
+            tx.execute(
+                "INSERT INTO kw_expected (rowid, keyword_text) VALUES (?1, ?2)",
+                rusqlite::params![r.id, r.keyword_text],
+            )
+            .expect("scratch row");
+        }
+        tx.commit().expect("scratch commit");
+        let mut q = conn
+            .prepare(&terms_by_row("kw_expected_docsize", "kw_expected_terms"))
+            .expect("scratch query");
+        let rows: Vec<KeywordRow> = q
+            .query_map([], |r| {
+                Ok(KeywordRow {
+                    id: r.get(0)?,
+                    terms: r.get(1)?,
+                })
+            })
+            .expect("scratch rows")
+            .map(|r| r.expect("scratch row"))
+            .collect();
+        rows
+    });
+    (held, expected)
+}
+
+thread_local! {
+    /// The scratch index [`keyword_rows`] fills with the live rows' terms.
+    static SCRATCH: rusqlite::Connection = {
+        let conn = rusqlite::Connection::open_in_memory().expect("scratch opens");
+        conn.execute_batch(
+            "CREATE VIRTUAL TABLE kw_expected USING fts5(keyword_text, tokenize = 'porter unicode61 remove_diacritics 2');
+             CREATE VIRTUAL TABLE kw_expected_terms USING fts5vocab(kw_expected, instance);",
+        )
+        .expect("scratch index");
+        conn
+    };
+}
+
+/// Each row of an FTS5 index (`sizes`: its docsize table) with its terms
+/// in order (`terms`: an `fts5vocab` instance table over it).
+fn terms_by_row(sizes: &str, terms: &str) -> String {
+    format!(
+        "SELECT s.id AS id, coalesce(t.terms, '') AS terms FROM {sizes} s
+         LEFT JOIN (SELECT doc, group_concat(term, ' ') AS terms
+                    FROM (SELECT doc, term FROM {terms} ORDER BY doc, col, offset) GROUP BY doc) t
+           ON t.doc = s.id
+         ORDER BY s.id"
+    )
 }
 
 /// Every vector ID D1 knows: a chunk row's (any version, any generation) or
@@ -734,7 +795,9 @@ pub fn canonical_dump(db: &SqliteDb) -> String {
         "SELECT c.doc_id, c.generation, c.vector_id, c.content_hash, c.text, c.terms FROM chunks c JOIN documents d ON d.doc_id = c.doc_id
              WHERE NOT (c.version <= coalesce(d.live_version, 0) AND (c.to_version IS NULL OR c.to_version > d.live_version))
              ORDER BY c.vector_id",
-        "SELECT c.vector_id, f.terms FROM chunks_fts f JOIN chunks c ON c.chunk_id = f.rowid ORDER BY c.vector_id",
+        // The keyword index's rows (it keeps no text: its rows are those it
+        // has a size for; I12 checks their terms).
+        "SELECT c.vector_id FROM chunks_fts_docsize f JOIN chunks c ON c.chunk_id = f.id ORDER BY c.vector_id",
         "SELECT generation, index_config, state FROM generations ORDER BY generation",
         "SELECT vector_id, doc_id, version, reason FROM cleanup_intents ORDER BY vector_id",
         "SELECT job_id, doc_id, version, kind,
@@ -810,6 +873,16 @@ pub fn dump(db: &SqliteDb, ignore: &[&str]) -> String {
 }
 
 impl SqliteDb {
+    /// Runs statements for the oracle (views of its own in the
+    /// connection's temp schema, which no dump reads: never rows, which
+    /// would count as the ledger changing), without counting or faulting them.
+    pub fn inspect_batch(&self, sql: &str) {
+        self.conn
+            .borrow()
+            .execute_batch(sql)
+            .expect("inspect batch");
+    }
+
     /// Runs a read for the oracle and the tests, without counting or
     /// faulting it.
     pub fn inspect<T: serde::de::DeserializeOwned>(

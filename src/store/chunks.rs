@@ -180,6 +180,8 @@ impl<D: Database> Store<D> {
                 vec![doc_id.into(), version.into(), page.into()],
             ));
         }
+        // Each page of new rows, then (a build's, of a live version) their
+        // keyword entries: the inserts' changes are every other statement's.
         let first_insert = stmts.len();
         for page in json_pages(stage.rows, self.json_param_bytes_max) {
             stmts.push(Stmt::new(
@@ -187,9 +189,13 @@ impl<D: Database> Store<D> {
                 vec![
                     doc_id.into(),
                     version.into(),
-                    page.into(),
+                    page.clone().into(),
                     stage.to_version.into(),
                 ],
+            ));
+            stmts.push(Stmt::new(
+                sql::KEYWORD_STAGE_LIVE,
+                vec![doc_id.into(), version.into(), page.into()],
             ));
         }
         let inserts = first_insert..stmts.len();
@@ -200,10 +206,6 @@ impl<D: Database> Store<D> {
         stmts.push(Stmt::new(
             sql::CONSUME_STAGE_GUARD,
             vec![doc_id.into(), version.into(), int(now)],
-        ));
-        stmts.push(Stmt::new(
-            sql::KEYWORD_STAGE_LIVE,
-            vec![doc_id.into(), version.into()],
         ));
         stmts.extend(self.staged_marks(job_id, doc_id, version, stage, now));
         let changes = match self.db.batch(stmts).await {
@@ -222,7 +224,10 @@ impl<D: Database> Store<D> {
             }
             Err(e) => return Err(e),
         };
-        let inserted: u64 = changes.get(inserts).map(|c| c.iter().sum()).unwrap_or(0);
+        let inserted: u64 = changes
+            .get(inserts)
+            .map(|c| c.iter().step_by(2).sum())
+            .unwrap_or(0);
         let rows = inserted + stage.kept as u64;
         Ok(u32::try_from(rows).unwrap_or(u32::MAX))
     }

@@ -391,16 +391,19 @@ SELECT c.vector_id FROM cleanup_intents i JOIN chunks c ON c.vector_id = i.vecto
   AND c.version <= ?2 AND (c.to_version IS NULL OR c.to_version > ?2)
 WHERE i.doc_id = ?1 AND i.deleting_until >= ?3 LIMIT 1";
 
-/// In the staging batch, after `CONSUME_STAGE_CHUNKS`: the rows the
-/// version wrote enter the keyword index if the version is live (a build
-/// job's rows; an index job's version is not live yet, and the replace's
-/// trigger enters its rows). `?1` doc, `?2` version.
+/// In the staging batch, after each page of `CONSUME_STAGE_CHUNKS`: the
+/// rows that page wrote (`?3`, the same JSON rows) enter the keyword index
+/// if the version is live (a build job's rows; an index job's version is
+/// not live yet, and the replace's trigger enters its rows). Only rows
+/// just written: the index is told exactly what enters and leaves it
+/// (migration 0020), and a row a build keeps is in it already. `?1` doc,
+/// `?2` version.
 pub const KEYWORD_STAGE_LIVE: &str = "\
-INSERT INTO chunks_fts (rowid, terms)
-SELECT c.chunk_id, COALESCE(c.terms, c.text) FROM chunks c
-JOIN documents d ON d.doc_id = c.doc_id AND d.live_version = c.version
-WHERE c.doc_id = ?1 AND c.version = ?2
-  AND NOT EXISTS (SELECT 1 FROM chunks_fts f WHERE f.rowid = c.chunk_id)";
+INSERT INTO chunks_fts (rowid, keyword_text)
+SELECT c.chunk_id, c.keyword_text FROM json_each(?3) j
+JOIN chunks c ON c.doc_id = ?1 AND c.generation = json_extract(j.value, '$.g')
+  AND c.content_hash = json_extract(j.value, '$.h') AND c.vector_id = json_extract(j.value, '$.id') AND c.version = ?2
+WHERE EXISTS (SELECT 1 FROM documents d WHERE d.doc_id = ?1 AND d.live_version = ?2)";
 
 /// Records the chunk count of a staged version and the configuration
 /// (chunker, model, pooling, dimensions) that produced its chunks and

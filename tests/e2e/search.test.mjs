@@ -38,9 +38,9 @@ const MODES = ['keyword', 'vector', 'hybrid'];
 const SMALL = { CHUNK_SIZE_MAX_TOKENS: '200', CHUNK_OVERLAP_TOKENS: '20' };
 
 // ---------------------------------------------------------------------------
-// 1. Migrations 0010 and 0019 (the keyword index's triggers) through wrangler, as `make migrate-local` applies them.
+// 1. Migrations 0010, 0019 and 0020 (the keyword index and its triggers) through wrangler, as `make migrate-local` applies them.
 
-describe('migrations 0010 and 0019 through `wrangler d1 migrations apply` (make migrate-local)', () => {
+describe('migrations 0010, 0019 and 0020 through `wrangler d1 migrations apply` (make migrate-local)', () => {
   let dir;
   before(() => {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ingest-e2e-fts-migrate-'));
@@ -49,21 +49,22 @@ describe('migrations 0010 and 0019 through `wrangler d1 migrations apply` (make 
     if (dir) fs.rmSync(dir, { recursive: true, force: true });
   });
 
-  it('1. wrangler splits 0010 and 0019 with their BEGIN … END trigger bodies whole: chunks_fts and the three triggers exist and work', () => {
+  it('1. wrangler splits 0010, 0019 and 0020 with their BEGIN … END trigger bodies whole: chunks_fts and the three triggers exist and work', () => {
     // The Makefile's command (wrangler.toml, env local) on a state directory
     // of its own. The e2e harness (startWorker) applies migrations the same
     // way, with wrangler.toml minus [build].
     const applied = runWrangler(['d1', 'migrations', 'apply', 'DB', '--local', '--env', 'local', '--persist-to', dir]);
     assert.match(applied.stdout, /0010_keyword_index\.sql/, `0010 not in wrangler's output:\n${applied.stdout}`);
 
-    // The triggers as the last migration that creates them (0019, shared
-    // chunk rows) writes them, each through its `END;`.
-    const file = fs.readFileSync(path.join(REPO_ROOT, 'migrations', '0019_shared_chunk_rows.sql'), 'utf8');
+    // The triggers as the last migration that creates them (0020, the
+    // keyword index without its copy of the text) writes them, each
+    // through its `END;`.
+    const file = fs.readFileSync(path.join(REPO_ROOT, 'migrations', '0020_keyword_index_without_copy.sql'), 'utf8');
     const expected = new Map(
       [...file.matchAll(/^CREATE TRIGGER (\w+)[\s\S]*?^END;/gm)].map((m) => [m[1], m[0].slice(0, -1)]),
     );
     const THREE = ['chunks_fts_changed', 'chunks_fts_cleaned', 'chunks_fts_replaced'];
-    for (const name of THREE) assert.ok(expected.has(name), `migration 0019 no longer creates trigger ${name}`);
+    for (const name of THREE) assert.ok(expected.has(name), `migration 0020 no longer creates trigger ${name}`);
 
     // A functional check of the triggers in the same wrangler call: a
     // document's chunk rows enter the index when their version goes live,
@@ -74,7 +75,8 @@ describe('migrations 0010 and 0019 through `wrangler d1 migrations apply` (make 
     const ins = (version, generation, index, text, terms = 'NULL') =>
       `INSERT INTO chunks (doc_id, version, to_version, generation, ord, vector_id, content_hash, text, terms) ` +
       `VALUES ('t/a', ${version}, NULL, ${generation}, ${index}, 't/a:${version}:${generation}:${index}', 'h', '${text}', ${terms})`;
-    const fts = (what) => `SELECT '${what}' AS what, group_concat(c.vector_id, ' ') AS ids FROM chunks_fts f JOIN chunks c ON c.chunk_id = f.rowid`;
+    // The index keeps no text (external content): its rows are those it has a size for.
+    const fts = (what) => `SELECT '${what}' AS what, group_concat(c.vector_id, ' ') AS ids FROM chunks_fts_docsize f JOIN chunks c ON c.chunk_id = f.id`;
     const statements = [
       "SELECT 'migrations' AS what, group_concat(name, ' ') AS ids FROM (SELECT name FROM d1_migrations ORDER BY id)",
       "SELECT 'triggers' AS what, json_group_array(json_object('name', name, 'tbl', tbl_name, 'sql', sql)) AS ids FROM (SELECT * FROM sqlite_master WHERE type = 'trigger' ORDER BY name)",
@@ -88,6 +90,10 @@ describe('migrations 0010 and 0019 through `wrangler d1 migrations apply` (make 
       fts('v1 live'),
       ins(1, 2, 0, 'alpha bravo charlie'),
       fts('v1 gen 2 staged'),
+      // The staging batch's KEYWORD_STAGE_LIVE enters a live version's new
+      // rows itself (the index must hold every live row: the triggers
+      // 'delete' what they remove, and FTS5 must hold what it is told to delete).
+      "INSERT INTO chunks_fts (rowid, keyword_text) SELECT chunk_id, keyword_text FROM chunks WHERE vector_id = 't/a:1:2:0'",
       // Version 2 keeps 'alpha bravo' (its row is shared), drops 'charlie'
       // and generation 2 (closed at 2), adds 東京都 (ord 1).
       "UPDATE chunks SET to_version = 2 WHERE doc_id = 't/a' AND vector_id IN ('t/a:1:1:1', 't/a:1:2:0')",
@@ -113,6 +119,7 @@ describe('migrations 0010 and 0019 through `wrangler d1 migrations apply` (make 
     const migrations = fs.readdirSync(path.join(REPO_ROOT, 'migrations')).filter((f) => f.endsWith('.sql')).sort();
     assert.deepEqual(got.migrations?.split(' '), migrations, 'every migration recorded as applied');
     assert.match(got['fts table'] ?? '', /CREATE VIRTUAL TABLE chunks_fts USING fts5/i, `chunks_fts missing: ${JSON.stringify(got)}`);
+    assert.match(got['fts table'], /content = 'chunks'/, 'the index keeps no copy of the text (external content)');
     const triggers = JSON.parse(got.triggers ?? '[]');
     assert.deepEqual(
       triggers.map((t) => t.name).filter((n) => n.startsWith('chunks_fts')),
@@ -134,7 +141,7 @@ describe('migrations 0010 and 0019 through `wrangler d1 migrations apply` (make 
     assert.deepEqual(ids('staged, not live'), [], 'rows of a version not live yet are not in the index');
     assert.deepEqual(ids('v1 live'), ['t/a:1:1:0', 't/a:1:1:1'], 'chunks_fts_replaced: the live version\'s rows enter');
     assert.deepEqual(ids('v1 gen 2 staged'), ['t/a:1:1:0', 't/a:1:1:1'], 'no trigger on inserts: D1 would count its writes as rows staged');
-    assert.deepEqual(ids('v2 staged'), ['t/a:1:1:0', 't/a:1:1:1'], 'a row of a newer version waits until it is live');
+    assert.deepEqual(ids('v2 staged'), ['t/a:1:1:0', 't/a:1:1:1', 't/a:1:2:0'], 'a row of a newer version waits until it is live');
     assert.deepEqual(ids('v2 live'), ['t/a:1:1:0', 't/a:2:1:1'], 'chunks_fts_replaced: the closed row leaves, the new one enters, the shared one stays (both statements of the body ran)');
     assert.ok((got['match 京都'] ?? '').length > 0, `the spaced-out Japanese terms match as a phrase: ${JSON.stringify(got)}`);
     assert.deepEqual(ids('v2 row changed'), ['t/a:1:1:0', 't/a:2:1:1'], 'chunks_fts_changed: the entry is replaced, not doubled');

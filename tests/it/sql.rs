@@ -307,9 +307,15 @@ fn migration_0019_keeps_every_row_and_keyword_entry_and_opens_the_latest_version
             .collect()
     };
     let indexed = fts(&db);
-    for (_, m) in &after {
+    let served_before = previous_release_search(&db);
+    assert_eq!(served_before.len(), 6, "{served_before:?}");
+    for (_, m) in after.iter().filter(|(name, _)| *name < "0020") {
         db.execute_batch(m).unwrap();
     }
+    // Until the new code is deployed, the previous release's search
+    // answers as it did (its rows valid at a live version are that
+    // version's: nothing is shared until the next staging).
+    assert_eq!(previous_release_search(&db), served_before);
     // Every row keeps its key and vector; each is valid at its own version
     // only, but a latest version's rows stay open; order keys are the
     // chunk indexes.
@@ -330,6 +336,141 @@ fn migration_0019_keeps_every_row_and_keyword_entry_and_opens_the_latest_version
     db.execute_batch("UPDATE documents SET live_version = 2 WHERE doc_id = 'e'")
         .unwrap();
     assert_eq!(fts(&db), vec![3, 4, 6]);
+}
+
+/// The previous release's two search statements (as of the commit before
+/// migration 0019), run for every document's chunks: what it would serve
+/// between the migrations and the deploy of this release.
+fn previous_release_search(db: &rusqlite::Connection) -> Vec<(String, i64, i64, String)> {
+    const LIVE_CHUNKS_BY_VECTOR_ID: &str = "\
+SELECT c.vector_id AS vector_id, c.doc_id AS doc_id, c.version AS version, c.chunk_index AS chunk_index, c.text AS text,
+       c.generation AS generation, v.metadata AS metadata
+FROM chunks c JOIN documents d ON d.doc_id = c.doc_id AND d.live_version = c.version
+JOIN versions v ON v.doc_id = c.doc_id AND v.version = c.version
+WHERE c.vector_id IN (SELECT value FROM json_each(?1)) AND c.generation = ?2 AND c.tenant_id = ?3";
+    const KEYWORD_CHUNKS: &str = "\
+SELECT c.vector_id AS vector_id, c.doc_id AS doc_id, c.version AS version, c.chunk_index AS chunk_index, c.text AS text,
+       c.generation AS generation, v.metadata AS metadata, -bm25(chunks_fts) AS score
+FROM chunks_fts JOIN chunks c ON c.chunk_id = chunks_fts.rowid
+JOIN documents d ON d.doc_id = c.doc_id AND d.live_version = c.version
+JOIN versions v ON v.doc_id = c.doc_id AND v.version = c.version
+WHERE chunks_fts MATCH ?1 AND c.generation = ?2 AND c.tenant_id = ?3 AND (?4 IS NULL OR c.doc_id = ?4)
+ORDER BY bm25(chunks_fts), c.vector_id LIMIT ?5";
+    let row = |r: &rusqlite::Row<'_>| -> rusqlite::Result<(String, i64, i64, String)> {
+        Ok((r.get(0)?, r.get(2)?, r.get(3)?, r.get(4)?))
+    };
+    let ids = r#"["d.a","d.b","d.c","e.x","e.y"]"#;
+    let mut out: Vec<_> = db
+        .prepare(LIVE_CHUNKS_BY_VECTOR_ID)
+        .unwrap()
+        .query_map(rusqlite::params![ids, 1, "default"], row)
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    for word in ["alpha", "charlie", "xray"] {
+        let mut q = db.prepare(KEYWORD_CHUNKS).unwrap();
+        let hits = q
+            .query_map(
+                rusqlite::params![word, 1, "default", rusqlite::types::Null, 10],
+                row,
+            )
+            .unwrap()
+            .map(Result::unwrap);
+        out.extend(hits);
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn migration_0020_keeps_the_keyword_index_without_a_copy_of_the_text() {
+    // A ledger as 0019 left it: d's version 1 live (two rows), e's version
+    // 1 live and version 2 staged (one row kept, one new), the keyword
+    // index holding the live rows with its own copy of their terms.
+    let db = rusqlite::Connection::open_in_memory().unwrap();
+    db.execute_batch("PRAGMA foreign_keys = ON").unwrap();
+    let (before, after): (Vec<_>, Vec<_>) = LEDGER_MIGRATIONS
+        .iter()
+        .partition(|(name, _)| *name < "0020");
+    for (_, m) in &before {
+        db.execute_batch(m).unwrap();
+    }
+    db.execute_batch(
+        "INSERT INTO documents (doc_id, latest_version, live_version, repair_needed, created_at, updated_at)
+           VALUES ('d', 1, 1, 0, 0, 0), ('e', 2, 1, 0, 0, 0);
+         INSERT INTO versions (doc_id, version, is_delete, content_hash, content_type, metadata, text_bytes, part_count, chunk_count, created_at)
+           VALUES ('d', 1, 0, 'h1', 'text/plain', '{}', 10, 1, 2, 0),
+                  ('e', 1, 0, 'h1', 'text/plain', '{}', 5, 1, 2, 0), ('e', 2, 0, 'h2', 'text/plain', '{}', 5, 1, 2, 0);
+         INSERT INTO chunks (chunk_id, doc_id, version, to_version, generation, ord, vector_id, content_hash, text, terms)
+           VALUES (1, 'd', 1, NULL, 1, 0, 'd.a', 'a', 'alpha', NULL), (2, 'd', 1, NULL, 1, 1, 'd.b', 'b', 'bravo', NULL),
+                  (3, 'e', 1, NULL, 1, 0, 'e.x', 'x', 'xray', NULL), (4, 'e', 1, 2, 1, 1, 'e.t', 't', '東京', ' 東 京 '),
+                  (5, 'e', 2, NULL, 1, 1, 'e.y', 'y', 'yankee', NULL);
+         INSERT INTO chunks_fts (rowid, terms) SELECT c.chunk_id, COALESCE(c.terms, c.text) FROM chunks c
+           JOIN documents d ON d.doc_id = c.doc_id AND c.version <= d.live_version
+            AND (c.to_version IS NULL OR c.to_version > d.live_version);",
+    )
+    .unwrap();
+    let served_before = previous_release_search(&db);
+    assert_eq!(served_before.len(), 5, "{served_before:?}");
+    for (_, m) in &after {
+        db.execute_batch(m).unwrap();
+    }
+    assert_eq!(
+        previous_release_search(&db),
+        served_before,
+        "the previous release's search answers the same until the deploy"
+    );
+    let ids = |db: &rusqlite::Connection, sql: &str| -> Vec<i64> {
+        let mut q = db.prepare(sql).unwrap();
+        q.query_map([], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    };
+    let indexed =
+        |db: &rusqlite::Connection| ids(db, "SELECT id FROM chunks_fts_docsize ORDER BY id");
+    let matching = |db: &rusqlite::Connection, q: &str| {
+        ids(
+            db,
+            &format!("SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH '{q}' ORDER BY rowid"),
+        )
+    };
+    // The live rows, indexed again, and no copy of their text.
+    assert_eq!(indexed(&db), vec![1, 2, 3, 4]);
+    assert_eq!(matching(&db, "\"東 京\""), vec![4]);
+    assert_eq!(
+        matching(&db, "yankee"),
+        Vec::<i64>::new(),
+        "a staged row is not indexed"
+    );
+    let content: i64 = db
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE name = 'chunks_fts_content'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(content, 0, "the index keeps no copy of the text");
+    // The replace moves what changed: 東京 leaves, yankee enters, xray stays.
+    db.execute_batch("UPDATE documents SET live_version = 2 WHERE doc_id = 'e'")
+        .unwrap();
+    assert_eq!(indexed(&db), vec![1, 2, 3, 5]);
+    assert_eq!(matching(&db, "\"東 京\""), Vec::<i64>::new());
+    assert_eq!(matching(&db, "yankee"), vec![5]);
+    // A live row's text changed: its entry follows; a row cleaned up leaves,
+    // and a row never indexed leaves nothing behind (no 'delete' for it).
+    db.execute_batch("UPDATE chunks SET text = 'bravissimo' WHERE chunk_id = 2")
+        .unwrap();
+    assert_eq!(matching(&db, "bravo"), Vec::<i64>::new());
+    assert_eq!(matching(&db, "bravissimo"), vec![2]);
+    db.execute_batch("DELETE FROM chunks WHERE chunk_id IN (2, 4)")
+        .unwrap();
+    assert_eq!(indexed(&db), vec![1, 3, 5]);
+    // Every chunk row left is live and indexed: FTS5's own check of the
+    // index against its content (the rows) passes, so no 'delete' above
+    // removed what the index did not hold.
+    db.execute_batch("INSERT INTO chunks_fts (chunks_fts, rank) VALUES ('integrity-check', 1)")
+        .unwrap();
 }
 
 #[test]
