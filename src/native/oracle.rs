@@ -162,15 +162,35 @@ pub fn keyword_rows(db: &SqliteDb) -> (Vec<KeywordRow>, Vec<KeywordRow>) {
         vec![],
     );
     let expected = SCRATCH.with(|conn| {
+        // Only what changed since the last call is tokenized again: the
+        // scratch index keeps its rows' text (it is checked at every step).
+        let mut q = conn
+            .prepare("SELECT rowid, keyword_text FROM kw_expected")
+            .expect("scratch rows");
+        let had: BTreeMap<i64, String> = q
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .expect("scratch rows")
+            .map(|r| r.expect("scratch row"))
+            .collect();
+        let want: BTreeMap<i64, &str> = live
+            .iter()
+            .map(|r| (r.id, r.keyword_text.as_str()))
+            .collect();
         let tx = conn.unchecked_transaction().expect("scratch transaction");
-        tx.execute("DELETE FROM kw_expected", [])
-            .expect("scratch empties");
-        for r in &live {
-            tx.execute(
-                "INSERT INTO kw_expected (rowid, keyword_text) VALUES (?1, ?2)",
-                rusqlite::params![r.id, r.keyword_text],
-            )
-            .expect("scratch row");
+        for (id, text) in &had {
+            if want.get(id) != Some(&text.as_str()) {
+                tx.execute("DELETE FROM kw_expected WHERE rowid = ?1", [id])
+                    .expect("scratch delete");
+            }
+        }
+        for (id, text) in &want {
+            if had.get(id).map(String::as_str) != Some(*text) {
+                tx.execute(
+                    "INSERT INTO kw_expected (rowid, keyword_text) VALUES (?1, ?2)",
+                    rusqlite::params![id, text],
+                )
+                .expect("scratch row");
+            }
         }
         tx.commit().expect("scratch commit");
         let mut q = conn
