@@ -181,8 +181,14 @@ impl<D: Database> Store<D> {
             ));
         }
         // Each page of new rows, then (a build's, of a live version) their
-        // keyword entries: the inserts' changes are every other statement's.
+        // keyword entries: an index job's version is never live when it
+        // stages (the replace's trigger enters its rows), so it has none.
         let first_insert = stmts.len();
+        let per_page = if stage.build_generation.is_some() {
+            2
+        } else {
+            1
+        };
         for page in json_pages(stage.rows, self.json_param_bytes_max) {
             stmts.push(Stmt::new(
                 sql::CONSUME_STAGE_CHUNKS,
@@ -193,10 +199,12 @@ impl<D: Database> Store<D> {
                     stage.to_version.into(),
                 ],
             ));
-            stmts.push(Stmt::new(
-                sql::KEYWORD_STAGE_LIVE,
-                vec![doc_id.into(), version.into(), page.into()],
-            ));
+            if per_page == 2 {
+                stmts.push(Stmt::new(
+                    sql::KEYWORD_STAGE_LIVE,
+                    vec![doc_id.into(), version.into(), page.into()],
+                ));
+            }
         }
         let inserts = first_insert..stmts.len();
         stmts.push(Stmt::new(
@@ -210,26 +218,32 @@ impl<D: Database> Store<D> {
         stmts.extend(self.staged_marks(job_id, doc_id, version, stage, now));
         let changes = match self.db.batch(stmts).await {
             Ok(changes) => changes,
-            // The batch's only constraints are its two guards: another
-            // staging changed the open rows (plan again), or a drain was
-            // deleting one of these vectors (stage after it).
             Err(e) if e.code == "db_constraint" => {
-                let now_stamp = self.open_rows(doc_id).await.map(|o| o.stamp).ok();
-                let code = if now_stamp == Some(stage.stamp) {
-                    "vector_delete_in_flight"
-                } else {
-                    "rows_changed"
-                };
-                return Err(PortError::new(FailureBucket::DbBusy, code));
+                return Err(self.staging_refused(doc_id, stage.stamp).await)
             }
             Err(e) => return Err(e),
         };
         let inserted: u64 = changes
             .get(inserts)
-            .map(|c| c.iter().step_by(2).sum())
+            .map(|c| c.iter().step_by(per_page).sum())
             .unwrap_or(0);
         let rows = inserted + stage.kept as u64;
         Ok(u32::try_from(rows).unwrap_or(u32::MAX))
+    }
+
+    /// Why a staging batch was refused: its only constraints are its two
+    /// guards. Another staging changed the open rows since they were read
+    /// (`rows_changed`: the retry plans again), or a drain is deleting one
+    /// of its vectors (`vector_delete_in_flight`: the retry stages after
+    /// it). Both are `db_busy`, retried.
+    async fn staging_refused(&self, doc_id: &str, stamp: i64) -> PortError {
+        let now_stamp = self.open_rows(doc_id).await.map(|o| o.stamp).ok();
+        let code = if now_stamp == Some(stamp) {
+            "vector_delete_in_flight"
+        } else {
+            "rows_changed"
+        };
+        PortError::new(FailureBucket::DbBusy, code)
     }
 
     /// The staging batch's last statements: the version's chunk count and

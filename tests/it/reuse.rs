@@ -881,3 +881,70 @@ fn a_reindex_of_the_same_content_rewrites_every_vector_with_copied_values() {
     assert_eq!(w.index.ids(), w.live_vector_ids());
     assert_vectors_are_fresh_embeddings(&w);
 }
+
+#[test]
+fn a_staging_planned_against_open_rows_another_staging_changed_is_refused_and_writes_nothing() {
+    // Two stagings of one document never interleave: a plan applies only
+    // if the document's open rows are still those it read (its stamp).
+    let w = world_without_overlap();
+    w.put("doc", &document(10, None));
+    w.deliver_all();
+    w.put("doc", &document(10, Some((4, "Paragraph 004 is new."))));
+    let key = default_key("doc");
+    let job = latest_job(&w, "doc");
+    let open = block_on(w.p().store.open_rows(key.as_str())).unwrap();
+    let rows_before = oracle::chunks_in_generation(&w.db, 1);
+    let close: Vec<i64> = open
+        .rows
+        .iter()
+        .filter_map(|r| r.chunk_id)
+        .take(1)
+        .collect();
+    let stage = |stamp: i64| ingest_pipeline::store::Staging {
+        rows: &[],
+        close: &close,
+        kept: 0,
+        stamp,
+        to_version: None,
+        version_chunks: None,
+        adopt_config: None,
+        build_generation: None,
+    };
+    // Another staging moved the stamp on since the read.
+    let stale =
+        block_on(
+            w.p()
+                .store
+                .stage_chunks(&job.job_id, key.as_str(), 2, &stage(open.stamp - 1), 0),
+        )
+        .unwrap_err();
+    assert_eq!(
+        (stale.bucket, stale.code),
+        (FailureBucket::DbBusy, "rows_changed")
+    );
+    let after = block_on(w.p().store.open_rows(key.as_str())).unwrap();
+    assert_eq!(after.stamp, open.stamp, "nothing written");
+    assert_eq!(after.rows.len(), open.rows.len(), "no row closed");
+    assert_eq!(oracle::chunks_in_generation(&w.db, 1), rows_before);
+    // With the stamp it read, the plan applies and moves the stamp on, so
+    // the same plan cannot apply twice.
+    block_on(
+        w.p()
+            .store
+            .stage_chunks(&job.job_id, key.as_str(), 2, &stage(open.stamp), 0),
+    )
+    .unwrap();
+    let moved = block_on(w.p().store.open_rows(key.as_str())).unwrap();
+    assert_eq!(
+        (moved.stamp, moved.rows.len()),
+        (open.stamp + 1, open.rows.len() - 1)
+    );
+    let again =
+        block_on(
+            w.p()
+                .store
+                .stage_chunks(&job.job_id, key.as_str(), 2, &stage(open.stamp), 0),
+        )
+        .unwrap_err();
+    assert_eq!(again.code, "rows_changed");
+}

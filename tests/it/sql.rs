@@ -193,18 +193,27 @@ fn every_statement_compiles_against_the_schema() {
     }
 }
 
-#[test]
-fn migration_0011_keeps_every_chunk_row_its_keyword_entry_and_lets_versions_share_a_vector() {
-    // A ledger as 0010 left it: a live version's rows (legacy IDs) in the
-    // keyword index.
+/// A ledger with every migration before `first` applied (foreign keys on),
+/// and the migrations from `first` on, to apply after a fixture: how a
+/// migration test starts from the schema an earlier release left.
+fn ledger_before(first: &str) -> (rusqlite::Connection, Vec<(&'static str, &'static str)>) {
     let db = rusqlite::Connection::open_in_memory().unwrap();
     db.execute_batch("PRAGMA foreign_keys = ON").unwrap();
     let (before, after): (Vec<_>, Vec<_>) = LEDGER_MIGRATIONS
         .iter()
-        .partition(|(name, _)| *name < "0011");
+        .copied()
+        .partition(|(name, _)| *name < first);
     for (_, m) in &before {
         db.execute_batch(m).unwrap();
     }
+    (db, after)
+}
+
+#[test]
+fn migration_0011_keeps_every_chunk_row_its_keyword_entry_and_lets_versions_share_a_vector() {
+    // A ledger as 0010 left it: a live version's rows (legacy IDs) in the
+    // keyword index.
+    let (db, after) = ledger_before("0011");
     db.execute_batch(
         "INSERT INTO documents (doc_id, latest_version, live_version, repair_needed, created_at, updated_at) VALUES ('d', 1, 1, 0, 0, 0);
          INSERT INTO versions (doc_id, version, is_delete, content_hash, content_type, metadata, text_bytes, part_count, chunk_count, created_at)
@@ -264,14 +273,7 @@ fn migration_0019_keeps_every_row_and_keyword_entry_and_opens_the_latest_version
     // A ledger as 0018 left it: document d with version 1 (replaced) and
     // version 2 (live and latest), each with its own copy of the rows;
     // document e with version 1 live and version 2 staged, not live yet.
-    let db = rusqlite::Connection::open_in_memory().unwrap();
-    db.execute_batch("PRAGMA foreign_keys = ON").unwrap();
-    let (before, after): (Vec<_>, Vec<_>) = LEDGER_MIGRATIONS
-        .iter()
-        .partition(|(name, _)| *name < "0019");
-    for (_, m) in &before {
-        db.execute_batch(m).unwrap();
-    }
+    let (db, after) = ledger_before("0019");
     db.execute_batch(
         "INSERT INTO documents (doc_id, latest_version, live_version, repair_needed, created_at, updated_at)
            VALUES ('d', 2, 2, 0, 0, 0), ('e', 2, 1, 0, 0, 0);
@@ -387,14 +389,7 @@ fn migration_0020_keeps_the_keyword_index_without_a_copy_of_the_text() {
     // A ledger as 0019 left it: d's version 1 live (two rows), e's version
     // 1 live and version 2 staged (one row kept, one new), the keyword
     // index holding the live rows with its own copy of their terms.
-    let db = rusqlite::Connection::open_in_memory().unwrap();
-    db.execute_batch("PRAGMA foreign_keys = ON").unwrap();
-    let (before, after): (Vec<_>, Vec<_>) = LEDGER_MIGRATIONS
-        .iter()
-        .partition(|(name, _)| *name < "0020");
-    for (_, m) in &before {
-        db.execute_batch(m).unwrap();
-    }
+    let (db, after) = ledger_before("0020");
     db.execute_batch(
         "INSERT INTO documents (doc_id, latest_version, live_version, repair_needed, created_at, updated_at)
            VALUES ('d', 1, 1, 0, 0, 0), ('e', 2, 1, 0, 0, 0);
