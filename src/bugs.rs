@@ -43,8 +43,9 @@ pub enum Bug {
     /// chunks of every tenant (either fence alone would hide the other's
     /// absence).
     SearchUnfenced,
-    /// The replace does not move the keyword index's rows: the old live
-    /// version's stay, the new one's are missing (its trigger dropped).
+    /// A deleted chunk row's entry stays in the keyword index (the trigger
+    /// that takes it out, dropped): the index holds rows the ledger does
+    /// not, and its tenant's totals drift.
     KeywordIndexUnmaintained,
     /// The drain claims intents without the reference check: it deletes a
     /// vector that a row which may be served (an unchanged chunk of the
@@ -121,8 +122,9 @@ impl Bugs {
 
 /// SQL used only by the seeded bugs (never by the real protocol).
 pub mod sql {
-    /// `KeywordIndexUnmaintained`: the replace's trigger, dropped.
-    pub const DROP_KEYWORD_REPLACE_TRIGGER: &str = "DROP TRIGGER chunks_fts_replaced";
+    /// `KeywordIndexUnmaintained`: the trigger that takes a deleted row's
+    /// entry out of the keyword index, dropped.
+    pub const DROP_KEYWORD_DELETE_TRIGGER: &str = "DROP TRIGGER chunks_keyword_deleted";
     /// `SupersedeLive`: `COMMIT_MARK_SUPERSEDED` marking the new live
     /// version (`?2`) too.
     pub const MARK_SUPERSEDED_INCLUSIVE: &str = "\
@@ -152,16 +154,24 @@ RETURNING vector_id";
     /// `ServeUnfiltered`: chunks by vector id, live or not.
     pub const CHUNKS_BY_VECTOR_ID: &str = "\
 SELECT vector_id, doc_id, version, ord, text, generation FROM chunks WHERE vector_id IN (SELECT value FROM json_each(?1)) AND ?2 IS NOT NULL AND tenant_id = ?3";
-    /// `KeywordUnfenced`: the keyword ranking without `c.tenant_id = ?3`.
+    /// `KeywordUnfenced`: the keyword ranking matches every tenant's terms
+    /// (its key ignored) and drops `c.tenant_id = ?3`.
     pub const KEYWORD_CHUNKS_UNFENCED: &str = "\
+WITH q(term, w) AS (SELECT json_extract(value, '$.t'), json_extract(value, '$.w') FROM json_each(?1)),
+hits(row_id, w, tf) AS (
+  SELECT i.doc, q.w, count(*) FROM q JOIN keyword_instances i
+    ON substr(i.term, instr(i.term, 'z') + 1) = substr(q.term, instr(q.term, 'z') + 1) GROUP BY i.doc, q.term),
+scored(row_id, score) AS (
+  SELECT h.row_id, sum(h.w * h.tf * (?6 + 1.0) / (h.tf + ?6 * (1.0 - ?7 + ?7 * c.keyword_len / ?8)))
+  FROM hits h JOIN chunks c ON c.chunk_id = h.row_id GROUP BY h.row_id)
 SELECT c.vector_id AS vector_id, c.doc_id AS doc_id, d.live_version AS version, c.ord AS ord, c.text AS text,
-       c.generation AS generation, v.metadata AS metadata, -bm25(chunks_fts) AS score
-FROM chunks_fts JOIN chunks c ON c.chunk_id = chunks_fts.rowid
+       c.generation AS generation, v.metadata AS metadata, s.score AS score
+FROM scored s JOIN chunks c ON c.chunk_id = s.row_id
 JOIN documents d ON d.doc_id = c.doc_id AND c.version <= d.live_version
   AND (c.to_version IS NULL OR c.to_version > d.live_version)
 JOIN versions v ON v.doc_id = c.doc_id AND v.version = d.live_version
-WHERE chunks_fts MATCH ?1 AND c.generation = ?2 AND ?3 IS NOT NULL AND (?4 IS NULL OR c.doc_id = ?4)
-ORDER BY bm25(chunks_fts), c.vector_id LIMIT ?5";
+WHERE c.generation = ?2 AND ?3 IS NOT NULL AND (?4 IS NULL OR c.doc_id = ?4)
+ORDER BY s.score DESC, c.vector_id LIMIT ?5";
     /// `RedriveOverlaps`: pending items of active redrives do not count.
     pub const REDRIVE_CANDIDATES_OVERLAPPING: &str = "\
 SELECT l.job_id, l.tenant_id, l.doc_id, l.version, l.failure_bucket, l.last_seen, d.latest_version, d.live_version,

@@ -557,8 +557,9 @@ settings! {
     /// pasted by a user then outranks chunks both rankings only half like.
     search_verbatim_weight_percent: u32 = 100, "SEARCH_VERBATIM_WEIGHT_PERCENT",
         in ..=1000, "must be 0..=1000";
-    /// Phrases of a query the keyword index is asked for (its terms, and
-    /// the character pairs of its Japanese or Chinese runs), at most.
+    /// Terms of a query the keyword index is asked for (its words, and the
+    /// character pairs of its Japanese or Chinese runs: `core::terms`), at
+    /// most.
     search_keyword_phrases_max: usize = 32, "SEARCH_KEYWORD_PHRASES_MAX",
         in 1..=256, "must be 1..=256";
     /// Bytes of a search query, at most, in every mode. A `hybrid` or

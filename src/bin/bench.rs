@@ -1140,10 +1140,11 @@ mod bench {
 
     /// The ledger's bytes in use by table or index (SQLite's `dbstat`:
     /// pages), largest first; FTS5's shadow tables are summed as
-    /// `chunks_fts*`.
+    /// `chunks_fts*` (empty since migration 0021) and `keyword_index*`.
     fn bytes_by_table(w: &World) -> ByTable {
         let rows: Vec<serde_json::Value> = w.db.inspect(
-            "SELECT CASE WHEN name LIKE 'chunks_fts%' THEN 'chunks_fts*' ELSE name END AS name,
+            "SELECT CASE WHEN name LIKE 'chunks_fts%' THEN 'chunks_fts*'
+                         WHEN name LIKE 'keyword_index%' THEN 'keyword_index*' ELSE name END AS name,
                     sum(pgsize) AS bytes
              FROM dbstat GROUP BY 1 ORDER BY bytes DESC",
             vec![],

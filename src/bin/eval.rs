@@ -17,9 +17,10 @@
 //!    the chunks' `terms` column), per chunk;
 //! 3. each mode's query latency (native SQLite, this machine);
 //! 4. tokenizers side by side on the same chunks, in an SQLite of its own
-//!    (independent of the pipeline): unicode61 + porter over the spaced
-//!    terms (the chosen scheme), trigram over the raw text, plain
-//!    unicode61 over the raw text; keyword-only quality and index bytes.
+//!    (independent of the pipeline, ranked by FTS5's bm25): the terms of
+//!    `core::terms` under FTS5's `ascii` tokenizer (the chosen scheme),
+//!    trigram over the raw text, plain unicode61 over the raw text;
+//!    keyword-only quality and index bytes.
 //!
 //! `EVAL_VERBOSE=1` also lists each query's first relevant rank per mode;
 //! a setting's variable (`SEARCH_RRF_K=20`, `SEARCH_KEYWORD_WEIGHT_PERCENT=150`)
@@ -40,7 +41,7 @@ mod eval {
     use futures::executor::block_on;
     use ingest_pipeline::config::Config;
     use ingest_pipeline::core::ids::TenantId;
-    use ingest_pipeline::core::keyword;
+    use ingest_pipeline::core::terms;
     use ingest_pipeline::native::oracle;
     use ingest_pipeline::native::testkit::World;
     use ingest_pipeline::pipeline::{ConsumeOutcome, SearchMode, SearchRequest};
@@ -349,9 +350,9 @@ mod eval {
 
     fn print_ledger_sizes(w: &World, chunks: usize) {
         println!("### 2. The keyword index in the ledger (SQLite's dbstat; {chunks} chunks)\n");
-        let sizes = table_sizes(w, "chunks_fts");
+        let sizes = table_sizes(w, "keyword_index");
         if sizes.is_empty() {
-            println!("No keyword index in this ledger (no `chunks_fts` table).\n");
+            println!("No keyword index in this ledger (no `keyword_index` table).\n");
             return;
         }
         println!("| table | payload bytes | per chunk | page bytes |");
@@ -414,21 +415,29 @@ mod eval {
 
     // ---------------------------------------------------------------- tokenizers
 
-    /// The chosen scheme's indexed text: `core::keyword::index_terms` (each
-    /// character of a script written without spaces set apart), or the text
-    /// itself where that is `None`.
+    /// The chosen scheme's indexed text: `core::terms::index_document`
+    /// (words lowercased, folded and stemmed; each character of a script
+    /// written without spaces and each adjacent pair), under one tenant's key.
     fn spaced(text: &str) -> String {
-        keyword::index_terms(text).unwrap_or_else(|| text.to_string())
+        terms::index_document(1, text).0
     }
 
     fn quoted(s: &str) -> String {
         format!("\"{}\"", s.replace('"', "\"\""))
     }
 
-    /// The chosen scheme's query: `core::keyword::match_expression`, with
-    /// the configured `SEARCH_KEYWORD_PHRASES_MAX`.
+    /// The chosen scheme's query: `core::terms::query_terms` (at most the
+    /// configured `SEARCH_KEYWORD_PHRASES_MAX`), OR-ed, under the same key.
+    /// FTS5's bm25 ranks them here; the pipeline (section 1) computes bm25
+    /// itself from the tenant's counts, with idf ln(1 + (N − n + 0.5)/(n + 0.5)).
     fn match_expression(query: &str) -> Option<String> {
-        keyword::match_expression(query, config().search_keyword_phrases_max)
+        let t = terms::query_terms(query, config().search_keyword_phrases_max);
+        (!t.is_empty()).then(|| {
+            t.iter()
+                .map(|t| quoted(&terms::scoped(1, t)))
+                .collect::<Vec<_>>()
+                .join(" OR ")
+        })
     }
 
     /// Plain unicode61's query: each whitespace-separated term as a phrase, OR-ed.
@@ -458,9 +467,9 @@ mod eval {
 
     const SCHEMES: [Scheme; 3] = [
         Scheme {
-            label: "unicode61+porter, spaced terms (chosen)",
+            label: "core::terms, ascii (chosen)",
             table: "fts_spaced",
-            tokenize: "porter unicode61 remove_diacritics 2",
+            tokenize: "ascii",
             index_text: spaced,
             expression: match_expression,
         },

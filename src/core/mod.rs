@@ -11,7 +11,8 @@
 //! their scopes ([`credentials`]), failure buckets and
 //! the retry policy ([`failure`]), the ledger's state enums ([`state`]),
 //! the local embedder ([`local_embed`]), the keyword index's text rules
-//! and rank fusion ([`keyword`]), metadata equality as the index has it
+//! and rank fusion ([`keyword`]), the keyword index's terms and bm25
+//! weights ([`terms`]), metadata equality as the index has it
 //! ([`metadata`]) and `Config`'s index configuration.
 //!
 //! May import: `config` (a leaf) and libraries. Nothing in the crate
@@ -38,3 +39,4 @@ pub mod local_embed;
 pub mod metadata;
 pub mod row_plan;
 pub mod state;
+pub mod terms;

@@ -113,6 +113,10 @@ pub const LEDGER_MIGRATIONS: &[(&str, &str)] = &[
         "0020_keyword_index_without_copy.sql",
         include_str!("../../migrations/0020_keyword_index_without_copy.sql"),
     ),
+    (
+        "0021_keyword_index_per_tenant.sql",
+        include_str!("../../migrations/0021_keyword_index_per_tenant.sql"),
+    ),
 ];
 
 /// The local index's migrations (`migrations-local-index/`).

@@ -117,123 +117,104 @@ pub fn served_chunks(db: &SqliteDb) -> Vec<ServedChunk> {
     )
 }
 
-/// A row of the keyword index, or the row it should hold for a live chunk.
+/// A row of the keyword index, or the row it should hold for a chunk.
 #[derive(Debug, Deserialize, PartialEq, Eq)]
 pub struct KeywordRow {
     pub id: i64,
     pub terms: String,
 }
 
-/// How many rows the keyword index holds that a live chunk does not (or
-/// with other terms), plus how many live chunks' rows it lacks: 0 when it
-/// holds exactly the live chunks' rows (I12, [`keyword_rows`]).
+/// How many rows the keyword index holds that no chunk row does (or with
+/// other terms), plus how many chunk rows' entries it lacks, plus how many
+/// tenants' keyword totals differ from a recount: 0 when it holds exactly
+/// every chunk row's terms, scoped to the row's tenant (I12,
+/// [`keyword_rows`], [`keyword_totals_drift`]).
 pub fn keyword_mismatches(db: &SqliteDb) -> i64 {
-    let (held, live) = keyword_rows(db);
+    let (held, expected) = keyword_rows(db);
     let held: BTreeSet<(i64, String)> = held.into_iter().map(|r| (r.id, r.terms)).collect();
-    let live: BTreeSet<(i64, String)> = live.into_iter().map(|r| (r.id, r.terms)).collect();
-    (held.symmetric_difference(&live).count()) as i64
+    let expected: BTreeSet<(i64, String)> = expected.into_iter().map(|r| (r.id, r.terms)).collect();
+    (held.symmetric_difference(&expected).count()) as i64 + keyword_totals_drift(db).len() as i64
 }
 
-/// What the keyword index holds, read from the index itself (an
-/// external-content FTS5 table keeps no text: its rows are those with a
-/// size in `chunks_fts_docsize`, its terms those `fts5vocab` lists, in
-/// order), and what it should hold: each live chunk's row (every row valid
-/// at its document's live version, in every generation) with the terms
-/// the same tokenizer makes of its keyword text (a scratch index on a
-/// connection of its own: writing it on the ledger's would count as the
-/// ledger changing). Both in rowid order (I12).
+/// What the keyword index holds, read from the index itself (a
+/// contentless FTS5 table keeps no text: its rows are those with a size in
+/// `keyword_index_docsize`, its terms those `fts5vocab` lists, in order),
+/// and what it should hold: every chunk row in it (`keyword_len` set: all
+/// but rows written before migration 0021 not entered yet), whatever its
+/// version, with the terms `core::terms` makes of its text under its
+/// tenant's key. Both in rowid order (I12).
 pub fn keyword_rows(db: &SqliteDb) -> (Vec<KeywordRow>, Vec<KeywordRow>) {
     #[derive(Deserialize)]
-    struct LiveRow {
+    struct Row {
         id: i64,
-        keyword_text: String,
+        text: String,
+        keyword_key: i64,
+        keyword_len: i64,
     }
-    // Created once per connection (a view of the index, no rows written).
-    db.inspect_batch(
-        "CREATE VIRTUAL TABLE IF NOT EXISTS temp.kw_held_terms USING fts5vocab(main, chunks_fts, instance);",
-    );
     let held = db.inspect(
-        &terms_by_row("main.chunks_fts_docsize", "temp.kw_held_terms"),
+        "SELECT s.id AS id, coalesce(t.terms, '') AS terms FROM keyword_index_docsize s
+         LEFT JOIN (SELECT doc, group_concat(term, ' ') AS terms
+                    FROM (SELECT doc, term FROM keyword_instances ORDER BY doc, col, offset) GROUP BY doc) t
+           ON t.doc = s.id
+         ORDER BY s.id",
         vec![],
     );
-    let live: Vec<LiveRow> = db.inspect(
-        "SELECT c.chunk_id AS id, COALESCE(c.terms, c.text) AS keyword_text FROM chunks c JOIN documents d
-           ON d.doc_id = c.doc_id AND c.version <= d.live_version AND (c.to_version IS NULL OR c.to_version > d.live_version)",
+    let rows: Vec<Row> = db.inspect(
+        "SELECT c.chunk_id AS id, c.text AS text, t.keyword_key AS keyword_key, c.keyword_len AS keyword_len
+         FROM chunks c JOIN tenants t ON t.tenant_id = c.tenant_id
+         WHERE c.keyword_len IS NOT NULL ORDER BY c.chunk_id",
         vec![],
     );
-    let expected = SCRATCH.with(|conn| {
-        // Only what changed since the last call is tokenized again: the
-        // scratch index keeps its rows' text (it is checked at every step).
-        let mut q = conn
-            .prepare("SELECT rowid, keyword_text FROM kw_expected")
-            .expect("scratch rows");
-        let had: BTreeMap<i64, String> = q
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-            .expect("scratch rows")
-            .map(|r| r.expect("scratch row"))
-            .collect();
-        let want: BTreeMap<i64, &str> = live
-            .iter()
-            .map(|r| (r.id, r.keyword_text.as_str()))
-            .collect();
-        let tx = conn.unchecked_transaction().expect("scratch transaction");
-        for (id, text) in &had {
-            if want.get(id) != Some(&text.as_str()) {
-                tx.execute("DELETE FROM kw_expected WHERE rowid = ?1", [id])
-                    .expect("scratch delete");
-            }
+    let expected = TERMS.with(|cache| {
+        let mut cache = cache.borrow_mut();
+        if cache.len() > 100_000 {
+            cache.clear();
         }
-        for (id, text) in &want {
-            if had.get(id).map(String::as_str) != Some(*text) {
-                tx.execute(
-                    "INSERT INTO kw_expected (rowid, keyword_text) VALUES (?1, ?2)",
-                    rusqlite::params![id, text],
-                )
-                .expect("scratch row");
-            }
-        }
-        tx.commit().expect("scratch commit");
-        let mut q = conn
-            .prepare(&terms_by_row("kw_expected_docsize", "kw_expected_terms"))
-            .expect("scratch query");
-        let rows: Vec<KeywordRow> = q
-            .query_map([], |r| {
-                Ok(KeywordRow {
-                    id: r.get(0)?,
-                    terms: r.get(1)?,
-                })
+        rows.iter()
+            .map(|r| {
+                let (terms, n) = cache
+                    .entry((r.keyword_key, r.text.clone()))
+                    .or_insert_with(|| crate::core::terms::index_document(r.keyword_key, &r.text))
+                    .clone();
+                // A row whose recorded length is not its terms' count is
+                // held wrongly too (bm25 reads the length).
+                let terms = if i64::from(n) == r.keyword_len {
+                    terms
+                } else {
+                    format!("{terms} (length {})", r.keyword_len)
+                };
+                KeywordRow { id: r.id, terms }
             })
-            .expect("scratch rows")
-            .map(|r| r.expect("scratch row"))
-            .collect();
-        rows
+            .collect()
     });
     (held, expected)
 }
 
-thread_local! {
-    /// The scratch index [`keyword_rows`] fills with the live rows' terms.
-    static SCRATCH: rusqlite::Connection = {
-        let conn = rusqlite::Connection::open_in_memory().expect("scratch opens");
-        conn.execute_batch(
-            "CREATE VIRTUAL TABLE kw_expected USING fts5(keyword_text, tokenize = 'porter unicode61 remove_diacritics 2');
-             CREATE VIRTUAL TABLE kw_expected_terms USING fts5vocab(kw_expected, instance);",
-        )
-        .expect("scratch index");
-        conn
-    };
+/// The tenants whose keyword totals (`keyword_rows`, `keyword_tokens`, which
+/// bm25 reads) differ from a recount of their rows in the index (I12).
+pub fn keyword_totals_drift(db: &SqliteDb) -> Vec<String> {
+    #[derive(Deserialize)]
+    struct Drift {
+        tenant_id: String,
+    }
+    db.inspect::<Drift>(
+        "SELECT t.tenant_id AS tenant_id FROM tenants t
+         WHERE t.keyword_rows IS NOT (SELECT count(*) FROM chunks c WHERE c.tenant_id = t.tenant_id AND c.keyword_len IS NOT NULL)
+            OR t.keyword_tokens IS NOT (SELECT coalesce(sum(c.keyword_len), 0) FROM chunks c
+                                        WHERE c.tenant_id = t.tenant_id AND c.keyword_len IS NOT NULL)
+         ORDER BY t.tenant_id",
+        vec![],
+    )
+    .into_iter()
+    .map(|d| d.tenant_id)
+    .collect()
 }
 
-/// Each row of an FTS5 index (`sizes`: its docsize table) with its terms
-/// in order (`terms`: an `fts5vocab` instance table over it).
-fn terms_by_row(sizes: &str, terms: &str) -> String {
-    format!(
-        "SELECT s.id AS id, coalesce(t.terms, '') AS terms FROM {sizes} s
-         LEFT JOIN (SELECT doc, group_concat(term, ' ') AS terms
-                    FROM (SELECT doc, term FROM {terms} ORDER BY doc, col, offset) GROUP BY doc) t
-           ON t.doc = s.id
-         ORDER BY s.id"
-    )
+thread_local! {
+    /// The terms [`keyword_rows`] made of each (tenant key, text) already:
+    /// the check runs at every step, and a row's text never changes.
+    static TERMS: std::cell::RefCell<BTreeMap<(i64, String), (String, u32)>> =
+        const { std::cell::RefCell::new(BTreeMap::new()) };
 }
 
 /// Every vector ID D1 knows: a chunk row's (any version, any generation) or
@@ -816,8 +797,9 @@ pub fn canonical_dump(db: &SqliteDb) -> String {
              WHERE NOT (c.version <= coalesce(d.live_version, 0) AND (c.to_version IS NULL OR c.to_version > d.live_version))
              ORDER BY c.vector_id",
         // The keyword index's rows (it keeps no text: its rows are those it
-        // has a size for; I12 checks their terms).
-        "SELECT c.vector_id FROM chunks_fts_docsize f JOIN chunks c ON c.chunk_id = f.id ORDER BY c.vector_id",
+        // has a size for; I12 checks their terms), and each tenant's totals.
+        "SELECT c.vector_id FROM keyword_index_docsize f JOIN chunks c ON c.chunk_id = f.id ORDER BY c.vector_id",
+        "SELECT tenant_id, keyword_rows, keyword_tokens FROM tenants ORDER BY tenant_id",
         "SELECT generation, index_config, state FROM generations ORDER BY generation",
         "SELECT vector_id, doc_id, version, reason FROM cleanup_intents ORDER BY vector_id",
         "SELECT job_id, doc_id, version, kind,
@@ -858,10 +840,12 @@ pub fn dump(db: &SqliteDb, ignore: &[&str]) -> String {
     }
     let mut tables: Vec<String> = db
         .inspect::<Table>(
-            // The keyword index's own tables (FTS5's shadow tables: its
-            // BLOB pages) are left out; its rows are dumped as `chunks_fts`.
+            // The keyword indexes' own tables (FTS5's shadow tables: their
+            // BLOB pages) are left out; the index's rows and terms are
+            // dumped as `keyword_instances`.
             "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'
-               AND name NOT GLOB 'chunks_fts_*' ORDER BY name",
+               AND name NOT GLOB 'chunks_fts_*' AND name NOT GLOB 'keyword_index*'
+               AND name <> 'keyword_terms' ORDER BY name",
             vec![],
         )
         .into_iter()

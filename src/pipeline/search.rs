@@ -14,6 +14,7 @@ use crate::core::failure::FailureBucket;
 use crate::core::ids::{split_key, DocId, DocKey, TenantId};
 use crate::core::keyword;
 use crate::core::metadata::value_eq;
+use crate::core::terms;
 use crate::ports::{Clock, Database, Embedder, JobQueue, MetadataFilter, PortError, VectorIndex};
 use crate::store::LiveChunkRow;
 use serde::Serialize;
@@ -307,11 +308,10 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         active: &crate::store::GenerationRow,
         wanted: usize,
     ) -> Result<Vec<Candidate>, PortError> {
-        let Some(expression) =
-            keyword::match_expression(&req.query, self.cfg.search_keyword_phrases_max)
-        else {
+        let terms = terms::query_terms(&req.query, self.cfg.search_keyword_phrases_max);
+        if terms.is_empty() {
             return Ok(Vec::new());
-        };
+        }
         let doc_key = match &req.doc_id {
             None => None,
             Some(d) => match DocId::parse(d) {
@@ -325,7 +325,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             let rows = self
                 .store
                 .keyword_chunks(
-                    &expression,
+                    &terms,
                     active.generation,
                     tenant.as_str(),
                     doc_key.as_ref().map(DocKey::as_str),

@@ -7,6 +7,7 @@ use super::usage::usage_stmts;
 use super::{int, json_array, json_pages, sql, Store, UsageSnapshot};
 use crate::bugs::{self, Bug, Bugs};
 use crate::core::failure::FailureBucket;
+use crate::core::terms;
 use crate::ports::{Database, PortError, SqlValue, Stmt};
 use serde::{Deserialize, Serialize};
 
@@ -50,6 +51,24 @@ pub struct Staging<'a> {
     pub build_generation: Option<u32>,
 }
 
+/// The tenant's counts a keyword search weighs its terms by (`KEYWORD_STATS`).
+#[derive(Debug, Clone, Deserialize)]
+struct KeywordStatsRow {
+    keyword_key: i64,
+    keyword_rows: i64,
+    keyword_tokens: i64,
+    /// JSON array of `[term, rows holding it]`.
+    df: String,
+}
+
+/// A row written before migration 0021, not in the keyword index yet.
+#[derive(Debug, Clone, Deserialize)]
+struct UnindexedRow {
+    chunk_id: i64,
+    text: String,
+    keyword_key: i64,
+}
+
 /// A keyword match: a live chunk and its bm25 score (higher is better).
 #[derive(Debug, Clone, Deserialize)]
 pub struct KeywordChunkRow {
@@ -87,9 +106,10 @@ pub struct StagedChunk<'a> {
     pub id: &'a str,
     pub h: &'a str,
     pub t: &'a str,
-    /// The keyword index's text, if not `t` itself (`core::keyword::index_terms`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub k: Option<String>,
+    /// The keyword index's terms for it, scoped to the tenant
+    /// (`core::terms::index_document`), and how many.
+    pub k: String,
+    pub n: u32,
 }
 
 /// One of a document's open rows (`CONSUME_OPEN_ROWS`); all `None` but
@@ -102,12 +122,15 @@ pub struct OpenRowRow {
     pub ord: Option<f64>,
     pub rows_stamp: i64,
     pub latest_version: u32,
+    /// The tenant's key in the keyword index's terms (`core::terms::scoped`).
+    pub keyword_key: Option<i64>,
 }
 
 /// A document's open rows, its staging stamp and latest version, read together.
 pub struct OpenRows {
     pub stamp: i64,
     pub latest_version: u32,
+    pub keyword_key: i64,
     pub rows: Vec<OpenRowRow>,
 }
 
@@ -120,10 +143,19 @@ impl<D: Database> Store<D> {
             .await?;
         let stamp = rows.first().map(|r| r.rows_stamp).unwrap_or(0);
         let latest_version = rows.first().map(|r| r.latest_version).unwrap_or(0);
+        // Every document's tenant has a key (migration 0021, TENANT_INSERT).
+        let keyword_key = rows
+            .first()
+            .and_then(|r| r.keyword_key)
+            .ok_or(PortError::new(
+                FailureBucket::Internal,
+                "keyword_key_missing",
+            ))?;
         let rows = rows.into_iter().filter(|r| r.chunk_id.is_some()).collect();
         Ok(OpenRows {
             stamp,
             latest_version,
+            keyword_key,
             rows,
         })
     }
@@ -180,16 +212,14 @@ impl<D: Database> Store<D> {
                 vec![doc_id.into(), version.into(), page.into()],
             ));
         }
-        // Each page of new rows, then (a build's, of a live version) their
-        // keyword entries: an index job's version is never live when it
-        // stages (the replace's trigger enters its rows), so it has none.
+        // Each page of new rows, then each page's keyword entries and their
+        // tenant's keyword totals: after every insert, since an FTS5 write
+        // pending in the batch makes SQLite's change count of the next
+        // statement count FTS5's own rows too, and the inserts' counts are
+        // the rows staged.
+        let pages = json_pages(stage.rows, self.json_param_bytes_max);
         let first_insert = stmts.len();
-        let per_page = if stage.build_generation.is_some() {
-            2
-        } else {
-            1
-        };
-        for page in json_pages(stage.rows, self.json_param_bytes_max) {
+        for page in &pages {
             stmts.push(Stmt::new(
                 sql::CONSUME_STAGE_CHUNKS,
                 vec![
@@ -199,14 +229,16 @@ impl<D: Database> Store<D> {
                     stage.to_version.into(),
                 ],
             ));
-            if per_page == 2 {
+        }
+        let inserts = first_insert..stmts.len();
+        for page in pages {
+            for q in [sql::KEYWORD_STAGE, sql::KEYWORD_STAGE_COUNT] {
                 stmts.push(Stmt::new(
-                    sql::KEYWORD_STAGE_LIVE,
-                    vec![doc_id.into(), version.into(), page.into()],
+                    q,
+                    vec![doc_id.into(), version.into(), page.clone().into()],
                 ));
             }
         }
-        let inserts = first_insert..stmts.len();
         stmts.push(Stmt::new(
             sql::CONSUME_STAGE_DEAD_INTENTS,
             vec![doc_id.into(), version.into(), int(now)],
@@ -223,10 +255,7 @@ impl<D: Database> Store<D> {
             }
             Err(e) => return Err(e),
         };
-        let inserted: u64 = changes
-            .get(inserts)
-            .map(|c| c.iter().step_by(per_page).sum())
-            .unwrap_or(0);
+        let inserted: u64 = changes.get(inserts).map(|c| c.iter().sum()).unwrap_or(0);
         let rows = inserted + stage.kept as u64;
         Ok(u32::try_from(rows).unwrap_or(u32::MAX))
     }
@@ -380,23 +409,52 @@ impl<D: Database> Store<D> {
             .await
     }
 
-    /// The keyword index's best matches of `expression` among the live
-    /// chunks of `generation` and `tenant` (and of `doc_key`, if given).
+    /// The tenant's keyword matches of `terms` (`core::terms::query_terms`),
+    /// best bm25 first, at most `limit`: two statements, the tenant's own
+    /// counts (`KEYWORD_STATS`), then the scoring with the weights they
+    /// give (`KEYWORD_CHUNKS`). None when no row of the tenant holds a term.
     pub async fn keyword_chunks(
         &self,
-        expression: &str,
+        terms: &[String],
         generation: u32,
         tenant: &str,
         doc_key: Option<&str>,
         limit: usize,
         bugs: Bugs,
     ) -> Result<Vec<KeywordChunkRow>, PortError> {
+        let stats: Vec<KeywordStatsRow> = self
+            .db
+            .query(Stmt::new(
+                sql::KEYWORD_STATS,
+                vec![json_array(terms).into(), tenant.into()],
+            ))
+            .await?;
+        let Some(stats) = stats.into_iter().next() else {
+            return Ok(Vec::new());
+        };
+        let df: Vec<(String, u64)> = serde_json::from_str(&stats.df)
+            .map_err(|_| PortError::new(FailureBucket::Internal, "keyword_stats_shape"))?;
+        let rows = stats.keyword_rows.max(0) as u64;
+        let weights: Vec<serde_json::Value> = df
+            .iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(t, n)| {
+                serde_json::json!({"t": terms::scoped(stats.keyword_key, t), "w": terms::idf(rows, *n)})
+            })
+            .collect();
+        if weights.is_empty() {
+            return Ok(Vec::new());
+        }
+        let avg = stats.keyword_tokens.max(1) as f64 / rows.max(1) as f64;
         let params = vec![
-            expression.into(),
+            serde_json::Value::Array(weights).to_string().into(),
             generation.into(),
             tenant.into(),
             doc_key.into(),
             int(limit as i64),
+            SqlValue::Real(terms::BM25_K1),
+            SqlValue::Real(terms::BM25_B),
+            SqlValue::Real(avg),
         ];
         let q = if bugs.has(Bug::KeywordUnfenced) {
             bugs::sql::KEYWORD_CHUNKS_UNFENCED
@@ -404,5 +462,40 @@ impl<D: Database> Store<D> {
             sql::KEYWORD_CHUNKS
         };
         self.db.query(Stmt::new(q, params)).await
+    }
+
+    /// Upgrade (migration 0021): up to `limit` rows written before it enter
+    /// the keyword index with their terms, in one batch. Returns how many
+    /// were read (fewer than `limit`: none are left).
+    pub async fn index_unindexed_rows(&self, limit: usize) -> Result<usize, PortError> {
+        let page: Vec<UnindexedRow> = self
+            .db
+            .query(Stmt::new(
+                sql::KEYWORD_UNINDEXED_PAGE,
+                vec![int(limit as i64)],
+            ))
+            .await?;
+        if page.is_empty() {
+            return Ok(0);
+        }
+        let entries: Vec<serde_json::Value> = page
+            .iter()
+            .map(|r| {
+                let (k, n) = terms::index_document(r.keyword_key, &r.text);
+                serde_json::json!({"id": r.chunk_id, "k": k, "n": n})
+            })
+            .collect();
+        let mut stmts = Vec::new();
+        for chunk in json_pages(&entries, self.json_param_bytes_max) {
+            for q in [
+                sql::KEYWORD_UNINDEXED_COUNT,
+                sql::KEYWORD_UNINDEXED_ENTER,
+                sql::KEYWORD_UNINDEXED_MARK,
+            ] {
+                stmts.push(Stmt::new(q, vec![chunk.clone().into()]));
+            }
+        }
+        self.db.batch(stmts).await?;
+        Ok(page.len())
     }
 }

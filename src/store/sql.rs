@@ -331,9 +331,9 @@ pub const CONSUME_LOAD_PARTS: &str =
 /// targets gets no row (it would never be cleaned up). Its changes are the
 /// rows staged (no trigger on inserts into `chunks`).
 pub const CONSUME_STAGE_CHUNKS: &str = "\
-INSERT INTO chunks (doc_id, version, to_version, generation, ord, vector_id, content_hash, text, terms)
+INSERT INTO chunks (doc_id, version, to_version, generation, ord, vector_id, content_hash, text, keyword_len)
 SELECT ?1, ?2, ?4, json_extract(value, '$.g'), json_extract(value, '$.o'), json_extract(value, '$.id'),
-       json_extract(value, '$.h'), json_extract(value, '$.t'), json_extract(value, '$.k')
+       json_extract(value, '$.h'), json_extract(value, '$.t'), json_extract(value, '$.n')
 FROM json_each(?3)
 WHERE json_extract(value, '$.g') IN (SELECT generation FROM generations WHERE state IN ('active', 'building', 'retained'))";
 
@@ -349,7 +349,8 @@ WHERE chunk_id IN (SELECT value FROM json_each(?3)) AND doc_id = ?1 AND to_versi
 /// read with them: what a staging plans against (`core::row_plan`).
 pub const CONSUME_OPEN_ROWS: &str = "\
 SELECT c.chunk_id AS chunk_id, c.generation AS generation, c.vector_id AS vector_id, c.ord AS ord,
-       d.rows_stamp AS rows_stamp, d.latest_version AS latest_version
+       d.rows_stamp AS rows_stamp, d.latest_version AS latest_version,
+       (SELECT t.keyword_key FROM tenants t WHERE t.tenant_id = d.tenant_id) AS keyword_key
 FROM documents d LEFT JOIN chunks c ON c.doc_id = d.doc_id AND c.to_version IS NULL
 WHERE d.doc_id = ?1";
 
@@ -393,17 +394,28 @@ WHERE i.doc_id = ?1 AND i.deleting_until >= ?3 LIMIT 1";
 
 /// In the staging batch, after each page of `CONSUME_STAGE_CHUNKS`: the
 /// rows that page wrote (`?3`, the same JSON rows) enter the keyword index
-/// if the version is live (a build job's rows; an index job's version is
-/// not live yet, and the replace's trigger enters its rows). Only rows
-/// just written: the index is told exactly what enters and leaves it
-/// (migration 0020), and a row a build keeps is in it already. `?1` doc,
-/// `?2` version.
-pub const KEYWORD_STAGE_LIVE: &str = "\
-INSERT INTO chunks_fts (rowid, keyword_text)
-SELECT c.chunk_id, c.keyword_text FROM json_each(?3) j
+/// with their terms (`$.k`, scoped to the tenant: `core::terms`), whatever
+/// version they belong to: a row is in the index from the batch that
+/// writes it until it is deleted (trigger `chunks_keyword_deleted`), and
+/// search serves only the rows valid at the live version, as it does for
+/// vectors. Only rows just written (a row of a generation retired
+/// meanwhile is not). `?1` doc, `?2` version.
+pub const KEYWORD_STAGE: &str = "\
+INSERT INTO keyword_index (rowid, terms)
+SELECT c.chunk_id, json_extract(j.value, '$.k') FROM json_each(?3) j
 JOIN chunks c ON c.doc_id = ?1 AND c.generation = json_extract(j.value, '$.g')
-  AND c.content_hash = json_extract(j.value, '$.h') AND c.vector_id = json_extract(j.value, '$.id') AND c.version = ?2
-WHERE EXISTS (SELECT 1 FROM documents d WHERE d.doc_id = ?1 AND d.live_version = ?2)";
+  AND c.content_hash = json_extract(j.value, '$.h') AND c.vector_id = json_extract(j.value, '$.id') AND c.version = ?2";
+
+/// After `KEYWORD_STAGE`, the same rows counted in their tenant's keyword
+/// totals (rows, tokens), which bm25 reads. `?1` doc, `?2` version, `?3`
+/// the page's JSON rows.
+pub const KEYWORD_STAGE_COUNT: &str = "\
+UPDATE tenants SET (keyword_rows, keyword_tokens) = (
+  SELECT tenants.keyword_rows + count(*), tenants.keyword_tokens + coalesce(sum(c.keyword_len), 0)
+  FROM json_each(?3) j
+  JOIN chunks c ON c.doc_id = ?1 AND c.generation = json_extract(j.value, '$.g')
+    AND c.content_hash = json_extract(j.value, '$.h') AND c.vector_id = json_extract(j.value, '$.id') AND c.version = ?2)
+WHERE tenant_id = (SELECT d.tenant_id FROM documents d WHERE d.doc_id = ?1)";
 
 /// Records the chunk count of a staged version and the configuration
 /// (chunker, model, pooling, dimensions) that produced its chunks and
@@ -720,11 +732,13 @@ WHERE job_id = ?1 AND (state IN ('queued', 'up_for_retry') OR (state = 'running'
 // ---------------------------------------------------------------- tenants
 
 /// Creates tenant `?1` (active; quotas `?2` documents, `?3` bytes, `?4`
-/// requests per minute, NULL for the configured default; `?5` now) unless
-/// it exists or there are `?6` tenants already (0 rows changed).
+/// requests per minute, NULL for the configured default; `?5` now; its
+/// keyword key the next: `core::terms`) unless it exists or there are
+/// `?6` tenants already (0 rows changed).
 pub const TENANT_INSERT: &str = "\
-INSERT INTO tenants (tenant_id, state, documents_max, bytes_max, requests_per_minute_max, created_at, updated_at)
-SELECT ?1, 'active', ?2, ?3, ?4, ?5, ?5 WHERE (SELECT count(*) FROM tenants) < ?6
+INSERT INTO tenants (tenant_id, state, documents_max, bytes_max, requests_per_minute_max, created_at, updated_at, keyword_key)
+SELECT ?1, 'active', ?2, ?3, ?4, ?5, ?5, (SELECT coalesce(max(keyword_key), 0) + 1 FROM tenants)
+WHERE (SELECT count(*) FROM tenants) < ?6
 ON CONFLICT (tenant_id) DO NOTHING";
 
 /// Tenant `?1` with its live token count.
@@ -823,23 +837,77 @@ JOIN versions v ON v.doc_id = c.doc_id AND v.version = d.live_version
 WHERE c.vector_id IN (SELECT value FROM json_each(?1)) AND c.generation = ?2 AND c.tenant_id = ?3"
 );
 
-/// The keyword search: of the keyword index's matches of `?1` (an FTS5
-/// expression built by `core::keyword::match_expression`, never user
-/// syntax), the live chunks of generation `?2` and tenant `?3` (`?4`: of
-/// that document key only, or NULL), best bm25 first (ties: vector ID), at
-/// most `?5`. The index holds only live rows; the joins check it again, so
-/// a keyword hit is fenced exactly as a vector hit is.
+/// The keyword search's counts, all of tenant `?2`'s own: its keyword key,
+/// its rows and tokens in the index, and for each query term of `?1` (JSON
+/// array of unscoped terms, `core::terms::query_terms`) how many of its
+/// rows hold it (`df`), as a JSON array of `[term, df]`. One row, none if
+/// the tenant does not exist.
+pub const KEYWORD_STATS: &str = "\
+SELECT t.keyword_key AS keyword_key, t.keyword_rows AS keyword_rows, t.keyword_tokens AS keyword_tokens,
+       (SELECT json_group_array(json_array(q.value,
+          coalesce((SELECT v.doc FROM keyword_terms v WHERE v.term = t.keyword_key || 'z' || q.value), 0)))
+        FROM json_each(?1) q) AS df
+FROM tenants t WHERE t.tenant_id = ?2";
+
+/// The keyword search: bm25 over tenant `?3`'s own counts. `?1`: JSON
+/// array of `{t, w}`, each query term scoped to the tenant
+/// (`core::terms::scoped`) with its idf weight (`core::terms::idf`, from
+/// `KEYWORD_STATS`); `?6` k1, `?7` b, `?8` the tenant's average row length
+/// in tokens. A row's score is the sum over the terms it holds of
+/// w·tf·(k1+1) / (tf + k1·(1 − b + b·len/avg)). Of the rows holding a
+/// term, the live chunks of generation `?2` and tenant `?3` (`?4`: of that
+/// document key only, or NULL), best first (ties: vector ID), at most
+/// `?5`. The index holds rows of every version; the joins serve only those
+/// valid at the live one, so a keyword hit is fenced exactly as a vector
+/// hit is.
 pub const KEYWORD_CHUNKS: &str = concat!(
-    "SELECT c.vector_id AS vector_id, c.doc_id AS doc_id, d.live_version AS version, c.ord AS ord, c.text AS text,
-       c.generation AS generation, v.metadata AS metadata, -bm25(chunks_fts) AS score
-FROM chunks_fts JOIN chunks c ON c.chunk_id = chunks_fts.rowid
+    "WITH q(term, w) AS (SELECT json_extract(value, '$.t'), json_extract(value, '$.w') FROM json_each(?1)),
+hits(row_id, w, tf) AS (
+  SELECT i.doc, q.w, count(*) FROM q CROSS JOIN keyword_instances i ON i.term = q.term GROUP BY i.doc, q.term),
+scored(row_id, score) AS (
+  SELECT h.row_id, sum(h.w * h.tf * (?6 + 1.0) / (h.tf + ?6 * (1.0 - ?7 + ?7 * c.keyword_len / ?8)))
+  FROM hits h JOIN chunks c ON c.chunk_id = h.row_id GROUP BY h.row_id)
+SELECT c.vector_id AS vector_id, c.doc_id AS doc_id, d.live_version AS version, c.ord AS ord, c.text AS text,
+       c.generation AS generation, v.metadata AS metadata, s.score AS score
+FROM scored s JOIN chunks c ON c.chunk_id = s.row_id
 JOIN documents d ON d.doc_id = c.doc_id AND ",
     valid_at!("c", "d.live_version"),
     "
 JOIN versions v ON v.doc_id = c.doc_id AND v.version = d.live_version
-WHERE chunks_fts MATCH ?1 AND c.generation = ?2 AND c.tenant_id = ?3 AND (?4 IS NULL OR c.doc_id = ?4)
-ORDER BY bm25(chunks_fts), c.vector_id LIMIT ?5"
+WHERE c.generation = ?2 AND c.tenant_id = ?3 AND (?4 IS NULL OR c.doc_id = ?4)
+ORDER BY s.score DESC, c.vector_id LIMIT ?5"
 );
+
+/// Upgrade (migration 0021): a page of rows not in the keyword index yet,
+/// oldest first, with their tenant's keyword key, at most `?1`.
+pub const KEYWORD_UNINDEXED_PAGE: &str = "\
+SELECT c.chunk_id AS chunk_id, c.text AS text, t.keyword_key AS keyword_key
+FROM chunks c JOIN tenants t ON t.tenant_id = c.tenant_id
+WHERE c.keyword_len IS NULL ORDER BY c.chunk_id LIMIT ?1";
+
+/// Upgrade, first in its batch: the page's rows (`?1`: JSON array of
+/// `{id, k, n}`) still not in the index are counted in their tenants'
+/// keyword totals.
+pub const KEYWORD_UNINDEXED_COUNT: &str = "\
+UPDATE tenants SET (keyword_rows, keyword_tokens) = (
+  SELECT tenants.keyword_rows + count(*), tenants.keyword_tokens + coalesce(sum(json_extract(j.value, '$.n')), 0)
+  FROM json_each(?1) j JOIN chunks c ON c.chunk_id = json_extract(j.value, '$.id') AND c.keyword_len IS NULL
+  WHERE c.tenant_id = tenants.tenant_id)
+WHERE tenant_id IN (SELECT c.tenant_id FROM json_each(?1) j
+                    JOIN chunks c ON c.chunk_id = json_extract(j.value, '$.id') AND c.keyword_len IS NULL)";
+
+/// Upgrade, second: those rows enter the index with their terms.
+pub const KEYWORD_UNINDEXED_ENTER: &str = "\
+INSERT INTO keyword_index (rowid, terms)
+SELECT c.chunk_id, json_extract(j.value, '$.k') FROM json_each(?1) j
+JOIN chunks c ON c.chunk_id = json_extract(j.value, '$.id') AND c.keyword_len IS NULL";
+
+/// Upgrade, last: those rows are marked as in the index (their term
+/// count), and the Japanese terms copy they kept is cleared.
+pub const KEYWORD_UNINDEXED_MARK: &str = "\
+UPDATE chunks SET keyword_len = (SELECT json_extract(j.value, '$.n') FROM json_each(?1) j
+                                 WHERE json_extract(j.value, '$.id') = chunks.chunk_id), terms = NULL
+WHERE chunk_id IN (SELECT json_extract(value, '$.id') FROM json_each(?1)) AND keyword_len IS NULL";
 
 // ---------------------------------------------------------------- local vector index
 
@@ -1795,7 +1863,8 @@ pub const ALL: &[(&str, &str)] = &[
     ("CONSUME_STAGE_CLOSE", CONSUME_STAGE_CLOSE),
     ("CONSUME_STAGE_DEAD_INTENTS", CONSUME_STAGE_DEAD_INTENTS),
     ("CONSUME_STAGE_GUARD", CONSUME_STAGE_GUARD),
-    ("KEYWORD_STAGE_LIVE", KEYWORD_STAGE_LIVE),
+    ("KEYWORD_STAGE", KEYWORD_STAGE),
+    ("KEYWORD_STAGE_COUNT", KEYWORD_STAGE_COUNT),
     ("CONSUME_SET_CHUNK_COUNT", CONSUME_SET_CHUNK_COUNT),
     ("CONSUME_STAGED", CONSUME_STAGED),
     ("CONSUME_PAGE", CONSUME_PAGE),
@@ -1834,7 +1903,12 @@ pub const ALL: &[(&str, &str)] = &[
     ("TENANT_QUOTA_GUARD", TENANT_QUOTA_GUARD),
     ("TENANT_ADD_USAGE", TENANT_ADD_USAGE),
     ("LIVE_CHUNKS_BY_VECTOR_ID", LIVE_CHUNKS_BY_VECTOR_ID),
+    ("KEYWORD_STATS", KEYWORD_STATS),
     ("KEYWORD_CHUNKS", KEYWORD_CHUNKS),
+    ("KEYWORD_UNINDEXED_PAGE", KEYWORD_UNINDEXED_PAGE),
+    ("KEYWORD_UNINDEXED_COUNT", KEYWORD_UNINDEXED_COUNT),
+    ("KEYWORD_UNINDEXED_ENTER", KEYWORD_UNINDEXED_ENTER),
+    ("KEYWORD_UNINDEXED_MARK", KEYWORD_UNINDEXED_MARK),
     ("LOCAL_INDEX_UPSERT", LOCAL_INDEX_UPSERT),
     ("LOCAL_INDEX_DELETE", LOCAL_INDEX_DELETE),
     ("LOCAL_INDEX_GET", LOCAL_INDEX_GET),

@@ -1,6 +1,6 @@
 // Hybrid search, end to end in the BUILT Worker in workerd (`wrangler dev
-// --env local`, local D1, local index and embedder): migration 0010 (the
-// FTS5 keyword index and the triggers that keep it) applied by wrangler;
+// --env local`, local D1, local index and embedder): migration 0021 (the
+// per-tenant FTS5 keyword index and the trigger that keeps it) applied by wrangler;
 // keyword, vector and hybrid modes finding exact English and Japanese terms;
 // highlight snippets (HTML-escaped, terms in <mark>); FTS5 syntax in a query
 // taken literally; the request's error contract; and the fences a keyword
@@ -38,9 +38,9 @@ const MODES = ['keyword', 'vector', 'hybrid'];
 const SMALL = { CHUNK_SIZE_MAX_TOKENS: '200', CHUNK_OVERLAP_TOKENS: '20' };
 
 // ---------------------------------------------------------------------------
-// 1. Migrations 0010, 0019 and 0020 (the keyword index and its triggers) through wrangler, as `make migrate-local` applies them.
+// 1. Migration 0021 (the keyword index per tenant and its trigger) through wrangler, as `make migrate-local` applies it.
 
-describe('migrations 0010, 0019 and 0020 through `wrangler d1 migrations apply` (make migrate-local)', () => {
+describe('migration 0021 through `wrangler d1 migrations apply` (make migrate-local)', () => {
   let dir;
   before(() => {
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ingest-e2e-fts-migrate-'));
@@ -49,63 +49,57 @@ describe('migrations 0010, 0019 and 0020 through `wrangler d1 migrations apply` 
     if (dir) fs.rmSync(dir, { recursive: true, force: true });
   });
 
-  it('1. wrangler splits 0010, 0019 and 0020 with their BEGIN … END trigger bodies whole: chunks_fts and the three triggers exist and work', () => {
+  it('1. wrangler applies 0021 with its trigger body whole: the contentless keyword index, its fts5vocab tables and the trigger work in local D1', () => {
     // The Makefile's command (wrangler.toml, env local) on a state directory
     // of its own. The e2e harness (startWorker) applies migrations the same
     // way, with wrangler.toml minus [build].
     const applied = runWrangler(['d1', 'migrations', 'apply', 'DB', '--local', '--env', 'local', '--persist-to', dir]);
-    assert.match(applied.stdout, /0010_keyword_index\.sql/, `0010 not in wrangler's output:\n${applied.stdout}`);
+    assert.match(applied.stdout, /0021_keyword_index_per_tenant\.sql/, `0021 not in wrangler's output:\n${applied.stdout}`);
 
-    // The triggers as the last migration that creates them (0020, the
-    // keyword index without its copy of the text) writes them, each
-    // through its `END;`.
-    const file = fs.readFileSync(path.join(REPO_ROOT, 'migrations', '0020_keyword_index_without_copy.sql'), 'utf8');
+    // The trigger as the migration writes it, through its `END;`.
+    const file = fs.readFileSync(path.join(REPO_ROOT, 'migrations', '0021_keyword_index_per_tenant.sql'), 'utf8');
     const expected = new Map(
       [...file.matchAll(/^CREATE TRIGGER (\w+)[\s\S]*?^END;/gm)].map((m) => [m[1], m[0].slice(0, -1)]),
     );
-    const THREE = ['chunks_fts_changed', 'chunks_fts_cleaned', 'chunks_fts_replaced'];
-    for (const name of THREE) assert.ok(expected.has(name), `migration 0020 no longer creates trigger ${name}`);
+    assert.ok(expected.has('chunks_keyword_deleted'), 'migration 0021 no longer creates trigger chunks_keyword_deleted');
 
-    // A functional check of the triggers in the same wrangler call: a
-    // document's chunk rows enter the index when their version goes live,
-    // a row staged for the live version does not enter by trigger (the
-    // staging batch's KEYWORD_STAGE_LIVE enters it: step 5d's backfill), a
-    // replace swaps the rows that changed and keeps the rows both versions
-    // share, a cleaned-up row leaves. Each SELECT's rows are one result set.
-    const ins = (version, generation, index, text, terms = 'NULL') =>
-      `INSERT INTO chunks (doc_id, version, to_version, generation, ord, vector_id, content_hash, text, terms) ` +
-      `VALUES ('t/a', ${version}, NULL, ${generation}, ${index}, 't/a:${version}:${generation}:${index}', 'h', '${text}', ${terms})`;
-    // The index keeps no text (external content): its rows are those it has a size for.
-    const fts = (what) => `SELECT '${what}' AS what, group_concat(c.vector_id, ' ') AS ids FROM chunks_fts_docsize f JOIN chunks c ON c.chunk_id = f.id`;
+    // A functional check in the same wrangler call, as the Worker's
+    // statements use the index (src/store/sql.rs): a staged row enters
+    // with its tenant-scoped terms (KEYWORD_STAGE) and its tenant's totals
+    // (KEYWORD_STAGE_COUNT); fts5vocab counts the rows and instances of a
+    // term; deleting a row takes its entry and its counts away (the
+    // trigger, contentless_delete); a row never indexed leaves nothing to
+    // take. Each SELECT's rows are one result set.
+    const ins = (id, ord, text, len) =>
+      `INSERT INTO chunks (chunk_id, doc_id, version, to_version, generation, ord, vector_id, content_hash, text, keyword_len) ` +
+      `VALUES (${id}, 'a', 1, NULL, 1, ${ord}, 'a:${id}', 'h', '${text}', ${len})`;
+    const state = (what) =>
+      `SELECT '${what}' AS what, json_object('held', (SELECT group_concat(id, ' ') FROM (SELECT id FROM keyword_index_docsize ORDER BY id)), ` +
+      `'rows', (SELECT keyword_rows FROM tenants WHERE tenant_id = 'default'), 'tokens', (SELECT keyword_tokens FROM tenants WHERE tenant_id = 'default'), ` +
+      `'alpha', (SELECT doc FROM keyword_terms WHERE term = k.key || 'zalpha'), ` +
+      `'alpha in 1', (SELECT count(*) FROM keyword_instances WHERE term = k.key || 'zalpha' AND doc = 1)) AS ids ` +
+      `FROM (SELECT keyword_key AS key FROM tenants WHERE tenant_id = 'default') k`;
     const statements = [
       "SELECT 'migrations' AS what, group_concat(name, ' ') AS ids FROM (SELECT name FROM d1_migrations ORDER BY id)",
       "SELECT 'triggers' AS what, json_group_array(json_object('name', name, 'tbl', tbl_name, 'sql', sql)) AS ids FROM (SELECT * FROM sqlite_master WHERE type = 'trigger' ORDER BY name)",
-      "SELECT 'fts table' AS what, sql AS ids FROM sqlite_master WHERE name = 'chunks_fts'",
-      "INSERT INTO documents (doc_id, latest_version, live_version, created_at, updated_at) VALUES ('t/a', 2, NULL, 1, 1)",
-      "INSERT INTO versions (doc_id, version, is_delete, content_hash, content_type, metadata, text_bytes, part_count, created_at) VALUES ('t/a', 1, 0, 'h1', 'text/plain', '{}', 1, 1, 1), ('t/a', 2, 0, 'h2', 'text/plain', '{}', 1, 1, 1)",
-      ins(1, 1, 0, 'alpha bravo'),
-      ins(1, 1, 1, 'charlie'),
-      fts('staged, not live'),
-      "UPDATE documents SET live_version = 1 WHERE doc_id = 't/a'",
-      fts('v1 live'),
-      ins(1, 2, 0, 'alpha bravo charlie'),
-      fts('v1 gen 2 staged'),
-      // The staging batch's KEYWORD_STAGE_LIVE enters a live version's new
-      // rows itself (the index must hold every live row: the triggers
-      // 'delete' what they remove, and FTS5 must hold what it is told to delete).
-      "INSERT INTO chunks_fts (rowid, keyword_text) SELECT chunk_id, keyword_text FROM chunks WHERE vector_id = 't/a:1:2:0'",
-      // Version 2 keeps 'alpha bravo' (its row is shared), drops 'charlie'
-      // and generation 2 (closed at 2), adds 東京都 (ord 1).
-      "UPDATE chunks SET to_version = 2 WHERE doc_id = 't/a' AND vector_id IN ('t/a:1:1:1', 't/a:1:2:0')",
-      ins(2, 1, 1, '東京都', "' 東 京 都 '"),
-      fts('v2 staged'),
-      "UPDATE documents SET live_version = 2 WHERE doc_id = 't/a'",
-      fts('v2 live'),
-      "SELECT 'match 京都' AS what, group_concat(rowid, ' ') AS ids FROM chunks_fts WHERE chunks_fts MATCH '\"京 都\"'",
-      "UPDATE chunks SET terms = ' 京 都 ' WHERE vector_id = 't/a:2:1:1'",
-      fts('v2 row changed'),
-      "DELETE FROM chunks WHERE doc_id = 't/a' AND version = 2",
-      fts('v2 rows cleaned'),
+      "SELECT 'fts table' AS what, sql AS ids FROM sqlite_master WHERE name = 'keyword_index'",
+      "SELECT 'key' AS what, keyword_key AS ids FROM tenants WHERE tenant_id = 'default'",
+      "INSERT INTO documents (doc_id, latest_version, live_version, created_at, updated_at) VALUES ('a', 1, 1, 1, 1)",
+      "INSERT INTO versions (doc_id, version, is_delete, content_hash, content_type, metadata, text_bytes, part_count, created_at) VALUES ('a', 1, 0, 'h1', 'text/plain', '{}', 1, 1, 1)",
+      ins(1, 0, 'alpha bravo alpha', 3),
+      ins(2, 1, 'alpha 東京', 4),
+      ins(3, 2, 'written before 0021', 'NULL'),
+      "INSERT INTO keyword_index (rowid, terms) SELECT 1, k || 'zalpha ' || k || 'zbravo ' || k || 'zalpha' FROM (SELECT keyword_key AS k FROM tenants WHERE tenant_id = 'default')",
+      "INSERT INTO keyword_index (rowid, terms) SELECT 2, k || 'zalpha ' || k || 'z東 ' || k || 'z東京 ' || k || 'z京' FROM (SELECT keyword_key AS k FROM tenants WHERE tenant_id = 'default')",
+      "UPDATE tenants SET keyword_rows = keyword_rows + 2, keyword_tokens = keyword_tokens + 7 WHERE tenant_id = 'default'",
+      state('entered'),
+      "DELETE FROM chunks WHERE chunk_id = 2",
+      state('one deleted'),
+      "DELETE FROM chunks WHERE chunk_id = 3",
+      state('unindexed deleted'),
+      // A tenant inserted without a key (as the previous release does) gets the next one.
+      "INSERT INTO tenants (tenant_id, state, documents, bytes, created_at, updated_at) VALUES ('late', 'active', 0, 0, 1, 1)",
+      "SELECT 'late key' AS what, keyword_key AS ids FROM tenants WHERE tenant_id = 'late'",
     ];
     const out = runWrangler(['d1', 'execute', 'DB', '--local', '--env', 'local', '--persist-to', dir, '--json', '--command', statements.join(';\n')]);
     let sets;
@@ -118,34 +112,30 @@ describe('migrations 0010, 0019 and 0020 through `wrangler d1 migrations apply` 
 
     const migrations = fs.readdirSync(path.join(REPO_ROOT, 'migrations')).filter((f) => f.endsWith('.sql')).sort();
     assert.deepEqual(got.migrations?.split(' '), migrations, 'every migration recorded as applied');
-    assert.match(got['fts table'] ?? '', /CREATE VIRTUAL TABLE chunks_fts USING fts5/i, `chunks_fts missing: ${JSON.stringify(got)}`);
-    assert.match(got['fts table'], /content = 'chunks'/, 'the index keeps no copy of the text (external content)');
+    assert.match(got['fts table'] ?? '', /CREATE VIRTUAL TABLE keyword_index USING fts5/i, `keyword_index missing: ${JSON.stringify(got)}`);
+    assert.match(got['fts table'], /content = ''/, 'the index keeps no copy of the text (contentless)');
+    assert.match(got['fts table'], /contentless_delete = 1/);
+    assert.equal(typeof got.key, 'number', `the default tenant has a keyword key: ${JSON.stringify(got)}`);
     const triggers = JSON.parse(got.triggers ?? '[]');
     assert.deepEqual(
-      triggers.map((t) => t.name).filter((n) => n.startsWith('chunks_fts')),
-      [...expected.keys()].sort(),
-      `the keyword index's triggers: ${JSON.stringify(triggers)}`,
+      triggers.map((t) => t.name).filter((n) => n.startsWith('chunks_fts') || n.startsWith('chunks_keyword')),
+      ['chunks_keyword_deleted'],
+      `the keyword index's triggers (0020's are dropped): ${JSON.stringify(triggers)}`,
     );
-    for (const t of triggers.filter((x) => expected.has(x.name))) {
-      // SQLite stores a CREATE statement's own text: a body cut at one of
-      // its inner `;` would differ (or not have applied at all).
-      assert.equal(t.sql, expected.get(t.name), `trigger ${t.name} as stored differs from the migration's text (split inside BEGIN … END?)`);
+    // SQLite stores a CREATE statement's own text: a body cut at one of
+    // its inner `;` would differ (or not have applied at all).
+    assert.deepEqual([...expected.keys()].sort(), ['chunks_keyword_deleted', 'tenants_keyword_key']);
+    for (const [name, sql] of expected) {
+      const t = triggers.find((x) => x.name === name);
+      assert.equal(t?.sql, sql, `trigger ${name} as stored differs from the migration's text (split inside BEGIN … END?)`);
     }
-    assert.deepEqual(
-      Object.fromEntries(triggers.filter((x) => THREE.includes(x.name)).map((x) => [x.name, x.tbl])),
-      { chunks_fts_changed: 'chunks', chunks_fts_cleaned: 'chunks', chunks_fts_replaced: 'documents' },
-    );
+    assert.equal(triggers.find((x) => x.name === 'chunks_keyword_deleted').tbl, 'chunks');
 
-    // What the triggers did.
-    const ids = (what) => (got[what] ?? '').split(' ').filter(Boolean).sort();
-    assert.deepEqual(ids('staged, not live'), [], 'rows of a version not live yet are not in the index');
-    assert.deepEqual(ids('v1 live'), ['t/a:1:1:0', 't/a:1:1:1'], 'chunks_fts_replaced: the live version\'s rows enter');
-    assert.deepEqual(ids('v1 gen 2 staged'), ['t/a:1:1:0', 't/a:1:1:1'], 'no trigger on inserts: D1 would count its writes as rows staged');
-    assert.deepEqual(ids('v2 staged'), ['t/a:1:1:0', 't/a:1:1:1', 't/a:1:2:0'], 'a row of a newer version waits until it is live');
-    assert.deepEqual(ids('v2 live'), ['t/a:1:1:0', 't/a:2:1:1'], 'chunks_fts_replaced: the closed row leaves, the new one enters, the shared one stays (both statements of the body ran)');
-    assert.ok((got['match 京都'] ?? '').length > 0, `the spaced-out Japanese terms match as a phrase: ${JSON.stringify(got)}`);
-    assert.deepEqual(ids('v2 row changed'), ['t/a:1:1:0', 't/a:2:1:1'], 'chunks_fts_changed: the entry is replaced, not doubled');
-    assert.deepEqual(ids('v2 rows cleaned'), ['t/a:1:1:0'], 'chunks_fts_cleaned: a deleted row leaves');
+    const st = (what) => JSON.parse(got[what] ?? 'null');
+    assert.deepEqual(st('entered'), { held: '1 2', rows: 2, tokens: 7, alpha: 2, 'alpha in 1': 2 }, 'fts5vocab: 2 rows hold alpha, twice in row 1');
+    assert.deepEqual(st('one deleted'), { held: '1', rows: 1, tokens: 3, alpha: 1, 'alpha in 1': 2 }, 'the trigger: the deleted row leaves the index and its counts');
+    assert.deepEqual(st('unindexed deleted'), st('one deleted'), 'a row never indexed leaves nothing behind');
+    assert.equal(got['late key'], got.key + 1, 'the trigger tenants_keyword_key gives a tenant inserted without a key the next one');
   });
 });
 

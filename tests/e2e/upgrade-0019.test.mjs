@@ -8,8 +8,11 @@
 // ingests, then its D1 is turned back into the 0011..0018 shape (the chunks
 // table, indexes and triggers verbatim from 0011, the keyword index from
 // 0010, rebuilt because a later migration may have changed it) with 0019
-// and later unrecorded in d1_migrations. The same fakes (the vector index)
-// serve both workers.
+// and later unrecorded in d1_migrations, and what 0021 added (the keyword
+// index per tenant, the tenants' keyword columns) undone. The same fakes
+// (the vector index) serve both workers. After 0021 the old rows wait for
+// cron to enter the per-tenant keyword index: keyword answers come back
+// with the first cron run.
 //
 // D1 is kept where `wrangler --persist-to DIR` keeps it (DIR/v3/d1), and
 // wrangler runs on a copy of the test configuration whose local ledger has
@@ -279,9 +282,16 @@ describe('upgrade in place: a ledger written before 0019', () => {
     const fts = [...pick('0010_keyword_index.sql', /^CREATE VIRTUAL TABLE chunks_fts\b/, 1), ...pick('0010_keyword_index.sql', /^INSERT INTO chunks_fts\b/, 1)];
     // The rows valid at each live version become that version's own rows.
     const sql = [
-      'DROP TRIGGER chunks_fts_replaced',
-      'DROP TRIGGER chunks_fts_cleaned',
-      'DROP TRIGGER chunks_fts_changed',
+      // What 0021 added.
+      'DROP TRIGGER chunks_keyword_deleted',
+      'DROP TABLE keyword_instances',
+      'DROP TABLE keyword_terms',
+      'DROP TABLE keyword_index',
+      'DROP INDEX tenants_by_keyword_key',
+      'ALTER TABLE tenants DROP COLUMN keyword_key',
+      'ALTER TABLE tenants DROP COLUMN keyword_rows',
+      'ALTER TABLE tenants DROP COLUMN keyword_tokens',
+      // (0021 dropped 0020's triggers on the shared index.)
       'DROP TABLE chunks_fts',
       ...table,
       `INSERT INTO chunks_v (chunk_id, doc_id, version, generation, chunk_index, vector_id, start_byte, end_byte, content_hash, text, terms)
@@ -326,16 +336,25 @@ describe('upgrade in place: a ledger written before 0019', () => {
     const rows = ledger('SELECT chunk_id, doc_id, version, to_version, ord, vector_id FROM chunks ORDER BY chunk_id');
     assert.deepEqual(rows.map((r) => [r.chunk_id, r.doc_id, r.version, r.to_version, r.vector_id]), rows1.map((r) => [r.chunk_id, r.doc_id, r.version, null, r.vector_id]));
     assert.deepEqual(rows.filter((r) => r.doc_id === LONG).map((r) => r.ord), EN.map((_, i) => i));
-    assert.deepEqual(ftsRowids(), rows.map((r) => r.chunk_id));
+    // 0021 empties the shared keyword index; every row waits for cron to
+    // enter the tenant's own (keyword_len NULL).
+    assert.deepEqual(ftsRowids(), []);
+    assert.deepEqual(ledger('SELECT count(*) AS n FROM keyword_index_docsize'), [{ n: 0 }]);
+    assert.deepEqual(ledger('SELECT count(*) AS n FROM chunks WHERE keyword_len IS NULL'), [{ n: rows.length }]);
     assert.ok(ledger("SELECT name FROM pragma_table_info('documents')").some((r) => r.name === 'rows_stamp'));
   });
 
-  step('4. restarted on the migrated ledger and the same index: same answers, nothing embedded or written', async () => {
+  step('4. restarted on the migrated ledger and the same index: the same vector answers at once, the keyword ones after a cron run, nothing embedded or written', async () => {
     await start();
     for (const id of [LONG, JA, SHORT]) await waitForState(w.base, id, 'indexed', { liveVersion: LIVE[id] });
     const before = embedded.length;
-    assert.deepEqual(await answers(), answers1);
-    // Cron on the migrated ledger deletes no vector.
+    const early = await answers();
+    QUERIES.forEach((q, i) => {
+      if (q.mode === 'vector') assert.deepEqual(early[i], answers1[i], JSON.stringify(q));
+      if (q.mode === 'keyword') assert.deepEqual(early[i], [], `a keyword hit before cron indexed the old rows: ${JSON.stringify(q)}`);
+    });
+    // Cron on the migrated ledger enters the old rows into the keyword
+    // index (one page: fewer rows than CRON_PRUNE_ROWS_MAX) and deletes no vector.
     await w.scheduled();
     await w.scheduled();
     assert.deepEqual(await answers(), answers1);

@@ -23,14 +23,15 @@ fn read(db: &SqliteDb, sql: &'static str) -> Rows {
 fn d1_rows_count_each_table_row_and_index_entry_written_and_each_row_visited() {
     let db = SqliteDb::ledger();
     let rows = |read, written| Rows { read, written };
-    // tenants: its TEXT primary key is an index of its own, and no other.
+    // tenants: its TEXT primary key is an index of its own, and so is its
+    // keyword key's (migration 0021).
     assert_eq!(
         billed(
             &db,
-            "INSERT INTO tenants (tenant_id, state, created_at, updated_at) VALUES ('t1', 'active', 1, 1)"
+            "INSERT INTO tenants (tenant_id, state, created_at, updated_at, keyword_key) VALUES ('t1', 'active', 1, 1, 2)"
         ),
-        rows(0, 2),
-        "the row and its key's entry"
+        rows(0, 3),
+        "the row and its two keys' entries"
     );
     // An update rewrites the row, and only the indexes of changed columns.
     assert_eq!(
@@ -60,17 +61,13 @@ fn d1_rows_count_each_table_row_and_index_entry_written_and_each_row_visited() {
     assert_eq!(
         billed(
             &db,
-            "INSERT INTO chunks_fts (rowid, keyword_text) VALUES (7, 'alpha beta gamma')"
+            "INSERT INTO keyword_index (rowid, terms) VALUES (7, '1zalpha 1zbeta 1zgamma')"
         ),
         rows(0, 1)
     );
-    // An entry leaves an external-content index by FTS5's 'delete' command.
+    // An entry leaves the contentless index by its rowid alone.
     assert_eq!(
-        billed(
-            &db,
-            "INSERT INTO chunks_fts (chunks_fts, rowid, keyword_text) VALUES ('delete', 7, 'alpha beta gamma')"
-        )
-        .written,
+        billed(&db, "DELETE FROM keyword_index WHERE rowid = 7").written,
         1
     );
     // A delete counts the row (index entries removed are not counted).

@@ -1,12 +1,14 @@
-//! Property tests of the keyword index's text rules (`core::keyword`), on a
-//! real SQLite FTS5 table with the index's tokenizer:
+//! Property tests of the keyword index's terms (`core::terms`) on a real
+//! SQLite FTS5 table made as migration 0021 makes `keyword_index`
+//! (contentless, `ascii` tokenizer, read through `fts5vocab`), and of the
+//! search's text rules (`core::keyword`):
 //!
-//! - `index_terms` keeps every character in order, adds only spaces, and is
-//!   `None` exactly when the text has no unspaced character;
-//! - for any query, `match_expression` is only quoted strings joined by
-//!   ` OR ` and FTS5 accepts it;
-//! - a substring of a text, cut between words (or made of unspaced
-//!   characters), finds the text's row;
+//! - whatever the text, the tokenizer makes exactly the terms
+//!   `index_document` counts, in order, each under the tenant's key;
+//! - whatever the query, its terms are few, distinct, never empty, and the
+//!   lookup with them (bound values, never query syntax) runs;
+//! - a substring of a text, cut between words (or between unspaced
+//!   characters), finds the text's row: every term of it is the row's;
 //! - `snippet` never panics, stays within its length, and is a substring of
 //!   the text once its marks and escapes are removed;
 //! - `fuse` is deterministic, sums reciprocal ranks, and an id first in
@@ -14,13 +16,18 @@
 //!
 //! `PROPTEST_CASES` cases per property (default 2,000).
 
-use ingest_pipeline::core::keyword::{fuse, index_terms, is_unspaced, match_expression, snippet};
+use ingest_pipeline::core::keyword::{fuse, is_unspaced, snippet};
+use ingest_pipeline::core::terms::{index_document, query_terms, scoped};
 use proptest::prelude::*;
 use rusqlite::Connection;
+use unicode_segmentation::UnicodeSegmentation;
 
 const SCHEMA: &str =
-    "CREATE VIRTUAL TABLE t USING fts5(terms, tokenize='porter unicode61 remove_diacritics 2');
+    "CREATE VIRTUAL TABLE t USING fts5(terms, content = '', contentless_delete = 1, tokenize = 'ascii');
      CREATE VIRTUAL TABLE v USING fts5vocab(t, 'instance');";
+
+/// The tenant key the tests index under.
+const KEY: i64 = 7;
 
 /// Pieces of real text, of FTS5 syntax and of what breaks tokenizers.
 const PIECES: &[&str] = &[
@@ -151,83 +158,58 @@ fn index() -> Connection {
     db
 }
 
-/// What the index holds for `text`.
-fn terms(text: &str) -> String {
-    index_terms(text).unwrap_or_else(|| text.to_string())
-}
-
 fn insert(db: &Connection, rowid: i64, text: &str) {
     db.execute(
         "INSERT INTO t (rowid, terms) VALUES (?1, ?2)",
-        rusqlite::params![rowid, terms(text)],
+        rusqlite::params![rowid, index_document(KEY, text).0],
     )
     .unwrap();
 }
 
-fn search(db: &Connection, expression: &str) -> rusqlite::Result<Vec<i64>> {
-    let mut st = db.prepare("SELECT rowid FROM t WHERE t MATCH ?1 ORDER BY rowid")?;
-    let rows = st.query_map([expression], |r| r.get(0))?;
+/// The rows holding any of `terms` (scoped to `KEY`), as the search's
+/// statement looks them up: bound values, through `fts5vocab`.
+fn rows_holding(db: &Connection, terms: &[String]) -> rusqlite::Result<Vec<i64>> {
+    let scoped: Vec<String> = terms.iter().map(|t| scoped(KEY, t)).collect();
+    let mut st = db.prepare(
+        "SELECT DISTINCT doc FROM v WHERE term IN (SELECT value FROM json_each(?1)) ORDER BY doc",
+    )?;
+    let rows = st.query_map([serde_json::to_string(&scoped).unwrap()], |r| r.get(0))?;
     rows.collect()
 }
 
-/// How many tokens the index makes of `text`, alone in an index.
-fn token_count(text: &str) -> i64 {
-    let db = index();
-    insert(&db, 1, text);
-    db.query_row("SELECT count(*) FROM v", [], |r| r.get(0))
+/// The tokens the index holds for row `rowid`, in order.
+fn held_tokens(db: &Connection, rowid: i64) -> Vec<String> {
+    let mut st = db
+        .prepare("SELECT term FROM v WHERE doc = ?1 ORDER BY offset")
+        .unwrap();
+    st.query_map([rowid], |r| r.get(0))
         .unwrap()
+        .map(Result::unwrap)
+        .collect()
 }
 
-/// `expression` is `"…"( OR "…")*`, each string's inner quotes doubled.
-fn phrases_of(expression: &str) -> Option<Vec<String>> {
-    let mut out = Vec::new();
-    let mut chars = expression.chars().peekable();
-    loop {
-        if chars.next()? != '"' {
-            return None;
-        }
-        let mut phrase = String::new();
-        loop {
-            match chars.next()? {
-                '"' if chars.peek() == Some(&'"') => {
-                    chars.next();
-                    phrase.push('"');
-                }
-                '"' => break,
-                c => phrase.push(c),
-            }
-        }
-        out.push(phrase);
-        match chars.next() {
-            None => return Some(out),
-            Some(' ') => {
-                for want in ['O', 'R', ' '] {
-                    if chars.next()? != want {
-                        return None;
-                    }
-                }
-            }
-            Some(_) => return None,
+/// The byte offsets where a query may cut `text`: grapheme cluster
+/// boundaries not inside a word of a spaced script. A cluster belongs to a
+/// word when its first character is a letter or number of a spaced script
+/// (a combining diacritic, U+0300–U+0331, alone: it continues its word),
+/// whatever follows in it (`x` with a halfwidth sound mark is a word's).
+fn boundaries(text: &str) -> Vec<usize> {
+    let wordy = |g: &str| {
+        g.chars().next().is_some_and(|c| {
+            (c.is_alphanumeric() && !is_unspaced(c)) || ('\u{300}'..='\u{331}').contains(&c)
+        })
+    };
+    let mut out = vec![0];
+    let graphemes: Vec<(usize, &str)> = text.grapheme_indices(true).collect();
+    for pair in graphemes.windows(2) {
+        if !(wordy(pair[0].1) && wordy(pair[1].1)) {
+            out.push(pair[1].0);
         }
     }
-}
-
-/// Where unicode61 (after `index_terms`) surely starts or ends a token: not
-/// between two letters or numbers of a spaced script. With
-/// `remove_diacritics`, a combining diacritic (U+0300–U+0331) continues a
-/// token, so it counts as a letter here: that leaves out some boundaries,
-/// never adds one.
-fn boundaries(chars: &[char]) -> Vec<usize> {
-    let letter = |c: char| c.is_alphanumeric() || ('\u{300}'..='\u{331}').contains(&c);
-    (0..=chars.len())
-        .filter(|&i| {
-            if i == 0 || i == chars.len() {
-                return true;
-            }
-            let (p, c) = (chars[i - 1], chars[i]);
-            !(letter(p) && letter(c)) || is_unspaced(p) || is_unspaced(c)
-        })
-        .collect()
+    if !text.is_empty() {
+        out.push(text.len());
+    }
+    out
 }
 
 /// `out` with its marks and escapes removed and one ellipsis at each end,
@@ -283,62 +265,54 @@ proptest! {
     #![proptest_config(config())]
 
     #[test]
-    fn keyword_index_terms_keep_every_character(text in any_text()) {
-        let out = index_terms(&text);
-        prop_assert_eq!(out.is_some(), text.chars().any(is_unspaced));
-        prop_assert_eq!(&index_terms(&text.clone()), &out);
-        let Some(out) = out else { return Ok(()) };
-        // `out` is `text` with spaces added.
-        let mut want = text.chars().peekable();
-        let mut added = 0;
-        for c in out.chars() {
-            if want.peek() == Some(&c) {
-                want.next();
-            } else {
-                prop_assert_eq!(c, ' ', "{:?} -> {:?}", text, out);
-                added += 1;
-            }
-        }
-        prop_assert!(want.next().is_none(), "{:?} -> {:?}", text, out);
-        prop_assert_eq!(out.chars().count(), text.chars().count() + added);
-        // Each unspaced character stands apart.
-        let chars: Vec<char> = out.chars().collect();
-        for (i, c) in chars.iter().enumerate() {
-            if is_unspaced(*c) {
-                let apart = |n: Option<&char>| n.is_none_or(|n| n.is_whitespace());
-                prop_assert!(apart(i.checked_sub(1).and_then(|p| chars.get(p))), "{:?}", out);
-                prop_assert!(apart(chars.get(i + 1)), "{:?}", out);
-            }
-        }
+    fn keyword_the_tokenizer_makes_exactly_the_counted_terms(text in any_text()) {
+        let (doc, n) = index_document(KEY, &text);
+        prop_assert_eq!(index_document(KEY, &text.clone()), (doc.clone(), n));
+        let db = index();
+        insert(&db, 1, &text);
+        let held = held_tokens(&db, 1);
+        let made: Vec<&str> = doc.split(' ').filter(|t| !t.is_empty()).collect();
+        prop_assert_eq!(held.len(), n as usize, "{:?} -> {:?}", text, held);
+        prop_assert_eq!(&held, &made);
+        let prefix = format!("{KEY}z");
+        prop_assert!(held.iter().all(|t| t.starts_with(&prefix) && t.len() > prefix.len()));
+        // The row leaves as it entered (contentless_delete).
+        db.execute("DELETE FROM t WHERE rowid = 1", []).unwrap();
+        prop_assert!(held_tokens(&db, 1).is_empty());
     }
 
     #[test]
-    fn keyword_match_expression_is_accepted_by_fts5(
+    fn keyword_query_terms_are_few_distinct_and_only_values(
         query in any_text(),
-        phrases_max in 0usize..40,
+        max in 0usize..40,
         rows in proptest::collection::vec(known_text(), 0..4),
     ) {
+        let terms = query_terms(&query, max);
+        prop_assert_eq!(&query_terms(&query.clone(), max), &terms);
+        prop_assert!(terms.len() <= max);
+        let mut distinct = terms.clone();
+        distinct.sort();
+        distinct.dedup();
+        prop_assert_eq!(distinct.len(), terms.len());
+        prop_assert!(terms.iter().all(|t| !t.is_empty() && !t.contains(' ')));
+        // A grapheme cluster that begins with a letter or number is a term
+        // (or part of one); one that begins with anything else separates.
+        let lettered = query
+            .graphemes(true)
+            .any(|g| g.chars().next().is_some_and(char::is_alphanumeric));
+        if max > 0 && lettered {
+            prop_assert!(!terms.is_empty(), "{:?}", query);
+        }
         let db = index();
-        insert(&db, 1, "Vectorizeの索引を更新する。Deleted documents are removed.");
-        insert(&db, 2, &query);
+        insert(&db, 1, &query);
         for (i, row) in rows.iter().enumerate() {
-            insert(&db, 3 + i as i64, row);
+            insert(&db, 2 + i as i64, row);
         }
-        let Some(expression) = match_expression(&query, phrases_max) else {
-            prop_assert!(phrases_max == 0 || !query.chars().any(char::is_alphanumeric), "{:?}", query);
-            return Ok(());
-        };
-        let phrases = phrases_of(&expression);
-        prop_assert!(phrases.is_some(), "not strings joined by OR: {:?}", expression);
-        let phrases = phrases.unwrap();
-        prop_assert!(!phrases.is_empty() && phrases.len() <= phrases_max, "{:?}", expression);
-        for phrase in &phrases {
-            prop_assert!(phrase.chars().any(char::is_alphanumeric), "{:?}", expression);
-            prop_assert!(!phrase.chars().any(char::is_control), "{:?}", expression);
+        let found = rows_holding(&db, &terms);
+        prop_assert!(found.is_ok(), "{:?}: {:?}", query, found);
+        if !terms.is_empty() {
+            prop_assert!(found.unwrap().contains(&1), "a query finds its own text: {:?}", query);
         }
-        let found = search(&db, &expression);
-        prop_assert!(found.is_ok(), "{:?} for {:?}: {:?}", expression, query, found);
-        prop_assert_eq!(match_expression(&query.clone(), phrases_max), Some(expression));
     }
 
     #[test]
@@ -348,14 +322,14 @@ proptest! {
         to in any::<proptest::sample::Index>(),
         others in proptest::collection::vec(known_text(), 0..3),
     ) {
-        let chars: Vec<char> = text.chars().collect();
-        let cuts = boundaries(&chars);
+        let cuts = boundaries(&text);
         let (a, b) = (from.get(&cuts), to.get(&cuts));
         let (a, b) = (*a.min(b), *a.max(b));
-        let sub: String = chars[a..b].iter().collect();
-        // Only a substring with a token of its own can be found (about one
-        // case in five has none: empty, spaces, punctuation).
-        if token_count(&sub) == 0 {
+        let sub = &text[a..b];
+        let terms = query_terms(sub, 1000);
+        // Only a substring with a term of its own can be found (empty,
+        // spaces, punctuation have none).
+        if terms.is_empty() {
             return Ok(());
         }
         let db = index();
@@ -363,11 +337,11 @@ proptest! {
         for (i, other) in others.iter().enumerate() {
             insert(&db, 2 + i as i64, other);
         }
-        let expression = match_expression(&sub, 1000);
-        prop_assert!(expression.is_some(), "{:?}", sub);
-        let expression = expression.unwrap();
-        let found = search(&db, &expression).unwrap();
-        prop_assert!(found.contains(&1), "{:?} ({:?}) not found in {:?}", sub, expression, terms(&text));
+        let held = held_tokens(&db, 1);
+        for t in &terms {
+            prop_assert!(held.contains(&scoped(KEY, t)), "{:?} of {:?} not in {:?}", t, sub, held);
+        }
+        prop_assert!(rows_holding(&db, &terms).unwrap().contains(&1));
     }
 
     #[test]
@@ -428,10 +402,10 @@ proptest! {
     }
 }
 
-/// unicode61 takes every Japanese and Chinese character `is_unspaced`
-/// accepts as a letter: set apart, each is a token of its own.
+/// Every Japanese and Chinese character `is_unspaced` accepts is a term
+/// of its own through the tokenizer, in one long run.
 #[test]
-fn keyword_every_han_and_kana_character_is_its_own_token() {
+fn keyword_every_han_and_kana_character_is_its_own_term() {
     let ranges = [
         0x3005..=0x303C,
         0x3040..=0x30FF,
@@ -449,12 +423,20 @@ fn keyword_every_han_and_kana_character_is_its_own_token() {
         .filter_map(char::from_u32)
         .filter(|c| is_unspaced(*c))
         .collect();
-    let count = text.chars().count() as i64;
+    let count = text.chars().count();
     assert!(count > 90_000, "{count}");
-    assert_eq!(token_count(&text), count);
+    let (_, n) = index_document(KEY, &text);
+    let db = index();
+    insert(&db, 1, &text);
+    let held = held_tokens(&db, 1);
+    assert_eq!(held.len(), n as usize);
+    for c in ['東', 'の', 'カ', '𠀋', '〇'] {
+        assert!(held.contains(&scoped(KEY, &c.to_string())), "{c}");
+    }
 }
 
-/// The examples of the task, end to end on FTS5.
+/// Japanese and English queries find their rows (the rows holding any of
+/// their terms), and one tenant's terms never find another's rows.
 #[test]
 fn keyword_japanese_and_english_queries_find_their_rows() {
     let db = index();
@@ -469,42 +451,23 @@ fn keyword_japanese_and_english_queries_find_their_rows() {
     for (id, text) in rows {
         insert(&db, id, text);
     }
-    let find = |q: &str| search(&db, &match_expression(q, 32).unwrap()).unwrap();
+    let find = |q: &str| rows_holding(&db, &query_terms(q, 32)).unwrap();
     assert_eq!(find("東京都"), [1, 2]); // 京都 as a pair matches row 2 too
-    assert_eq!(search(&db, "\"東 京 都\"").unwrap(), [1]);
-    assert_eq!(find("東京都の人口"), [1, 2]);
+    assert_eq!(find("東京"), [1]);
     assert_eq!(find("索引の更新"), [3]);
     assert_eq!(find("delete document"), [4]);
     assert_eq!(find("indexing"), [4, 5]);
-    assert_eq!(find("error E1234"), [5]);
+    assert_eq!(find("E1234"), [5]);
     assert_eq!(find("\"検索\""), [6]);
     assert_eq!(find("「検索」"), [6]);
-    // FTS5 syntax is text: none of these is an error.
-    for q in [
-        "foo\" OR bar*",
-        "NEAR(a b)",
-        "terms:x",
-        "^東京",
-        "a AND",
-        "OR",
-        "(",
-        "-x",
-        "{terms}: y",
-    ] {
-        if let Some(e) = match_expression(q, 32) {
-            search(&db, &e).unwrap_or_else(|err| panic!("{q:?} -> {e:?}: {err}"));
-        }
-    }
-    // bm25 ranks the exact phrase above the paraphrase.
-    let mut st = db
-        .prepare("SELECT rowid FROM t WHERE t MATCH ?1 ORDER BY bm25(t)")
-        .unwrap();
-    let ranked: Vec<i64> = st
-        .query_map([match_expression("東京都の人口", 32).unwrap()], |r| {
-            r.get(0)
-        })
-        .unwrap()
-        .map(|r| r.unwrap())
-        .collect();
-    assert_eq!(ranked, [1, 2]);
+    // Query syntax of FTS5 is only text: its words are terms, the rest nothing.
+    assert_eq!(find("NEAR(index E1234)"), [4, 5]);
+    assert!(find("\" * ( ) : ^").is_empty());
+    // Another tenant's row with the same words is not this tenant's.
+    db.execute(
+        "INSERT INTO t (rowid, terms) VALUES (9, ?1)",
+        [index_document(KEY + 1, "東京都 index").0],
+    )
+    .unwrap();
+    assert_eq!(find("東京 index"), [1, 4, 5]);
 }

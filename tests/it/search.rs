@@ -201,6 +201,71 @@ fn search_keyword_results_are_the_asking_tenants_only() {
     }
 }
 
+/// Tenant `t`'s keyword answer to `q`: each hit's document, chunk and
+/// keyword score, in order.
+fn keyword_answer(w: &World, t: &TenantId, q: &str) -> Vec<(String, String, f32)> {
+    block_on(w.p().search(t, &req(q, SearchMode::Keyword)))
+        .unwrap()
+        .into_iter()
+        .map(|h| (h.doc_id.clone(), h.text.clone(), h.scores.keyword.unwrap()))
+        .collect()
+}
+
+fn put_as(w: &World, t: &TenantId, doc: &str, text: &str) {
+    let item = IntakeItem::Put(DocumentInput {
+        doc_id: DocId::parse(doc).unwrap(),
+        text: text.into(),
+        metadata: Default::default(),
+        content_type: ingest_pipeline::core::chunk::ContentType::Plain,
+    });
+    block_on(w.p().intake(t, &[item])).unwrap();
+    w.deliver_all();
+}
+
+#[test]
+fn a_tenants_keyword_scores_and_order_do_not_move_when_another_tenant_writes() {
+    // Tenant A's two reports; tenant B then writes many rows holding the
+    // same words (and the Japanese one), and deletes some. With one index's
+    // statistics for all tenants, A's scores fell and its top hit for
+    // "alpha beta" flipped (issue 35); each tenant's counts are its own now.
+    let w = World::new();
+    let a = TenantId::parse("tenant-a").unwrap();
+    let b = TenantId::parse("tenant-b").unwrap();
+    for t in [&a, &b] {
+        block_on(w.p().create_tenant(t, &Quotas::default()))
+            .unwrap()
+            .unwrap();
+    }
+    put_as(&w, &a, "alpha", "alpha report on quarterly figures");
+    put_as(&w, &a, "beta", "beta notes beta figures for the alpha team");
+    put_as(&w, &a, "tokyo", "東京の四半期報告書、売上の数字");
+    put_as(&w, &a, "other", "gamma delta epsilon");
+    let queries = ["alpha beta", "alpha", "figures", "東京", "報告書"];
+    let before: Vec<_> = queries.iter().map(|q| keyword_answer(&w, &a, q)).collect();
+    assert!(before.iter().all(|hits| !hits.is_empty()), "{before:?}");
+    for i in 0..20 {
+        put_as(
+            &w,
+            &b,
+            &format!("probe-{i}"),
+            &format!("alpha alpha probe {i} 東京 報告書 figures"),
+        );
+    }
+    put_as(&w, &b, "beta-heavy", &"beta ".repeat(50));
+    block_on(
+        w.p()
+            .intake(&b, &[IntakeItem::Delete(DocId::parse("probe-3").unwrap())]),
+    )
+    .unwrap();
+    w.deliver_all();
+    let after: Vec<_> = queries.iter().map(|q| keyword_answer(&w, &a, q)).collect();
+    assert_eq!(after, before, "A's scores and order moved with B's writes");
+    // And B's rows are never A's hits, nor A's B's.
+    assert!(after.iter().flatten().all(|(_, t, _)| !t.contains("probe")));
+    let theirs = keyword_answer(&w, &b, "quarterly");
+    assert!(theirs.is_empty(), "{theirs:?}");
+}
+
 #[test]
 fn search_keyword_results_are_of_the_active_generation_throughout_a_backfill() {
     let mut w = world();

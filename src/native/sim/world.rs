@@ -382,7 +382,7 @@ impl World {
         crate::native::testkit::adopt_generation_one(&db, cfg.index_config(), T0);
         if bugs.has(crate::bugs::Bug::KeywordIndexUnmaintained) {
             let drop =
-                crate::ports::Stmt::new(crate::bugs::sql::DROP_KEYWORD_REPLACE_TRIGGER, vec![]);
+                crate::ports::Stmt::new(crate::bugs::sql::DROP_KEYWORD_DELETE_TRIGGER, vec![]);
             futures::executor::block_on(crate::ports::Database::execute(&db, drop))
                 .expect("the seeded bug's setup");
         }

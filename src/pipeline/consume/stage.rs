@@ -9,9 +9,9 @@ use crate::core::chunk::{Chunk, ContentType};
 use crate::core::failure::FailureBucket;
 use crate::core::ids::{occurrences, sha256_hex, split_key, vector_id, DocKey};
 use crate::core::index_config::EmbedModel;
-use crate::core::keyword;
 use crate::core::row_plan::{plan_rows, OpenRow};
 use crate::core::state::GenerationState;
+use crate::core::terms;
 use crate::pipeline::budget::{Budget, Usage};
 use crate::pipeline::Pipeline;
 use crate::ports::{Clock, Database, Embedder, JobQueue, PortError, VectorIndex, VectorRecord};
@@ -86,13 +86,15 @@ fn plan_staging<'a>(
                 plan.kept += 1;
                 continue;
             }
+            let (k, n) = terms::index_document(open.keyword_key, c.text);
             plan.rows.push(StagedChunk {
                 g: t.generation,
                 o: p.ords[i],
                 id: &t.ids[i],
                 h: &t.hashes[i],
                 t: c.text,
-                k: keyword::index_terms(c.text),
+                k,
+                n,
             });
         }
     }

@@ -2,16 +2,18 @@
 //! kind per run (`CRON_PRUNE_ROWS_MAX`), on the budget the other steps
 //! left (docs/ARCHITECTURE.md, "Retention"). Each kind costs two
 //! subrequests at most (its page, its batch; repair runs one): the worst
-//! case is exact.
+//! case is exact. Then, as long as rows written before migration 0021 are
+//! left, a page of them enters the keyword index (two more).
 
 use super::Run;
 use crate::pipeline::Pipeline;
 use crate::ports::{Clock, Database, Embedder, JobQueue, PortError, VectorIndex};
 use crate::store::History;
 
-/// The step's subrequests at worst: texts, versions, sessions, backfills
-/// and redrives two each, repair runs and revoked tokens one.
-const PRUNE_STEP_WORST: u64 = 12;
+/// The step's subrequests at worst: texts, versions, sessions, backfills,
+/// redrives and the keyword index's upgrade page two each, repair runs and
+/// revoked tokens one.
+const PRUNE_STEP_WORST: u64 = 14;
 
 impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D, V, E, Q, C> {
     /// Step 9: a page of each kind of history, if the whole step fits.
@@ -55,7 +57,9 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         r.backfills_pruned = backfills;
         r.redrives_pruned = redrive_rows;
         r.history_rows_pruned = marks + items + redrive_children;
-        let full = [texts.len(), versions.len()].contains(&limit);
+        let unindexed = self.store.index_unindexed_rows(limit).await?;
+        r.keyword_rows_indexed = unindexed as u64;
+        let full = [texts.len(), versions.len(), unindexed].contains(&limit);
         r.budget_hit |= full;
         Ok(())
     }

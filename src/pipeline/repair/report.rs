@@ -53,6 +53,9 @@ pub struct RepairReport {
     pub repair_runs_pruned: u64,
     /// Revoked tokens pruned.
     pub tokens_pruned: u64,
+    /// Chunk rows written before migration 0021 that entered the keyword
+    /// index (step 9, after the pruning; none once the upgrade is done).
+    pub keyword_rows_indexed: u64,
     /// Whether a step stopped at its per-run cap, or the run at its
     /// subrequest or wall-time budget (work is left for the next run).
     pub budget_hit: bool,
@@ -95,6 +98,7 @@ impl RepairReport {
             + self.backfill_pages
             + self.syncs_expired
             + self.sync_pages
+            + self.keyword_rows_indexed
             + self.pruned()
             > 0
             || !self.failures.is_empty()
