@@ -65,6 +65,10 @@ pub enum Bug {
     /// off-by-one in `COMMIT_MARK_SUPERSEDED`): cron's retention prunes the
     /// live version's text.
     SupersedeLive,
+    /// The keyword search weighs its terms by every tenant's row and term
+    /// totals, not its own (FTS5's `bm25()` as one shared table has it):
+    /// a tenant's scores move when another tenant writes.
+    KeywordStatsShared,
 }
 
 /// The namespace `SearchUnfenced` queries: the in-memory indexes read it
@@ -73,7 +77,7 @@ pub enum Bug {
 pub const EVERY_NAMESPACE: &str = "*";
 
 impl Bug {
-    pub const ALL: [Bug; 17] = [
+    pub const ALL: [Bug; 18] = [
         Bug::DeleteBeforeReplace,
         Bug::FlipWithoutCas,
         Bug::UpsertBeforeStage,
@@ -91,6 +95,7 @@ impl Bug {
         Bug::UsageDrift,
         Bug::LostRaceRefused,
         Bug::SupersedeLive,
+        Bug::KeywordStatsShared,
     ];
 }
 
@@ -172,6 +177,14 @@ JOIN documents d ON d.doc_id = c.doc_id AND c.version <= d.live_version
 JOIN versions v ON v.doc_id = c.doc_id AND v.version = d.live_version
 WHERE c.generation = ?2 AND ?3 IS NOT NULL AND (?4 IS NULL OR c.doc_id = ?4)
 ORDER BY s.score DESC, c.vector_id LIMIT ?5";
+    /// `KeywordStatsShared`: `KEYWORD_STATS` with every tenant's totals.
+    pub const KEYWORD_STATS_SHARED: &str = "\
+SELECT t.keyword_key AS keyword_key, (SELECT sum(keyword_rows) FROM tenants) AS keyword_rows,
+       (SELECT sum(keyword_tokens) FROM tenants) AS keyword_tokens,
+       (SELECT json_group_array(json_array(q.value,
+          coalesce((SELECT v.doc FROM keyword_terms v WHERE v.term = t.keyword_key || 'z' || q.value), 0)))
+        FROM json_each(?1) q) AS df
+FROM tenants t WHERE t.tenant_id = ?2";
     /// `RedriveOverlaps`: pending items of active redrives do not count.
     pub const REDRIVE_CANDIDATES_OVERLAPPING: &str = "\
 SELECT l.job_id, l.tenant_id, l.doc_id, l.version, l.failure_bucket, l.last_seen, d.latest_version, d.live_version,

@@ -29,6 +29,7 @@ fn named_invariant(bug: Bug) -> &'static str {
         Bug::LostRaceRefused => "I16",
         Bug::KeywordIndexUnmaintained => "I12",
         Bug::SupersedeLive => "I18",
+        Bug::KeywordStatsShared => "I19",
     }
 }
 

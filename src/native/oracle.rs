@@ -210,10 +210,81 @@ pub fn keyword_totals_drift(db: &SqliteDb) -> Vec<String> {
     .collect()
 }
 
+/// I19: the bm25 score tenant `tenant` should get for its live chunk at
+/// order key `ord` of document `doc_key` in `generation`, for the query
+/// terms `terms` (`core::terms::query_terms`), recounted from that
+/// tenant's own rows in the keyword index alone (every row with
+/// `keyword_len` set: its terms made again from its text), with the same
+/// formula as the search statement. None when no such row is live.
+pub fn keyword_score_recount(
+    db: &SqliteDb,
+    tenant: &str,
+    terms: &[String],
+    doc_key: &str,
+    ord: f64,
+    generation: u32,
+) -> Option<f64> {
+    use crate::core::terms;
+    #[derive(Deserialize)]
+    struct Row {
+        text: String,
+        doc_id: String,
+        ord: f64,
+        generation: u32,
+        live: i64,
+    }
+    let rows: Vec<Row> = db.inspect(
+        "SELECT c.text AS text, c.doc_id AS doc_id, c.ord AS ord, c.generation AS generation,
+                coalesce(c.version <= d.live_version AND (c.to_version IS NULL OR c.to_version > d.live_version), 0) AS live
+         FROM chunks c JOIN documents d ON d.doc_id = c.doc_id
+         WHERE c.tenant_id = ?1 AND c.keyword_len IS NOT NULL",
+        vec![tenant.into()],
+    );
+    let tokens: Vec<Vec<String>> = TOKENS.with(|cache| {
+        let mut cache = cache.borrow_mut();
+        if cache.len() > 100_000 {
+            cache.clear();
+        }
+        rows.iter()
+            .map(|r| {
+                cache
+                    .entry(r.text.clone())
+                    .or_insert_with(|| terms::tokens(&r.text))
+                    .clone()
+            })
+            .collect()
+    });
+    let n = rows.len() as u64;
+    let total: usize = tokens.iter().map(Vec::len).sum();
+    let avg = total.max(1) as f64 / n.max(1) as f64;
+    let target = rows.iter().position(|r| {
+        r.live == 1
+            && r.doc_id == doc_key
+            && r.generation == generation
+            && r.ord.to_bits() == ord.to_bits()
+    })?;
+    let row = &tokens[target];
+    let len = row.len() as f64;
+    let mut score = 0.0;
+    for q in terms {
+        let df = tokens.iter().filter(|t| t.contains(q)).count() as u64;
+        let tf = row.iter().filter(|t| *t == q).count() as f64;
+        if df == 0 || tf == 0.0 {
+            continue;
+        }
+        let (k1, b) = (terms::BM25_K1, terms::BM25_B);
+        score += terms::idf(n, df) * tf * (k1 + 1.0) / (tf + k1 * (1.0 - b + b * len / avg));
+    }
+    Some(score)
+}
+
 thread_local! {
     /// The terms [`keyword_rows`] made of each (tenant key, text) already:
     /// the check runs at every step, and a row's text never changes.
     static TERMS: std::cell::RefCell<BTreeMap<(i64, String), (String, u32)>> =
+        const { std::cell::RefCell::new(BTreeMap::new()) };
+    /// The unscoped terms of each text already seen ([`keyword_score_recount`]).
+    static TOKENS: std::cell::RefCell<BTreeMap<String, Vec<String>>> =
         const { std::cell::RefCell::new(BTreeMap::new()) };
 }
 

@@ -422,10 +422,15 @@ impl<D: Database> Store<D> {
         limit: usize,
         bugs: Bugs,
     ) -> Result<Vec<KeywordChunkRow>, PortError> {
+        let stats_sql = if bugs.has(Bug::KeywordStatsShared) {
+            bugs::sql::KEYWORD_STATS_SHARED
+        } else {
+            sql::KEYWORD_STATS
+        };
         let stats: Vec<KeywordStatsRow> = self
             .db
             .query(Stmt::new(
-                sql::KEYWORD_STATS,
+                stats_sql,
                 vec![json_array(terms).into(), tenant.into()],
             ))
             .await?;

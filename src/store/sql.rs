@@ -399,21 +399,25 @@ WHERE i.doc_id = ?1 AND i.deleting_until >= ?3 LIMIT 1";
 /// writes it until it is deleted (trigger `chunks_keyword_deleted`), and
 /// search serves only the rows valid at the live version, as it does for
 /// vectors. Only rows just written (a row of a generation retired
-/// meanwhile is not). `?1` doc, `?2` version.
+/// meanwhile is not). `?1` doc, `?2` version. `CROSS JOIN` keeps the page
+/// the outer loop (SQLite never reorders it): each row is one seek of
+/// `chunks_by_doc`, where the planner's own choice for the next statement
+/// (the document's rows outside, the page parsed again for each) stalled
+/// local D1 at 1,100 chunks.
 pub const KEYWORD_STAGE: &str = "\
 INSERT INTO keyword_index (rowid, terms)
 SELECT c.chunk_id, json_extract(j.value, '$.k') FROM json_each(?3) j
-JOIN chunks c ON c.doc_id = ?1 AND c.generation = json_extract(j.value, '$.g')
+CROSS JOIN chunks c ON c.doc_id = ?1 AND c.generation = json_extract(j.value, '$.g')
   AND c.content_hash = json_extract(j.value, '$.h') AND c.vector_id = json_extract(j.value, '$.id') AND c.version = ?2";
 
 /// After `KEYWORD_STAGE`, the same rows counted in their tenant's keyword
 /// totals (rows, tokens), which bm25 reads. `?1` doc, `?2` version, `?3`
-/// the page's JSON rows.
+/// the page's JSON rows (the outer loop, as in `KEYWORD_STAGE`).
 pub const KEYWORD_STAGE_COUNT: &str = "\
 UPDATE tenants SET (keyword_rows, keyword_tokens) = (
   SELECT tenants.keyword_rows + count(*), tenants.keyword_tokens + coalesce(sum(c.keyword_len), 0)
   FROM json_each(?3) j
-  JOIN chunks c ON c.doc_id = ?1 AND c.generation = json_extract(j.value, '$.g')
+  CROSS JOIN chunks c ON c.doc_id = ?1 AND c.generation = json_extract(j.value, '$.g')
     AND c.content_hash = json_extract(j.value, '$.h') AND c.vector_id = json_extract(j.value, '$.id') AND c.version = ?2)
 WHERE tenant_id = (SELECT d.tenant_id FROM documents d WHERE d.doc_id = ?1)";
 
@@ -859,7 +863,10 @@ FROM tenants t WHERE t.tenant_id = ?2";
 /// document key only, or NULL), best first (ties: vector ID), at most
 /// `?5`. The index holds rows of every version; the joins serve only those
 /// valid at the live one, so a keyword hit is fenced exactly as a vector
-/// hit is.
+/// hit is. `CROSS JOIN` keeps the scored rows the outer loop, each chunk a
+/// seek of its rowid: the planner's own choice walked every chunk of the
+/// generation and scanned the scores for each (a 16,000-chunk document's
+/// search stalled local D1).
 pub const KEYWORD_CHUNKS: &str = concat!(
     "WITH q(term, w) AS (SELECT json_extract(value, '$.t'), json_extract(value, '$.w') FROM json_each(?1)),
 hits(row_id, w, tf) AS (
@@ -869,11 +876,11 @@ scored(row_id, score) AS (
   FROM hits h JOIN chunks c ON c.chunk_id = h.row_id GROUP BY h.row_id)
 SELECT c.vector_id AS vector_id, c.doc_id AS doc_id, d.live_version AS version, c.ord AS ord, c.text AS text,
        c.generation AS generation, v.metadata AS metadata, s.score AS score
-FROM scored s JOIN chunks c ON c.chunk_id = s.row_id
-JOIN documents d ON d.doc_id = c.doc_id AND ",
+FROM scored s CROSS JOIN chunks c ON c.chunk_id = s.row_id
+CROSS JOIN documents d ON d.doc_id = c.doc_id AND ",
     valid_at!("c", "d.live_version"),
     "
-JOIN versions v ON v.doc_id = c.doc_id AND v.version = d.live_version
+CROSS JOIN versions v ON v.doc_id = c.doc_id AND v.version = d.live_version
 WHERE c.generation = ?2 AND c.tenant_id = ?3 AND (?4 IS NULL OR c.doc_id = ?4)
 ORDER BY s.score DESC, c.vector_id LIMIT ?5"
 );
@@ -891,23 +898,23 @@ WHERE c.keyword_len IS NULL ORDER BY c.chunk_id LIMIT ?1";
 pub const KEYWORD_UNINDEXED_COUNT: &str = "\
 UPDATE tenants SET (keyword_rows, keyword_tokens) = (
   SELECT tenants.keyword_rows + count(*), tenants.keyword_tokens + coalesce(sum(json_extract(j.value, '$.n')), 0)
-  FROM json_each(?1) j JOIN chunks c ON c.chunk_id = json_extract(j.value, '$.id') AND c.keyword_len IS NULL
+  FROM json_each(?1) j CROSS JOIN chunks c ON c.chunk_id = json_extract(j.value, '$.id') AND c.keyword_len IS NULL
   WHERE c.tenant_id = tenants.tenant_id)
 WHERE tenant_id IN (SELECT c.tenant_id FROM json_each(?1) j
-                    JOIN chunks c ON c.chunk_id = json_extract(j.value, '$.id') AND c.keyword_len IS NULL)";
+                    CROSS JOIN chunks c ON c.chunk_id = json_extract(j.value, '$.id') AND c.keyword_len IS NULL)";
 
 /// Upgrade, second: those rows enter the index with their terms.
 pub const KEYWORD_UNINDEXED_ENTER: &str = "\
 INSERT INTO keyword_index (rowid, terms)
 SELECT c.chunk_id, json_extract(j.value, '$.k') FROM json_each(?1) j
-JOIN chunks c ON c.chunk_id = json_extract(j.value, '$.id') AND c.keyword_len IS NULL";
+CROSS JOIN chunks c ON c.chunk_id = json_extract(j.value, '$.id') AND c.keyword_len IS NULL";
 
 /// Upgrade, last: those rows are marked as in the index (their term
 /// count), and the Japanese terms copy they kept is cleared.
 pub const KEYWORD_UNINDEXED_MARK: &str = "\
-UPDATE chunks SET keyword_len = (SELECT json_extract(j.value, '$.n') FROM json_each(?1) j
-                                 WHERE json_extract(j.value, '$.id') = chunks.chunk_id), terms = NULL
-WHERE chunk_id IN (SELECT json_extract(value, '$.id') FROM json_each(?1)) AND keyword_len IS NULL";
+UPDATE chunks SET keyword_len = j.n, terms = NULL
+FROM (SELECT json_extract(value, '$.id') AS id, json_extract(value, '$.n') AS n FROM json_each(?1)) j
+WHERE chunks.chunk_id = j.id AND chunks.keyword_len IS NULL";
 
 // ---------------------------------------------------------------- local vector index
 

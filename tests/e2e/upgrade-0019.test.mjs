@@ -284,6 +284,7 @@ describe('upgrade in place: a ledger written before 0019', () => {
     const sql = [
       // What 0021 added.
       'DROP TRIGGER chunks_keyword_deleted',
+      'DROP TRIGGER tenants_keyword_key',
       'DROP TABLE keyword_instances',
       'DROP TABLE keyword_terms',
       'DROP TABLE keyword_index',

@@ -1,5 +1,5 @@
 //! The invariants (see `docs/ARCHITECTURE.md`): [`Monitor`], checked
-//! after every step (I1–I4, I8, I10–I13), and the checks of a quiescent
+//! after every step (I1–I4, I8, I10–I13, I19), and the checks of a quiescent
 //! run (I5, I6 against the reference run's dump, I9, and R after a
 //! redrive scenario). What they read of the ledger comes from the oracle;
 //! each returns the first violation it finds.
@@ -191,6 +191,9 @@ impl Monitor {
                 .map_err(|e| violation("I4", format!("search failed: {e}")))?;
             for h in hits {
                 hit_is_of_its_tenant(tenant, &h, served)?;
+                if req.mode == SearchMode::Keyword {
+                    keyword_score_is_the_tenants_own(w, tenant, q, &h)?;
+                }
                 if h.generation != active {
                     return Err(violation(
                         "I4",
@@ -294,6 +297,38 @@ impl Monitor {
             seen.insert(id.clone(), progress.clone());
         }
         Ok(())
+    }
+}
+
+/// I19: a keyword hit's score is bm25 over its tenant's own rows alone
+/// (recounted by the oracle from their texts): no other tenant's data
+/// moves it, so neither does its order.
+fn keyword_score_is_the_tenants_own(
+    w: &World,
+    tenant: &TenantId,
+    q: &str,
+    h: &SearchHit,
+) -> Result<(), Violation> {
+    let terms = crate::core::terms::query_terms(q, w.cfg.search_keyword_phrases_max);
+    let key = key_of(tenant, &h.doc_id)?;
+    let got = h.scores.keyword.map(f64::from);
+    let want = oracle::keyword_score_recount(
+        &w.db,
+        tenant.as_str(),
+        &terms,
+        key.as_str(),
+        h.chunk,
+        h.generation,
+    );
+    match (got, want) {
+        (Some(g), Some(x)) if (g - x).abs() <= 1e-4 * x.abs().max(1.0) => Ok(()),
+        _ => Err(violation(
+            "I19",
+            format!(
+                "{tenant}'s keyword score of {}#{} for {q:?} is {got:?}, its own rows give {want:?}",
+                h.doc_id, h.chunk
+            ),
+        )),
     }
 }
 
