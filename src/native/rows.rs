@@ -16,7 +16,10 @@
 //!   changed (as SQLite rewrites only those). A row handed to an FTS5
 //!   table is seen as the row FTS5 writes into its `_docsize` table (one
 //!   per row inserted or deleted); its other shadow tables are not
-//!   counted. A partial index counts as if every row were in it (only
+//!   counted. A partial index whose condition is `<column> IS NULL` or
+//!   `<column> IS NOT NULL` (those of `chunks`) counts only for a row that
+//!   meets it (on an update, when its columns or the condition's changed);
+//!   one of any other condition counts as if every row were in it (only
 //!   `generations` has them: a handful of rows).
 //! - reads: SQLite's scan status (`SQLITE_ENABLE_STMT_SCANSTATUS`, set in
 //!   `.cargo/config.toml`) counts the rows each loop of a statement
@@ -38,10 +41,38 @@ use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 /// hold), and whether it is a shadow table of FTS5.
 #[derive(Clone, Debug, Default)]
 struct TableCost {
-    indexes: Vec<Vec<i32>>,
+    indexes: Vec<IndexCost>,
     /// `Some(true)`: an FTS5 table's `_docsize` (one row per row handed
     /// to FTS5); `Some(false)`: another shadow table (not counted).
     shadow: Option<bool>,
+}
+
+/// One index: the table columns it holds, and the condition of a partial
+/// index that tests one column for NULL (its column, and whether the
+/// column must be NULL).
+#[derive(Clone, Debug, Default)]
+struct IndexCost {
+    columns: Vec<i32>,
+    null_test: Option<(i32, bool)>,
+}
+
+/// `where_clause`'s test if it is `<column> IS NULL` or `<column> IS NOT
+/// NULL` of one of `columns` (name, cid).
+fn null_test(where_clause: &str, columns: &[(String, i32)]) -> Option<(i32, bool)> {
+    let words: Vec<String> = where_clause
+        .split_whitespace()
+        .map(|w| w.trim_end_matches(';').to_ascii_uppercase())
+        .collect();
+    let (col, is_null) = match words.as_slice() {
+        [c, is, null] if is == "IS" && null == "NULL" => (c, true),
+        [c, is, not, null] if is == "IS" && not == "NOT" && null == "NULL" => (c, false),
+        _ => return None,
+    };
+    let cid = columns
+        .iter()
+        .find(|(name, _)| name.eq_ignore_ascii_case(col))?
+        .1;
+    Some((cid, is_null))
 }
 
 /// The schema's tables and how their changes count.
@@ -72,23 +103,67 @@ fn schema_costs(conn: &rusqlite::Connection) -> HashMap<String, TableCost> {
 }
 
 /// The table columns of each index of `table` (a WITHOUT ROWID table's
-/// primary key is the table itself, not an index).
-fn index_columns(conn: &rusqlite::Connection, table: &str, without_rowid: bool) -> Vec<Vec<i32>> {
-    let list: Vec<(String, String)> = conn
-        .prepare("SELECT name, origin FROM pragma_index_list(?1)")
+/// primary key is the table itself, not an index), and a partial index's
+/// NULL test.
+fn index_columns(conn: &rusqlite::Connection, table: &str, without_rowid: bool) -> Vec<IndexCost> {
+    let list: Vec<(String, String, Option<String>)> = conn
+        .prepare(
+            "SELECT l.name, l.origin, s.sql FROM pragma_index_list(?1) l
+             LEFT JOIN sqlite_schema s ON s.type = 'index' AND s.name = l.name AND l.partial = 1",
+        )
+        .and_then(|mut s| {
+            s.query_map([table], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+                .collect::<Result<_, _>>()
+        })
+        .expect("the indexes read");
+    let table_columns: Vec<(String, i32)> = conn
+        .prepare("SELECT name, cid FROM pragma_table_xinfo(?1)")
         .and_then(|mut s| {
             s.query_map([table], |r| Ok((r.get(0)?, r.get(1)?)))?
                 .collect::<Result<_, _>>()
         })
-        .expect("the indexes read");
+        .expect("the columns read");
     list.into_iter()
-        .filter(|(_, origin)| !(without_rowid && origin == "pk"))
-        .map(|(index, _)| {
-            conn.prepare("SELECT cid FROM pragma_index_info(?1)")
+        .filter(|(_, origin, _)| !(without_rowid && origin == "pk"))
+        .map(|(index, _, sql)| {
+            let columns = conn
+                .prepare("SELECT cid FROM pragma_index_info(?1)")
                 .and_then(|mut s| s.query_map([index], |r| r.get(0))?.collect())
-                .expect("the index's columns read")
+                .expect("the index's columns read");
+            let condition = sql.as_deref().and_then(|sql| {
+                let at = sql.to_ascii_uppercase().rfind(" WHERE ")?;
+                sql.get(at + 7..).map(str::to_string)
+            });
+            let null_test = condition.and_then(|c| null_test(&c, &table_columns));
+            IndexCost { columns, null_test }
         })
         .collect()
+}
+
+/// Whether column `cid` of the row being inserted or updated is NULL.
+///
+/// # Safety
+/// Only inside a pre-update callback of an insert or update on `db`.
+unsafe fn new_is_null(db: *mut ffi::sqlite3, cid: i32) -> bool {
+    let mut new = std::ptr::null_mut();
+    // SAFETY: the caller's contract; the value lives until the callback returns.
+    unsafe {
+        ffi::sqlite3_preupdate_new(db, cid, &mut new) == 0
+            && ffi::sqlite3_value_type(new) == ffi::SQLITE_NULL
+    }
+}
+
+/// Whether the row being inserted or updated gets an entry in `index`:
+/// it meets the index's NULL test, if any (D1 counts entries inserted).
+///
+/// # Safety
+/// Only inside a pre-update callback of an insert or update on `db`.
+unsafe fn in_index(db: *mut ffi::sqlite3, index: &IndexCost) -> bool {
+    match index.null_test {
+        // SAFETY: the caller's contract.
+        Some((cid, is_null)) => unsafe { new_is_null(db, cid) == is_null },
+        None => true,
+    }
 }
 
 /// Whether column `cid` differs between the old and new row of the
@@ -169,12 +244,18 @@ unsafe extern "C" fn on_change(
             Some(cost) => match cost.shadow {
                 Some(true) if op != ffi::SQLITE_UPDATE => 1,
                 Some(_) => 0,
-                None if op == ffi::SQLITE_INSERT => 1 + cost.indexes.len() as u64,
+                None if op == ffi::SQLITE_INSERT => {
+                    1 + cost.indexes.iter().filter(|i| in_index(db, i)).count() as u64
+                }
                 None if op == ffi::SQLITE_UPDATE => {
                     1 + cost
                         .indexes
                         .iter()
-                        .filter(|cols| cols.iter().any(|&c| c >= 0 && changed(db, c)))
+                        .filter(|i| {
+                            let moved = i.columns.iter().any(|&c| c >= 0 && changed(db, c))
+                                || i.null_test.is_some_and(|(c, _)| changed(db, c));
+                            moved && in_index(db, i)
+                        })
                         .count() as u64
                 }
                 None => 1,

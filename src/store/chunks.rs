@@ -49,6 +49,8 @@ pub struct Staging<'a> {
     pub adopt_config: Option<&'a str>,
     /// A build job's generation.
     pub build_generation: Option<u32>,
+    /// The tenant's key in the keyword index's terms (`core::terms::scoped`).
+    pub keyword_key: i64,
 }
 
 /// The tenant's counts a keyword search weighs its terms by (`KEYWORD_STATS`).
@@ -96,20 +98,44 @@ pub struct PageRow {
     pub reuse_id: Option<String>,
 }
 
-/// A new chunk row, in the compact JSON shape `CONSUME_STAGE_CHUNKS` reads.
-#[derive(Debug, Clone, Serialize)]
+/// A new chunk row: its generation, order key (`core::row_plan`), vector
+/// ID, content hash and text.
+#[derive(Debug, Clone)]
 pub struct StagedChunk<'a> {
-    /// The generation the row belongs to.
     pub g: u32,
-    /// Its order key (`core::row_plan`).
     pub o: f64,
     pub id: &'a str,
     pub h: &'a str,
     pub t: &'a str,
-    /// The keyword index's terms for it, scoped to the tenant
-    /// (`core::terms::index_document`), and how many.
-    pub k: String,
-    pub n: u32,
+}
+
+/// A new chunk row in the compact JSON shape `CONSUME_STAGE_CHUNKS` reads,
+/// with its keyword term count (`n`, `chunks.keyword_len`).
+#[derive(Debug, Clone, Serialize)]
+struct StagedRow<'a> {
+    g: u32,
+    o: f64,
+    id: &'a str,
+    h: &'a str,
+    t: &'a str,
+    n: u32,
+}
+
+/// A new row's keyword entry, in the JSON shape `KEYWORD_STAGE` reads: the
+/// row (its vector ID and generation; its document and version are the
+/// statement's) and its terms.
+#[derive(Debug, Clone, Serialize)]
+struct KeywordEntry<'a> {
+    id: &'a str,
+    g: u32,
+    k: String,
+}
+
+/// A new row, as `KEYWORD_STAGE_COUNT` finds it (its term count is the row's).
+#[derive(Debug, Clone, Serialize)]
+struct KeywordCount<'a> {
+    id: &'a str,
+    g: u32,
 }
 
 /// One of a document's open rows (`CONSUME_OPEN_ROWS`); all `None` but
@@ -212,33 +238,35 @@ impl<D: Database> Store<D> {
                 vec![doc_id.into(), version.into(), page.into()],
             ));
         }
-        // Each page of new rows, then each page's keyword entries and their
-        // tenant's keyword totals: after every insert, since an FTS5 write
-        // pending in the batch makes SQLite's change count of the next
-        // statement count FTS5's own rows too, and the inserts' counts are
-        // the rows staged.
-        let pages = json_pages(stage.rows, self.json_param_bytes_max);
+        // Each page of new rows, then the keyword entries and the tenant's
+        // keyword totals, in pages of their own (each JSON sent once: the
+        // terms are larger than the text): after every insert, since an
+        // FTS5 write pending in the batch makes SQLite's change count of
+        // the next statement count FTS5's own rows too, and the inserts'
+        // counts are the rows staged.
+        let (keyword, lens) = self.keyword_stage(doc_id, version, stage);
+        let rows = stage.rows.iter().zip(lens).map(|(r, n)| StagedRow {
+            g: r.g,
+            o: r.o,
+            id: r.id,
+            h: r.h,
+            t: r.t,
+            n,
+        });
         let first_insert = stmts.len();
-        for page in &pages {
+        for page in json_pages(rows, self.json_param_bytes_max) {
             stmts.push(Stmt::new(
                 sql::CONSUME_STAGE_CHUNKS,
                 vec![
                     doc_id.into(),
                     version.into(),
-                    page.clone().into(),
+                    page.into(),
                     stage.to_version.into(),
                 ],
             ));
         }
         let inserts = first_insert..stmts.len();
-        for page in pages {
-            for q in [sql::KEYWORD_STAGE, sql::KEYWORD_STAGE_COUNT] {
-                stmts.push(Stmt::new(
-                    q,
-                    vec![doc_id.into(), version.into(), page.clone().into()],
-                ));
-            }
-        }
+        stmts.extend(keyword);
         stmts.push(Stmt::new(
             sql::CONSUME_STAGE_DEAD_INTENTS,
             vec![doc_id.into(), version.into(), int(now)],
@@ -258,6 +286,38 @@ impl<D: Database> Store<D> {
         let inserted: u64 = changes.get(inserts).map(|c| c.iter().sum()).unwrap_or(0);
         let rows = inserted + stage.kept as u64;
         Ok(u32::try_from(rows).unwrap_or(u32::MAX))
+    }
+
+    /// The staging batch's keyword statements for the new rows: their
+    /// entries (`KEYWORD_STAGE`), then their tenant's totals
+    /// (`KEYWORD_STAGE_COUNT`); and each row's term count. A row's terms
+    /// are made as its entry is written into its page, never all held at
+    /// once (they are larger than the text).
+    fn keyword_stage(
+        &self,
+        doc_id: &str,
+        version: u32,
+        stage: &Staging<'_>,
+    ) -> (Vec<Stmt>, Vec<u32>) {
+        let mut lens = Vec::with_capacity(stage.rows.len());
+        let entries = stage.rows.iter().map(|r| {
+            let (k, n) = terms::index_document(stage.keyword_key, r.t);
+            lens.push(n);
+            KeywordEntry {
+                id: r.id,
+                g: r.g,
+                k,
+            }
+        });
+        let max = self.json_param_bytes_max;
+        let enter: Vec<String> = json_pages(entries, max);
+        let counts = stage.rows.iter().map(|r| KeywordCount { id: r.id, g: r.g });
+        let count = json_pages(counts, max);
+        let stmts = (enter.into_iter().map(|p| (sql::KEYWORD_STAGE, p)))
+            .chain(count.into_iter().map(|p| (sql::KEYWORD_STAGE_COUNT, p)))
+            .map(|(q, page)| Stmt::new(q, vec![doc_id.into(), version.into(), page.into()]))
+            .collect();
+        (stmts, lens)
     }
 
     /// Why a staging batch was refused: its only constraints are its two

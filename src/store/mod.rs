@@ -54,11 +54,14 @@ use serde::Serialize;
 /// Splits serializable rows into JSON arrays of at most `bytes_max` bytes
 /// each (one `json_each` parameter apiece). A single row larger than the
 /// limit travels alone.
-pub fn json_pages<T: Serialize>(rows: &[T], bytes_max: usize) -> Vec<String> {
+pub fn json_pages<T: Serialize>(
+    rows: impl IntoIterator<Item = T>,
+    bytes_max: usize,
+) -> Vec<String> {
     let mut pages = Vec::new();
     let mut cur = String::from("[");
     for row in rows {
-        let item = serde_json::to_string(row).expect("rows serialize");
+        let item = serde_json::to_string(&row).expect("rows serialize");
         if cur.len() > 1 && cur.len() + item.len() + 2 > bytes_max {
             cur.push(']');
             pages.push(std::mem::replace(&mut cur, String::from("[")));
@@ -130,6 +133,6 @@ mod tests {
             back.extend(v);
         }
         assert_eq!(back, rows);
-        assert!(json_pages::<String>(&[], 300).is_empty());
+        assert!(json_pages::<&String>(&[], 300).is_empty());
     }
 }

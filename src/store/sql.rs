@@ -392,33 +392,35 @@ SELECT c.vector_id FROM cleanup_intents i JOIN chunks c ON c.vector_id = i.vecto
   AND c.version <= ?2 AND (c.to_version IS NULL OR c.to_version > ?2)
 WHERE i.doc_id = ?1 AND i.deleting_until >= ?3 LIMIT 1";
 
-/// In the staging batch, after each page of `CONSUME_STAGE_CHUNKS`: the
-/// rows that page wrote (`?3`, the same JSON rows) enter the keyword index
-/// with their terms (`$.k`, scoped to the tenant: `core::terms`), whatever
-/// version they belong to: a row is in the index from the batch that
-/// writes it until it is deleted (trigger `chunks_keyword_deleted`), and
-/// search serves only the rows valid at the live version, as it does for
-/// vectors. Only rows just written (a row of a generation retired
-/// meanwhile is not). `?1` doc, `?2` version. `CROSS JOIN` keeps the page
-/// the outer loop (SQLite never reorders it): each row is one seek of
-/// `chunks_by_doc`, where the planner's own choice for the next statement
-/// (the document's rows outside, the page parsed again for each) stalled
-/// local D1 at 1,100 chunks.
+/// In the staging batch, after the pages of `CONSUME_STAGE_CHUNKS`: the
+/// rows they wrote enter the keyword index with their terms (`?3`: JSON
+/// array of `{id, g, k}`, a row's vector ID, generation and terms, scoped
+/// to the tenant by `core::terms`), whatever version they belong to: a row
+/// is in the index from the batch that writes it until it is deleted
+/// (trigger `chunks_keyword_deleted`), and search serves only the rows
+/// valid at the live version, as it does for vectors. Only rows just
+/// written (a row of a generation retired meanwhile is not). `?1` doc,
+/// `?2` version. `CROSS JOIN` keeps the page the outer loop (SQLite never
+/// reorders it): each row is one seek of `chunks_by_vector`, where the
+/// planner's own choice for `KEYWORD_STAGE_COUNT` (the document's rows
+/// outside, the page parsed again for each) stalled local D1 at 1,100
+/// chunks.
 pub const KEYWORD_STAGE: &str = "\
 INSERT INTO keyword_index (rowid, terms)
 SELECT c.chunk_id, json_extract(j.value, '$.k') FROM json_each(?3) j
-CROSS JOIN chunks c ON c.doc_id = ?1 AND c.generation = json_extract(j.value, '$.g')
-  AND c.content_hash = json_extract(j.value, '$.h') AND c.vector_id = json_extract(j.value, '$.id') AND c.version = ?2";
+CROSS JOIN chunks c ON c.vector_id = json_extract(j.value, '$.id') AND c.doc_id = ?1 AND c.version = ?2
+  AND c.generation = json_extract(j.value, '$.g')";
 
 /// After `KEYWORD_STAGE`, the same rows counted in their tenant's keyword
-/// totals (rows, tokens), which bm25 reads. `?1` doc, `?2` version, `?3`
-/// the page's JSON rows (the outer loop, as in `KEYWORD_STAGE`).
+/// totals (rows, and tokens: their `keyword_len`), which bm25 reads. `?1`
+/// doc, `?2` version, `?3` JSON array of `{id, g}` (the outer loop, as in
+/// `KEYWORD_STAGE`).
 pub const KEYWORD_STAGE_COUNT: &str = "\
 UPDATE tenants SET (keyword_rows, keyword_tokens) = (
   SELECT tenants.keyword_rows + count(*), tenants.keyword_tokens + coalesce(sum(c.keyword_len), 0)
   FROM json_each(?3) j
-  CROSS JOIN chunks c ON c.doc_id = ?1 AND c.generation = json_extract(j.value, '$.g')
-    AND c.content_hash = json_extract(j.value, '$.h') AND c.vector_id = json_extract(j.value, '$.id') AND c.version = ?2)
+  CROSS JOIN chunks c ON c.vector_id = json_extract(j.value, '$.id') AND c.doc_id = ?1 AND c.version = ?2
+    AND c.generation = json_extract(j.value, '$.g'))
 WHERE tenant_id = (SELECT d.tenant_id FROM documents d WHERE d.doc_id = ?1)";
 
 /// Records the chunk count of a staged version and the configuration

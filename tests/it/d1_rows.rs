@@ -70,6 +70,42 @@ fn d1_rows_count_each_table_row_and_index_entry_written_and_each_row_visited() {
         billed(&db, "DELETE FROM keyword_index WHERE rowid = 7").written,
         1
     );
+    // chunks: the row, chunks_by_doc, chunks_by_generation and
+    // chunks_by_vector; its two partial indexes only for a row that meets
+    // their condition (chunks_closed: closed; chunks_unindexed: not in the
+    // keyword index), as SQLite writes no entry for the others.
+    billed(
+        &db,
+        "INSERT INTO versions (doc_id, version, is_delete, content_hash, content_type, metadata, text_bytes, part_count, created_at)
+         VALUES ('t1\u{1f}a', 1, 0, 'h', 'text/plain', '{}', 1, 1, 1)",
+    );
+    let chunk = |id: i64, keyword_len: &str| {
+        &*Box::leak(
+            format!(
+            "INSERT INTO chunks (chunk_id, doc_id, version, generation, ord, vector_id, content_hash, text, keyword_len)
+             VALUES ({id}, 't1\u{1f}a', 1, 1, {id}, 'v{id}', 'h', 't', {keyword_len})"
+            )
+            .into_boxed_str(),
+        )
+    };
+    assert_eq!(billed(&db, chunk(1, "3")), rows(0, 4));
+    assert_eq!(
+        billed(&db, chunk(2, "NULL")),
+        rows(0, 5),
+        "and chunks_unindexed"
+    );
+    // Closing a row enters it in chunks_closed; entering the index takes
+    // it out of chunks_unindexed (removed: not counted).
+    assert_eq!(
+        billed(&db, "UPDATE chunks SET to_version = 2 WHERE chunk_id = 1").written,
+        2
+    );
+    assert_eq!(
+        billed(&db, "UPDATE chunks SET keyword_len = 1 WHERE chunk_id = 2").written,
+        1
+    );
+    billed(&db, "DELETE FROM chunks");
+    billed(&db, "DELETE FROM versions");
     // A delete counts the row (index entries removed are not counted).
     assert_eq!(
         billed(&db, "DELETE FROM documents WHERE doc_id = 't1\u{1f}a'"),

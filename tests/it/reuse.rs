@@ -909,6 +909,7 @@ fn a_staging_planned_against_open_rows_another_staging_changed_is_refused_and_wr
         version_chunks: None,
         adopt_config: None,
         build_generation: None,
+        keyword_key: open.keyword_key,
     };
     // Another staging moved the stamp on since the read.
     let stale =

@@ -1189,13 +1189,13 @@ fn the_keyword_statements_seek_each_row_of_their_page() {
             "KEYWORD_STAGE",
             sql::KEYWORD_STAGE,
             3,
-            "SEARCH c USING INDEX chunks_by_doc (doc_id=? AND generation=? AND content_hash=?)",
+            "SEARCH c USING INDEX chunks_by_vector (vector_id=?)",
         ),
         (
             "KEYWORD_STAGE_COUNT",
             sql::KEYWORD_STAGE_COUNT,
             3,
-            "SEARCH c USING INDEX chunks_by_doc (doc_id=? AND generation=? AND content_hash=?)",
+            "SEARCH c USING INDEX chunks_by_vector (vector_id=?)",
         ),
         (
             "KEYWORD_UNINDEXED_COUNT",

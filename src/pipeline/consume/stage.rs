@@ -11,7 +11,6 @@ use crate::core::ids::{occurrences, sha256_hex, split_key, vector_id, DocKey};
 use crate::core::index_config::EmbedModel;
 use crate::core::row_plan::{plan_rows, OpenRow};
 use crate::core::state::GenerationState;
-use crate::core::terms;
 use crate::pipeline::budget::{Budget, Usage};
 use crate::pipeline::Pipeline;
 use crate::ports::{Clock, Database, Embedder, JobQueue, PortError, VectorIndex, VectorRecord};
@@ -86,15 +85,12 @@ fn plan_staging<'a>(
                 plan.kept += 1;
                 continue;
             }
-            let (k, n) = terms::index_document(open.keyword_key, c.text);
             plan.rows.push(StagedChunk {
                 g: t.generation,
                 o: p.ords[i],
                 id: &t.ids[i],
                 h: &t.hashes[i],
                 t: c.text,
-                k,
-                n,
             });
         }
     }
@@ -185,6 +181,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                 .then_some((recorded_chunks, recorded_config.as_str())),
             adopt_config: adopt.as_deref(),
             build_generation: job.build_generation,
+            keyword_key: open.keyword_key,
         };
         let rows = self
             .store
