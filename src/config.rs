@@ -687,7 +687,8 @@ settings! {
         in 3600..=315_360_000, "must be 3600..=315360000 (an hour to ten years)";
     /// Rows one prune statement deletes at most, per kind of history per
     /// scheduled run (versions' texts and rows, sessions, runs, backfills
-    /// and redrives each take a page of it).
+    /// and redrives each take a page of it); also the chunk rows written
+    /// before migration 0021 that a run enters into the keyword index.
     cron_prune_rows_max: usize = 500, "CRON_PRUNE_ROWS_MAX",
         in 1..=10_000, "must be 1..=10000";
 }
