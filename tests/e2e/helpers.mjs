@@ -102,28 +102,44 @@ export async function d1Query(binding, persistDir, sql) {
 
 function d1QueryOnce(binding, persistDir, sql) {
   const args = ['d1', 'execute', binding, '--local', '--env', 'local', '--persist-to', persistDir, '-c', testConfig(), '--json', '--command', sql];
+  return runChild(WRANGLER, args, { cwd: REPO_ROOT, env: childEnv() }).then(({ status, signal, stdout, stderr }) => {
+    if (status !== 0) {
+      throw new Error(`wrangler ${args.join(' ')} failed (status ${status}, signal ${signal})\n--- stdout ---\n${stdout}\n--- stderr ---\n${stderr}`);
+    }
+    try {
+      return JSON.parse(stdout).at(-1).results;
+    } catch (e) {
+      throw new Error(`wrangler d1 execute: unexpected output (${e.message})\n${stdout}`);
+    }
+  });
+}
+
+/**
+ * Runs a command to its end without blocking the test process; resolves to
+ * `{ status, signal, stdout, stderr }` (killed after `timeoutMs`).
+ *
+ * A test that talks to a running Worker runs its child processes this way:
+ * while spawnSync blocks, the process does not see the Worker's dev server
+ * close an idle keep-alive connection (after 5 s), and the next fetch is
+ * sent on the closed socket and fails ("fetch failed"). CI met it once, in
+ * too-large.test.mjs, after two Python clients had run for seconds each.
+ */
+export function runChild(cmd, args, { cwd = REPO_ROOT, env = process.env, timeoutMs = 120_000, input } = {}) {
   return new Promise((resolve, reject) => {
-    const child = spawn(WRANGLER, args, { cwd: REPO_ROOT, env: childEnv(), stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(cmd, args, { cwd, env, stdio: [input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
-    child.stdout.on('data', (c) => (stdout += c));
-    child.stderr.on('data', (c) => (stderr += c));
-    const timer = setTimeout(() => child.kill('SIGKILL'), 120_000);
+    child.stdout.setEncoding('utf8').on('data', (c) => (stdout += c));
+    child.stderr.setEncoding('utf8').on('data', (c) => (stderr += c));
+    if (input !== undefined) child.stdin.end(input);
+    const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
     child.once('error', (e) => {
       clearTimeout(timer);
       reject(e);
     });
-    child.once('close', (code, signal) => {
+    child.once('close', (status, signal) => {
       clearTimeout(timer);
-      if (code !== 0) {
-        reject(new Error(`wrangler ${args.join(' ')} failed (status ${code}, signal ${signal})\n--- stdout ---\n${stdout}\n--- stderr ---\n${stderr}`));
-        return;
-      }
-      try {
-        resolve(JSON.parse(stdout).at(-1).results);
-      } catch (e) {
-        reject(new Error(`wrangler d1 execute: unexpected output (${e.message})\n${stdout}`));
-      }
+      resolve({ status, signal, stdout, stderr });
     });
   });
 }

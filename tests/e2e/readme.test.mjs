@@ -22,11 +22,11 @@
 
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { REPO_ROOT, startWorker, withLogs } from './helpers.mjs';
+import { REPO_ROOT, runChild, startWorker, withLogs } from './helpers.mjs';
 
 const SECTIONS = ['Walk-through', 'Tenants', 'Syncing a directory'];
 const RETRY_MS = 30_000;
@@ -122,18 +122,14 @@ function bashSession(cwd) {
 const readOnly = (cmd) => !/-X\s+(PUT|POST|DELETE)/.test(cmd) || /\/v1\/search\b/.test(cmd);
 
 /** The CLI example's directory: synced once, then one file changed and one removed. */
-function prepareHandbook(dir, base) {
+async function prepareHandbook(dir, base) {
   fs.mkdirSync(dir, { recursive: true });
   const write = (name, text) => fs.writeFileSync(path.join(dir, name), text);
   write('intro.md', '# Intro\n\nWelcome aboard.\n');
   write('faq.md', '# FAQ\n\nAsk the lighthouse keeper.\n');
   write('tides.txt', 'High water at noon.\n');
   write('old.md', '# Old\n\nSoon gone.\n');
-  const r = spawnSync('node', ['cli/ingest-sync.mjs', '--url', base, '--token', 'dev-ingest-token', '--source', 'handbook', '--dir', dir, '--glob', '**/*.{md,txt}'], {
-    cwd: REPO_ROOT,
-    encoding: 'utf8',
-    timeout: 120_000,
-  });
+  const r = await runChild(process.execPath, ['cli/ingest-sync.mjs', '--url', base, '--token', 'dev-ingest-token', '--source', 'handbook', '--dir', dir, '--glob', '**/*.{md,txt}']);
   assert.equal(r.status, 0, `the first sync: ${r.stdout}${r.stderr}`);
   write('tides.txt', 'High water at one.\n');
   fs.rmSync(path.join(dir, 'old.md'));
@@ -191,7 +187,7 @@ describe('the README, run as written', () => {
         let jobId = null;
         for (const step of commandsOf(block.lines)) {
           let cmd = step.cmd.replaceAll('localhost:8787', host).replaceAll('./handbook', path.join(tmp, 'handbook'));
-          if (cmd.includes('./handbook') || step.cmd.includes('./handbook')) prepareHandbook(path.join(tmp, 'handbook'), worker.base);
+          if (cmd.includes('./handbook') || step.cmd.includes('./handbook')) await prepareHandbook(path.join(tmp, 'handbook'), worker.base);
           if (cmd.includes('<job_id>')) {
             assert.ok(jobId, 'a command names <job_id> before any answer showed one');
             cmd = cmd.replaceAll('<job_id>', jobId);

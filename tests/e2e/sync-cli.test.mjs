@@ -9,11 +9,10 @@
 
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { INGEST_TOKEN, REPO_ROOT, api, docPath, search, startWorker, waitForState, withLogs } from './helpers.mjs';
+import { INGEST_TOKEN, REPO_ROOT, api, runChild, docPath, search, startWorker, waitForState, withLogs } from './helpers.mjs';
 
 let worker;
 let base;
@@ -55,11 +54,10 @@ after(async () => {
 });
 
 /** Runs the CLI to its end; its exit code and JSON summary. */
-function runCli(extra = []) {
-  const r = spawnSync(
+async function runCli(extra = []) {
+  const r = await runChild(
     process.execPath,
     [CLI, '--url', base, '--token', INGEST_TOKEN, '--source', SOURCE, '--glob', '**/*.txt', '--dir', dir, '--json', ...extra],
-    { encoding: 'utf8', timeout: 120_000 },
   );
   let summary = null;
   try {
@@ -88,7 +86,7 @@ async function served(docId, query) {
 
 describe('ingest-sync', () => {
   step('the first sync sends every text file and skips the rest', async () => {
-    const r = runCli();
+    const r = await runCli();
     assert.equal(r.status, 0, `${r.stdout}\n${r.stderr}`);
     assert.equal(r.summary.files, 4, r.stdout);
     assert.equal(r.summary.sent, 4);
@@ -105,7 +103,7 @@ describe('ingest-sync', () => {
   });
 
   step('a second sync of the same directory sends nothing', async () => {
-    const r = runCli();
+    const r = await runCli();
     assert.equal(r.status, 0, `${r.stdout}\n${r.stderr}`);
     assert.equal(r.summary.unchanged, 4, r.stdout);
     assert.equal(r.summary.sent, 0);
@@ -119,7 +117,7 @@ describe('ingest-sync', () => {
     assert.ok(await served('ja/dag.txt', phrase));
     fs.rmSync(path.join(dir, 'ja', 'dag.txt'));
     fs.appendFileSync(path.join(dir, 'en', 'closures.txt'), '\nA closing line added at the source.\n');
-    const r = runCli();
+    const r = await runCli();
     assert.equal(r.status, 0, `${r.stdout}\n${r.stderr}`);
     assert.equal(r.summary.files, 3, r.stdout);
     assert.equal(r.summary.unchanged, 2);
@@ -134,13 +132,13 @@ describe('ingest-sync', () => {
 
   step('a sync that would delete most of the source is refused, then allowed', async () => {
     fs.rmSync(path.join(dir, 'en'), { recursive: true });
-    const r = runCli(['--no-progress']);
+    const r = await runCli(['--no-progress']);
     assert.equal(r.status, 2, `${r.stdout}\n${r.stderr}`);
     assert.equal(r.summary.state, 'refused');
     assert.match(r.stderr, /--allow-mass-delete/);
     const kept = await api(base, 'GET', docPath('en/e0277.txt'));
     assert.equal(kept.body.state, 'indexed', 'nothing was deleted');
-    const allowed = runCli(['--allow-mass-delete']);
+    const allowed = await runCli(['--allow-mass-delete']);
     assert.equal(allowed.status, 0, `${allowed.stdout}\n${allowed.stderr}`);
     assert.equal(allowed.summary.deleted, 2);
     await waitForState(base, 'en/e0277.txt', 'deleted', { timeoutMs: 120_000 });

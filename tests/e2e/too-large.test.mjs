@@ -11,11 +11,10 @@
 
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { INGEST_TOKEN, api, startWorker, withLogs } from './helpers.mjs';
+import { INGEST_TOKEN, api, runChild, startWorker, withLogs } from './helpers.mjs';
 
 const BIG = 64 * 1024 * 1024;
 const DISCARD_BYTES_MAX = 80 * 1024 * 1024;
@@ -33,8 +32,8 @@ function jsonOf(n) {
 }
 
 /** Runs a Python client; answers what it printed (`<status> <body>`). */
-function python(script, file, url) {
-  const r = spawnSync('python3', ['-c', script, file, url, INGEST_TOKEN], { encoding: 'utf8', timeout: 120_000 });
+async function python(script, file, url) {
+  const r = await runChild('python3', ['-c', script, file, url, INGEST_TOKEN]);
   assert.equal(r.status, 0, `python failed: ${r.stderr}`);
   return r.stdout.trim();
 }
@@ -104,14 +103,14 @@ describe('a body past its cap: the 413 reaches the client', () => {
   it(
     "Python's urllib reads the 413",
     withLogs(() => w, async () => {
-      assertTooLarge(parse(python(URLLIB, file, url()), 'urllib'), 'urllib');
+      assertTooLarge(parse(await python(URLLIB, file, url()), 'urllib'), 'urllib');
     }),
   );
 
   it(
     "Python's requests reads the 413",
     withLogs(() => w, async () => {
-      assertTooLarge(parse(python(REQUESTS, file, url()), 'requests'), 'requests');
+      assertTooLarge(parse(await python(REQUESTS, file, url()), 'requests'), 'requests');
     }),
   );
 
@@ -131,11 +130,10 @@ describe('a body past its cap: the 413 reaches the client', () => {
   it(
     'curl reads the 413',
     withLogs(() => w, async () => {
-      const r = spawnSync(
+      const r = await runChild(
         'curl',
         ['-sS', '-X', 'PUT', '--max-time', '60', '-H', `Authorization: Bearer ${INGEST_TOKEN}`,
           '-H', 'Content-Type: application/json', '--data-binary', `@${file}`, '-w', '\n%{http_code}', url()],
-        { encoding: 'utf8', timeout: 120_000 },
       );
       assert.equal(r.status, 0, `curl failed (${r.status}): ${r.stderr}`);
       const lines = r.stdout.trim().split('\n');
