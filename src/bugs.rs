@@ -97,6 +97,32 @@ impl Bug {
         Bug::SupersedeLive,
         Bug::KeywordStatsShared,
     ];
+
+    /// The simulation's invariant that names this bug: it must be caught
+    /// by it, not by whatever breaks first downstream
+    /// (`tests/sim_bugs.rs`). A run with the bug switched on checks only
+    /// this one after each step (the others would be work for nothing: no
+    /// violation of theirs counts).
+    pub fn invariant(self) -> &'static str {
+        match self {
+            Bug::DeleteBeforeReplace | Bug::DeleteReferencedVector => "I13",
+            Bug::FlipWithoutCas => "I2",
+            Bug::UpsertBeforeStage | Bug::IntentRemovedBeforeDelete => "I3",
+            Bug::ServeUnfiltered => "I4",
+            // The cancel's generation is left building: the run no longer ends
+            // as the cancelled reference does.
+            Bug::CancelInTwoSteps => "I6",
+            Bug::GenerationBeforeBackfill => "I10",
+            Bug::RedriveOverlaps | Bug::RedriveSendInTwoSteps => "R",
+            Bug::DeadLetterNotArchived => "I9",
+            Bug::SearchUnfenced | Bug::KeywordUnfenced => "I11",
+            Bug::UsageDrift => "I15",
+            Bug::LostRaceRefused => "I16",
+            Bug::KeywordIndexUnmaintained => "I12",
+            Bug::SupersedeLive => "I18",
+            Bug::KeywordStatsShared => "I19",
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -9,6 +9,7 @@
 //! `make sim SEEDS=N` runs more. A failing case prints the command that
 //! replays it.
 
+use ingest_pipeline::config::Config;
 use ingest_pipeline::core::failure::FailureBucket;
 use ingest_pipeline::native::sim::{
     count_calls, run_flow, run_seed, sim_config, sim_configs, CallKind, FaultKind, FaultPlan,
@@ -205,39 +206,63 @@ const ENDINGS: [&str; 6] = [
 
 #[test]
 fn every_single_crash_point_of_every_flow() {
-    let mut summary = Summary::default();
-    let mut points = 0;
     // The sync flow runs under the default budget only: what it adds is
     // the sync protocol (sessions, commits, pages of tombstones), while its
     // consumer work (two short versions and a tombstone) is what the other
     // flows fault under both budgets.
     let tight = sim_configs()[1].consume_subrequests_max;
-    let mut flow_budgets = 0;
-    for (cfg, flow) in sim_configs()
+    let configs = sim_configs();
+    let pairs: Vec<(&Config, &str)> = configs
         .iter()
-        .flat_map(|c| FLOWS.iter().map(move |f| (c, f)))
-        .filter(|(c, f)| !(**f == "sync" && c.consume_subrequests_max == tight))
-    {
-        let budget = cfg.consume_subrequests_max;
+        .flat_map(|c| FLOWS.iter().map(move |f| (c, *f)))
+        .filter(|(c, f)| !(*f == "sync" && c.consume_subrequests_max == tight))
+        .collect();
+    let flow_budgets = pairs.len();
+    // Every (flow, budget, call, fault kind), in order.
+    let mut cases: Vec<(&Config, &str, u64, FaultKind)> = Vec::new();
+    for &(cfg, flow) in &pairs {
         let n = count_calls(flow, cfg, Bugs::default());
         assert!(n > 10, "{flow} makes only {n} port calls");
-        flow_budgets += 1;
         for at in 0..n {
-            for kind in FaultKind::ALL {
-                points += 1;
-                let sched = Sched::new(0, FaultPlan::At { at, kind });
-                match run_flow(flow, cfg, Bugs::default(), &sched) {
-                    Ok(r) => summary.add(&r),
-                    Err(v) => panic!(
-                        "{} violated in flow {flow} (budget {budget}), fault {} at call {at}: {}\nreplay: SIM_FLOW={flow} SIM_BUDGET={budget} SIM_CALL={at} SIM_FAULT={} cargo test --test sim replay -- --ignored --nocapture",
-                        v.invariant,
-                        kind.name(),
-                        v.detail,
-                        kind.name()
-                    ),
-                }
-            }
+            cases.extend(FaultKind::ALL.iter().map(|&kind| (cfg, flow, at, kind)));
         }
+    }
+    let points = cases.len() as u64;
+    // The crash points are independent runs: spread them over the
+    // machine's cores (this test alone took over 5 minutes on one).
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let parts: Vec<Summary> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let cases = &cases;
+                scope.spawn(move || {
+                    let mut summary = Summary::default();
+                    for &(cfg, flow, at, kind) in cases.iter().skip(t).step_by(threads) {
+                        let budget = cfg.consume_subrequests_max;
+                        let sched = Sched::new(0, FaultPlan::At { at, kind });
+                        match run_flow(flow, cfg, Bugs::default(), &sched) {
+                            Ok(r) => summary.add(&r),
+                            Err(v) => panic!(
+                                "{} violated in flow {flow} (budget {budget}), fault {} at call {at}: {}\nreplay: SIM_FLOW={flow} SIM_BUDGET={budget} SIM_CALL={at} SIM_FAULT={} cargo test --test sim replay -- --ignored --nocapture",
+                                v.invariant,
+                                kind.name(),
+                                v.detail,
+                                kind.name()
+                            ),
+                        }
+                    }
+                    summary
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a simulation thread failed"))
+            .collect()
+    });
+    let mut summary = Summary::default();
+    for p in parts {
+        summary.merge(p);
     }
     println!(
         "exhaustive: {} flows, {flow_budgets} (flow, budget) pairs, {points} crash points ({} port calls x {} fault kinds), {} faults injected, {} invocations killed; call/fault pairs covered: {}; max cron ticks to quiesce: {}",

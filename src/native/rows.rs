@@ -36,6 +36,7 @@ use rusqlite::ffi;
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
+use std::rc::Rc;
 
 /// How each table's changes count: its indexes (by the table columns they
 /// hold), and whether it is a shadow table of FTS5.
@@ -75,8 +76,34 @@ fn null_test(where_clause: &str, columns: &[(String, i32)]) -> Option<(i32, bool
     Some((cid, is_null))
 }
 
-/// The schema's tables and how their changes count.
-fn schema_costs(conn: &rusqlite::Connection) -> HashMap<String, TableCost> {
+thread_local! {
+    /// [`schema_costs`] by schema text: the simulation opens a ledger per
+    /// run, and reading every index's columns again each time was a tenth
+    /// of its time.
+    static COSTS: std::cell::RefCell<HashMap<String, Rc<HashMap<String, TableCost>>>> =
+        std::cell::RefCell::new(HashMap::new());
+}
+
+/// The schema's tables and how their changes count, read once per thread
+/// and schema.
+fn schema_costs(conn: &rusqlite::Connection) -> Rc<HashMap<String, TableCost>> {
+    let schema: String = conn
+        .query_row(
+            "SELECT coalesce(group_concat(type || name || coalesce(sql, ''), char(10)), '') FROM sqlite_schema",
+            [],
+            |r| r.get(0),
+        )
+        .expect("the schema reads");
+    COSTS.with(|c| {
+        Rc::clone(
+            c.borrow_mut()
+                .entry(schema)
+                .or_insert_with(|| Rc::new(read_schema_costs(conn))),
+        )
+    })
+}
+
+fn read_schema_costs(conn: &rusqlite::Connection) -> HashMap<String, TableCost> {
     let names: Vec<(String, String)> = conn
         .prepare("SELECT name, coalesce(sql, '') FROM sqlite_schema WHERE type = 'table'")
         .and_then(|mut s| {
@@ -219,7 +246,7 @@ unsafe fn same(a: *mut ffi::sqlite3_value, b: *mut ffi::sqlite3_value) -> bool {
 
 /// What the pre-update callback is given: the schema's costs and the count.
 struct Hook {
-    costs: HashMap<String, TableCost>,
+    costs: Rc<HashMap<String, TableCost>>,
     written: Cell<u64>,
 }
 

@@ -103,6 +103,9 @@ pub fn run(
     let mut progress = Progress::new(script.docs.len());
     progress.quotas = script.operator == Operator::TenantLimits;
     let mut ex = Executor::new(&w, sched, cfg, mode, script, &progress);
+    // With a seeded bug on, only the invariant that names it is checked
+    // after each step (`Bug::invariant`).
+    ex.monitor.only = bugs.active.map(crate::pipeline::bugs::Bug::invariant);
     ex.start_clients(script);
     ex.start_operator(script);
     ex.main_phase()?;
