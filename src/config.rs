@@ -557,6 +557,12 @@ settings! {
     /// pasted by a user then outranks chunks both rankings only half like.
     search_verbatim_weight_percent: u32 = 100, "SEARCH_VERBATIM_WEIGHT_PERCENT",
         in ..=1000, "must be 0..=1000";
+    /// How much, in percent, a keyword candidate's bm25 score is raised if
+    /// it holds the query verbatim (ignoring case and spacing): a pasted
+    /// phrase ranks above chunks holding its words or characters apart,
+    /// in keyword mode and so in hybrid's keyword ranking.
+    search_keyword_phrase_boost_percent: u32 = 100, "SEARCH_KEYWORD_PHRASE_BOOST_PERCENT",
+        in ..=1000, "must be 0..=1000";
     /// Terms of a query the keyword index is asked for (its words, and the
     /// character pairs of its Japanese or Chinese runs: `core::terms`), at
     /// most.

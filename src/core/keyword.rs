@@ -143,6 +143,19 @@ pub fn contains_verbatim(text: &str, query: &str) -> bool {
     !needle.is_empty() && hay.windows(needle.len()).any(|w| w == needle.as_slice())
 }
 
+/// A keyword candidate's score: its bm25 score, raised by `boost_percent`
+/// if its text holds the query verbatim ([`contains_verbatim`]). Terms are
+/// scored apart (a Japanese run as its characters and their pairs), so a
+/// chunk holding a pasted phrase in one piece and another holding its
+/// pieces apart score alike without it; with it the first ranks above.
+pub fn phrase_boosted(bm25: f64, text: &str, query: &str, boost_percent: u32) -> f64 {
+    if boost_percent > 0 && contains_verbatim(text, query) {
+        bm25 * (1.0 + f64::from(boost_percent) / 100.0)
+    } else {
+        bm25
+    }
+}
+
 /// The most patterns [`snippet`] looks for (the words and runs of the
 /// query, first ones first): each has a bit in a `u64`. Also the most
 /// distinct pairs it looks for in one run.

@@ -215,15 +215,17 @@ pub fn keyword_totals_drift(db: &SqliteDb) -> Vec<String> {
 /// terms `terms` (`core::terms::query_terms`), recounted from that
 /// tenant's own rows in the keyword index alone (every row with
 /// `keyword_len` set: its terms made again from its text), with the same
-/// formula as the search statement. None when no such row is live.
+/// formula as the search statement, raised as search raises a chunk that
+/// holds the query verbatim. None when no such row is live.
 pub fn keyword_score_recount(
     db: &SqliteDb,
     tenant: &str,
+    query: &str,
     terms: &[String],
-    doc_key: &str,
-    ord: f64,
-    generation: u32,
+    at: (&str, f64, u32),
+    phrase_boost_percent: u32,
 ) -> Option<f64> {
+    let (doc_key, ord, generation) = at;
     use crate::core::terms;
     #[derive(Deserialize)]
     struct Row {
@@ -275,7 +277,13 @@ pub fn keyword_score_recount(
         let (k1, b) = (terms::BM25_K1, terms::BM25_B);
         score += terms::idf(n, df) * tf * (k1 + 1.0) / (tf + k1 * (1.0 - b + b * len / avg));
     }
-    Some(score)
+    let text = &rows.get(target)?.text;
+    Some(crate::core::keyword::phrase_boosted(
+        score,
+        text,
+        query,
+        phrase_boost_percent,
+    ))
 }
 
 thread_local! {

@@ -334,13 +334,23 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                 )
                 .await?;
             let exhausted = rows.len() < limit;
-            let hits: Vec<Candidate> = rows
+            let boost = self.cfg.search_keyword_phrase_boost_percent;
+            let mut scored: Vec<(f64, crate::store::KeywordChunkRow)> = rows
                 .into_iter()
-                .filter(|r| matches_exactly(req, &r.chunk))
+                .map(|r| {
+                    let s = keyword::phrase_boosted(r.score, &r.chunk.text, &req.query, boost);
+                    (s, r)
+                })
+                .collect();
+            // Stable: equal scores keep the index's order.
+            scored.sort_by(|a, b| b.0.total_cmp(&a.0));
+            let hits: Vec<Candidate> = scored
+                .into_iter()
+                .filter(|(_, r)| matches_exactly(req, &r.chunk))
                 .take(wanted)
-                .map(|r| Candidate {
+                .map(|(score, r)| Candidate {
                     row: r.chunk,
-                    score: r.score as f32,
+                    score: score as f32,
                 })
                 .collect();
             // Rows dropped by the metadata filter: one second, wider read.

@@ -355,10 +355,10 @@ fn keyword_score_is_the_tenants_own(
     let want = oracle::keyword_score_recount(
         &w.db,
         tenant.as_str(),
+        q,
         &terms,
-        key.as_str(),
-        h.chunk,
-        h.generation,
+        (key.as_str(), h.chunk, h.generation),
+        w.cfg.search_keyword_phrase_boost_percent,
     );
     match (got, want) {
         (Some(g), Some(x)) if (g - x).abs() <= 1e-4 * x.abs().max(1.0) => Ok(()),
