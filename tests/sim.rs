@@ -204,14 +204,44 @@ const ENDINGS: [&str; 6] = [
     "backfill:cancelled",
 ];
 
+/// Runs `run` on every case, the cases spread over the machine's cores
+/// (each is an independent run), and sums what the runs report. A
+/// violation panics in `run`, with the command that replays it.
+fn on_every_core<T: Sync>(cases: &[T], run: impl Fn(&T) -> RunReport + Sync) -> Summary {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let parts: Vec<Summary> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let run = &run;
+                scope.spawn(move || {
+                    let mut summary = Summary::default();
+                    for case in cases.iter().skip(t).step_by(threads) {
+                        summary.add(&run(case));
+                    }
+                    summary
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a simulation thread failed"))
+            .collect()
+    });
+    let mut summary = Summary::default();
+    for p in parts {
+        summary.merge(p);
+    }
+    summary
+}
+
 #[test]
 fn every_single_crash_point_of_every_flow() {
     // The sync flow runs under the default budget only: what it adds is
     // the sync protocol (sessions, commits, pages of tombstones), while its
     // consumer work (two short versions and a tombstone) is what the other
     // flows fault under both budgets.
-    let tight = sim_configs()[1].consume_subrequests_max;
     let configs = sim_configs();
+    let tight = configs[1].consume_subrequests_max;
     let pairs: Vec<(&Config, &str)> = configs
         .iter()
         .flat_map(|c| FLOWS.iter().map(move |f| (c, *f)))
@@ -228,42 +258,20 @@ fn every_single_crash_point_of_every_flow() {
         }
     }
     let points = cases.len() as u64;
-    // The crash points are independent runs: spread them over the
-    // machine's cores (this test alone took over 5 minutes on one).
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let parts: Vec<Summary> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..threads)
-            .map(|t| {
-                let cases = &cases;
-                scope.spawn(move || {
-                    let mut summary = Summary::default();
-                    for &(cfg, flow, at, kind) in cases.iter().skip(t).step_by(threads) {
-                        let budget = cfg.consume_subrequests_max;
-                        let sched = Sched::new(0, FaultPlan::At { at, kind });
-                        match run_flow(flow, cfg, Bugs::default(), &sched) {
-                            Ok(r) => summary.add(&r),
-                            Err(v) => panic!(
-                                "{} violated in flow {flow} (budget {budget}), fault {} at call {at}: {}\nreplay: SIM_FLOW={flow} SIM_BUDGET={budget} SIM_CALL={at} SIM_FAULT={} cargo test --test sim replay -- --ignored --nocapture",
-                                v.invariant,
-                                kind.name(),
-                                v.detail,
-                                kind.name()
-                            ),
-                        }
-                    }
-                    summary
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().expect("a simulation thread failed"))
-            .collect()
+    // (This test alone took over 5 minutes on one core.)
+    let summary = on_every_core(&cases, |&(cfg, flow, at, kind)| {
+        let budget = cfg.consume_subrequests_max;
+        let sched = Sched::new(0, FaultPlan::At { at, kind });
+        run_flow(flow, cfg, Bugs::default(), &sched).unwrap_or_else(|v| {
+            panic!(
+                "{} violated in flow {flow} (budget {budget}), fault {} at call {at}: {}\nreplay: SIM_FLOW={flow} SIM_BUDGET={budget} SIM_CALL={at} SIM_FAULT={} cargo test --test sim replay -- --ignored --nocapture",
+                v.invariant,
+                kind.name(),
+                v.detail,
+                kind.name()
+            )
+        })
     });
-    let mut summary = Summary::default();
-    for p in parts {
-        summary.merge(p);
-    }
     println!(
         "exhaustive: {} flows, {flow_budgets} (flow, budget) pairs, {points} crash points ({} port calls x {} fault kinds), {} faults injected, {} invocations killed; call/fault pairs covered: {}; max cron ticks to quiesce: {}",
         FLOWS.len(),
@@ -341,35 +349,16 @@ fn two_writers_of_one_document_at_every_interleaving() {
 fn random_seeds_hold_every_invariant() {
     let seeds = env_u64("SIM_SEEDS").unwrap_or(2_000);
     let start = env_u64("SIM_SEED_START").unwrap_or(0);
-    // Seeds are independent: spread them over the machine's cores.
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
-    let parts: Vec<Summary> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..threads)
-            .map(|t| {
-                scope.spawn(move || {
-                    let mut summary = Summary::default();
-                    for seed in (start..start + seeds).filter(|s| s % threads == t) {
-                        match run_seed(seed, Bugs::default(), false) {
-                            (_, _, Ok(r)) => summary.add(&r),
-                            (case, _, Err(v)) => panic!(
-                                "{} violated with seed {seed}: {}\nscript: {:?}\nreplay: SIM_SEED={seed} cargo test --test sim replay -- --ignored --nocapture",
-                                v.invariant, v.detail, case.script
-                            ),
-                        }
-                    }
-                    summary
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().expect("a simulation thread failed"))
-            .collect()
-    });
-    let mut summary = Summary::default();
-    for p in parts {
-        summary.merge(p);
+    let all: Vec<u64> = (start..start + seeds).collect();
+    let summary = on_every_core(&all, |&seed| {
+        match run_seed(seed, Bugs::default(), false) {
+        (_, _, Ok(r)) => r,
+        (case, _, Err(v)) => panic!(
+            "{} violated with seed {seed}: {}\nscript: {:?}\nreplay: SIM_SEED={seed} cargo test --test sim replay -- --ignored --nocapture",
+            v.invariant, v.detail, case.script
+        ),
     }
+    });
     println!(
         "random: {} seeds from {start}, {} port calls, {} faults injected, {} invocations killed (a crash fault or the wall-clock limit), {} duplicate deliveries, max {} concurrent tasks, max {} cron ticks to quiesce; call kinds: {}; call/fault pairs covered: {} {:?}",
         summary.runs,

@@ -100,18 +100,17 @@ export async function d1Query(binding, persistDir, sql) {
   }
 }
 
-function d1QueryOnce(binding, persistDir, sql) {
+async function d1QueryOnce(binding, persistDir, sql) {
   const args = ['d1', 'execute', binding, '--local', '--env', 'local', '--persist-to', persistDir, '-c', testConfig(), '--json', '--command', sql];
-  return runChild(WRANGLER, args, { cwd: REPO_ROOT, env: childEnv() }).then(({ status, signal, stdout, stderr }) => {
-    if (status !== 0) {
-      throw new Error(`wrangler ${args.join(' ')} failed (status ${status}, signal ${signal})\n--- stdout ---\n${stdout}\n--- stderr ---\n${stderr}`);
-    }
-    try {
-      return JSON.parse(stdout).at(-1).results;
-    } catch (e) {
-      throw new Error(`wrangler d1 execute: unexpected output (${e.message})\n${stdout}`);
-    }
-  });
+  const { status, signal, stdout, stderr } = await runChild(WRANGLER, args, { env: childEnv() });
+  if (status !== 0) {
+    throw new Error(`wrangler ${args.join(' ')} failed (status ${status}, signal ${signal})\n--- stdout ---\n${stdout}\n--- stderr ---\n${stderr}`);
+  }
+  try {
+    return JSON.parse(stdout).at(-1).results;
+  } catch (e) {
+    throw new Error(`wrangler d1 execute: unexpected output (${e.message})\n${stdout}`);
+  }
 }
 
 /**
@@ -124,14 +123,13 @@ function d1QueryOnce(binding, persistDir, sql) {
  * sent on the closed socket and fails ("fetch failed"). CI met it once, in
  * too-large.test.mjs, after two Python clients had run for seconds each.
  */
-export function runChild(cmd, args, { cwd = REPO_ROOT, env = process.env, timeoutMs = 120_000, input } = {}) {
+export function runChild(cmd, args, { cwd = REPO_ROOT, env = process.env, timeoutMs = 120_000 } = {}) {
   return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, { cwd, env, stdio: [input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] });
+    const child = spawn(cmd, args, { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     child.stdout.setEncoding('utf8').on('data', (c) => (stdout += c));
     child.stderr.setEncoding('utf8').on('data', (c) => (stderr += c));
-    if (input !== undefined) child.stdin.end(input);
     const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
     child.once('error', (e) => {
       clearTimeout(timer);
