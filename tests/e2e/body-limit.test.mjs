@@ -11,12 +11,25 @@ import { INGEST_TOKEN, startWorker, withLogs } from './helpers.mjs';
 
 const LIMIT = 65536;
 
-/** A body that sends 16 KB every 10 ms, forever (until cancelled). */
+/**
+ * A body that sends 16 KB every 10 ms until cancelled, or for
+ * ENDLESS_MS at most: far longer than any answer may take (the requests
+ * time out at 20 s), but not forever. Once the response has come, fetch
+ * may go on pulling the body without ever cancelling it; a truly endless
+ * one then kept the test process alive after its tests had passed (one
+ * make test hung on it for 27 minutes, 2026-12-07).
+ */
+const ENDLESS_MS = 60_000;
 function endless() {
   const chunk = new TextEncoder().encode('{"text":"' + 'a'.repeat(16 * 1024));
+  const until = Date.now() + ENDLESS_MS;
   let timer;
   return new ReadableStream({
     pull(controller) {
+      if (Date.now() > until) {
+        controller.close();
+        return undefined;
+      }
       return new Promise((resolve) => {
         timer = setTimeout(() => {
           controller.enqueue(chunk);
