@@ -469,6 +469,12 @@ settings! {
     /// Bytes of document text stored in one `version_parts` row.
     d1_text_part_bytes_max: usize = 900_000, "D1_TEXT_PART_BYTES_MAX",
         in 4096..=1_900_000, "must be 4096..=1900000";
+    /// The average size of a text part (`core::text_parts`: cut where the
+    /// content says, so versions share the parts an edit leaves alone):
+    /// an edit writes about one part again, a new document
+    /// ⌈bytes / this⌉ parts. Capped at a quarter of D1_TEXT_PART_BYTES_MAX.
+    text_part_bytes_target: usize = 65_536, "TEXT_PART_BYTES_TARGET",
+        in 1024..=1_048_576, "must be 1024..=1048576";
 
     // Vector index and embedder.
     /// `local-d1` (offline, brute force over `VECTORS_DB`) or `vectorize`.

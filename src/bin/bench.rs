@@ -1261,7 +1261,7 @@ mod bench {
         );
         let cfg = bench_config();
         println!(
-            "config: CHUNK_SIZE_MAX_TOKENS={} CHUNK_OVERLAP_TOKENS={} EMBEDDING_DIMENSIONS={} EMBED_BATCH_SIZE={} UPSERT_BATCH_SIZE={} DELETE_BATCH_SIZE={} D1_JSON_PARAM_BYTES_MAX={} D1_TEXT_PART_BYTES_MAX={} CONSUME_SUBREQUESTS_MAX={}\n",
+            "config: CHUNK_SIZE_MAX_TOKENS={} CHUNK_OVERLAP_TOKENS={} EMBEDDING_DIMENSIONS={} EMBED_BATCH_SIZE={} UPSERT_BATCH_SIZE={} DELETE_BATCH_SIZE={} D1_JSON_PARAM_BYTES_MAX={} D1_TEXT_PART_BYTES_MAX={} TEXT_PART_BYTES_TARGET={} CONSUME_SUBREQUESTS_MAX={}\n",
             cfg.chunk_size_max_tokens,
             cfg.chunk_overlap_tokens,
             cfg.embedding_dimensions,
@@ -1270,6 +1270,7 @@ mod bench {
             cfg.delete_batch_size,
             cfg.d1_json_param_bytes_max,
             cfg.d1_text_part_bytes_max,
+            cfg.text_part_bytes_target,
             cfg.consume_subrequests_max
         );
         core_throughput();

@@ -40,3 +40,4 @@ pub mod metadata;
 pub mod row_plan;
 pub mod state;
 pub mod terms;
+pub mod text_parts;

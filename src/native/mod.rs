@@ -117,6 +117,14 @@ pub const LEDGER_MIGRATIONS: &[(&str, &str)] = &[
         "0021_keyword_index_per_tenant.sql",
         include_str!("../../migrations/0021_keyword_index_per_tenant.sql"),
     ),
+    (
+        "0022_shared_text_parts.sql",
+        include_str!("../../migrations/0022_shared_text_parts.sql"),
+    ),
+    (
+        "0023_cleanup_intents_without_rowid.sql",
+        include_str!("../../migrations/0023_cleanup_intents_without_rowid.sql"),
+    ),
 ];
 
 /// The local index's migrations (`migrations-local-index/`).

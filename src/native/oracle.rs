@@ -621,6 +621,17 @@ pub fn failed_jobs_without_evidence(db: &SqliteDb) -> Vec<String> {
         .collect()
 }
 
+/// The parts (`n`: place, `text`) of the text that version `v` (an alias
+/// of the enclosing query) reads: those its manifest names, or, without
+/// one (written before migration 0022), its own; a re-run's are its
+/// `text_version`'s. A part missing from the ledger is left out.
+const PARTS_OF_V: &str = "SELECT m.key AS n, p.text AS text FROM versions s, json_each(s.parts) m
+      JOIN version_parts p ON p.doc_id = s.doc_id AND p.version = json_extract(m.value, '$[0]') AND p.part = json_extract(m.value, '$[1]')
+      WHERE s.doc_id = v.doc_id AND s.version = coalesce(v.text_version, v.version)
+    UNION ALL
+    SELECT p.part AS n, p.text AS text FROM versions s JOIN version_parts p ON p.doc_id = s.doc_id AND p.version = s.version
+      WHERE s.doc_id = v.doc_id AND s.version = coalesce(v.text_version, v.version) AND s.parts IS NULL";
+
 /// Tenants whose recorded usage (documents, bytes) differs from what their
 /// documents hold: documents whose latest version is not a tombstone, and
 /// those versions' text bytes, recounted (the quota's definition).
@@ -646,21 +657,40 @@ pub fn tenant_usage_mismatches(db: &SqliteDb) -> Vec<serde_json::Value> {
 /// or job is gone. One row per finding.
 pub fn reachable_but_pruned(db: &SqliteDb) -> Vec<serde_json::Value> {
     db.inspect(
-        "WITH needed (doc_id, version, why) AS (
+        &format!("WITH needed (doc_id, version, why) AS (
            SELECT doc_id, version, 'a job runs it' FROM jobs WHERE state IN ('queued', 'running', 'up_for_retry')
            UNION SELECT doc_id, live_version, 'live' FROM documents WHERE live_version IS NOT NULL
            UNION SELECT doc_id, latest_version, 'latest' FROM documents
            UNION SELECT doc_id, text_version, 'a re-run reads it' FROM versions WHERE text_version IS NOT NULL AND part_count > 0)
          SELECT n.doc_id, n.version, n.why FROM needed n JOIN versions v ON v.doc_id = n.doc_id AND v.version = n.version
-         WHERE v.is_delete = 0 AND (v.part_count = 0 OR v.part_count <> (SELECT count(*) FROM version_parts p
-                WHERE p.doc_id = v.doc_id AND p.version = coalesce(v.text_version, v.version)))
+         WHERE v.is_delete = 0 AND (v.part_count = 0 OR v.part_count <> (SELECT count(*) FROM ({PARTS_OF_V})))
          UNION ALL
          SELECT n.doc_id, n.version, n.why || ': no version row' FROM needed n
          WHERE NOT EXISTS (SELECT 1 FROM versions v WHERE v.doc_id = n.doc_id AND v.version = n.version)
          UNION ALL
          SELECT l.doc_id, l.version, 'a dead letter names it' FROM dead_letters l
          WHERE NOT EXISTS (SELECT 1 FROM versions v WHERE v.doc_id = l.doc_id AND v.version = l.version)
-            OR NOT EXISTS (SELECT 1 FROM jobs j WHERE j.job_id = l.job_id)",
+            OR NOT EXISTS (SELECT 1 FROM jobs j WHERE j.job_id = l.job_id)"),
+        vec![],
+    )
+}
+
+/// Text parts left open that their document's latest version does not
+/// name (through its manifest, its re-run source's, or, without one, as
+/// its own parts): a part no later version names must be closed, or
+/// retention never reaches it. One row per part.
+pub fn parts_left_open(db: &SqliteDb) -> Vec<serde_json::Value> {
+    db.inspect(
+        "SELECT p.doc_id, p.version, p.part FROM version_parts p
+             JOIN documents d ON d.doc_id = p.doc_id
+             JOIN versions v ON v.doc_id = d.doc_id AND v.version = d.latest_version
+             WHERE p.to_version IS NULL AND NOT EXISTS (
+               SELECT 1 FROM versions s, json_each(s.parts) m
+               WHERE s.doc_id = v.doc_id AND s.version = coalesce(v.text_version, v.version)
+                 AND json_extract(m.value, '$[0]') = p.version AND json_extract(m.value, '$[1]') = p.part)
+             AND NOT EXISTS (
+               SELECT 1 FROM versions s WHERE s.doc_id = v.doc_id AND s.version = coalesce(v.text_version, v.version)
+                 AND s.parts IS NULL AND s.version = p.version)",
         vec![],
     )
 }
@@ -774,9 +804,10 @@ pub fn version_content_type(db: &SqliteDb, key: &str, version: u32) -> Option<St
 /// ledger holds it.
 pub fn version_text(db: &SqliteDb, key: &str, version: u32) -> Option<String> {
     let rows: Vec<serde_json::Value> = db.inspect(
-        "SELECT group_concat(text, '') AS t FROM (SELECT p.text FROM versions v JOIN version_parts p
-           ON p.doc_id = v.doc_id AND p.version = coalesce(v.text_version, v.version)
-           WHERE v.doc_id = ?1 AND v.version = ?2 ORDER BY p.part)",
+        &format!(
+            "SELECT (SELECT group_concat(text, '') FROM (SELECT text FROM ({PARTS_OF_V}) ORDER BY n)) AS t
+             FROM versions v WHERE v.doc_id = ?1 AND v.version = ?2"
+        ),
         vec![key.into(), version.into()],
     );
     rows.first()
@@ -840,10 +871,12 @@ pub fn unaccounted_redrive_items(db: &SqliteDb) -> Vec<serde_json::Value> {
 /// text (its parts joined), as at most one row.
 pub fn live_text(db: &SqliteDb, doc_id: &str) -> Vec<serde_json::Value> {
     db.inspect(
-        "SELECT d.live_version, d.latest_version, (SELECT group_concat(p.text, '') FROM
-                   (SELECT x.text FROM versions v JOIN version_parts x ON x.doc_id = v.doc_id AND x.version = coalesce(v.text_version, v.version)
-                    WHERE v.doc_id = d.doc_id AND v.version = d.live_version ORDER BY x.part) p) AS text
-                 FROM documents d WHERE d.doc_id = ?1",
+        &format!(
+            "SELECT d.live_version, d.latest_version,
+                    (SELECT (SELECT group_concat(text, '') FROM (SELECT text FROM ({PARTS_OF_V}) ORDER BY n))
+                     FROM versions v WHERE v.doc_id = d.doc_id AND v.version = d.live_version) AS text
+             FROM documents d WHERE d.doc_id = ?1"
+        ),
         vec![doc_id.into()],
     )
 }

@@ -16,11 +16,10 @@
 //!   changed (as SQLite rewrites only those). A row handed to an FTS5
 //!   table is seen as the row FTS5 writes into its `_docsize` table (one
 //!   per row inserted or deleted); its other shadow tables are not
-//!   counted. A partial index whose condition is `<column> IS NULL` or
-//!   `<column> IS NOT NULL` (those of `chunks`) counts only for a row that
-//!   meets it (on an update, when its columns or the condition's changed);
-//!   one of any other condition counts as if every row were in it (only
-//!   `generations` has them: a handful of rows).
+//!   counted. A partial index counts only for a row that meets its
+//!   condition (on an update, when its columns or the condition's
+//!   changed): the condition is evaluated on the row's new values by a
+//!   statement of its own, on a separate in-memory database.
 //! - reads: SQLite's scan status (`SQLITE_ENABLE_STMT_SCANSTATUS`, set in
 //!   `.cargo/config.toml`) counts the rows each loop of a statement
 //!   visited, read when the statement finishes; FTS5's own statements are
@@ -48,32 +47,87 @@ struct TableCost {
     shadow: Option<bool>,
 }
 
-/// One index: the table columns it holds, and the condition of a partial
-/// index that tests one column for NULL (its column, and whether the
-/// column must be NULL).
+/// One index: the table columns it holds, and a partial index's
+/// condition.
 #[derive(Clone, Debug, Default)]
 struct IndexCost {
     columns: Vec<i32>,
-    null_test: Option<(i32, bool)>,
+    condition: Option<Condition>,
 }
 
-/// `where_clause`'s test if it is `<column> IS NULL` or `<column> IS NOT
-/// NULL` of one of `columns` (name, cid).
-fn null_test(where_clause: &str, columns: &[(String, i32)]) -> Option<(i32, bool)> {
-    let words: Vec<String> = where_clause
-        .split_whitespace()
-        .map(|w| w.trim_end_matches(';').to_ascii_uppercase())
-        .collect();
-    let (col, is_null) = match words.as_slice() {
-        [c, is, null] if is == "IS" && null == "NULL" => (c, true),
-        [c, is, not, null] if is == "IS" && not == "NOT" && null == "NULL" => (c, false),
-        _ => return None,
-    };
-    let cid = columns
+/// A partial index's `WHERE`, as a statement of its own that evaluates it
+/// for one row: `SELECT (<where>) FROM (SELECT ?1 AS "<column 0>", …)`,
+/// each table column bound to the row's value; and the columns it names
+/// (an update that changes one of them rewrites the index's entry).
+#[derive(Clone, Debug, Default)]
+struct Condition {
+    sql: String,
+    columns: Vec<i32>,
+    width: i32,
+}
+
+/// `where_clause` of a partial index on a table of `columns` (name, cid).
+fn condition(where_clause: &str, columns: &[(String, i32)]) -> Option<Condition> {
+    let aliases: Vec<String> = columns
         .iter()
-        .find(|(name, _)| name.eq_ignore_ascii_case(col))?
-        .1;
-    Some((cid, is_null))
+        .enumerate()
+        .map(|(i, (name, _))| format!("?{} AS \"{name}\"", i + 1))
+        .collect();
+    let sql = format!(
+        "SELECT ({}) FROM (SELECT {})",
+        where_clause.trim_end_matches(';'),
+        aliases.join(", ")
+    );
+    let words: Vec<String> = where_clause
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .map(str::to_ascii_lowercase)
+        .collect();
+    let named = columns
+        .iter()
+        .filter(|(name, _)| words.contains(&name.to_ascii_lowercase()))
+        .map(|(_, cid)| *cid)
+        .collect();
+    Some(Condition {
+        sql,
+        columns: named,
+        width: columns.len() as i32,
+    })
+}
+
+thread_local! {
+    /// An empty in-memory database that evaluates partial indexes'
+    /// conditions ([`Condition`]): the pre-update callback may not run
+    /// statements on the connection it reports.
+    static EVAL: rusqlite::Connection =
+        rusqlite::Connection::open_in_memory().expect("an in-memory database opens");
+}
+
+/// A value the pre-update callback shows, as rusqlite holds one.
+///
+/// # Safety
+/// `v` is a valid `sqlite3_value`.
+unsafe fn owned(v: *mut ffi::sqlite3_value) -> rusqlite::types::Value {
+    use rusqlite::types::Value;
+    // SAFETY: the caller's contract; the bytes are copied before return.
+    unsafe {
+        let bytes = |p: *const c_void| {
+            let n = ffi::sqlite3_value_bytes(v).max(0) as usize;
+            if p.is_null() || n == 0 {
+                Vec::new()
+            } else {
+                std::slice::from_raw_parts(p.cast::<u8>(), n).to_vec()
+            }
+        };
+        match ffi::sqlite3_value_type(v) {
+            ffi::SQLITE_INTEGER => Value::Integer(ffi::sqlite3_value_int64(v)),
+            ffi::SQLITE_FLOAT => Value::Real(ffi::sqlite3_value_double(v)),
+            ffi::SQLITE_TEXT => Value::Text(
+                String::from_utf8_lossy(&bytes(ffi::sqlite3_value_text(v).cast())).into_owned(),
+            ),
+            ffi::SQLITE_BLOB => Value::Blob(bytes(ffi::sqlite3_value_blob(v))),
+            _ => Value::Null,
+        }
+    }
 }
 
 thread_local! {
@@ -131,7 +185,7 @@ fn read_schema_costs(conn: &rusqlite::Connection) -> HashMap<String, TableCost> 
 
 /// The table columns of each index of `table` (a WITHOUT ROWID table's
 /// primary key is the table itself, not an index), and a partial index's
-/// NULL test.
+/// condition.
 fn index_columns(conn: &rusqlite::Connection, table: &str, without_rowid: bool) -> Vec<IndexCost> {
     let list: Vec<(String, String, Option<String>)> = conn
         .prepare(
@@ -161,36 +215,42 @@ fn index_columns(conn: &rusqlite::Connection, table: &str, without_rowid: bool) 
                 let at = sql.to_ascii_uppercase().rfind(" WHERE ")?;
                 sql.get(at + 7..).map(str::to_string)
             });
-            let null_test = condition.and_then(|c| null_test(&c, &table_columns));
-            IndexCost { columns, null_test }
+            let condition = condition.and_then(|c| self::condition(&c, &table_columns));
+            IndexCost { columns, condition }
         })
         .collect()
 }
 
-/// Whether column `cid` of the row being inserted or updated is NULL.
-///
-/// # Safety
-/// Only inside a pre-update callback of an insert or update on `db`.
-unsafe fn new_is_null(db: *mut ffi::sqlite3, cid: i32) -> bool {
-    let mut new = std::ptr::null_mut();
-    // SAFETY: the caller's contract; the value lives until the callback returns.
-    unsafe {
-        ffi::sqlite3_preupdate_new(db, cid, &mut new) == 0
-            && ffi::sqlite3_value_type(new) == ffi::SQLITE_NULL
-    }
-}
-
 /// Whether the row being inserted or updated gets an entry in `index`:
-/// it meets the index's NULL test, if any (D1 counts entries inserted).
+/// it meets the index's condition, if any (D1 counts entries inserted).
 ///
 /// # Safety
 /// Only inside a pre-update callback of an insert or update on `db`.
 unsafe fn in_index(db: *mut ffi::sqlite3, index: &IndexCost) -> bool {
-    match index.null_test {
-        // SAFETY: the caller's contract.
-        Some((cid, is_null)) => unsafe { new_is_null(db, cid) == is_null },
-        None => true,
-    }
+    let Some(cond) = &index.condition else {
+        return true;
+    };
+    // SAFETY: the caller's contract; each value is copied before return.
+    let row: Vec<rusqlite::types::Value> = (0..cond.width)
+        .map(|cid| unsafe {
+            let mut value = std::ptr::null_mut();
+            if ffi::sqlite3_preupdate_new(db, cid, &mut value) == 0 && !value.is_null() {
+                owned(value)
+            } else {
+                rusqlite::types::Value::Null
+            }
+        })
+        .collect();
+    EVAL.with(|conn| {
+        conn.prepare_cached(&cond.sql)
+            .and_then(|mut q| {
+                q.query_row(rusqlite::params_from_iter(row), |r| {
+                    r.get::<_, Option<i64>>(0)
+                })
+            })
+            .expect("a partial index's condition evaluates")
+            .is_some_and(|met| met != 0)
+    })
 }
 
 /// Whether column `cid` differs between the old and new row of the
@@ -280,7 +340,9 @@ unsafe extern "C" fn on_change(
                         .iter()
                         .filter(|i| {
                             let moved = i.columns.iter().any(|&c| c >= 0 && changed(db, c))
-                                || i.null_test.is_some_and(|(c, _)| changed(db, c));
+                                || i.condition
+                                    .as_ref()
+                                    .is_some_and(|w| w.columns.iter().any(|&c| changed(db, c)));
                             moved && in_index(db, i)
                         })
                         .count() as u64

@@ -7,10 +7,11 @@ use crate::core::chunk::ContentType;
 use crate::core::failure::FailureBucket;
 use crate::core::ids::{job_id, sha256_hex, DocId, DocKey, TenantId};
 use crate::core::state::{JobKind, SyncDeleteState, SyncState};
+use crate::core::text_parts::{self, PartRef};
 use crate::ports::{Clock, Database, Embedder, JobMessage, JobQueue, PortError, VectorIndex};
 use crate::store::{
-    retire_guard_stmts, settle_deletes_stmts, DocRow, JobRow, NewVersions, PartRow, SyncWriteRows,
-    UsageDelta, VersionRow,
+    retire_guard_stmts, settle_deletes_stmts, DocRow, JobRow, LatestVersionRow, NewVersions,
+    PartClose, PartRow, SyncWriteRows, UsageDelta, VersionRow,
 };
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
@@ -136,25 +137,6 @@ pub fn content_hash(input: &DocumentInput) -> String {
 
 const TOMBSTONE_HASH: &str = "tombstone";
 
-/// Splits text into parts of at most `bytes_max` bytes, on char boundaries.
-pub fn split_parts(text: &str, bytes_max: usize) -> Vec<&str> {
-    let mut parts = Vec::new();
-    let mut rest = text;
-    while !rest.is_empty() {
-        let mut cut = rest.len().min(bytes_max);
-        while !rest.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        let (head, tail) = rest.split_at(cut);
-        parts.push(head);
-        rest = tail;
-    }
-    if parts.is_empty() {
-        parts.push("");
-    }
-    parts
-}
-
 impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock>
     super::Pipeline<D, V, E, Q, C>
 {
@@ -215,7 +197,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock>
         let mut outcomes = Vec::with_capacity(items.len());
         let mut batch = Batch::default();
         for (item, key) in items.iter().zip(&keys) {
-            let outcome = batch.add(item, key, &mut latest, self.cfg.d1_text_part_bytes_max);
+            let outcome = batch.add(item, key, &mut latest, self.part_sizes());
             outcomes.push(outcome);
         }
         let written: Vec<&str> = items
@@ -284,6 +266,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock>
                     docs: &batch.docs,
                     versions: &batch.versions,
                     parts: &batch.parts,
+                    closes: &batch.closes,
                     jobs: &batch.jobs,
                     usage: Some(&usage),
                     extra,
@@ -404,26 +387,58 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock>
             let hash = if r.latest_failed != 0 {
                 String::new()
             } else {
-                r.content_hash
+                r.content_hash.clone()
             };
+            let parts = manifest_of(&r);
             let stored = Stored {
                 version: r.latest_version,
                 hash,
                 is_delete: r.is_delete != 0,
+                parts,
             };
             latest.insert(r.doc_id, stored);
         }
         Ok(latest)
     }
+
+    /// The text parts' sizes: about TEXT_PART_BYTES_TARGET, at most
+    /// D1_TEXT_PART_BYTES_MAX.
+    fn part_sizes(&self) -> PartSizes {
+        PartSizes {
+            target: self.cfg.text_part_bytes_target,
+            max: self.cfg.d1_text_part_bytes_max,
+        }
+    }
 }
 
-/// What a document's latest version is: its number, content hash and
-/// whether it is a tombstone.
+/// The latest version's manifest: the one it stores (or its re-run's
+/// source's), or, for a version written before migration 0022, its own
+/// parts, which no new part shares (they have no hash).
+fn manifest_of(r: &LatestVersionRow) -> Vec<PartRef> {
+    match r.parts.as_deref().map(serde_json::from_str::<Vec<PartRef>>) {
+        Some(Ok(parts)) => parts,
+        _ => (0..r.part_count)
+            .map(|i| PartRef(r.text_version, i, None))
+            .collect(),
+    }
+}
+
+/// How text parts are cut: about `target` bytes, at most `max`.
+#[derive(Clone, Copy)]
+struct PartSizes {
+    target: usize,
+    max: usize,
+}
+
+/// What a document's latest version is: its number, content hash,
+/// whether it is a tombstone, and the parts its text is made of (what a
+/// new version may share).
 #[derive(Clone)]
 pub(super) struct Stored {
     pub(super) version: u32,
     pub(super) hash: String,
     pub(super) is_delete: bool,
+    pub(super) parts: Vec<PartRef>,
 }
 
 impl Stored {
@@ -442,13 +457,15 @@ struct Batch<'a> {
     docs: Vec<DocRow<'a>>,
     versions: Vec<VersionRow<'a>>,
     parts: Vec<PartRow<'a>>,
+    closes: Vec<PartClose<'a>>,
     jobs: Vec<JobRow<'a>>,
     messages: Vec<JobMessage>,
     /// What the new versions add to the tenant's usage: documents (a
-    /// tombstone takes one away), and text bytes. Every version's text
-    /// counts until cron prunes it (`TEXT_RETENTION_SECONDS`): a smaller
-    /// version adds its bytes too, and the one it replaces gives its own
-    /// back only when pruned (so the quota counts what D1 stores).
+    /// tombstone takes one away), and text bytes: those of the parts they
+    /// write (a part shared with the version before is stored once).
+    /// Every part counts until cron prunes it (`TEXT_RETENTION_SECONDS`
+    /// after no version that holds text names it), so the quota counts
+    /// what D1 stores.
     documents_delta: i64,
     bytes_added: i64,
 }
@@ -462,7 +479,7 @@ impl<'a> Batch<'a> {
         item: &'a IntakeItem,
         key: &'a DocKey,
         latest: &mut Latest,
-        part_bytes_max: usize,
+        sizes: PartSizes,
     ) -> IntakeOutcome {
         let doc_id = item.doc_id().as_str();
         let prev = latest.get(key.as_str()).cloned();
@@ -493,14 +510,18 @@ impl<'a> Batch<'a> {
             _ => {}
         }
         let version = prev.as_ref().map_or(1, |p| p.version + 1);
-        let jid = self.push_version(item, key, version, &hash, part_bytes_max);
+        let shared = prev.as_ref().map_or(&[][..], |p| &p.parts[..]);
+        let bytes_before: usize = self.parts.iter().map(|p| p.text.len()).sum();
+        let (jid, parts) = self.push_version(item, key, version, &hash, shared, sizes);
         let now = Stored {
             version,
             hash,
             is_delete,
+            parts,
         };
         self.documents_delta += now.documents() - prev.as_ref().map_or(0, Stored::documents);
-        self.bytes_added += self.versions.last().map_or(0, |v| v.text_bytes as i64);
+        let bytes_after: usize = self.parts.iter().map(|p| p.text.len()).sum();
+        self.bytes_added += (bytes_after - bytes_before) as i64;
         latest.insert(key.as_str().to_string(), now);
         IntakeOutcome::Queued {
             doc_id: doc_id.to_string(),
@@ -510,15 +531,17 @@ impl<'a> Batch<'a> {
     }
 
     /// Adds the rows of `item`'s new `version` (its document, version,
-    /// text parts and job) and its message. Returns the job's id.
+    /// text parts and job) and its message. Returns the job's id and the
+    /// version's manifest.
     fn push_version(
         &mut self,
         item: &'a IntakeItem,
         key: &'a DocKey,
         version: u32,
         hash: &str,
-        part_bytes_max: usize,
-    ) -> String {
+        shared: &[PartRef],
+        sizes: PartSizes,
+    ) -> (String, Vec<PartRef>) {
         let doc_id = key.as_str();
         let is_delete = item.is_delete();
         let kind = if is_delete {
@@ -537,15 +560,7 @@ impl<'a> Batch<'a> {
                 ("", ContentType::Plain.as_str(), "{}".to_string())
             }
         };
-        let text_parts = split_parts(text, part_bytes_max);
-        for (i, t) in text_parts.iter().enumerate() {
-            self.parts.push(PartRow {
-                doc_id,
-                version,
-                part: i,
-                text: t,
-            });
-        }
+        let manifest = self.push_parts(doc_id, version, text, shared, sizes);
         self.versions.push(VersionRow {
             doc_id,
             version,
@@ -554,7 +569,8 @@ impl<'a> Batch<'a> {
             content_type,
             metadata,
             text_bytes: text.len(),
-            part_count: text_parts.len(),
+            part_count: manifest.len(),
+            parts: serde_json::to_string(&manifest).unwrap_or_default(),
         });
         self.docs.push(DocRow { doc_id, version });
         self.jobs.push(JobRow {
@@ -565,22 +581,59 @@ impl<'a> Batch<'a> {
         });
         self.messages
             .push(JobMessage::new(jid.clone(), doc_id.to_string(), version));
-        jid
+        (jid, manifest)
+    }
+
+    /// Cuts `text` into parts (`core::text_parts`), names each part the
+    /// version before holds already (`shared`) and adds a row for each
+    /// other, then closes at `version` the parts of `shared` it no longer
+    /// names. Returns the version's manifest.
+    fn push_parts(
+        &mut self,
+        doc_id: &'a str,
+        version: u32,
+        text: &'a str,
+        shared: &[PartRef],
+        sizes: PartSizes,
+    ) -> Vec<PartRef> {
+        // The parts known by their hash: the version before's, and those
+        // this one writes (a text that repeats a part stores it once).
+        let mut known: HashMap<String, PartRef> = shared
+            .iter()
+            .filter_map(|r| Some((r.2.clone()?, r.clone())))
+            .collect();
+        let mut manifest = Vec::new();
+        for (i, t) in text_parts::split(text, sizes.target, sizes.max)
+            .into_iter()
+            .enumerate()
+        {
+            let hash = text_parts::part_hash(t);
+            let r = known.entry(hash).or_insert_with_key(|h| {
+                self.parts.push(PartRow {
+                    doc_id,
+                    version,
+                    part: i,
+                    text: t,
+                });
+                PartRef(version, i as u32, Some(h.clone()))
+            });
+            manifest.push(r.clone());
+        }
+        let kept: std::collections::HashSet<(u32, u32)> =
+            manifest.iter().map(|r| (r.0, r.1)).collect();
+        let mut closed = std::collections::HashSet::new();
+        for r in shared {
+            if !kept.contains(&(r.0, r.1)) && closed.insert((r.0, r.1)) {
+                self.closes.push(PartClose(doc_id, r.0, r.1, version));
+            }
+        }
+        manifest
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn parts_split_on_char_boundaries() {
-        let text = "é".repeat(10); // 20 bytes
-        let parts = split_parts(&text, 5);
-        assert!(parts.iter().all(|p| p.len() <= 5));
-        assert_eq!(parts.concat(), text);
-        assert_eq!(split_parts("", 5), vec![""]);
-    }
 
     #[test]
     fn content_hash_sees_every_field() {

@@ -19,6 +19,12 @@ pub struct LatestVersionRow {
     pub text_bytes: i64,
     /// The latest version's job ended `failed` or `dead` (and it is not live).
     pub latest_failed: i64,
+    /// Its text's manifest (JSON `[[version, part, hash], …]`; a re-run's
+    /// is its `text_version`'s), NULL for a version written before
+    /// migration 0022, whose text is `part_count` parts of `text_version`.
+    pub parts: Option<String>,
+    pub part_count: u32,
+    pub text_version: u32,
 }
 
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -66,6 +72,8 @@ pub struct KeyTimeRow {
 
 #[derive(Debug, Clone, Deserialize)]
 struct TextRow {
+    /// The part's place in the version's text.
+    n: i64,
     text: String,
 }
 
@@ -86,7 +94,15 @@ pub struct VersionRow<'a> {
     pub metadata: String,
     pub text_bytes: usize,
     pub part_count: usize,
+    /// The manifest: the `version_parts` rows the text is made of, in
+    /// order (JSON `[[version, part, hash], …]`).
+    pub parts: String,
 }
+
+/// A part a new version no longer names, closed at it: serialized as
+/// `[doc_id, version, part, to_version]`.
+#[derive(Serialize)]
+pub struct PartClose<'a>(pub &'a str, pub u32, pub u32, pub u32);
 
 #[derive(Serialize)]
 pub struct PartRow<'a> {
@@ -109,6 +125,7 @@ pub struct NewVersions<'a> {
     pub docs: &'a [DocRow<'a>],
     pub versions: &'a [VersionRow<'a>],
     pub parts: &'a [PartRow<'a>],
+    pub closes: &'a [PartClose<'a>],
     pub jobs: &'a [JobRow<'a>],
     /// What they add to their tenant's usage: checked against its quotas
     /// first in the batch, added last.
@@ -163,6 +180,11 @@ impl<D: Database> Store<D> {
                 p.text.into(),
             ];
             stmts.push(Stmt::new(sql::INTAKE_INSERT_PART, params));
+        }
+        // After the parts: a version of this batch may close a part an
+        // earlier version of the same batch wrote.
+        for page in json_pages(new.closes, max) {
+            stmts.push(Stmt::new(sql::INTAKE_CLOSE_PARTS, vec![page.into()]));
         }
         for page in json_pages(new.jobs, max) {
             stmts.push(Stmt::new(sql::INTAKE_INSERT_JOBS, vec![page.into(), t()]));
@@ -258,7 +280,7 @@ impl<D: Database> Store<D> {
         version: u32,
         part_count: u32,
     ) -> Result<String, PortError> {
-        let rows: Vec<TextRow> = self
+        let mut rows: Vec<TextRow> = self
             .db
             .query(Stmt::new(
                 sql::CONSUME_LOAD_PARTS,
@@ -269,6 +291,7 @@ impl<D: Database> Store<D> {
             // The version row promises parts the ledger does not hold.
             return Err(PortError::new(FailureBucket::Internal, "parts_missing"));
         }
+        rows.sort_by_key(|r| r.n);
         Ok(rows.into_iter().map(|r| r.text).collect())
     }
 }

@@ -86,15 +86,17 @@ impl<D: Database> Store<D> {
             return Ok(0);
         }
         let p = || vec![versions_param(page).into()];
+        // The versions first: a part goes once no version of its range
+        // holds text, these included.
         let mut stmts = vec![
-            Stmt::new(sql::PRUNE_TEXT_PARTS, p()),
             Stmt::new(sql::PRUNE_TEXT_MARK, p()),
+            Stmt::new(sql::PRUNE_TEXT_PARTS, p()),
         ];
         if !bugs.has(Bug::UsageDrift) {
-            stmts.insert(0, Stmt::new(sql::PRUNE_TEXT_BYTES, p()));
+            stmts.insert(1, Stmt::new(sql::PRUNE_TEXT_BYTES, p()));
         }
         let changes = self.db.batch(stmts).await?;
-        Ok(changes.last().copied().unwrap_or(0))
+        Ok(changes.first().copied().unwrap_or(0))
     }
 
     /// Superseded versions, superseded at or before `cutoff`, whose rows

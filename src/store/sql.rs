@@ -5,10 +5,14 @@
 
 // ---------------------------------------------------------------- intake
 
-/// Latest version (and its content hash) of each doc id in `?1` (JSON array).
+/// Latest version (and its content hash) of each doc id in `?1` (JSON array),
+/// with what its text is made of: its manifest (a re-run's: the version it
+/// reads, `text_version`), or, without one (written before migration
+/// 0022), its parts' count and the version that holds them.
 pub const LATEST_VERSIONS: &str = "\
 SELECT d.doc_id AS doc_id, d.latest_version AS latest_version, v.content_hash AS content_hash, v.is_delete AS is_delete,
-       v.text_bytes AS text_bytes,
+       v.text_bytes AS text_bytes, v.part_count AS part_count, coalesce(v.text_version, v.version) AS text_version,
+       coalesce(v.parts, (SELECT t.parts FROM versions t WHERE t.doc_id = v.doc_id AND t.version = v.text_version)) AS parts,
        CASE WHEN (d.live_version IS NULL OR d.live_version < d.latest_version)
              AND EXISTS (SELECT 1 FROM jobs j WHERE j.doc_id = d.doc_id AND j.version = d.latest_version
                          AND j.build_generation IS NULL AND j.state IN ('failed', 'dead'))
@@ -30,14 +34,31 @@ ON CONFLICT (doc_id) DO UPDATE SET latest_version = excluded.latest_version, upd
   plain_write_seq = max(documents.plain_write_seq, excluded.plain_write_seq)
 WHERE excluded.latest_version > documents.latest_version";
 
-/// New versions. The primary key makes two writers of the same version
-/// collide, which aborts the whole intake batch (nothing half-written).
+/// New versions, each with its manifest (`parts`: `[[version, part,
+/// hash], …]`, the `version_parts` rows its text is made of, in order).
+/// The primary key makes two writers of the same version collide, which
+/// aborts the whole intake batch (nothing half-written).
 pub const INTAKE_INSERT_VERSIONS: &str = "\
-INSERT INTO versions (doc_id, version, is_delete, content_hash, content_type, metadata, text_bytes, part_count, chunk_count, created_at)
+INSERT INTO versions (doc_id, version, is_delete, content_hash, content_type, metadata, text_bytes, part_count, chunk_count, created_at, parts)
 SELECT json_extract(value, '$.doc_id'), json_extract(value, '$.version'), json_extract(value, '$.is_delete'),
        json_extract(value, '$.content_hash'), json_extract(value, '$.content_type'), json_extract(value, '$.metadata'),
-       json_extract(value, '$.text_bytes'), json_extract(value, '$.part_count'), NULL, ?2
+       json_extract(value, '$.text_bytes'), json_extract(value, '$.part_count'), NULL, ?2, json_extract(value, '$.parts')
 FROM json_each(?1)";
+
+/// The parts a new version no longer names, closed at it (`?1`: JSON array
+/// of `[doc_id, version, part, to_version]`): the versions that name a
+/// part are then those of its range (migration 0022). A part closed
+/// already (written before 0022, by a version that was not the latest)
+/// keeps its end.
+pub const INTAKE_CLOSE_PARTS: &str = "\
+UPDATE version_parts SET to_version = (
+  SELECT json_extract(k.value, '$[3]') FROM json_each(?1) k
+  WHERE json_extract(k.value, '$[0]') = version_parts.doc_id AND json_extract(k.value, '$[1]') = version_parts.version
+    AND json_extract(k.value, '$[2]') = version_parts.part)
+WHERE rowid IN (
+  SELECT p.rowid FROM json_each(?1) k JOIN version_parts p ON p.doc_id = json_extract(k.value, '$[0]')
+    AND p.version = json_extract(k.value, '$[1]') AND p.part = json_extract(k.value, '$[2]')
+  WHERE p.to_version IS NULL)";
 
 /// Text parts, several per statement. `?1`: JSON array of `{doc_id, version, part, text}`.
 pub const INTAKE_INSERT_PARTS_BULK: &str = "\
@@ -317,9 +338,17 @@ WHERE job_id = ?1
       END
 RETURNING attempts, step, chunks_done, rows_total, failing_since, last_failed_at";
 
-/// The text of a version, in order.
-pub const CONSUME_LOAD_PARTS: &str =
-    "SELECT text FROM version_parts WHERE doc_id = ?1 AND version = ?2 ORDER BY part";
+/// The text of version `?2` of document `?1`: the parts its manifest
+/// names, each with its place (`n`), or, for a version without one
+/// (written before migration 0022), its own parts. The caller orders them
+/// by `n` (no sort of the text in SQL).
+pub const CONSUME_LOAD_PARTS: &str = "\
+SELECT m.key AS n, p.text AS text FROM versions v, json_each(v.parts) m
+JOIN version_parts p ON p.doc_id = v.doc_id AND p.version = json_extract(m.value, '$[0]') AND p.part = json_extract(m.value, '$[1]')
+WHERE v.doc_id = ?1 AND v.version = ?2
+UNION ALL
+SELECT p.part AS n, p.text AS text FROM versions v JOIN version_parts p ON p.doc_id = v.doc_id AND p.version = v.version
+WHERE v.doc_id = ?1 AND v.version = ?2 AND v.parts IS NULL";
 
 /// A staging batch's rows for document `?1` at version `?2`
 /// (`core::row_plan`): the new rows the version writes (`?3`, JSON rows
@@ -1677,36 +1706,46 @@ pub const PRUNE_TEXT_PAGE: &str = concat!(
     " ORDER BY v.superseded_at LIMIT ?2"
 );
 
-/// A page of texts' prune (`?1` the versions), statement 1 of 3: each
-/// tenant gets back the bytes of the texts it owns (a re-run's version
-/// holds no parts of its own).
-pub const PRUNE_TEXT_BYTES: &str = concat!(
-    "UPDATE tenants SET bytes = bytes - (SELECT coalesce(sum(v.text_bytes), 0) FROM ",
-    versions_named!(),
-    " WHERE v.tenant_id = tenants.tenant_id AND v.text_version IS NULL AND v.is_delete = 0 AND ",
-    text_prunable!(),
-    ")
-WHERE tenant_id IN (SELECT v.tenant_id FROM ",
-    versions_named!(),
-    ")"
-);
-
-/// Statement 2 of 3: their parts.
-pub const PRUNE_TEXT_PARTS: &str = concat!(
-    "DELETE FROM version_parts WHERE rowid IN (SELECT p.rowid FROM ",
-    versions_named!(),
-    " JOIN version_parts p ON p.doc_id = v.doc_id AND p.version = v.version WHERE ",
-    text_prunable!(),
-    ")"
-);
-
-/// Statement 3 of 3: the versions hold no text any more (`part_count` 0;
+/// A page of texts' prune (`?1` the versions), statement 1 of 3: the
+/// versions that may still go hold no text any more (`part_count` 0;
 /// `text_bytes` keeps the size it had).
 pub const PRUNE_TEXT_MARK: &str = concat!(
     "UPDATE versions SET part_count = 0 WHERE rowid IN (SELECT v.rowid FROM ",
     versions_named!(),
     " WHERE ",
     text_prunable!(),
+    ")"
+);
+
+/// The parts of the page's documents that no version needs any more: each
+/// closed, and no version of its range (the versions that name it:
+/// migration 0022) holds text. Read through the key of `version_parts`
+/// (a document's parts) and of `versions` (the range).
+macro_rules! parts_going {
+    () => {
+        "SELECT p.rowid FROM version_parts p
+  WHERE p.doc_id IN (SELECT json_extract(k.value, '$[0]') FROM json_each(?1) k) AND p.to_version IS NOT NULL
+    AND NOT EXISTS (SELECT 1 FROM versions r WHERE r.doc_id = p.doc_id AND r.version >= p.version
+                    AND r.version < p.to_version AND r.part_count > 0)"
+    };
+}
+
+/// Statement 2 of 3: each tenant gets back the bytes of the parts that go
+/// (a part shared with a version that keeps its text stays, and counts).
+pub const PRUNE_TEXT_BYTES: &str = concat!(
+    "UPDATE tenants SET bytes = bytes - (SELECT coalesce(sum(length(CAST(p.text AS BLOB))), 0) FROM version_parts p
+  WHERE p.tenant_id = tenants.tenant_id AND p.rowid IN (",
+    parts_going!(),
+    "))
+WHERE tenant_id IN (SELECT v.tenant_id FROM ",
+    versions_named!(),
+    ")"
+);
+
+/// Statement 3 of 3: those parts.
+pub const PRUNE_TEXT_PARTS: &str = concat!(
+    "DELETE FROM version_parts WHERE rowid IN (",
+    parts_going!(),
     ")"
 );
 
@@ -1852,6 +1891,7 @@ pub const ALL: &[(&str, &str)] = &[
     ("INTAKE_UPSERT_DOCUMENTS", INTAKE_UPSERT_DOCUMENTS),
     ("INTAKE_INSERT_VERSIONS", INTAKE_INSERT_VERSIONS),
     ("INTAKE_INSERT_PARTS_BULK", INTAKE_INSERT_PARTS_BULK),
+    ("INTAKE_CLOSE_PARTS", INTAKE_CLOSE_PARTS),
     ("INTAKE_INSERT_PART", INTAKE_INSERT_PART),
     ("INTAKE_INSERT_JOBS", INTAKE_INSERT_JOBS),
     ("DOCUMENT_VIEWS", DOCUMENT_VIEWS),

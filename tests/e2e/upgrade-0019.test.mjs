@@ -9,7 +9,9 @@
 // table, indexes and triggers verbatim from 0011, the keyword index from
 // 0010, rebuilt because a later migration may have changed it) with 0019
 // and later unrecorded in d1_migrations, and what 0021 added (the keyword
-// index per tenant, the tenants' keyword columns) undone. The same fakes
+// index per tenant, the tenants' keyword columns), 0022 (text parts shared
+// across versions: each version's text made its own parts again) and 0023
+// (cleanup intents without rowid) undone. The same fakes
 // (the vector index) serve both workers. After 0021 the old rows wait for
 // cron to enter the per-tenant keyword index: keyword answers come back
 // with the first cron run.
@@ -281,7 +283,28 @@ describe('upgrade in place: a ledger written before 0019', () => {
     // The keyword index as 0010 made it (a later migration may have changed it), filled from the live rows.
     const fts = [...pick('0010_keyword_index.sql', /^CREATE VIRTUAL TABLE chunks_fts\b/, 1), ...pick('0010_keyword_index.sql', /^INSERT INTO chunks_fts\b/, 1)];
     // The rows valid at each live version become that version's own rows.
+    const intents = [
+      ...pick('0001_init.sql', /^CREATE TABLE cleanup_intents\b/, 1),
+      ...pick('0009_tenants.sql', /^ALTER TABLE cleanup_intents ADD COLUMN tenant_id\b/, 1),
+      ...pick('0011_content_vector_ids.sql', /^ALTER TABLE cleanup_intents ADD COLUMN deleting_until\b/, 1),
+    ];
+    const intentIndexes = pick('0001_init.sql', /^CREATE INDEX cleanup_intents_/, 2);
     const sql = [
+      // What 0023 changed: the intents as 0001, 0009 and 0011 made them.
+      'ALTER TABLE cleanup_intents RENAME TO cleanup_intents_0023',
+      ...intents,
+      `INSERT INTO cleanup_intents (vector_id, doc_id, version, reason, attempts, not_before, created_at, deleting_until)
+       SELECT vector_id, doc_id, version, reason, attempts, not_before, created_at, deleting_until FROM cleanup_intents_0023`,
+      'DROP TABLE cleanup_intents_0023',
+      ...intentIndexes,
+      // What 0022 added: a version's text is its own parts 0, 1, … again
+      // (a part it shared becomes its own, at its place in the manifest).
+      `INSERT INTO version_parts (doc_id, version, part, text)
+       SELECT v.doc_id, v.version, m.key, p.text FROM versions v, json_each(v.parts) m
+         JOIN version_parts p ON p.doc_id = v.doc_id AND p.version = json_extract(m.value, '$[0]') AND p.part = json_extract(m.value, '$[1]')
+        WHERE v.part_count > 0 AND json_extract(m.value, '$[0]') <> v.version`,
+      'ALTER TABLE versions DROP COLUMN parts',
+      'ALTER TABLE version_parts DROP COLUMN to_version',
       // What 0021 added.
       'DROP TRIGGER chunks_keyword_deleted',
       'DROP TRIGGER tenants_keyword_key',
@@ -326,6 +349,8 @@ describe('upgrade in place: a ledger written before 0019', () => {
     assert.deepEqual(old.map((r) => [r.chunk_id, r.doc_id, r.version, r.vector_id]), rows1.map((r) => [r.chunk_id, r.doc_id, r.version, r.vector_id]));
     assert.deepEqual(old.filter((r) => r.doc_id === LONG).map((r) => r.chunk_index), EN.map((_, i) => i));
     assert.deepEqual(ftsRowids(), old.map((r) => r.chunk_id), 'the keyword index’s rowids are the rows’ chunk_ids');
+    assert.ok(!ledger("SELECT name FROM pragma_table_info('versions')").some((r) => r.name === 'parts'));
+    assert.deepEqual(ledger("SELECT count(*) AS n FROM sqlite_schema WHERE name = 'cleanup_intents' AND sql LIKE '%WITHOUT ROWID%'"), [{ n: 0 }]);
   });
 
   step('3. `make migrate-local`’s command applies 0019 (and any later migration) to it', async () => {
@@ -343,6 +368,13 @@ describe('upgrade in place: a ledger written before 0019', () => {
     assert.deepEqual(ledger('SELECT count(*) AS n FROM keyword_index_docsize'), [{ n: 0 }]);
     assert.deepEqual(ledger('SELECT count(*) AS n FROM chunks WHERE keyword_len IS NULL'), [{ n: rows.length }]);
     assert.ok(ledger("SELECT name FROM pragma_table_info('documents')").some((r) => r.name === 'rows_stamp'));
+    // 0022: no text rewritten; a latest version's parts stay open (its
+    // next version closes them), any other's end at the version after it.
+    const parts = ledger('SELECT p.doc_id, p.version, p.to_version, d.latest_version FROM version_parts p JOIN documents d ON d.doc_id = p.doc_id');
+    assert.ok(parts.length >= 3, JSON.stringify(parts));
+    for (const p of parts) assert.equal(p.to_version, p.version === p.latest_version ? null : p.version + 1, JSON.stringify(p));
+    assert.deepEqual(ledger('SELECT count(*) AS n FROM versions WHERE parts IS NOT NULL'), [{ n: 0 }]);
+    assert.deepEqual(ledger("SELECT count(*) AS n FROM sqlite_schema WHERE name = 'cleanup_intents' AND sql LIKE '%WITHOUT ROWID%'"), [{ n: 1 }]);
   });
 
   step('4. restarted on the migrated ledger and the same index: the same vector answers at once, the keyword ones after a cron run, nothing embedded or written', async () => {
@@ -395,6 +427,16 @@ describe('upgrade in place: a ledger written before 0019', () => {
     expected.add(fresh[0].vector_id);
     assert.deepEqual(new Set(held.keys()), expected);
     for (const id of expected) if (id !== fresh[0].vector_id) assert.deepEqual(held.get(id), vectors1.get(id), id);
+
+    // The old version's text (parts written before 0022, which the edit
+    // closed) is pruned by cron; the new version's text is its manifest's.
+    await w.scheduled();
+    const db = await w.mf.getD1Database('DB');
+    const { results: longParts } = await db.prepare('SELECT version, to_version FROM version_parts WHERE doc_id = ?1').bind(LONG).all();
+    assert.ok(longParts.length > 0 && longParts.every((p) => p.version === 2 && p.to_version === null), JSON.stringify(longParts));
+    const { results: manifests } = await db.prepare('SELECT version, parts, part_count FROM versions WHERE doc_id = ?1 ORDER BY version').bind(LONG).all();
+    assert.deepEqual(manifests.map((v) => [v.version, v.part_count]), [[1, 0], [2, longParts.length]]);
+    assert.deepEqual(JSON.parse(manifests[1].parts).map((r) => r[0]), longParts.map(() => 2));
 
     const hit = (await search(w.base, { query: EDITED, mode: 'vector', top_k: 1 })).body.results[0];
     assert.deepEqual([hit?.doc_id, hit?.version, hit?.chunk, hit?.text.trim()], [LONG, 2, EDITED_AT, EDITED], JSON.stringify(hit));

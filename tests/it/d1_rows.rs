@@ -74,10 +74,39 @@ fn d1_rows_count_each_table_row_and_index_entry_written_and_each_row_visited() {
     // chunks_by_vector; its two partial indexes only for a row that meets
     // their condition (chunks_closed: closed; chunks_unindexed: not in the
     // keyword index), as SQLite writes no entry for the others.
-    billed(
-        &db,
-        "INSERT INTO versions (doc_id, version, is_delete, content_hash, content_type, metadata, text_bytes, part_count, created_at)
-         VALUES ('t1\u{1f}a', 1, 0, 'h', 'text/plain', '{}', 1, 1, 1)",
+    // versions: the row and its key; its two partial indexes of migration
+    // 0018 (conditions on two columns each) only for a row that meets
+    // theirs: none for a version not superseded; one for a superseded
+    // version (versions_text_prunable), moved to versions_superseded when
+    // its text goes.
+    assert_eq!(
+        billed(
+            &db,
+            "INSERT INTO versions (doc_id, version, is_delete, content_hash, content_type, metadata, text_bytes, part_count, created_at)
+             VALUES ('t1\u{1f}a', 1, 0, 'h', 'text/plain', '{}', 1, 1, 1)",
+        ),
+        rows(0, 2)
+    );
+    assert_eq!(
+        billed(
+            &db,
+            "UPDATE versions SET superseded_at = 5 WHERE version = 1"
+        )
+        .written,
+        2
+    );
+    assert_eq!(
+        billed(&db, "UPDATE versions SET part_count = 0 WHERE version = 1").written,
+        2
+    );
+    assert_eq!(
+        billed(
+            &db,
+            "UPDATE versions SET part_count = 1, superseded_at = NULL WHERE version = 1"
+        )
+        .written,
+        1,
+        "a row leaving a partial index writes no entry"
     );
     let chunk = |id: i64, keyword_len: &str| {
         &*Box::leak(

@@ -4,10 +4,11 @@
 //! bytes are what its versions' texts hold, history included, until the
 //! prune gives them back; a re-run stores no second copy.
 
-use crate::common::{default_key, World};
+use crate::common::{default_key, World, TEST_INGEST_TOKEN};
 use futures::executor::block_on;
 use ingest_pipeline::core::failure::FailureBucket;
 use ingest_pipeline::core::ids::TenantId;
+use ingest_pipeline::native::oracle;
 use ingest_pipeline::pipeline::{BackfillScope, DocumentState, RepairReport, Settle};
 
 /// Moves the clock past `seconds` of retention.
@@ -79,6 +80,146 @@ fn a_superseded_text_goes_at_the_next_run_and_its_row_after_the_history() {
     w.put("a", "fourth text");
     w.deliver_all();
     assert_eq!(w.count("SELECT live_version AS n FROM documents"), 4);
+}
+
+/// A world whose texts are cut into parts of about 1 KB (at most 4 KB).
+fn small_parts() -> World {
+    let mut cfg = World::new().cfg;
+    cfg.d1_text_part_bytes_max = 4096;
+    cfg.text_part_bytes_target = 1024;
+    World::with(cfg)
+}
+
+/// 400 paragraphs, Japanese and English, about 40 KB.
+fn long_text(paragraphs: &[String]) -> String {
+    paragraphs.join("\n\n")
+}
+
+fn paragraphs() -> Vec<String> {
+    (0..400)
+        .map(|i| {
+            format!(
+                "第{i}段落：再配送されたメッセージは冪等に処理される。Paragraph {i} notes rule {} of the ledger.",
+                i * 7919 % 1000
+            )
+        })
+        .collect()
+}
+
+/// The parts version `v` of `doc` wrote itself.
+fn parts_written(w: &World, doc: &str, v: u32) -> i64 {
+    w.count(&format!(
+        "SELECT count(*) AS n FROM version_parts WHERE doc_id = '{}' AND version = {v}",
+        default_key(doc).as_str()
+    ))
+}
+
+#[test]
+fn a_new_version_writes_only_the_text_parts_its_edit_touched_and_the_prune_keeps_the_shared_ones() {
+    // Issue 35: an edit stored the whole new text again (D1 rows and bytes
+    // in proportion to the document, not to the change).
+    let w = small_parts();
+    let mut ps = paragraphs();
+    let v1 = long_text(&ps);
+    w.put("a", &v1);
+    w.deliver_all();
+    let n1 = parts_written(&w, "a", 1);
+    assert!(n1 > 10, "{n1} parts");
+    assert_eq!(bytes(&w), v1.len() as i64);
+
+    // One paragraph in the middle: one or two parts written, every other
+    // named from version 1; the tenant's bytes grow by those parts only.
+    ps[200] = "第200段落は書き換えられた。Paragraph 200 was rewritten after review.".into();
+    let v2 = long_text(&ps);
+    w.put("a", &v2);
+    let n2 = parts_written(&w, "a", 2);
+    assert!((1..=2).contains(&n2), "{n2} of {n1} parts written again");
+    let stored = w.count("SELECT sum(length(CAST(text AS BLOB))) AS n FROM version_parts");
+    assert_eq!(bytes(&w), stored);
+    assert!(stored < v1.len() as i64 + 4 * 4096, "{stored}");
+    w.deliver_all();
+    assert_eq!(w.state("a"), DocumentState::Indexed);
+    assert_eq!(
+        oracle::version_text(&w.db, default_key("a").as_str(), 2).as_deref(),
+        Some(v2.as_str())
+    );
+
+    // The prune of version 1's text deletes only the parts version 2 no
+    // longer names, and gives back their bytes.
+    let r = w.cron();
+    assert_eq!(r.texts_pruned, 1, "{r:?}");
+    assert_eq!(
+        w.count("SELECT count(*) AS n FROM version_parts WHERE to_version IS NOT NULL"),
+        0,
+        "the closed parts went"
+    );
+    assert_eq!(
+        bytes(&w),
+        v2.len() as i64,
+        "what is stored is version 2's text, once"
+    );
+    assert_eq!(
+        oracle::version_text(&w.db, default_key("a").as_str(), 2).as_deref(),
+        Some(v2.as_str())
+    );
+
+    // A paragraph inserted at the top: the parts after it are shared.
+    ps.insert(0, "新しい冒頭の段落。A new opening paragraph.".into());
+    let v3 = long_text(&ps);
+    w.put("a", &v3);
+    let n3 = parts_written(&w, "a", 3);
+    assert!((1..=2).contains(&n3), "{n3} parts written again");
+    w.deliver_all();
+    w.cron();
+    assert_eq!(bytes(&w), v3.len() as i64);
+    assert_eq!(w.search("新しい冒頭の段落", 1).len(), 1);
+    assert_eq!(
+        oracle::live_text(&w.db, default_key("a").as_str())[0]["text"],
+        v3.as_str()
+    );
+}
+
+#[test]
+fn two_versions_of_one_document_in_one_batch_share_parts_and_close_what_the_second_drops() {
+    // The second version's parts are matched against the first's (written
+    // in the same batch), and the part it drops, written by the first, is
+    // closed in that batch too (else no prune could reach it).
+    let w = small_parts();
+    let mut ps = paragraphs();
+    let first = long_text(&ps);
+    ps[100] =
+        "第100段落は同じバッチで書き換えられた。Paragraph 100 changed in the same batch.".into();
+    let second = long_text(&ps);
+    let body = serde_json::json!({"documents": [
+        {"doc_id": "a", "text": first},
+        {"doc_id": "a", "text": second},
+    ]});
+    let r = w.request_json(
+        "POST",
+        "/v1/documents",
+        &format!("Bearer {TEST_INGEST_TOKEN}"),
+        Some(&body),
+    );
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    let n2 = parts_written(&w, "a", 2);
+    assert!((1..=2).contains(&n2), "{n2} parts written again");
+    assert!(
+        oracle::parts_left_open(&w.db).is_empty(),
+        "{:?}",
+        oracle::parts_left_open(&w.db)
+    );
+    assert_eq!(
+        w.count("SELECT count(*) AS n FROM version_parts WHERE to_version = 2"),
+        n2,
+        "what the second version rewrote, the first's parts closed at it"
+    );
+    w.deliver_all();
+    w.cron();
+    assert_eq!(bytes(&w), second.len() as i64);
+    assert_eq!(
+        oracle::live_text(&w.db, default_key("a").as_str())[0]["text"],
+        second.as_str()
+    );
 }
 
 #[test]

@@ -543,11 +543,18 @@ fn tenant_usage_is_what_its_documents_hold(w: &World) -> Result<(), Violation> {
 
 /// I18: what retention pruned was unreachable: every version a job may
 /// still run, every document's live and latest version, and every version
-/// a re-run reads its text from hold their text; every dead letter's
-/// version row and job are there.
+/// a re-run reads its text from hold their text (every part their
+/// manifests name); every dead letter's version row and job are there;
+/// and every text part its document's latest version does not name is
+/// closed (retention can reach it).
 fn nothing_reachable_was_pruned(w: &World) -> Result<(), Violation> {
-    match oracle::reachable_but_pruned(&w.db).first() {
-        Some(row) => Err(violation("I18", format!("pruned while reachable: {row}"))),
+    if let Some(row) = oracle::reachable_but_pruned(&w.db).first() {
+        return Err(violation("I18", format!("pruned while reachable: {row}")));
+    }
+    // And what it may prune, it can reach: a text part no later version
+    // names is closed.
+    match oracle::parts_left_open(&w.db).first() {
+        Some(row) => Err(violation("I18", format!("a part left open: {row}"))),
         None => Ok(()),
     }
 }
