@@ -58,11 +58,6 @@ pub struct DocumentStateGroupRow {
     pub documents: u64,
 }
 
-#[derive(Debug, Clone, Deserialize)]
-struct KeyRow {
-    doc_id: String,
-}
-
 /// A document's key in a tenant's listing, and when it last changed.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 pub struct KeyTimeRow {
@@ -233,21 +228,28 @@ impl<D: Database> Store<D> {
             .await
     }
 
-    /// Up to `limit` document keys after `after`, in key order.
+    /// Up to `limit` document keys after `after`, in key order: of one
+    /// tenant, or of every tenant. Each page reads its keys from the cursor
+    /// on, whatever the number of documents.
     pub async fn document_keys_page(
         &self,
         tenant_id: Option<&str>,
         after: Option<&str>,
         limit: usize,
     ) -> Result<Vec<String>, PortError> {
-        let rows: Vec<KeyRow> = self
-            .db
-            .query(Stmt::new(
-                sql::DOCUMENT_KEYS_PAGE,
-                vec![tenant_id.into(), after.into(), SqlValue::Int(limit as i64)],
-            ))
-            .await?;
-        Ok(rows.into_iter().map(|r| r.doc_id).collect())
+        let after = after.unwrap_or("");
+        let rows = match tenant_id {
+            Some(t) => self.tenant_document_keys(t, None, after, limit).await?,
+            None => {
+                self.db
+                    .query(Stmt::new(
+                        sql::DOCUMENT_KEYS_PAGE,
+                        vec![after.into(), SqlValue::Int(limit as i64)],
+                    ))
+                    .await?
+            }
+        };
+        Ok(rows.into_iter().map(|r: KeyTimeRow| r.doc_id).collect())
     }
 
     /// Up to `limit` of tenant `tenant_id`'s document keys after the key

@@ -115,12 +115,12 @@ WHERE ?1 IS NULL OR d.tenant_id = ?1
 GROUP BY 1, 2, 3, 4, 5, 6
 ORDER BY 1, 2, 3, 4, 5, 6";
 
-/// A page of document keys in key order after `?2` (NULL: from the
-/// start), `?3` at most; `?1`: a tenant ID or NULL for every tenant.
+/// A page of every tenant's document keys in key order after `?1` (`''`:
+/// from the start), `?2` at most: a range of the documents' key, read from
+/// the cursor on (an `?1 IS NULL OR` would walk the keys from the first on
+/// every page). One tenant's: `TENANT_DOCUMENT_KEYS_PAGE`.
 pub const DOCUMENT_KEYS_PAGE: &str = "\
-SELECT doc_id FROM documents
-WHERE (?1 IS NULL OR tenant_id = ?1) AND (?2 IS NULL OR doc_id > ?2)
-ORDER BY doc_id LIMIT ?3";
+SELECT doc_id, updated_at FROM documents WHERE doc_id > ?1 ORDER BY doc_id LIMIT ?2";
 
 /// A page of tenant `?1`'s document keys (with when each last changed) in
 /// key order after the key `?2` (`''`: from the start), `?3` at most.
@@ -756,7 +756,7 @@ ORDER BY updated_at, job_id LIMIT ?3";
 /// `?1` JSON ids, `?2` now.
 pub const TOUCH_JOBS: &str = "\
 UPDATE jobs SET updated_at = ?2, next_attempt_at = CASE WHEN state = 'up_for_retry' THEN ?2 ELSE next_attempt_at END
-WHERE job_id IN (SELECT value FROM json_each(?1)) AND state IN ('queued', 'up_for_retry', 'running')";
+WHERE job_id IN (SELECT value FROM json_each(?1)) AND +state IN ('queued', 'up_for_retry', 'running')";
 
 /// A stalled job whose attempts are used up ends `dead`. `?1` job, `?2` now.
 pub const JOB_STALLED_DEAD: &str = "\
@@ -869,7 +869,7 @@ FROM chunks c JOIN documents d ON d.doc_id = c.doc_id AND ",
     valid_at!("c", "d.live_version"),
     "
 JOIN versions v ON v.doc_id = c.doc_id AND v.version = d.live_version
-WHERE c.vector_id IN (SELECT value FROM json_each(?1)) AND c.generation = ?2 AND c.tenant_id = ?3"
+WHERE c.vector_id IN (SELECT value FROM json_each(?1)) AND +c.generation = ?2 AND c.tenant_id = ?3"
 );
 
 /// The keyword search's counts, all of tenant `?2`'s own: its keyword key,

@@ -44,6 +44,7 @@ mod layers;
 mod listings;
 mod model_switch;
 mod pipeline;
+mod plans;
 mod retention;
 mod reuse;
 mod search;
