@@ -48,6 +48,8 @@ impl<D: Database> Store<D> {
     ) -> Result<Vec<String>, PortError> {
         let claim = if bugs.has(Bug::DeleteReferencedVector) {
             bugs::sql::INTENTS_CLAIM_IGNORING_REFERENCES
+        } else if doc_id.is_some() {
+            sql::INTENTS_CLAIM_DOC
         } else {
             sql::INTENTS_CLAIM
         };

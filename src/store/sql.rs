@@ -681,23 +681,40 @@ pub const INTENTS_RETIRE: &str = concat!(
     ")"
 );
 
-/// The drain's claim (deletes by reference): of the due intents of document
-/// `?1` (or of any, if NULL), at most `?3`, those whose vector no row that
-/// may be served or written refers to (`row_held`, checked here, in the
-/// statement that chooses what to delete) and that no other drain holds,
-/// claimed until `?4` (a lease, longer than any invocation). While the
-/// claim holds, no staging may refer to these vectors
+/// The drain's claim (deletes by reference): of the due intents chosen by
+/// `$which` (a document's, or any), at most `?3`, those whose vector no
+/// row that may be served or written refers to (`row_held`, checked here,
+/// in the statement that chooses what to delete) and that no other drain
+/// holds, claimed until `?4` (a lease, longer than any invocation). While
+/// the claim holds, no staging may refer to these vectors
 /// (`CONSUME_STAGE_GUARD`). Returns the claimed vector IDs. `?2` now.
-pub const INTENTS_CLAIM: &str = concat!(
-    "UPDATE cleanup_intents SET deleting_until = ?4 WHERE vector_id IN (
+/// Read in the order of the index that chooses them (its entries end with
+/// the key, `vector_id`, since 0023), so a claim stops at its limit.
+macro_rules! intents_claim {
+    ($which:literal) => {
+        concat!(
+            "UPDATE cleanup_intents SET deleting_until = ?4 WHERE vector_id IN (
   SELECT i.vector_id FROM cleanup_intents i
-  WHERE (?1 IS NULL OR i.doc_id = ?1) AND i.not_before <= ?2 AND (i.deleting_until IS NULL OR i.deleting_until < ?2)
+  WHERE ",
+            $which,
+            " AND i.not_before <= ?2 AND (i.deleting_until IS NULL OR i.deleting_until < ?2)
     AND NOT EXISTS (SELECT 1 FROM chunks r WHERE r.vector_id = i.vector_id AND ",
-    row_held!("r"),
-    ")
+            row_held!("r"),
+            ")
   ORDER BY i.not_before, i.vector_id LIMIT ?3)
 RETURNING vector_id"
-);
+        )
+    };
+}
+
+/// The claim of document `?1`'s due intents (the consumer's cleanup after
+/// its replace): read through `cleanup_intents_by_doc`, whatever the
+/// other documents' backlog.
+pub const INTENTS_CLAIM_DOC: &str = intents_claim!("i.doc_id = ?1");
+
+/// Cron's claim, of any document's due intents (`?1` NULL): read through
+/// `cleanup_intents_due`.
+pub const INTENTS_CLAIM: &str = intents_claim!("?1 IS NULL");
 
 /// After the vectors in `?1` (JSON array) were deleted from the index: drop
 /// their chunk rows that nothing holds (`row_held`: a row that may be
@@ -1930,6 +1947,7 @@ pub const ALL: &[(&str, &str)] = &[
     ("INTENTS_RETIRE_ROWS", INTENTS_RETIRE_ROWS),
     ("INTENTS_RETIRE", INTENTS_RETIRE),
     ("INTENTS_CLAIM", INTENTS_CLAIM),
+    ("INTENTS_CLAIM_DOC", INTENTS_CLAIM_DOC),
     ("INTENTS_DONE_DELETE_CHUNKS", INTENTS_DONE_DELETE_CHUNKS),
     ("INTENTS_DONE_DELETE", INTENTS_DONE_DELETE),
     ("INTENTS_BACK_OFF", INTENTS_BACK_OFF),

@@ -255,3 +255,25 @@ fn the_check_sees_a_scan_a_coarse_search_and_a_sort() {
     ));
     assert!(!caught("SELECT c.text FROM chunks c WHERE c.vector_id IN (SELECT value FROM json_each(?1)) AND +c.generation = ?2"));
 }
+
+#[test]
+fn a_documents_cleanup_claim_reads_its_own_intents_whatever_the_backlog() {
+    // Issue 36: the claim shared with cron (`?1 IS NULL OR doc_id = ?1`)
+    // walked every due intent of every document for one document's
+    // cleanup, after every edit.
+    let doc = plan(LEDGER_MIGRATIONS, sql::INTENTS_CLAIM_DOC);
+    assert!(
+        doc.iter().any(|l| l
+            .contains("SEARCH i USING INDEX cleanup_intents_by_doc (doc_id=? AND not_before<?)")),
+        "{doc:#?}"
+    );
+    // Both read in their index's order: no sort of the due intents before
+    // the limit.
+    for stmt in [sql::INTENTS_CLAIM_DOC, sql::INTENTS_CLAIM] {
+        let lines = plan(LEDGER_MIGRATIONS, stmt);
+        assert!(
+            !lines.iter().any(|l| l.contains("TEMP B-TREE")),
+            "{lines:#?}"
+        );
+    }
+}

@@ -1,5 +1,5 @@
 //! Step 6, cleanup: retires the intents whose vector is still referenced,
-//! claims the others (deletes by reference: `INTENTS_CLAIM`), deletes their
+//! claims the others (deletes by reference: `INTENTS_CLAIM_DOC`), deletes their
 //! vectors from the index in bounded batches, then removes the intents
 //! (cron's drain runs the same `claim_intents` and `delete_vectors`).
 
