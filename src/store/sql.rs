@@ -761,12 +761,20 @@ LIMIT ?2"
 
 /// Jobs that should be moving but are not: queued or waiting for a retry
 /// with no progress for the stall period, or running with an expired lease.
-/// `?1` now, `?2` stalled-before, `?3` limit.
+/// `?1` now, `?2` stalled-before, `?3` limit. The first `?3` of each state
+/// in `jobs_by_state`'s order (the oldest first), then the first `?3` of
+/// those: the same jobs as the oldest `?3` of all three, without walking
+/// every job of a state (a bulk ingest queues a job per document).
 pub const STALLED_JOBS: &str = "\
-SELECT job_id, doc_id, version, attempts, build_generation FROM jobs
-WHERE (state = 'queued' AND updated_at < ?2)
-   OR (state = 'up_for_retry' AND next_attempt_at < ?2)
-   OR (state = 'running' AND lease_until < ?1)
+SELECT job_id, doc_id, version, attempts, build_generation FROM (
+  SELECT * FROM (SELECT job_id, doc_id, version, attempts, build_generation, updated_at FROM jobs
+                 WHERE state = 'queued' AND updated_at < ?2 ORDER BY updated_at, job_id LIMIT ?3)
+  UNION ALL
+  SELECT * FROM (SELECT job_id, doc_id, version, attempts, build_generation, updated_at FROM jobs
+                 WHERE state = 'up_for_retry' AND next_attempt_at < ?2 ORDER BY updated_at, job_id LIMIT ?3)
+  UNION ALL
+  SELECT * FROM (SELECT job_id, doc_id, version, attempts, build_generation, updated_at FROM jobs
+                 WHERE state = 'running' AND lease_until < ?1 ORDER BY updated_at, job_id LIMIT ?3))
 ORDER BY updated_at, job_id LIMIT ?3";
 
 /// Marks re-enqueued jobs so the next run does not send them again at once.
@@ -1193,14 +1201,17 @@ pub const REDRIVE_AUDIT_LIST: &str =
 /// visibility window, in a generation active for longer than it (a
 /// backfill's last vectors may be written seconds before its switch, and
 /// it changes no document's `updated_at`), after the cursor. `?1` live
-/// before, `?2` cursor (vector id, '' to start), `?3` limit.
+/// before, `?2` cursor (vector id, '' to start), `?3` limit. Read in
+/// `chunks_by_vector`'s order from the cursor on (the unary `+` keeps
+/// SQLite from walking the whole generation and sorting it), so a page
+/// stops at its limit.
 pub const VERIFY_LIVE_CHUNKS: &str = concat!(
     "SELECT c.vector_id AS vector_id, c.doc_id AS doc_id, d.live_version AS version
 FROM chunks c JOIN documents d ON d.doc_id = c.doc_id AND ",
     valid_at!("c", "d.live_version"),
     "
 WHERE d.updated_at < ?1 AND c.vector_id > ?2
-  AND c.generation = (SELECT generation FROM generations WHERE state = 'active' AND updated_at < ?1)
+  AND +c.generation = (SELECT generation FROM generations WHERE state = 'active' AND updated_at < ?1)
 ORDER BY c.vector_id LIMIT ?3"
 );
 

@@ -176,12 +176,11 @@ const ALLOWED: &[(&str, &str)] = &[
     ("INTENTS_RETIRE_ROWS", "issue 36: cron walks every intent for those whose vector is still referenced"),
     ("INTENTS_RETIRE", "issue 36: cron walks every intent for those whose vector is still referenced"),
     ("SWEEP_ABANDONED", "issue 36: walks every closed row (chunks_closed) for those no lease may write"),
-    ("STALLED_JOBS", "issue 36: walks every job in a state and sorts them before its LIMIT"),
+    ("STALLED_JOBS", "issue 36: queued jobs are a range from the oldest, stopped at the limit; up_for_retry and running ones are walked oldest first until the limit is due, passing those not due (an outage's backoff, the leases in flight)"),
     ("REPAIR_RUNS_LIST", "issue 36: newest first up to LIMIT, but a tenant filter walks runs until LIMIT touched it"),
     ("DEAD_LETTERS_SUMMARY", "issue 36: groups every letter (the archive is never pruned)"),
     ("DEAD_LETTERS_PAGE", "issue 36: walks and sorts every letter"),
     ("REDRIVE_CANDIDATES", "issue 36: walks every letter and redrive item (the archive is never pruned)"),
-    ("VERIFY_LIVE_CHUNKS", "issue 36: walks the active generation's rows (chunks_by_generation) and sorts them by vector ID"),
     ("GENERATIONS_LIST", "issue 36: counts each generation's rows"),
     ("GENERATION_GAPS", "issue 36: checks every live document for rows in the generation"),
     ("GENERATION_SWITCH_RETIRE_OLDER", "issue 36: checks every live document for rows in the generation"),
@@ -274,6 +273,59 @@ fn a_documents_cleanup_claim_reads_its_own_intents_whatever_the_backlog() {
         assert!(
             !lines.iter().any(|l| l.contains("TEMP B-TREE")),
             "{lines:#?}"
+        );
+    }
+}
+
+#[test]
+fn stalled_jobs_by_state_are_the_oldest_of_all_three_states() {
+    // The rewrite reads each state's oldest jobs; the answer is what one
+    // sort of every stalled job gave (ties in age broken by job ID).
+    const BEFORE: &str = "SELECT job_id, doc_id, version, attempts, build_generation FROM jobs
+        WHERE (state = 'queued' AND updated_at < ?2) OR (state = 'up_for_retry' AND next_attempt_at < ?2)
+           OR (state = 'running' AND lease_until < ?1)
+        ORDER BY updated_at, job_id LIMIT ?3";
+    let db = rusqlite::Connection::open_in_memory().unwrap();
+    for (_, m) in LEDGER_MIGRATIONS {
+        db.execute_batch(m).unwrap();
+    }
+    db.execute_batch(
+        "INSERT INTO documents (doc_id, latest_version, created_at, updated_at) VALUES ('d', 1, 0, 0);
+         INSERT INTO versions (doc_id, version, is_delete, content_hash, content_type, metadata, text_bytes, part_count, created_at)
+           VALUES ('d', 1, 0, 'h', 'text/plain', '{}', 0, 1, 0);",
+    )
+    .unwrap();
+    let states = ["queued", "up_for_retry", "running", "succeeded", "failed"];
+    let mut x: u64 = 7;
+    let mut next = |n: u64| {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (x >> 33) % n
+    };
+    for i in 0..400 {
+        let state = states[next(5) as usize];
+        db.execute(
+            "INSERT INTO jobs (job_id, doc_id, version, kind, state, step, attempts, created_at, updated_at, next_attempt_at, lease_until)
+             VALUES (?1, 'd', 1, 'index', ?2, 'queued', 0, 0, ?3, ?4, ?5)",
+            rusqlite::params![format!("j{:03}", 999 - i), state, next(50) as i64, next(100) as i64, next(100) as i64],
+        )
+        .unwrap();
+    }
+    let ids = |sql: &str, now: i64, before: i64, limit: i64| -> Vec<String> {
+        let mut q = db.prepare(sql).unwrap();
+        q.query_map(rusqlite::params![now, before, limit], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    };
+    for (now, before, limit) in [(50, 30, 10), (90, 45, 25), (10, 5, 3), (100, 100, 500)] {
+        let old = ids(BEFORE, now, before, limit);
+        assert!(!old.is_empty());
+        assert_eq!(
+            ids(sql::STALLED_JOBS, now, before, limit),
+            old,
+            "now {now}, before {before}, limit {limit}"
         );
     }
 }
