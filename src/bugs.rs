@@ -69,6 +69,10 @@ pub enum Bug {
     /// totals, not its own (FTS5's `bm25()` as one shared table has it):
     /// a tenant's scores move when another tenant writes.
     KeywordStatsShared,
+    /// Intake does not close the text parts a new version no longer names
+    /// (`INTAKE_CLOSE_PARTS` left out): they stay open, valid at every
+    /// later version, and retention never reaches them.
+    PartsLeftOpen,
 }
 
 /// The namespace `SearchUnfenced` queries: the in-memory indexes read it
@@ -77,7 +81,7 @@ pub enum Bug {
 pub const EVERY_NAMESPACE: &str = "*";
 
 impl Bug {
-    pub const ALL: [Bug; 18] = [
+    pub const ALL: [Bug; 19] = [
         Bug::DeleteBeforeReplace,
         Bug::FlipWithoutCas,
         Bug::UpsertBeforeStage,
@@ -96,6 +100,7 @@ impl Bug {
         Bug::LostRaceRefused,
         Bug::SupersedeLive,
         Bug::KeywordStatsShared,
+        Bug::PartsLeftOpen,
     ];
 
     /// The simulation's invariant that names this bug: it must be caught
@@ -119,7 +124,7 @@ impl Bug {
             Bug::UsageDrift => "I15",
             Bug::LostRaceRefused => "I16",
             Bug::KeywordIndexUnmaintained => "I12",
-            Bug::SupersedeLive => "I18",
+            Bug::SupersedeLive | Bug::PartsLeftOpen => "I18",
             Bug::KeywordStatsShared => "I19",
         }
     }

@@ -246,6 +246,9 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock>
             }
             _ => Vec::new(),
         };
+        if self.bugs.has(crate::bugs::Bug::PartsLeftOpen) {
+            batch.closes.clear();
+        }
         let usage = UsageDelta {
             tenant_id: tenant.as_str().to_string(),
             documents: batch.documents_delta,
