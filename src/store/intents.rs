@@ -15,16 +15,16 @@ struct VectorIdRow {
 }
 
 impl<D: Database> Store<D> {
-    /// Retires up to `limit` intents (of `doc_id`, or of any document)
-    /// whose vector a row that may be served refers to: their rows that
-    /// nothing holds leave with them, no index call (`INTENTS_RETIRE`).
-    /// Returns how many intents it retired.
+    /// Of the first `limit` due intents (`now`), retires those whose
+    /// vector a row that may be served refers to: their rows that nothing
+    /// holds leave with them, no index call (`INTENTS_RETIRE`). Returns
+    /// how many intents it retired.
     pub async fn retire_referenced_intents(
         &self,
-        doc_id: Option<&str>,
+        now: i64,
         limit: usize,
     ) -> Result<u64, PortError> {
-        let p = || vec![doc_id.into(), int(limit as i64)];
+        let p = || vec![int(limit as i64), int(now)];
         let changes = self
             .db
             .batch(vec![

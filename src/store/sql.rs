@@ -648,20 +648,24 @@ WHERE job_id = ?1 AND state = 'running' AND (?5 IS NULL OR lease_owner IS ?5)";
 
 // ---------------------------------------------------------------- cleanup
 
-/// The intents a drain retires without calling the index (of document
-/// `?1`, or of any if NULL; at most `?2`): their vector is referenced by a
-/// row that may be served, so it stays, and only their rows that nothing
-/// holds leave (statement 1, `INTENTS_RETIRE_ROWS`) with the intents
-/// (statement 2, `INTENTS_RETIRE`), in one batch. Statement 1 deletes no
-/// row that may be served, so both select the same intents.
+/// The intents a drain retires without calling the index: of the first
+/// `?1` due intents (`?2` now) in the order the claim reads them
+/// (`cleanup_intents_due`), those whose vector is referenced by a row that
+/// may be served, so it stays; only their rows that nothing holds leave
+/// (statement 1, `INTENTS_RETIRE_ROWS`) with the intents (statement 2,
+/// `INTENTS_RETIRE`), in one batch. Statement 1 deletes no row that may be
+/// served, so both select the same intents. Reading the head of the due
+/// order (what the claim walks first) and no more keeps both in proportion
+/// to their page, whatever the backlog; an intent not due yet is looked at
+/// once it is.
 macro_rules! intents_to_retire {
     () => {
         concat!(
-            "SELECT i.vector_id FROM cleanup_intents i WHERE (?1 IS NULL OR i.doc_id = ?1)
-  AND EXISTS (SELECT 1 FROM chunks r WHERE r.vector_id = i.vector_id AND ",
+            "SELECT h.vector_id FROM (SELECT vector_id FROM cleanup_intents WHERE not_before <= ?2
+  ORDER BY not_before, vector_id LIMIT ?1) h
+WHERE EXISTS (SELECT 1 FROM chunks r WHERE r.vector_id = h.vector_id AND ",
             row_may_be_served!("r"),
-            ")
-ORDER BY i.vector_id LIMIT ?2"
+            ")"
         )
     };
 }

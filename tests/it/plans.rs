@@ -173,8 +173,6 @@ const ALLOWED: &[(&str, &str)] = &[
     ("DOCUMENT_STATE_GROUPS", "issue 36: the console's summary groups every document (counters instead)"),
     ("JOBS_TIMELINE", "issue 36: the timeline walks every job (an index on updated_at, or rollups)"),
     ("CONSUME_PAGE", "issue 36: each page ranks every row of the version (keyset paging)"),
-    ("INTENTS_RETIRE_ROWS", "issue 36: cron walks every intent for those whose vector is still referenced"),
-    ("INTENTS_RETIRE", "issue 36: cron walks every intent for those whose vector is still referenced"),
     ("SWEEP_ABANDONED", "issue 36: walks every closed row (chunks_closed) for those no lease may write"),
     ("STALLED_JOBS", "issue 36: queued jobs are a range from the oldest, stopped at the limit; up_for_retry and running ones are walked oldest first until the limit is due, passing those not due (an outage's backoff, the leases in flight)"),
     ("REPAIR_RUNS_LIST", "issue 36: newest first up to LIMIT, but a tenant filter walks runs until LIMIT touched it"),

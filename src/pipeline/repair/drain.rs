@@ -1,5 +1,6 @@
-//! Step 2: cleanup intents whose vector a row that may be served still
-//! refers to are retired (one batch, no index call); the due others are
+//! Step 2: of the due intents the claim would read first, those whose
+//! vector a row that may be served still refers to are retired (one
+//! batch, no index call); the due others are
 //! claimed and deleted from the index in batches of `DELETE_BATCH_SIZE`
 //! (`CRON_CLEANUP_INTENTS_MAX` per run); a failed delete backs its intents
 //! off (`consume/cleanup.rs`'s `delete_vectors`).
@@ -19,7 +20,8 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
     pub(super) async fn drain_intents(&self, run: &mut Run<'_>) {
         let mut budget = self.cfg.cron_cleanup_intents_max;
         if self.allows(run, 1) {
-            match self.store.retire_referenced_intents(None, budget).await {
+            let now = self.clock.now_ms();
+            match self.store.retire_referenced_intents(now, budget).await {
                 Ok(n) => {
                     run.report.intents_retired += n;
                     budget = budget.saturating_sub(n as usize);
