@@ -1,7 +1,8 @@
-//! Step 6, cleanup: retires the intents whose vector is still referenced,
-//! claims the others (deletes by reference: `INTENTS_CLAIM_DOC`), deletes their
+//! Step 6, cleanup: claims the document's due intents whose vector nothing
+//! refers to (deletes by reference: `INTENTS_CLAIM_DOC`), deletes their
 //! vectors from the index in bounded batches, then removes the intents
-//! (cron's drain runs the same `claim_intents` and `delete_vectors`).
+//! (cron's drain runs the same `claim_intents` and `delete_vectors`, after
+//! retiring the intents whose vector is still referenced).
 
 use crate::bugs::Bug;
 use crate::pipeline::budget::{Budget, Usage};
