@@ -417,12 +417,25 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock>
 /// The latest version's manifest: the one it stores (or its re-run's
 /// source's), or, for a version written before migration 0022, its own
 /// parts, which no new part shares (they have no hash).
+/// A manifest that does not read (never written so by intake) is logged
+/// with its bucket and read as the version's own parts: the new version
+/// then shares nothing and writes its text whole.
 fn manifest_of(r: &LatestVersionRow) -> Vec<PartRef> {
+    let own = || {
+        (0..r.part_count)
+            .map(|i| PartRef(r.text_version, i, None))
+            .collect()
+    };
     match r.parts.as_deref().map(serde_json::from_str::<Vec<PartRef>>) {
         Some(Ok(parts)) => parts,
-        _ => (0..r.part_count)
-            .map(|i| PartRef(r.text_version, i, None))
-            .collect(),
+        None => own(),
+        Some(Err(_)) => {
+            log_event(
+                "manifest_unreadable",
+                json!({ "bucket": FailureBucket::Internal.as_str(), "version": r.latest_version }),
+            );
+            own()
+        }
     }
 }
 
