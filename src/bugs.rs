@@ -73,6 +73,10 @@ pub enum Bug {
     /// (`INTAKE_CLOSE_PARTS` left out): they stay open, valid at every
     /// later version, and retention never reaches them.
     PartsLeftOpen,
+    /// The staging leaves the rows it writes out of their generation's
+    /// count (`GENERATION_ROWS_STAGED` left out): a retiring generation's
+    /// count reaches 0 while rows are left, and it is retired with them.
+    GenerationRowsUncounted,
 }
 
 /// The namespace `SearchUnfenced` queries: the in-memory indexes read it
@@ -81,7 +85,7 @@ pub enum Bug {
 pub const EVERY_NAMESPACE: &str = "*";
 
 impl Bug {
-    pub const ALL: [Bug; 19] = [
+    pub const ALL: [Bug; 20] = [
         Bug::DeleteBeforeReplace,
         Bug::FlipWithoutCas,
         Bug::UpsertBeforeStage,
@@ -101,6 +105,7 @@ impl Bug {
         Bug::SupersedeLive,
         Bug::KeywordStatsShared,
         Bug::PartsLeftOpen,
+        Bug::GenerationRowsUncounted,
     ];
 
     /// The simulation's invariant that names this bug: it must be caught
@@ -117,7 +122,7 @@ impl Bug {
             // The cancel's generation is left building: the run no longer ends
             // as the cancelled reference does.
             Bug::CancelInTwoSteps => "I6",
-            Bug::GenerationBeforeBackfill => "I10",
+            Bug::GenerationBeforeBackfill | Bug::GenerationRowsUncounted => "I10",
             Bug::RedriveOverlaps | Bug::RedriveSendInTwoSteps => "R",
             Bug::DeadLetterNotArchived => "I9",
             Bug::SearchUnfenced | Bug::KeywordUnfenced => "I11",

@@ -125,6 +125,10 @@ pub const LEDGER_MIGRATIONS: &[(&str, &str)] = &[
         "0023_cleanup_intents_without_rowid.sql",
         include_str!("../../migrations/0023_cleanup_intents_without_rowid.sql"),
     ),
+    (
+        "0024_generation_row_counts.sql",
+        include_str!("../../migrations/0024_generation_row_counts.sql"),
+    ),
 ];
 
 /// The local index's migrations (`migrations-local-index/`).

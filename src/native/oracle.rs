@@ -210,6 +210,24 @@ pub fn keyword_totals_drift(db: &SqliteDb) -> Vec<String> {
     .collect()
 }
 
+/// I10: the generations whose `chunk_rows` (migration 0024) is not the
+/// number of chunk rows they hold.
+pub fn generation_rows_drift(db: &SqliteDb) -> Vec<i64> {
+    #[derive(Deserialize)]
+    struct Drift {
+        generation: i64,
+    }
+    db.inspect::<Drift>(
+        "SELECT g.generation AS generation FROM generations g
+         WHERE g.chunk_rows IS NOT (SELECT count(*) FROM chunks c WHERE c.generation = g.generation)
+         ORDER BY g.generation",
+        vec![],
+    )
+    .into_iter()
+    .map(|d| d.generation)
+    .collect()
+}
+
 /// I19: the bm25 score tenant `tenant` should get for its live chunk at
 /// order key `ord` of document `doc_key` in `generation`, for the query
 /// terms `terms` (`core::terms::query_terms`), recounted from that

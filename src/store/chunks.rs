@@ -218,6 +218,7 @@ impl<D: Database> Store<D> {
         version: u32,
         stage: &Staging<'_>,
         now: i64,
+        bugs: Bugs,
     ) -> Result<u32, PortError> {
         let is_build = i64::from(stage.build_generation.is_some());
         let mut stmts = vec![
@@ -244,7 +245,10 @@ impl<D: Database> Store<D> {
         // FTS5 write pending in the batch makes SQLite's change count of
         // the next statement count FTS5's own rows too, and the inserts'
         // counts are the rows staged.
-        let (keyword, lens) = self.keyword_stage(doc_id, version, stage);
+        let (mut keyword, lens) = self.keyword_stage(doc_id, version, stage);
+        if bugs.has(Bug::GenerationRowsUncounted) {
+            keyword.retain(|s| s.sql != sql::GENERATION_ROWS_STAGED);
+        }
         let rows = stage.rows.iter().zip(lens).map(|(r, n)| StagedRow {
             g: r.g,
             o: r.o,
@@ -290,7 +294,8 @@ impl<D: Database> Store<D> {
 
     /// The staging batch's keyword statements for the new rows: their
     /// entries (`KEYWORD_STAGE`), then their tenant's totals
-    /// (`KEYWORD_STAGE_COUNT`); and each row's term count. A row's terms
+    /// (`KEYWORD_STAGE_COUNT`) and their generations' row counts
+    /// (`GENERATION_ROWS_STAGED`); and each row's term count. A row's terms
     /// are made as its entry is written into its page, never all held at
     /// once (they are larger than the text).
     fn keyword_stage(
@@ -313,10 +318,14 @@ impl<D: Database> Store<D> {
         let enter: Vec<String> = json_pages(entries, max);
         let counts = stage.rows.iter().map(|r| KeywordCount { id: r.id, g: r.g });
         let count = json_pages(counts, max);
-        let stmts = (enter.into_iter().map(|p| (sql::KEYWORD_STAGE, p)))
-            .chain(count.into_iter().map(|p| (sql::KEYWORD_STAGE_COUNT, p)))
+        let mut stmts: Vec<Stmt> = (enter.into_iter().map(|p| (sql::KEYWORD_STAGE, p)))
+            .chain(count.iter().map(|p| (sql::KEYWORD_STAGE_COUNT, p.clone())))
             .map(|(q, page)| Stmt::new(q, vec![doc_id.into(), version.into(), page.into()]))
             .collect();
+        // The same pages counted in their generations (migration 0024).
+        stmts.extend(
+            (count.into_iter()).map(|p| Stmt::new(sql::GENERATION_ROWS_STAGED, vec![p.into()])),
+        );
         (stmts, lens)
     }
 

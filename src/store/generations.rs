@@ -34,6 +34,8 @@ pub struct GenerationListRow {
     pub generation: u32,
     pub index_config: String,
     pub state: GenerationState,
+    /// Its count (migration 0024).
+    #[serde(rename = "chunk_rows")]
     pub chunks: u64,
     pub created_at: i64,
     pub updated_at: i64,

@@ -452,6 +452,18 @@ UPDATE tenants SET (keyword_rows, keyword_tokens) = (
     AND c.generation = json_extract(j.value, '$.g'))
 WHERE tenant_id = (SELECT d.tenant_id FROM documents d WHERE d.doc_id = ?1)";
 
+/// After the pages of `CONSUME_STAGE_CHUNKS`, for each page: its rows
+/// counted in their generations' `chunk_rows` (migration 0024), those of
+/// the generations the insert wrote into (the same condition, in the same
+/// batch). One row written per generation a page holds, not one per
+/// chunk. `?1` JSON array of `{id, g}` (the page `KEYWORD_STAGE_COUNT`
+/// reads).
+pub const GENERATION_ROWS_STAGED: &str = "\
+UPDATE generations SET chunk_rows = chunk_rows +
+  (SELECT count(*) FROM json_each(?1) WHERE json_extract(value, '$.g') = generations.generation)
+WHERE generation IN (SELECT json_extract(value, '$.g') FROM json_each(?1))
+  AND state IN ('active', 'building', 'retained')";
+
 /// Records the chunk count of a staged version and the configuration
 /// (chunker, model, pooling, dimensions) that produced its chunks and
 /// vectors. `?1` doc, `?2` version, `?3` count, `?4` index config JSON.
@@ -1257,10 +1269,10 @@ pub const GENERATION_ADOPTABLE_CONFIG: &str = "\
 SELECT v.index_config AS index_config FROM documents d JOIN versions v ON v.doc_id = d.doc_id AND v.version = d.live_version
 WHERE v.index_config IS NOT NULL AND v.index_config <> '' ORDER BY v.created_at DESC, d.doc_id LIMIT 1";
 
-/// Every generation with its chunk rows in D1.
+/// Every generation with its chunk rows in D1 (its count: migration 0024).
 pub const GENERATIONS_LIST: &str = "\
 SELECT g.generation AS generation, g.index_config AS index_config, g.state AS state,
-       (SELECT count(*) FROM chunks c WHERE c.generation = g.generation) AS chunks,
+       g.chunk_rows AS chunk_rows,
        g.created_at AS created_at, g.updated_at AS updated_at
 FROM generations g ORDER BY g.generation";
 
@@ -1392,10 +1404,11 @@ WHERE g.state IN ('retiring', 'abandoned')
                   AND j.state IN ('queued', 'running', 'up_for_retry'))
 LIMIT ?2";
 
-/// A retiring or abandoned generation with no chunk row left is retired. `?1` now.
+/// A retiring or abandoned generation with no chunk row left (its count,
+/// migration 0024) is retired. `?1` now.
 pub const GENERATIONS_RETIRED: &str = "\
 UPDATE generations SET state = 'retired', updated_at = ?1
-WHERE state IN ('retiring', 'abandoned') AND NOT EXISTS (SELECT 1 FROM chunks c WHERE c.generation = generations.generation)";
+WHERE state IN ('retiring', 'abandoned') AND chunk_rows = 0";
 
 /// A build job that ended `failed` or `dead` (by its consumer or by cron):
 /// its rows in its generation (valid at its version) become intents (the
@@ -1946,6 +1959,7 @@ pub const ALL: &[(&str, &str)] = &[
     ("CONSUME_STAGE_GUARD", CONSUME_STAGE_GUARD),
     ("KEYWORD_STAGE", KEYWORD_STAGE),
     ("KEYWORD_STAGE_COUNT", KEYWORD_STAGE_COUNT),
+    ("GENERATION_ROWS_STAGED", GENERATION_ROWS_STAGED),
     ("CONSUME_SET_CHUNK_COUNT", CONSUME_SET_CHUNK_COUNT),
     ("CONSUME_STAGED", CONSUME_STAGED),
     ("CONSUME_PAGE", CONSUME_PAGE),

@@ -11,7 +11,8 @@
 // and later unrecorded in d1_migrations, and what 0021 added (the keyword
 // index per tenant, the tenants' keyword columns), 0022 (text parts shared
 // across versions: each version's text made its own parts again) and 0023
-// (cleanup intents without rowid) undone. The same fakes
+// (cleanup intents without rowid) and 0024 (each generation's row count)
+// undone. The same fakes
 // (the vector index) serve both workers. After 0021 the old rows wait for
 // cron to enter the per-tenant keyword index: keyword answers come back
 // with the first cron run.
@@ -290,6 +291,9 @@ describe('upgrade in place: a ledger written before 0019', () => {
     ];
     const intentIndexes = pick('0001_init.sql', /^CREATE INDEX cleanup_intents_/, 2);
     const sql = [
+      // What 0024 added: each generation's row count.
+      'DROP TRIGGER chunks_generation_counted',
+      'ALTER TABLE generations DROP COLUMN chunk_rows',
       // What 0023 changed: the intents as 0001, 0009 and 0011 made them.
       'ALTER TABLE cleanup_intents RENAME TO cleanup_intents_0023',
       ...intents,
@@ -368,6 +372,12 @@ describe('upgrade in place: a ledger written before 0019', () => {
     assert.deepEqual(ledger('SELECT count(*) AS n FROM keyword_index_docsize'), [{ n: 0 }]);
     assert.deepEqual(ledger('SELECT count(*) AS n FROM chunks WHERE keyword_len IS NULL'), [{ n: rows.length }]);
     assert.ok(ledger("SELECT name FROM pragma_table_info('documents')").some((r) => r.name === 'rows_stamp'));
+    // 0024 counted each generation's rows.
+    assert.deepEqual(
+      ledger('SELECT generation, chunk_rows FROM generations ORDER BY generation'),
+      ledger('SELECT g.generation, (SELECT count(*) FROM chunks c WHERE c.generation = g.generation) AS chunk_rows FROM generations g ORDER BY g.generation'),
+    );
+    assert.ok(ledger('SELECT chunk_rows FROM generations WHERE generation = 1')[0].chunk_rows > 0);
     // 0022: no text rewritten; a latest version's parts stay open (its
     // next version closes them), any other's end at the version after it.
     const parts = ledger('SELECT p.doc_id, p.version, p.to_version, d.latest_version FROM version_parts p JOIN documents d ON d.doc_id = p.doc_id');

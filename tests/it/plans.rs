@@ -167,7 +167,6 @@ const ALLOWED: &[(&str, &str)] = &[
     ("BACKFILL_INSERT", "backfills: operator actions, ended ones pruned after HISTORY_RETENTION_SECONDS"),
     ("GENERATION_CREATE", "backfills: operator actions, ended ones pruned after HISTORY_RETENTION_SECONDS"),
     ("REDRIVES_ACTIVE", "redrives: operator actions, ended ones pruned after REDRIVE_RETENTION_SECONDS"),
-    ("GENERATIONS_RETIRED", "an EXISTS probe of a retiring generation: stops at its first row"),
     ("GENERATION_ADOPTABLE_CONFIG", "a one-off upgrade step: only while generation 1 has no configuration (a ledger from before generations)"),
     // To be made proportional (issue 36).
     ("DOCUMENT_STATE_GROUPS", "issue 36: the console's summary groups every document (counters instead)"),
@@ -179,7 +178,6 @@ const ALLOWED: &[(&str, &str)] = &[
     ("DEAD_LETTERS_SUMMARY", "issue 36: groups every letter (the archive is never pruned)"),
     ("DEAD_LETTERS_PAGE", "issue 36: walks and sorts every letter"),
     ("REDRIVE_CANDIDATES", "issue 36: walks every letter and redrive item (the archive is never pruned)"),
-    ("GENERATIONS_LIST", "issue 36: counts each generation's rows"),
     ("GENERATION_GAPS", "issue 36: checks every live document for rows in the generation"),
     ("GENERATION_SWITCH_RETIRE_OLDER", "issue 36: checks every live document for rows in the generation"),
     ("GENERATION_SWITCH_RETAIN", "issue 36: checks every live document for rows in the generation"),

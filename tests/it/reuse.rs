@@ -912,13 +912,15 @@ fn a_staging_planned_against_open_rows_another_staging_changed_is_refused_and_wr
         keyword_key: open.keyword_key,
     };
     // Another staging moved the stamp on since the read.
-    let stale =
-        block_on(
-            w.p()
-                .store
-                .stage_chunks(&job.job_id, key.as_str(), 2, &stage(open.stamp - 1), 0),
-        )
-        .unwrap_err();
+    let stale = block_on(w.p().store.stage_chunks(
+        &job.job_id,
+        key.as_str(),
+        2,
+        &stage(open.stamp - 1),
+        0,
+        Default::default(),
+    ))
+    .unwrap_err();
     assert_eq!(
         (stale.bucket, stale.code),
         (FailureBucket::DbBusy, "rows_changed")
@@ -929,23 +931,28 @@ fn a_staging_planned_against_open_rows_another_staging_changed_is_refused_and_wr
     assert_eq!(oracle::chunks_in_generation(&w.db, 1), rows_before);
     // With the stamp it read, the plan applies and moves the stamp on, so
     // the same plan cannot apply twice.
-    block_on(
-        w.p()
-            .store
-            .stage_chunks(&job.job_id, key.as_str(), 2, &stage(open.stamp), 0),
-    )
+    block_on(w.p().store.stage_chunks(
+        &job.job_id,
+        key.as_str(),
+        2,
+        &stage(open.stamp),
+        0,
+        Default::default(),
+    ))
     .unwrap();
     let moved = block_on(w.p().store.open_rows(key.as_str())).unwrap();
     assert_eq!(
         (moved.stamp, moved.rows.len()),
         (open.stamp + 1, open.rows.len() - 1)
     );
-    let again =
-        block_on(
-            w.p()
-                .store
-                .stage_chunks(&job.job_id, key.as_str(), 2, &stage(open.stamp), 0),
-        )
-        .unwrap_err();
+    let again = block_on(w.p().store.stage_chunks(
+        &job.job_id,
+        key.as_str(),
+        2,
+        &stage(open.stamp),
+        0,
+        Default::default(),
+    ))
+    .unwrap_err();
     assert_eq!(again.code, "rows_changed");
 }

@@ -470,6 +470,64 @@ fn migration_0020_keeps_the_keyword_index_without_a_copy_of_the_text() {
 }
 
 #[test]
+fn migration_0024_counts_each_generations_rows_and_keeps_the_count_through_deletes() {
+    // A ledger as 0023 left it: rows in two generations, one retiring.
+    let (db, after) = ledger_before("0024");
+    db.execute_batch(
+        "INSERT INTO generations (generation, index_config, state, created_at, updated_at) VALUES (2, 'c2', 'retiring', 0, 0);
+         INSERT INTO documents (doc_id, latest_version, live_version, repair_needed, created_at, updated_at)
+           VALUES ('d', 1, 1, 0, 0, 0);
+         INSERT INTO versions (doc_id, version, is_delete, content_hash, content_type, metadata, text_bytes, part_count, chunk_count, created_at)
+           VALUES ('d', 1, 0, 'h1', 'text/plain', '{}', 10, 1, 2, 0);
+         INSERT INTO chunks (chunk_id, doc_id, version, to_version, generation, ord, vector_id, content_hash, text, keyword_len)
+           VALUES (1, 'd', 1, NULL, 1, 0, 'd.a', 'a', 'alpha', NULL), (2, 'd', 1, NULL, 1, 1, 'd.b', 'b', 'bravo', NULL),
+                  (3, 'd', 1, NULL, 2, 0, 'd.a2', 'a', 'alpha', NULL);",
+    )
+    .unwrap();
+    for (_, m) in &after {
+        db.execute_batch(m).unwrap();
+    }
+    let counts = |db: &rusqlite::Connection| -> Vec<(i64, i64)> {
+        let mut q = db
+            .prepare("SELECT generation, chunk_rows FROM generations ORDER BY generation")
+            .unwrap();
+        q.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    };
+    assert_eq!(
+        counts(&db),
+        vec![(1, 2), (2, 1)],
+        "the rows the ledger held"
+    );
+    // The retiring generation is retired once its last row is gone, and
+    // not before.
+    db.execute(sql::GENERATIONS_RETIRED, [5]).unwrap();
+    let state = |db: &rusqlite::Connection| -> String {
+        db.query_row(
+            "SELECT state FROM generations WHERE generation = 2",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap()
+    };
+    assert_eq!(state(&db), "retiring");
+    db.execute_batch("DELETE FROM chunks WHERE chunk_id IN (1, 3)")
+        .unwrap();
+    assert_eq!(counts(&db), vec![(1, 1), (2, 0)]);
+    db.execute(sql::GENERATIONS_RETIRED, [5]).unwrap();
+    assert_eq!(state(&db), "retired");
+    // A staged page counts its rows in the generations still written only.
+    db.execute(
+        sql::GENERATION_ROWS_STAGED,
+        [r#"[{"id":"x","g":1},{"id":"y","g":1},{"id":"z","g":2}]"#],
+    )
+    .unwrap();
+    assert_eq!(counts(&db), vec![(1, 3), (2, 0)]);
+}
+
+#[test]
 fn migration_0021_empties_the_shared_keyword_index_and_leaves_its_rows_to_cron() {
     // A ledger as 0020 left it: two tenants, d's two live rows in the
     // shared keyword index (one with the Japanese terms copy).

@@ -569,12 +569,19 @@ fn indexed_vectors_are_known(w: &World, index: &BTreeSet<String>) -> Result<(), 
 }
 
 /// I10: a generation is built only by a backfill (created with it, in one
-/// batch).
+/// batch), and its count of chunk rows (what retires it and what the
+/// console shows) is a recount of them.
 fn generations_are_built_by_backfills(w: &World) -> Result<(), Violation> {
-    match oracle::generations_without_backfill(&w.db).first() {
-        Some(g) => Err(violation(
+    if let Some(g) = oracle::generations_without_backfill(&w.db).first() {
+        return Err(violation(
             "I10",
             format!("generation {g} is building without a backfill"),
+        ));
+    }
+    match oracle::generation_rows_drift(&w.db).first() {
+        Some(g) => Err(violation(
+            "I10",
+            format!("generation {g}'s chunk_rows differs from a recount of its rows"),
         )),
         None => Ok(()),
     }

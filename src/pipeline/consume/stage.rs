@@ -191,6 +191,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                 job.version,
                 &stage,
                 self.clock.now_ms(),
+                self.bugs,
             )
             .await?;
         Ok((rows, models))
