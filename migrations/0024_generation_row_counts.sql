@@ -2,10 +2,12 @@
 -- reads the rows by generation alone and `chunks_by_generation` goes: a
 -- new chunk row writes its row, `chunks_by_doc`, `chunks_by_vector` and
 -- its keyword entry, one D1 row fewer than before (D1 bills one row per
--- index entry written). The staging batch adds the rows it writes, once
--- per page (`GENERATION_ROWS_STAGED`: one row written per page, not one
--- per chunk); a deleted row is taken off by the trigger below (one row
--- written per deleted row, as the index entry's deletion was). The console's
+-- index entry written). The staging batch adds the rows it writes
+-- (`GENERATION_ROWS_STAGED`: one row written per generation it writes
+-- into, not one per chunk); a deleted row is taken off by the trigger
+-- below (one row written per deleted row: the price of a count that the
+-- previous release's cron keeps true too, between this migration and the
+-- deploy). The console's
 -- generation list reads the count, and a retiring generation is retired
 -- once its count is 0 (`GENERATIONS_RETIRED`). Every statement that read
 -- the index by (generation, document) reads `chunks_by_doc` by (document,

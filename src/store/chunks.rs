@@ -245,10 +245,7 @@ impl<D: Database> Store<D> {
         // FTS5 write pending in the batch makes SQLite's change count of
         // the next statement count FTS5's own rows too, and the inserts'
         // counts are the rows staged.
-        let (mut keyword, lens) = self.keyword_stage(doc_id, version, stage);
-        if bugs.has(Bug::GenerationRowsUncounted) {
-            keyword.retain(|s| s.sql != sql::GENERATION_ROWS_STAGED);
-        }
+        let (keyword, lens) = self.keyword_stage(doc_id, version, stage);
         let rows = stage.rows.iter().zip(lens).map(|(r, n)| StagedRow {
             g: r.g,
             o: r.o,
@@ -271,6 +268,9 @@ impl<D: Database> Store<D> {
         }
         let inserts = first_insert..stmts.len();
         stmts.extend(keyword);
+        if !bugs.has(Bug::GenerationRowsUncounted) {
+            stmts.extend(Self::generation_rows_staged(stage));
+        }
         stmts.push(Stmt::new(
             sql::CONSUME_STAGE_DEAD_INTENTS,
             vec![doc_id.into(), version.into(), int(now)],
@@ -294,8 +294,7 @@ impl<D: Database> Store<D> {
 
     /// The staging batch's keyword statements for the new rows: their
     /// entries (`KEYWORD_STAGE`), then their tenant's totals
-    /// (`KEYWORD_STAGE_COUNT`) and their generations' row counts
-    /// (`GENERATION_ROWS_STAGED`); and each row's term count. A row's terms
+    /// (`KEYWORD_STAGE_COUNT`); and each row's term count. A row's terms
     /// are made as its entry is written into its page, never all held at
     /// once (they are larger than the text).
     fn keyword_stage(
@@ -318,15 +317,26 @@ impl<D: Database> Store<D> {
         let enter: Vec<String> = json_pages(entries, max);
         let counts = stage.rows.iter().map(|r| KeywordCount { id: r.id, g: r.g });
         let count = json_pages(counts, max);
-        let mut stmts: Vec<Stmt> = (enter.into_iter().map(|p| (sql::KEYWORD_STAGE, p)))
-            .chain(count.iter().map(|p| (sql::KEYWORD_STAGE_COUNT, p.clone())))
+        let stmts = (enter.into_iter().map(|p| (sql::KEYWORD_STAGE, p)))
+            .chain(count.into_iter().map(|p| (sql::KEYWORD_STAGE_COUNT, p)))
             .map(|(q, page)| Stmt::new(q, vec![doc_id.into(), version.into(), page.into()]))
             .collect();
-        // The same pages counted in their generations (migration 0024).
-        stmts.extend(
-            (count.into_iter()).map(|p| Stmt::new(sql::GENERATION_ROWS_STAGED, vec![p.into()])),
-        );
         (stmts, lens)
+    }
+
+    /// The staging batch's count of its new rows in their generations
+    /// (`GENERATION_ROWS_STAGED`, migration 0024), if it writes any.
+    fn generation_rows_staged(stage: &Staging<'_>) -> Option<Stmt> {
+        let mut per_generation: std::collections::BTreeMap<u32, u64> = Default::default();
+        for r in stage.rows {
+            *per_generation.entry(r.g).or_default() += 1;
+        }
+        if per_generation.is_empty() {
+            return None;
+        }
+        let counts: Vec<(u32, u64)> = per_generation.into_iter().collect();
+        let json = json_array(&counts);
+        Some(Stmt::new(sql::GENERATION_ROWS_STAGED, vec![json.into()]))
     }
 
     /// Why a staging batch was refused: its only constraints are its two

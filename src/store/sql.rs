@@ -452,16 +452,16 @@ UPDATE tenants SET (keyword_rows, keyword_tokens) = (
     AND c.generation = json_extract(j.value, '$.g'))
 WHERE tenant_id = (SELECT d.tenant_id FROM documents d WHERE d.doc_id = ?1)";
 
-/// After the pages of `CONSUME_STAGE_CHUNKS`, for each page: its rows
-/// counted in their generations' `chunk_rows` (migration 0024), those of
-/// the generations the insert wrote into (the same condition, in the same
-/// batch). One row written per generation a page holds, not one per
-/// chunk. `?1` JSON array of `{id, g}` (the page `KEYWORD_STAGE_COUNT`
-/// reads).
+/// After the pages of `CONSUME_STAGE_CHUNKS`: the rows they wrote counted
+/// in their generations' `chunk_rows` (migration 0024), for the
+/// generations the insert wrote into (the same condition, in the same
+/// batch). `?1` JSON array of `[generation, rows]`, one per generation
+/// the plan writes: one row written per generation, whatever the number
+/// of chunks or pages.
 pub const GENERATION_ROWS_STAGED: &str = "\
 UPDATE generations SET chunk_rows = chunk_rows +
-  (SELECT count(*) FROM json_each(?1) WHERE json_extract(value, '$.g') = generations.generation)
-WHERE generation IN (SELECT json_extract(value, '$.g') FROM json_each(?1))
+  (SELECT sum(json_extract(value, '$[1]')) FROM json_each(?1) WHERE json_extract(value, '$[0]') = generations.generation)
+WHERE generation IN (SELECT json_extract(value, '$[0]') FROM json_each(?1))
   AND state IN ('active', 'building', 'retained')";
 
 /// Records the chunk count of a staged version and the configuration
