@@ -129,6 +129,10 @@ pub const LEDGER_MIGRATIONS: &[(&str, &str)] = &[
         "0024_generation_row_counts.sql",
         include_str!("../../migrations/0024_generation_row_counts.sql"),
     ),
+    (
+        "0025_dead_letters_by_last_seen.sql",
+        include_str!("../../migrations/0025_dead_letters_by_last_seen.sql"),
+    ),
 ];
 
 /// The local index's migrations (`migrations-local-index/`).

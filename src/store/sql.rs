@@ -145,11 +145,15 @@ ORDER BY sd.doc_id LIMIT ?4";
 /// Jobs by their current state and the time bucket of their last change:
 /// `updated_at` in `[?1, ?2)`, buckets of `?3` ms from `?1`; `?4`: a tenant
 /// ID or NULL for every tenant. The cast: D1 may bind a number as REAL,
-/// and the bucket must be a whole number.
+/// and the bucket must be a whole number. Every state is named (the
+/// table's `CHECK` allows no other), so that the window is a range of
+/// `jobs_by_state (state, updated_at)` in each: the statement reads the
+/// jobs that changed in the window, not every job ever kept.
 pub const JOBS_TIMELINE: &str = "\
 SELECT CAST((updated_at - ?1) / ?3 AS INTEGER) AS bucket, state, COUNT(*) AS jobs
 FROM jobs
-WHERE updated_at >= ?1 AND updated_at < ?2 AND (?4 IS NULL OR tenant_id = ?4)
+WHERE state IN ('queued', 'running', 'up_for_retry', 'succeeded', 'failed', 'superseded', 'dead')
+  AND updated_at >= ?1 AND updated_at < ?2 AND (?4 IS NULL OR tenant_id = ?4)
 GROUP BY 1, 2 ORDER BY 1, 2";
 
 /// The API view of one job.
@@ -1086,13 +1090,20 @@ GROUP BY 1, 2, 3, 4 ORDER BY letters DESC, 1, 2, 3, 4";
 /// A page of letters, newest first, filtered. `?1` bucket or NULL, `?2` doc
 /// or NULL, `?3` seen since or NULL, `?4` seen until or NULL, `?5` cursor
 /// (last_seen, job_id) as 'ms|job' or NULL, `?6` limit, `?7` tenant or NULL.
+/// The window and the cursor bound `last_seen` as a range (no `?3 IS NULL
+/// OR`), so the page reads `dead_letters_by_last_seen` (migration 0025) in
+/// its own order from the cursor on and stops once it holds `?6` letters:
+/// the archive is never pruned. A filter on the bucket, document or tenant
+/// is checked on each letter read, so a rare one reads further.
 pub const DEAD_LETTERS_PAGE: &str = "\
 SELECT l.job_id, l.message_id, l.tenant_id, l.doc_id, l.version, l.job_state, l.job_step, l.failure_bucket, l.attempts,
        l.chunk_count, l.first_seen, l.last_seen, l.times_seen,
        CASE WHEN d.latest_version = l.version THEN 1 ELSE 0 END AS version_is_latest
 FROM dead_letters l LEFT JOIN documents d ON d.doc_id = l.doc_id
-WHERE (?1 IS NULL OR l.failure_bucket = ?1) AND (?2 IS NULL OR l.doc_id = ?2) AND (?7 IS NULL OR l.tenant_id = ?7)
-  AND (?3 IS NULL OR l.last_seen >= ?3) AND (?4 IS NULL OR l.last_seen <= ?4)
+WHERE l.last_seen >= coalesce(?3, -9223372036854775808)
+  AND l.last_seen <= min(coalesce(?4, 9223372036854775807),
+                         coalesce(CAST(substr(?5, 1, instr(?5, '|') - 1) AS INTEGER), 9223372036854775807))
+  AND (?1 IS NULL OR l.failure_bucket = ?1) AND (?2 IS NULL OR l.doc_id = ?2) AND (?7 IS NULL OR l.tenant_id = ?7)
   AND (?5 IS NULL OR l.last_seen < CAST(substr(?5, 1, instr(?5, '|') - 1) AS INTEGER)
        OR (l.last_seen = CAST(substr(?5, 1, instr(?5, '|') - 1) AS INTEGER) AND l.job_id > substr(?5, instr(?5, '|') + 1)))
 ORDER BY l.last_seen DESC, l.job_id LIMIT ?6";

@@ -1401,3 +1401,74 @@ fn retention_reads_through_indexes_never_a_scan() {
     }
     assert!(scans.is_empty(), "{scans:#?}");
 }
+
+#[test]
+fn the_dead_letter_page_reads_its_range_in_order_and_pages_through_ties() {
+    // Letters with equal `last_seen` (the cursor's tie-break is the job
+    // ID), two tenants and two buckets: every page in order, every letter
+    // once, whatever the filter, with the window as a range of the index.
+    let db = rusqlite::Connection::open_in_memory().unwrap();
+    for (_, m) in LEDGER_MIGRATIONS {
+        db.execute_batch(m).unwrap();
+    }
+    let seen = [5, 5, 5, 7, 7, 9, 3, 5];
+    for (i, s) in seen.iter().enumerate() {
+        let (tenant, bucket) = if i % 2 == 0 {
+            ("", "internal")
+        } else {
+            ("t\u{1f}", "db_busy")
+        };
+        db.execute(
+            "INSERT INTO dead_letters (job_id, message_id, doc_id, version, failure_bucket, first_seen, last_seen)
+             VALUES (?1, 'm', ?2, 1, ?3, 0, ?4)",
+            rusqlite::params![format!("j{i}"), format!("{tenant}d{i}"), bucket, s],
+        )
+        .unwrap();
+    }
+    type Filter = (
+        Option<&'static str>,
+        Option<i64>,
+        Option<i64>,
+        Option<&'static str>,
+    );
+    let page = |f: Filter, cursor: Option<String>| -> Vec<(String, i64)> {
+        let mut q = db.prepare(sql::DEAD_LETTERS_PAGE).unwrap();
+        q.query_map(
+            rusqlite::params![f.0, None::<String>, f.1, f.2, cursor, 3, f.3],
+            |r| Ok((r.get::<_, String>("job_id")?, r.get::<_, i64>("last_seen")?)),
+        )
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+    };
+    let filters: [Filter; 4] = [
+        (None, None, None, None),
+        (None, Some(5), Some(7), None),
+        (Some("internal"), None, None, None),
+        (None, None, Some(5), Some("t")),
+    ];
+    for f in filters {
+        let mut want: Vec<(String, i64)> = seen
+            .iter()
+            .enumerate()
+            .filter(|(i, s)| {
+                (f.0.is_none() || f.0 == Some(if i % 2 == 0 { "internal" } else { "db_busy" }))
+                    && f.1.is_none_or(|since| **s >= since)
+                    && f.2.is_none_or(|until| **s <= until)
+                    && (f.3.is_none() || (f.3 == Some("t") && i % 2 == 1))
+            })
+            .map(|(i, s)| (format!("j{i}"), *s))
+            .collect();
+        want.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        let (mut got, mut cursor) = (Vec::new(), None);
+        loop {
+            let rows = page(f, cursor.clone());
+            got.extend(rows.iter().cloned());
+            match rows.last() {
+                Some((job, s)) if rows.len() == 3 => cursor = Some(format!("{s}|{job}")),
+                _ => break,
+            }
+        }
+        assert_eq!(got, want, "filter {f:?}");
+    }
+}
