@@ -5,7 +5,12 @@
 'use strict';
 
 const TOKEN_KEY = 'ingest-console-admin-token';
+// A view refreshes every REFRESH_MS while what it shows changes; each
+// refresh that finds it unchanged doubles the wait, up to REFRESH_MAX_MS,
+// and a hidden tab asks nothing until it is shown again (issue 36: every
+// refresh reads the summary, the timeline and a page of documents).
 const REFRESH_MS = 2000;
+const REFRESH_MAX_MS = 30000;
 const JOB_STATES = ['queued', 'running', 'up_for_retry', 'succeeded', 'failed', 'superseded', 'dead'];
 const JOB_COLORS = {
   queued: '#90a4ae', running: '#42a5f5', up_for_retry: '#ffa726', succeeded: '#66bb6a',
@@ -117,17 +122,43 @@ const views = {};
 let current = 'overview';
 let timer = null;
 
-async function refresh() {
+let delay = REFRESH_MS;
+let lastShown = null;
+
+/** Shows the current view; `auto`: a timed refresh (not an operator's action). */
+async function refresh(auto = false) {
   clearTimeout(timer);
+  timer = null;
   try {
     await views[current]();
     $('error').textContent = '';
-    $('status').textContent = `updated ${new Date().toLocaleTimeString()}`;
+    const shown = $(`view-${current}`).textContent;
+    delay = auto && shown === lastShown ? Math.min(delay * 2, REFRESH_MAX_MS) : REFRESH_MS;
+    lastShown = shown;
+    $('status').textContent = `updated ${new Date().toLocaleTimeString()} · next in ${delay / 1000} s`;
   } catch (e) {
     reportError(e);
   }
-  if (sessionStorage.getItem(TOKEN_KEY)) timer = setTimeout(refresh, REFRESH_MS);
+  schedule();
 }
+
+/** The next timed refresh, unless signed out or the tab is hidden. */
+function schedule() {
+  clearTimeout(timer);
+  timer = null;
+  if (!sessionStorage.getItem(TOKEN_KEY) || document.hidden) return;
+  timer = setTimeout(() => refresh(true), delay);
+}
+
+document.addEventListener('visibilitychange', () => {
+  if (document.hidden) {
+    clearTimeout(timer);
+    timer = null;
+    $('status').textContent = 'paused while the tab is hidden';
+  } else if (sessionStorage.getItem(TOKEN_KEY)) {
+    refresh();
+  }
+});
 
 function select(view) {
   current = view;
@@ -140,7 +171,9 @@ function select(view) {
 let docCursor = null;
 views.overview = async () => {
   const t = tenant();
-  const since = Date.now() - 6 * 3600 * 1000;
+  // From a bucket's start, so that the chart stays the same while no job
+  // changes (an unchanged view backs the refresh off).
+  const since = Math.floor((Date.now() - 6 * 3600 * 1000) / 900000) * 900000;
   const [summary, timeline, page] = await Promise.all([
     api('GET', `documents/summary${query({ tenant_id: t })}`),
     api('GET', `jobs/timeline${query({ tenant_id: t, since, bucket_seconds: 900 })}`),

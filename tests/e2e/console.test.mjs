@@ -12,7 +12,9 @@
 //    the confirmation executes nothing;
 // 5. a backfill started from the console is paused and resumed, each
 //    after a confirmation that says what it will do;
-// 6. generations and repair runs are shown.
+// 6. generations and repair runs are shown;
+// 7. the refresh backs off while the view does not change, and a hidden
+//    tab asks nothing until it is shown again.
 //
 // Screenshots go to CONSOLE_SCREENSHOTS_DIR (default
 // target/console-screenshots; `make screenshots` writes docs/console/).
@@ -194,6 +196,34 @@ describe('the console in a headless browser', () => {
     const shown = await page.$eval('[data-testid="repair-runs"] tbody tr td', (td) => td.textContent);
     assert.equal(shown, String(runs[0].run_id), 'the latest run first');
     await shot('repair-runs');
+    await page.click('nav button[data-view="overview"]');
+    assert.deepEqual(problems, [], 'no console error or CSP violation');
+  });
+
+  step('backs its refresh off while nothing changes, and asks nothing while hidden', async () => {
+    // The repair runs change no more (no cron runs here unless the test
+    // triggers one): each timed refresh that finds the view unchanged
+    // doubles the wait (2 s, 4 s, 8 s …, at most 30 s).
+    await page.click('nav button[data-view="repair"]');
+    await textWhen('#status', (t) => t.includes('next in 2 s'), 'a refresh at the operator’s click');
+    await textWhen('#status', (t) => t.includes('next in 8 s'), 'backed off twice');
+    // Hidden: no request until the tab is shown again, then one at once.
+    const asked = [];
+    const onRequest = (r) => { if (new URL(r.url()).pathname.startsWith('/v1/')) asked.push(r.url()); };
+    page.on('request', onRequest);
+    const setHidden = (hidden) => page.evaluate((h) => {
+      Object.defineProperty(document, 'hidden', { value: h, configurable: true });
+      Object.defineProperty(document, 'visibilityState', { value: h ? 'hidden' : 'visible', configurable: true });
+      document.dispatchEvent(new Event('visibilitychange'));
+    }, hidden);
+    await setHidden(true);
+    await textWhen('#status', (t) => t.includes('paused'), 'paused while hidden');
+    await new Promise((r) => setTimeout(r, 9000));
+    assert.deepEqual(asked, [], 'a hidden tab asks nothing, past the 8 s it would have waited');
+    await setHidden(false);
+    await textWhen('#status', (t) => t.includes('next in 2 s'), 'shown again: refreshed at once, from 2 s');
+    assert.ok(asked.length >= 1, 'the refresh when shown again');
+    page.off('request', onRequest);
     await page.click('nav button[data-view="overview"]');
     assert.deepEqual(problems, [], 'no console error or CSP violation');
   });
