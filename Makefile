@@ -14,7 +14,7 @@ SEEDS ?= 100000
 # ports and state directory, and most of their time is spent waiting.
 E2E_CONCURRENCY ?= 2
 
-.PHONY: dev test setup build test-native test-e2e migrate-local sim bench eval proptest-long lint test-data clean openapi screenshots
+.PHONY: dev test setup build test-native test-e2e migrate-local sim bench bench-scale eval proptest-long lint test-data clean openapi screenshots
 
 setup:
 	@bash scripts/setup.sh
@@ -79,11 +79,21 @@ sim:
 ## Then the chunkers side by side (greedy-v1, unicode-v2, text-splitter:
 ## throughput, real token sizes, retrieval quality) and the Worker's upload
 ## size before, after, and with text-splitter (wrangler deploy --dry-run).
+## Last, the ledger's statements at a million documents (bench-scale).
 BENCH_SIZES ?= 10,100,1000,10000,20000
 bench: setup test-data
 	BENCH_SIZES=$(BENCH_SIZES) cargo run --profile sim --locked --bin bench
 	cargo run --profile sim --locked --features text-splitter --example chunkers
 	bash scripts/bench-size.sh
+	$(MAKE) bench-scale
+
+## The ledger's statements on a million-document ledger (issue 36), measured
+## not asserted (src/bin/scale.rs): one table per path (request, consumer,
+## cron, console) of each statement's median time, rows and plan. Sizes:
+## make bench-scale SCALE_DOCS=20000 (SCALE_SMALL_DOCS, SCALE_CHUNKS_PER_DOC,
+## SCALE_JOBS, SCALE_INTENTS, SCALE_LETTERS, SCALE_REPAIR_RUNS).
+bench-scale:
+	cargo run --profile sim --locked --bin scale
 
 ## Search quality, measured not asserted (docs/performance.md, "Search
 ## quality"): the labelled queries of tests/data/eval/ through the real

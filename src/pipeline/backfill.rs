@@ -544,10 +544,12 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         Ok(())
     }
 
-    /// Cron: chunk rows of retiring and abandoned generations become
-    /// cleanup intents (drained like any other); a generation with none
-    /// left is retired. Returns the rows turned into intents.
-    pub async fn retire_generations(&self, limit: usize) -> Result<u64, PortError> {
+    /// Cron: chunk rows of retiring and abandoned generations, a page of
+    /// documents at a time, become cleanup intents (drained like any
+    /// other); a generation with none left is retired. Returns the rows
+    /// turned into intents, and whether the round over the documents has
+    /// more pages.
+    pub async fn retire_generations(&self, limit: usize) -> Result<(u64, bool), PortError> {
         self.store
             .retire_generation_rows(self.clock.now_ms(), limit)
             .await

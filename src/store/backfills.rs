@@ -66,6 +66,19 @@ pub struct NewBackfill<'a> {
     pub generation: Option<(&'a str, u32, u32)>,
 }
 
+/// Cron's cursor over the documents whose rows of retiring generations
+/// become intents (`retire_generation_rows`).
+const RETIRE_CURSOR: &str = "retire_docs";
+
+/// One page of [`sql::RETIRE_DOCS_PAGE`].
+#[derive(Debug, Deserialize)]
+struct RetirePage {
+    retiring: u64,
+    from_key: String,
+    last: Option<String>,
+    documents: u64,
+}
+
 impl<D: Database> Store<D> {
     pub async fn backfill(&self, id: &str) -> Result<Option<BackfillRow>, PortError> {
         Ok(self
@@ -328,22 +341,54 @@ impl<D: Database> Store<D> {
             }))
     }
 
-    /// Up to `limit` rows of retiring and abandoned generations become
-    /// intents; generations with none left are retired. Returns the rows.
-    pub async fn retire_generation_rows(&self, now: i64, limit: usize) -> Result<u64, PortError> {
-        let n = self
+    /// Up to `limit` rows of retiring and abandoned generations, of a page
+    /// of at most `limit` documents from cron's cursor on, become intents,
+    /// and generations with none left are retired: one call when none is
+    /// retiring, two otherwise (the page; the batch). The cursor moves
+    /// past the page when the batch takes every row left in it (else the
+    /// next pass reads it again, its intents skipped), and back to the
+    /// first document after the last page; a row a job still writes waits
+    /// for the next round. Returns the rows made intents, and whether the
+    /// round has more pages.
+    pub async fn retire_generation_rows(
+        &self,
+        now: i64,
+        limit: usize,
+    ) -> Result<(u64, bool), PortError> {
+        let max = SqlValue::Int(limit as i64);
+        let page: Option<RetirePage> = self
             .db
-            .execute(Stmt::new(
-                sql::RETIRE_INTENTS,
-                vec![SqlValue::Int(now), SqlValue::Int(limit as i64)],
+            .query(Stmt::new(
+                sql::RETIRE_DOCS_PAGE,
+                vec![RETIRE_CURSOR.into(), max.clone()],
             ))
+            .await?
+            .into_iter()
+            .next();
+        let Some(page) = page.filter(|p| p.retiring > 0) else {
+            return Ok((0, false));
+        };
+        let last = page.last.clone().unwrap_or_else(|| page.from_key.clone());
+        let range = |head: Vec<SqlValue>| {
+            let mut params = head;
+            params.extend([
+                max.clone(),
+                page.from_key.as_str().into(),
+                last.as_str().into(),
+            ]);
+            params
+        };
+        let mut cursor = range(vec![RETIRE_CURSOR.into()]);
+        cursor.push(SqlValue::Int(page.documents as i64));
+        let changes = self
+            .db
+            .batch(vec![
+                Stmt::new(sql::RETIRE_CURSOR_MOVE, cursor),
+                Stmt::new(sql::RETIRE_INTENTS, range(vec![SqlValue::Int(now)])),
+                Stmt::new(sql::GENERATIONS_RETIRED, vec![SqlValue::Int(now)]),
+            ])
             .await?;
-        self.db
-            .execute(Stmt::new(
-                sql::GENERATIONS_RETIRED,
-                vec![SqlValue::Int(now)],
-            ))
-            .await?;
-        Ok(n)
+        let n = changes.get(1).copied().unwrap_or(0);
+        Ok((n, n >= limit as u64 || page.documents >= limit as u64))
     }
 }

@@ -117,17 +117,21 @@ impl<D: Database> Store<D> {
 
     /// One page of letters, newest first, as `f` selects.
     pub async fn dead_letters(&self, f: &LetterFilter) -> Result<Vec<LetterRow>, PortError> {
-        let params = vec![
+        let mut params = vec![
             opt_text(&f.bucket),
             opt_text(&f.doc_id),
             opt_int(f.since),
             opt_int(f.until),
             opt_text(&f.cursor),
             SqlValue::Int(f.limit as i64),
-            opt_text(&f.tenant_id),
         ];
-        self.db
-            .query(Stmt::new(sql::DEAD_LETTERS_PAGE, params))
-            .await
+        let q = match &f.tenant_id {
+            Some(t) => {
+                params.push(t.as_str().into());
+                sql::TENANT_DEAD_LETTERS_PAGE
+            }
+            None => sql::DEAD_LETTERS_PAGE,
+        };
+        self.db.query(Stmt::new(q, params)).await
     }
 }

@@ -220,12 +220,11 @@ impl<D: Database> Store<D> {
         &self,
         tenant_id: Option<&str>,
     ) -> Result<Vec<DocumentStateGroupRow>, PortError> {
-        self.db
-            .query(Stmt::new(
-                sql::DOCUMENT_STATE_GROUPS,
-                vec![tenant_id.into()],
-            ))
-            .await
+        let stmt = match tenant_id {
+            Some(t) => Stmt::new(sql::TENANT_DOCUMENT_STATE_GROUPS, vec![t.into()]),
+            None => Stmt::new(sql::DOCUMENT_STATE_GROUPS, vec![]),
+        };
+        self.db.query(stmt).await
     }
 
     /// Up to `limit` document keys after `after`, in key order: of one

@@ -96,10 +96,12 @@ LEFT JOIN jobs j ON j.job_id = (
 WHERE d.doc_id IN (SELECT value FROM json_each(?1))";
 
 /// What a document's state derives from ([`crate::pipeline::views::document_state`]),
-/// grouped: the operator's summary counts documents without reading each
-/// one. `?1`: a tenant ID, or NULL for every tenant. Joins as DOCUMENT_VIEWS.
-pub const DOCUMENT_STATE_GROUPS: &str = "\
-SELECT d.repair_needed AS repair_needed,
+/// grouped: the operator's summary counts documents without returning each
+/// one. Joins as DOCUMENT_VIEWS. `$where`: which documents.
+macro_rules! document_state_groups {
+    ($where:literal) => {
+        concat!(
+            "SELECT d.repair_needed AS repair_needed,
        CASE WHEN d.live_version = d.latest_version THEN 1 ELSE 0 END AS live_is_latest,
        lv.is_delete AS live_is_delete,
        j.state AS job_state,
@@ -111,9 +113,23 @@ LEFT JOIN versions lv ON lv.doc_id = d.doc_id AND lv.version = d.live_version
 LEFT JOIN jobs j ON j.job_id = (
   SELECT j2.job_id FROM jobs j2 WHERE j2.doc_id = d.doc_id AND j2.version = d.latest_version
   ORDER BY j2.created_at DESC, j2.job_id LIMIT 1)
-WHERE ?1 IS NULL OR d.tenant_id = ?1
+WHERE ",
+            $where,
+            "
 GROUP BY 1, 2, 3, 4, 5, 6
-ORDER BY 1, 2, 3, 4, 5, 6";
+ORDER BY 1, 2, 3, 4, 5, 6"
+        )
+    };
+}
+
+/// Every tenant's documents, grouped (no parameter): reads every document.
+pub const DOCUMENT_STATE_GROUPS: &str = document_state_groups!("true");
+
+/// Tenant `?1`'s documents, grouped: a range of `documents_by_tenant`, so
+/// a small tenant's summary reads its own documents, not every tenant's
+/// (an `?1 IS NULL OR` walked all 1,000,000 for 1,000: 371 ms, `make
+/// bench-scale`).
+pub const TENANT_DOCUMENT_STATE_GROUPS: &str = document_state_groups!("d.tenant_id = ?1");
 
 /// A page of every tenant's document keys in key order after `?1` (`''`:
 /// from the start), `?2` at most: a range of the documents' key, read from
@@ -1089,24 +1105,41 @@ GROUP BY 1, 2, 3, 4 ORDER BY letters DESC, 1, 2, 3, 4";
 
 /// A page of letters, newest first, filtered. `?1` bucket or NULL, `?2` doc
 /// or NULL, `?3` seen since or NULL, `?4` seen until or NULL, `?5` cursor
-/// (last_seen, job_id) as 'ms|job' or NULL, `?6` limit, `?7` tenant or NULL.
-/// The window and the cursor bound `last_seen` as a range (no `?3 IS NULL
-/// OR`), so the page reads `dead_letters_by_last_seen` (migration 0025) in
-/// its own order from the cursor on and stops once it holds `?6` letters:
-/// the archive is never pruned. A filter on the bucket, document or tenant
-/// is checked on each letter read, so a rare one reads further.
-pub const DEAD_LETTERS_PAGE: &str = "\
-SELECT l.job_id, l.message_id, l.tenant_id, l.doc_id, l.version, l.job_state, l.job_step, l.failure_bucket, l.attempts,
+/// (last_seen, job_id) as 'ms|job' or NULL, `?6` limit; `$tenant`: the
+/// tenant condition. The window and the cursor bound `last_seen` as a
+/// range (no `?3 IS NULL OR`), so the page reads an index in its own order
+/// (`last_seen DESC, job_id`, migration 0025) from the cursor on and stops
+/// once it holds `?6` letters: the archive is never pruned. A filter on
+/// the bucket or the document is checked on each letter read, so a rare
+/// one reads further.
+macro_rules! dead_letters_page {
+    ($tenant:literal) => {
+        concat!(
+            "SELECT l.job_id, l.message_id, l.tenant_id, l.doc_id, l.version, l.job_state, l.job_step, l.failure_bucket, l.attempts,
        l.chunk_count, l.first_seen, l.last_seen, l.times_seen,
        CASE WHEN d.latest_version = l.version THEN 1 ELSE 0 END AS version_is_latest
 FROM dead_letters l LEFT JOIN documents d ON d.doc_id = l.doc_id
-WHERE l.last_seen >= coalesce(?3, -9223372036854775808)
+WHERE ",
+            $tenant,
+            " l.last_seen >= coalesce(?3, -9223372036854775808)
   AND l.last_seen <= min(coalesce(?4, 9223372036854775807),
                          coalesce(CAST(substr(?5, 1, instr(?5, '|') - 1) AS INTEGER), 9223372036854775807))
-  AND (?1 IS NULL OR l.failure_bucket = ?1) AND (?2 IS NULL OR l.doc_id = ?2) AND (?7 IS NULL OR l.tenant_id = ?7)
+  AND (?1 IS NULL OR l.failure_bucket = ?1) AND (?2 IS NULL OR l.doc_id = ?2)
   AND (?5 IS NULL OR l.last_seen < CAST(substr(?5, 1, instr(?5, '|') - 1) AS INTEGER)
        OR (l.last_seen = CAST(substr(?5, 1, instr(?5, '|') - 1) AS INTEGER) AND l.job_id > substr(?5, instr(?5, '|') + 1)))
-ORDER BY l.last_seen DESC, l.job_id LIMIT ?6";
+ORDER BY l.last_seen DESC, l.job_id LIMIT ?6"
+        )
+    };
+}
+
+/// Every tenant's letters (`dead_letters_by_last_seen`).
+pub const DEAD_LETTERS_PAGE: &str = dead_letters_page!("");
+
+/// Tenant `?7`'s letters (`dead_letters_by_tenant`, in the page's order
+/// within the tenant): a small tenant's page reads its own letters, not
+/// every tenant's (10.7 ms for 11 of 10,000 through the other index,
+/// `make bench-scale`).
+pub const TENANT_DEAD_LETTERS_PAGE: &str = dead_letters_page!("l.tenant_id = ?7 AND");
 
 /// Letters a redrive may touch, with what the ledger says of them now. A
 /// letter counts as redriven once an item of it was sent, or while one is
@@ -1402,18 +1435,64 @@ pub const GENERATION_ABANDON: &str = "\
 UPDATE generations SET state = 'abandoned', updated_at = ?2 WHERE generation = ?1 AND state = 'building'
   AND EXISTS (SELECT 1 FROM backfills b WHERE b.backfill_id = ?3 AND b.state = 'cancelled' AND b.to_generation = ?1)";
 
-/// Chunk rows of retiring or abandoned generations become cleanup intents,
-/// except rows of a version range a job may still write. `?1` now, `?2` limit.
-pub const RETIRE_INTENTS: &str = "\
-INSERT OR IGNORE INTO cleanup_intents (vector_id, doc_id, version, reason, attempts, not_before, created_at)
-SELECT c.vector_id, c.doc_id, c.version, 'abandoned', 0, 0, ?1
-FROM chunks c JOIN generations g ON g.generation = c.generation
-WHERE g.state IN ('retiring', 'abandoned')
+/// Cron's page of documents whose rows of retiring or abandoned
+/// generations become intents (`RETIRE_INTENTS`): of the documents after
+/// the key in cursor `?1` (none: from the first; `from_key`), at most
+/// `?2`, the last key and how many; none read (NULL, 0) unless a
+/// generation is retiring or abandoned (`retiring`: how many are; the
+/// check is the limit's, `LIMIT 0` otherwise: as a filter on each key it
+/// walked every document, 112 ms at 1,000,000, `make bench-scale`). A
+/// range of the documents' key: the page reads `?2` keys, whatever the
+/// number of documents or chunk rows.
+pub const RETIRE_DOCS_PAGE: &str = "\
+SELECT (SELECT count(*) FROM generations WHERE state IN ('retiring', 'abandoned')) AS retiring,
+       coalesce((SELECT value FROM repair_cursors WHERE name = ?1), '') AS from_key,
+       max(doc_id) AS last, count(*) AS documents
+FROM (SELECT doc_id FROM documents WHERE doc_id > coalesce((SELECT value FROM repair_cursors WHERE name = ?1), '')
+      ORDER BY doc_id LIMIT CASE WHEN EXISTS (SELECT 1 FROM generations WHERE state IN ('retiring', 'abandoned'))
+                                 THEN ?2 ELSE 0 END)";
+
+/// The rows of retiring or abandoned generations of the documents with
+/// keys in (`?3`, `?4`] (`RETIRE_DOCS_PAGE`) that are not intents yet,
+/// except rows of a version range a job may still write. Each retiring
+/// generation, then each document of the page, then its rows in that
+/// generation (`chunks_by_doc`): in proportion to the page, not to the
+/// ledger (migration 0024 dropped the index by generation).
+macro_rules! retiring_rows_of_page {
+    () => {
+        "FROM generations g CROSS JOIN documents d CROSS JOIN chunks c ON c.doc_id = d.doc_id AND c.generation = g.generation
+WHERE g.state IN ('retiring', 'abandoned') AND d.doc_id > ?3 AND d.doc_id <= ?4
   AND NOT EXISTS (SELECT 1 FROM cleanup_intents i WHERE i.vector_id = c.vector_id)
   AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.doc_id = c.doc_id AND j.version >= c.version
                   AND (c.to_version IS NULL OR j.version < c.to_version)
-                  AND j.state IN ('queued', 'running', 'up_for_retry'))
-LIMIT ?2";
+                  AND j.state IN ('queued', 'running', 'up_for_retry'))"
+    };
+}
+
+/// First in the retire batch: cursor `?1` moves past the page (to its last
+/// key `?4`; to the first document, `''`, after a page of fewer than `?2`
+/// documents, `?5` of them: the last page) if `RETIRE_INTENTS` will take
+/// every row of the page that is left (at most `?2`); else the page is read
+/// again by the next pass (its intents then skipped). `?3` the page's
+/// first key (exclusive).
+pub const RETIRE_CURSOR_MOVE: &str = concat!(
+    "INSERT INTO repair_cursors (name, value)
+SELECT ?1, CASE WHEN ?5 >= ?2 THEN ?4 ELSE '' END
+WHERE (SELECT count(*) FROM (SELECT 1 ",
+    retiring_rows_of_page!(),
+    " LIMIT ?2 + 1)) <= ?2
+ON CONFLICT (name) DO UPDATE SET value = excluded.value"
+);
+
+/// Then the rows of the page become cleanup intents, at most `?2`. `?1`
+/// now.
+pub const RETIRE_INTENTS: &str = concat!(
+    "INSERT OR IGNORE INTO cleanup_intents (vector_id, doc_id, version, reason, attempts, not_before, created_at)
+SELECT c.vector_id, c.doc_id, c.version, 'abandoned', 0, 0, ?1 ",
+    retiring_rows_of_page!(),
+    "
+LIMIT ?2"
+);
 
 /// A retiring or abandoned generation with no chunk row left (its count,
 /// migration 0024) is retired. `?1` now.
@@ -1952,6 +2031,7 @@ pub const ALL: &[(&str, &str)] = &[
     ("INTAKE_INSERT_JOBS", INTAKE_INSERT_JOBS),
     ("DOCUMENT_VIEWS", DOCUMENT_VIEWS),
     ("DOCUMENT_STATE_GROUPS", DOCUMENT_STATE_GROUPS),
+    ("TENANT_DOCUMENT_STATE_GROUPS", TENANT_DOCUMENT_STATE_GROUPS),
     ("DOCUMENT_KEYS_PAGE", DOCUMENT_KEYS_PAGE),
     ("TENANT_DOCUMENT_KEYS_PAGE", TENANT_DOCUMENT_KEYS_PAGE),
     ("SOURCE_DOCUMENT_KEYS_PAGE", SOURCE_DOCUMENT_KEYS_PAGE),
@@ -2027,6 +2107,7 @@ pub const ALL: &[(&str, &str)] = &[
     ("DEAD_LETTER_CONFIRM", DEAD_LETTER_CONFIRM),
     ("DEAD_LETTERS_SUMMARY", DEAD_LETTERS_SUMMARY),
     ("DEAD_LETTERS_PAGE", DEAD_LETTERS_PAGE),
+    ("TENANT_DEAD_LETTERS_PAGE", TENANT_DEAD_LETTERS_PAGE),
     ("REDRIVE_CANDIDATES", REDRIVE_CANDIDATES),
     ("REDRIVE_INSERT", REDRIVE_INSERT),
     ("REDRIVE_ITEMS_INSERT", REDRIVE_ITEMS_INSERT),
@@ -2064,6 +2145,8 @@ pub const ALL: &[(&str, &str)] = &[
     ("GENERATION_SWITCH_ACTIVATE", GENERATION_SWITCH_ACTIVATE),
     ("GENERATION_RETIRE", GENERATION_RETIRE),
     ("GENERATION_ABANDON", GENERATION_ABANDON),
+    ("RETIRE_DOCS_PAGE", RETIRE_DOCS_PAGE),
+    ("RETIRE_CURSOR_MOVE", RETIRE_CURSOR_MOVE),
     ("RETIRE_INTENTS", RETIRE_INTENTS),
     ("GENERATIONS_RETIRED", GENERATIONS_RETIRED),
     ("BUILD_INTENTS_FOR_FAILED", BUILD_INTENTS_FOR_FAILED),

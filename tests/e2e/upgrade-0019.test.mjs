@@ -11,8 +11,8 @@
 // and later unrecorded in d1_migrations, and what 0021 added (the keyword
 // index per tenant, the tenants' keyword columns), 0022 (text parts shared
 // across versions: each version's text made its own parts again) and 0023
-// (cleanup intents without rowid) and 0024 (each generation's row count)
-// undone. The same fakes
+// (cleanup intents without rowid), 0024 (each generation's row count) and
+// 0025 (the dead letters' page index) undone. The same fakes
 // (the vector index) serve both workers. After 0021 the old rows wait for
 // cron to enter the per-tenant keyword index: keyword answers come back
 // with the first cron run.
@@ -291,6 +291,8 @@ describe('upgrade in place: a ledger written before 0019', () => {
     ];
     const intentIndexes = pick('0001_init.sql', /^CREATE INDEX cleanup_intents_/, 2);
     const sql = [
+      // What 0025 added: the dead letters' index in the page's order.
+      'DROP INDEX dead_letters_by_last_seen',
       // What 0024 added: each generation's row count.
       'DROP TRIGGER chunks_generation_counted',
       'ALTER TABLE generations DROP COLUMN chunk_rows',

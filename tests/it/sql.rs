@@ -823,6 +823,13 @@ fn every_statement_is_exercised_by_the_flows() {
             ..Default::default()
         };
         block_on(p.dead_letters(&f)).unwrap();
+        let one_tenant = ingest_pipeline::pipeline::LetterFilter {
+            limit: 10,
+            tenant_id: Some("default".into()),
+            ..Default::default()
+        };
+        let page = block_on(p.dead_letters(&one_tenant)).unwrap();
+        assert_eq!(page.letters.len(), 1, "the default tenant's letter");
         let req = ingest_pipeline::pipeline::RedriveRequest {
             tenant_id: None,
             bucket: None,
@@ -1120,6 +1127,12 @@ fn every_statement_is_exercised_by_the_flows() {
         let p = w.p();
         let summary = block_on(p.document_summary(None)).unwrap();
         assert!(summary.documents > 0);
+        let default = ingest_pipeline::core::ids::TenantId::default_tenant();
+        let own = block_on(p.document_summary(Some(&default))).unwrap();
+        assert_eq!(
+            own.documents, summary.documents,
+            "every document is the default tenant's"
+        );
         let page = block_on(p.document_page(None, None, None, 2)).unwrap();
         assert_eq!(page.documents.len(), 2);
         let now = w.clock.now_ms();
@@ -1432,14 +1445,21 @@ fn the_dead_letter_page_reads_its_range_in_order_and_pages_through_ties() {
         Option<&'static str>,
     );
     let page = |f: Filter, cursor: Option<String>| -> Vec<(String, i64)> {
-        let mut q = db.prepare(sql::DEAD_LETTERS_PAGE).unwrap();
-        q.query_map(
-            rusqlite::params![f.0, None::<String>, f.1, f.2, cursor, 3, f.3],
-            |r| Ok((r.get::<_, String>("job_id")?, r.get::<_, i64>("last_seen")?)),
-        )
-        .unwrap()
-        .map(Result::unwrap)
-        .collect()
+        let row =
+            |r: &rusqlite::Row| Ok((r.get::<_, String>("job_id")?, r.get::<_, i64>("last_seen")?));
+        let rows: Vec<_> = match f.3 {
+            Some(t) => {
+                let mut q = db.prepare(sql::TENANT_DEAD_LETTERS_PAGE).unwrap();
+                let p = rusqlite::params![f.0, None::<String>, f.1, f.2, cursor, 3, t];
+                q.query_map(p, row).unwrap().map(Result::unwrap).collect()
+            }
+            None => {
+                let mut q = db.prepare(sql::DEAD_LETTERS_PAGE).unwrap();
+                let p = rusqlite::params![f.0, None::<String>, f.1, f.2, cursor, 3];
+                q.query_map(p, row).unwrap().map(Result::unwrap).collect()
+            }
+        };
+        rows
     };
     let filters: [Filter; 4] = [
         (None, None, None, None),

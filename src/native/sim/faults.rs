@@ -328,13 +328,21 @@ impl Sched {
     /// The error a fault of call `n` (of `kind`) returns: a bucket of that
     /// port, transient (one of several, by the call's number, so every
     /// bucket a port can answer is injected) or, where permanent faults
-    /// may strike, permanent one time in three.
+    /// may strike, permanent two times in three, each of the port's
+    /// permanent buckets in turn (the index has one, the database and the
+    /// embedder two: each is injected as often as the others, so a few
+    /// seeds reach them all).
     fn injected_error(&self, kind: CallKind, fault: FaultKind, n: u64) -> PortError {
         let (transient, permanent) = port_buckets(kind);
-        let mix = n.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32;
-        let bucket = match permanent.get(mix as usize % 3) {
-            Some(&b) if fault != FaultKind::CrashAfter && self.may_be_permanent() => b,
-            _ => transient[(mix as usize / 3) % transient.len()],
+        let mix = (n.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32) as usize;
+        let is_permanent = mix % 3 != 2
+            && !permanent.is_empty()
+            && fault != FaultKind::CrashAfter
+            && self.may_be_permanent();
+        let bucket = if is_permanent {
+            permanent[(mix / 3) % permanent.len()]
+        } else {
+            transient[(mix / 3) % transient.len()]
         };
         self.buckets_injected.borrow_mut().insert(bucket);
         PortError::new(bucket, "injected")

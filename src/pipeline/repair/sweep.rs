@@ -7,7 +7,9 @@ use crate::config::Config;
 
 /// Calls of step 1: one statement (exact).
 const SWEEP_CALLS: u64 = 1;
-/// Calls of step 1b: the intents statement and the retire statement (exact).
+/// Calls of step 1b: the page of documents, and the batch that moves the
+/// cursor, writes the intents and retires (at most; one when none is
+/// retiring).
 const RETIRE_CALLS: u64 = 2;
 use crate::pipeline::Pipeline;
 use crate::ports::{Clock, Database, Embedder, JobQueue, VectorIndex};
@@ -32,20 +34,26 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         }
     }
 
-    /// Step 1b: rows of retiring generations become intents.
-    pub(super) async fn retire_rows(&self, run: &mut Run<'_>) {
+    /// Step 1b: rows of retiring generations, a page of documents at a
+    /// time, become intents. Whether the round has more pages (a page
+    /// that gave no row still moved the cursor on).
+    pub(super) async fn retire_rows(&self, run: &mut Run<'_>) -> bool {
         if !self.allows(run, RETIRE_CALLS) {
-            return;
+            return false;
         }
         match self
             .retire_generations(self.cfg.cron_abandoned_chunks_max)
             .await
         {
-            Ok(n) => {
+            Ok((n, more)) => {
                 run.report.generation_rows_retired += n;
-                run.cleanup_left |= n as usize >= self.cfg.cron_abandoned_chunks_max;
+                run.cleanup_left |= more;
+                more
             }
-            Err(e) => run.report.failed(e.bucket),
+            Err(e) => {
+                run.report.failed(e.bucket);
+                false
+            }
         }
     }
 
@@ -66,9 +74,9 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             let before = done(run);
             run.report.cleanup_passes += 1;
             self.sweep_abandoned(run).await;
-            self.retire_rows(run).await;
+            let more_pages = self.retire_rows(run).await;
             self.drain_intents(run).await;
-            if done(run) == before {
+            if done(run) == before && !more_pages {
                 // Nothing moved (a failure, reported by its step): no point
                 // in asking again within this run.
                 break;
