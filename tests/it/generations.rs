@@ -938,6 +938,51 @@ fn a_retired_generation_is_cleaned_up_at_the_budgets_pace_and_says_how_long() {
     assert_eq!(served_generation(&w), 2);
 }
 
+/// Retiring walks the documents a page at a time from a cursor (issue 36):
+/// pages of documents that hold no row of the retiring generation (here
+/// 30 deleted documents whose keys sort first) move the cursor on without
+/// ending the run's cleanup, so the rows behind them are reached in the
+/// same run, and the generation is retired once the round is through.
+#[test]
+fn retiring_walks_past_pages_of_documents_without_rows_in_the_same_run() {
+    let mut w = rechunked_world(96);
+    for i in 0..30 {
+        w.put(&format!("aaa-{i:02}"), &document(3, None));
+    }
+    w.deliver_all();
+    for i in 0..30 {
+        w.delete(&format!("aaa-{i:02}"));
+    }
+    w.deliver_all();
+    w.cron_runs(1);
+    let id = start_config(&w, 100);
+    run_to_end(&w, &id);
+    assert_eq!(served_generation(&w), 2);
+    w.cfg.cron_abandoned_chunks_max = 2;
+    let rows = oracle::chunks_in_generation(&w.db, 1);
+    assert!(rows > 0);
+    block_on(w.p().retire_generation(1)).unwrap().unwrap();
+    // 15 pages of two deleted documents first: the first run walks past
+    // them and reaches the 12 documents' rows behind them.
+    w.cron_runs(1);
+    let left = oracle::chunks_in_generation(&w.db, 1);
+    assert!(
+        left < rows,
+        "the first run retired rows: {left} of {rows} left"
+    );
+    let mut runs = 1;
+    while generation(&w, 1)["state"] != "retired" {
+        assert!(
+            runs < 20,
+            "retired within 20 runs: {left} rows were left after one"
+        );
+        w.cron_runs(1);
+        runs += 1;
+    }
+    assert_eq!(oracle::chunks_in_generation(&w.db, 1), 0);
+    assert_eq!(w.index.ids(), w.live_vector_ids(), "its vectors are gone");
+}
+
 /// Regression (simulation seed 540, with one more query in the backfill's
 /// start): a build job redelivered late upserted its vectors seconds before
 /// the switch; the first cron run after it verified the new generation's
