@@ -1343,8 +1343,13 @@ mod scale {
                     vec![int(NOW - 3_600_000), int(NOW), int(60_000), text("small")],
                 ),
                 case(O, "JOBS_TIMELINE", "30 days, 500 buckets", month),
-                case(O, "DEAD_LETTERS_SUMMARY", "every tenant", vec![NULL]),
-                case(O, "DEAD_LETTERS_SUMMARY", "small", vec![text("small")]),
+                case(O, "DEAD_LETTERS_SUMMARY", "every tenant", vec![]),
+                case(
+                    O,
+                    "TENANT_DEAD_LETTERS_SUMMARY",
+                    "small",
+                    vec![text("small")],
+                ),
                 case(O, "DEAD_LETTERS_PAGE", "first 50", letters(None)),
                 case(
                     O,

@@ -110,9 +110,11 @@ impl<D: Database> Store<D> {
         &self,
         tenant_id: Option<&str>,
     ) -> Result<Vec<LetterGroupRow>, PortError> {
-        self.db
-            .query(Stmt::new(sql::DEAD_LETTERS_SUMMARY, vec![tenant_id.into()]))
-            .await
+        let stmt = match tenant_id {
+            Some(t) => Stmt::new(sql::TENANT_DEAD_LETTERS_SUMMARY, vec![t.into()]),
+            None => Stmt::new(sql::DEAD_LETTERS_SUMMARY, vec![]),
+        };
+        self.db.query(stmt).await
     }
 
     /// One page of letters, newest first, as `f` selects.

@@ -177,6 +177,7 @@ const ALLOWED: &[(&str, &str)] = &[
     ("STALLED_JOBS", "issue 36: queued jobs are a range from the oldest, stopped at the limit; up_for_retry and running ones are walked oldest first until the limit is due, passing those not due (an outage's backoff, the leases in flight)"),
     ("REPAIR_RUNS_LIST", "issue 36: newest first up to LIMIT, but a tenant filter walks runs until LIMIT touched it"),
     ("DEAD_LETTERS_SUMMARY", "issue 36: groups every letter (the archive is never pruned)"),
+    ("TENANT_DEAD_LETTERS_SUMMARY", "issue 36: groups one tenant's letters (a range of dead_letters_by_tenant: a small tenant's costs what it holds)"),
     ("REDRIVE_CANDIDATES", "issue 36: walks every letter and redrive item (the archive is never pruned)"),
     ("GENERATION_GAPS", "issue 36: checks every live document for rows in the generation"),
     ("GENERATION_SWITCH_RETIRE_OLDER", "issue 36: checks every live document for rows in the generation"),

@@ -816,7 +816,9 @@ fn every_statement_is_exercised_by_the_flows() {
             block_on(p.consume_dead_letter("d-1", Some(&letter), 0)),
             ingest_pipeline::pipeline::Settle::Ack
         );
-        block_on(p.dead_letter_summary(None)).unwrap();
+        let every = block_on(p.dead_letter_summary(None)).unwrap();
+        let own = block_on(p.dead_letter_summary(Some("default"))).unwrap();
+        assert_eq!(own, every, "the one letter is the default tenant's");
         let f = ingest_pipeline::pipeline::LetterFilter {
             limit: 10,
             cursor: Some("1|x".into()),
