@@ -14,7 +14,7 @@ SEEDS ?= 100000
 # ports and state directory, and most of their time is spent waiting.
 E2E_CONCURRENCY ?= 2
 
-.PHONY: dev test setup build test-native test-e2e migrate-local sim bench bench-scale eval proptest-long lint test-data clean openapi screenshots
+.PHONY: dev test setup build test-native test-e2e migrate-local sim bench bench-scale bench-index eval proptest-long lint test-data clean openapi screenshots
 
 setup:
 	@bash scripts/setup.sh
@@ -79,13 +79,15 @@ sim:
 ## Then the chunkers side by side (greedy-v1, unicode-v2, text-splitter:
 ## throughput, real token sizes, retrieval quality) and the Worker's upload
 ## size before, after, and with text-splitter (wrangler deploy --dry-run).
-## Last, the ledger's statements at a million documents (bench-scale).
+## Last, the ledger's statements at a million documents (bench-scale)
+## and the offline vector index at 100,000 vectors (bench-index).
 BENCH_SIZES ?= 10,100,1000,10000,20000
 bench: setup test-data
 	BENCH_SIZES=$(BENCH_SIZES) cargo run --profile sim --locked --bin bench
 	cargo run --profile sim --locked --features text-splitter --example chunkers
 	bash scripts/bench-size.sh
 	$(MAKE) bench-scale
+	$(MAKE) bench-index
 
 ## The ledger's statements on a million-document ledger (issue 36), measured
 ## not asserted (src/bin/scale.rs): one table per path (request, consumer,
@@ -94,6 +96,16 @@ bench: setup test-data
 ## SCALE_JOBS, SCALE_INTENTS, SCALE_LETTERS, SCALE_REPAIR_RUNS).
 bench-scale:
 	cargo run --profile sim --locked --bin scale
+
+## The offline vector index (INDEX_BACKEND=local-d1, issue 36), measured not
+## asserted (src/bin/local_index.rs): 100,000 vectors of 384 dimensions
+## through the real LocalIndex on native SQLite, query p50/p95, rows read
+## and recall@10 against an exhaustive scan, beside the index as it was
+## (JSON, every vector read). Sizes: make bench-index BENCH_INDEX_VECTORS=10000
+## (BENCH_INDEX_QUERIES, BENCH_INDEX_OLD_QUERIES, BENCH_INDEX_CLUSTERS; real
+## text instead of synthetic clusters: BENCH_INDEX_TEXT_DIR=<a directory>).
+bench-index:
+	cargo run --profile sim --locked --bin local_index
 
 ## Search quality, measured not asserted (docs/performance.md, "Search
 ## quality"): the labelled queries of tests/data/eval/ through the real

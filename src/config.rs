@@ -101,7 +101,8 @@ macro_rules! choices {
 choices! {
     /// Which vector index implementation the Worker uses.
     IndexBackend {
-        /// Brute-force cosine over a separate D1 database (`VECTORS_DB`), offline.
+        /// A separate D1 database (`VECTORS_DB`), offline: exact cosine over a
+        /// small namespace, quantized blocks past `LOCAL_INDEX_EXHAUSTIVE_MAX`.
         LocalD1 = "local-d1",
         /// Cloudflare Vectorize (`VECTORIZE` binding).
         Vectorize = "vectorize",
@@ -477,7 +478,7 @@ settings! {
         in 1024..=1_048_576, "must be 1024..=1048576";
 
     // Vector index and embedder.
-    /// `local-d1` (offline, brute force over `VECTORS_DB`) or `vectorize`.
+    /// `local-d1` (offline, over `VECTORS_DB`) or `vectorize`.
     index_backend: IndexBackend = IndexBackend::LocalD1, "INDEX_BACKEND";
     /// `local-hash` (offline, hashed n-grams) or `workers-ai`.
     embedder_backend: EmbedderBackend = EmbedderBackend::LocalHash, "EMBEDDER_BACKEND";
@@ -524,6 +525,30 @@ settings! {
     /// Vector IDs are at most this many bytes (Vectorize: 64).
     vector_id_bytes_max: usize = 64, "VECTOR_ID_BYTES_MAX",
         in 48..=64, "must be 48..=64";
+
+    // The offline index (`INDEX_BACKEND=local-d1`, `adapters::local_index`).
+    /// A namespace of at most this many vectors, without blocks yet, is
+    /// searched exhaustively (exact cosine over every vector); past it,
+    /// its next upsert also keeps its vectors quantized in blocks stored by
+    /// dimension, which a query reads only its largest dimensions of.
+    local_index_exhaustive_max: usize = 4096, "LOCAL_INDEX_EXHAUSTIVE_MAX",
+        in 1..=1_000_000, "must be 1..=1000000";
+    /// Vectors per block: the length of one row of codes (bytes), and what
+    /// an upsert rewrites of a block per dimension.
+    local_index_block_vectors: usize = 4096, "LOCAL_INDEX_BLOCK_VECTORS",
+        in 64..=262_144, "must be 64..=262144";
+    /// Dimensions of a query (those of largest magnitude) the first pass
+    /// reads: a query embedded by the local embedder has a few dozen
+    /// non-zero ones; a dense query is approximated on these.
+    local_index_query_dims_max: usize = 64, "LOCAL_INDEX_QUERY_DIMS_MAX",
+        in 1..=1536, "must be 1..=1536";
+    /// Candidates of the first pass scored exactly (at least the query's topK).
+    local_index_rerank: usize = 100, "LOCAL_INDEX_RERANK",
+        in 1..=10_000, "must be 1..=10000";
+    /// Vectors one upsert (or query) places in blocks at most, and rows one
+    /// round of a filtered query reads at most: the most work it adds.
+    local_index_maintain_rows_max: usize = 8192, "LOCAL_INDEX_MAINTAIN_ROWS_MAX",
+        in 64..=200_000, "must be 64..=200000";
 
     // Search.
     /// Results returned when a search gives no `top_k`.

@@ -4,6 +4,7 @@
 //! May import: `ports`, `core`, `config` and `store` (the local index keeps
 //! its rows through `store::vector_rows`); never `pipeline` or `api`.
 
+mod local_blocks;
 pub mod local_embedder;
 pub mod local_index;
 

@@ -10,7 +10,8 @@
 //! Here: chunking ([`chunk`]), identifiers ([`ids`]), tenant tokens and
 //! their scopes ([`credentials`]), failure buckets and
 //! the retry policy ([`failure`]), the ledger's state enums ([`state`]),
-//! the local embedder ([`local_embed`]), the keyword index's text rules
+//! the local embedder ([`local_embed`]), the offline index's vector codes
+//! ([`vector_codes`]), the keyword index's text rules
 //! and rank fusion ([`keyword`]), the keyword index's terms and bm25
 //! weights ([`terms`]), metadata equality as the index has it
 //! ([`metadata`]) and `Config`'s index configuration.
@@ -41,3 +42,4 @@ pub mod row_plan;
 pub mod state;
 pub mod terms;
 pub mod text_parts;
+pub mod vector_codes;

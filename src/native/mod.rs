@@ -145,6 +145,10 @@ pub const LOCAL_INDEX_MIGRATIONS: &[(&str, &str)] = &[
         "0002_namespaces.sql",
         include_str!("../../migrations-local-index/0002_namespaces.sql"),
     ),
+    (
+        "0003_compact_vectors.sql",
+        include_str!("../../migrations-local-index/0003_compact_vectors.sql"),
+    ),
 ];
 
 /// A [`Database`] on SQLite, with D1's semantics: foreign keys on, `batch`

@@ -1009,23 +1009,84 @@ FROM (SELECT json_extract(value, '$.id') AS id, json_extract(value, '$.n') AS n 
 WHERE chunks.chunk_id = j.id AND chunks.keyword_len IS NULL";
 
 // ---------------------------------------------------------------- local vector index
+//
+// The offline index (INDEX_BACKEND=local-d1, `adapters::local_index`), in
+// its own database (`migrations-local-index/`). Vectors are base64 f32 text
+// with their norm; `slot` places one in its namespace's blocks
+// (`vector_blocks`, one row per dimension per block; NULL: not placed).
 
-/// Local index (INDEX_BACKEND=local-d1): upsert rows from `?1` (JSON array of `{id, doc_id, vec, metadata}`).
+/// Inserts or replaces the vectors of JSON page `?1` (`id`, `namespace`,
+/// `doc_id`, `vec`, `norm`, `slot`, `metadata`).
 pub const LOCAL_INDEX_UPSERT: &str = "\
-INSERT INTO vectors (id, namespace, doc_id, vec, metadata)
-SELECT json_extract(value, '$.id'), json_extract(value, '$.namespace'), json_extract(value, '$.doc_id'), json_extract(value, '$.vec'), json_extract(value, '$.metadata')
+INSERT INTO vectors (id, namespace, doc_id, vec, norm, slot, metadata)
+SELECT json_extract(value, '$.id'), json_extract(value, '$.namespace'), json_extract(value, '$.doc_id'), json_extract(value, '$.vec'), json_extract(value, '$.norm'), json_extract(value, '$.slot'), json_extract(value, '$.metadata')
 FROM json_each(?1) WHERE true
-ON CONFLICT (id) DO UPDATE SET namespace = excluded.namespace, doc_id = excluded.doc_id, vec = excluded.vec, metadata = excluded.metadata";
+ON CONFLICT (id) DO UPDATE SET namespace = excluded.namespace, doc_id = excluded.doc_id, vec = excluded.vec, norm = excluded.norm, slot = excluded.slot, metadata = excluded.metadata";
 
 pub const LOCAL_INDEX_DELETE: &str =
     "DELETE FROM vectors WHERE id IN (SELECT value FROM json_each(?1))";
 
 pub const LOCAL_INDEX_GET: &str =
-    "SELECT id, namespace, vec, metadata FROM vectors WHERE id IN (SELECT value FROM json_each(?1))";
+    "SELECT id, namespace, vec, norm, slot, metadata FROM vectors WHERE id IN (SELECT value FROM json_each(?1))";
 
-/// Brute force: every vector of namespace `?1` (optionally of one document, `?2`).
+/// Exhaustive: every vector of namespace `?1`.
 pub const LOCAL_INDEX_SCAN: &str =
-    "SELECT id, namespace, vec, metadata FROM vectors WHERE namespace = ?1 AND (?2 IS NULL OR doc_id = ?2)";
+    "SELECT id, vec, norm, metadata FROM vectors WHERE namespace = ?1";
+
+/// Exhaustive: every vector of document `?2` in namespace `?1`.
+pub const LOCAL_INDEX_SCAN_DOC: &str =
+    "SELECT id, vec, norm, metadata FROM vectors WHERE namespace = ?1 AND doc_id = ?2";
+
+/// The vectors of namespace `?1` with the slots of JSON array `?2`.
+pub const LOCAL_INDEX_BY_SLOTS: &str =
+    "SELECT id, vec, norm, metadata FROM vectors WHERE namespace = ?1 AND slot IN (SELECT value FROM json_each(?2))";
+
+/// At most `?2` vectors of namespace `?1` not in its blocks, oldest first.
+pub const LOCAL_INDEX_UNPLACED: &str =
+    "SELECT id, vec, norm, metadata FROM vectors WHERE namespace = ?1 AND slot IS NULL ORDER BY rowid LIMIT ?2";
+
+/// Places the vectors of JSON page `?2` (`id`, `slot`) of namespace `?1`,
+/// each only if still unplaced. A row still in JSON (`norm` NULL, from
+/// before migration 0003) takes the page's `vec` and `norm`. The `+`
+/// keeps SQLite from walking an index of the namespace: the page is the
+/// outer loop, each row a seek of the primary key.
+pub const LOCAL_INDEX_PLACE: &str = "\
+UPDATE vectors SET slot = json_extract(j.value, '$.slot'),
+  vec = CASE WHEN vectors.norm IS NULL THEN coalesce(json_extract(j.value, '$.vec'), vectors.vec) ELSE vectors.vec END,
+  norm = coalesce(vectors.norm, json_extract(j.value, '$.norm'))
+FROM json_each(?2) j
+WHERE vectors.id = json_extract(j.value, '$.id') AND +vectors.namespace = ?1 AND +vectors.slot IS NULL";
+
+/// Namespace `?1`'s counts, the slots its blocks hold, and its revision.
+pub const LOCAL_INDEX_SPACE: &str =
+    "SELECT vectors, unplaced, slots, rev FROM vector_spaces WHERE namespace = ?1";
+
+/// The first statement of every write's batch: moves namespace `?1`'s
+/// revision on if it is still `?2`, else sets it to -1, which the CHECK
+/// refuses, failing the whole batch (another write came between). A
+/// namespace never written was read as revision 0 (its row, once made,
+/// is never deleted).
+pub const LOCAL_INDEX_GUARD: &str = "\
+INSERT INTO vector_spaces (namespace, rev) VALUES (?1, 1)
+ON CONFLICT (namespace) DO UPDATE SET rev = CASE WHEN rev = ?2 THEN rev + 1 ELSE -1 END";
+
+/// Namespace `?1`'s blocks hold `?2` slots (never fewer than before).
+pub const LOCAL_INDEX_SLOTS_SET: &str =
+    "UPDATE vector_spaces SET slots = max(slots, ?2) WHERE namespace = ?1";
+
+/// The rows of dimensions JSON array `?2` (-1: the factors) of every block of namespace `?1`.
+pub const LOCAL_INDEX_BLOCKS_READ: &str =
+    "SELECT dim, block, codes FROM vector_blocks WHERE namespace = ?1 AND dim IN (SELECT value FROM json_each(?2))";
+
+/// Every row of the blocks of JSON array `?2` of namespace `?1`.
+pub const LOCAL_INDEX_BLOCK_ROWS: &str =
+    "SELECT dim, block, codes FROM vector_blocks WHERE namespace = ?1 AND block IN (SELECT value FROM json_each(?2))";
+
+/// Writes the block rows of JSON page `?2` (`[dim, block, codes]`) of namespace `?1`.
+pub const LOCAL_INDEX_BLOCKS_PUT: &str = "\
+INSERT INTO vector_blocks (namespace, dim, block, codes)
+SELECT ?1, json_extract(value, '$[0]'), json_extract(value, '$[1]'), json_extract(value, '$[2]') FROM json_each(?2) WHERE true
+ON CONFLICT (namespace, dim, block) DO UPDATE SET codes = excluded.codes";
 
 // ---------------------------------------------------------------- repair runs, dead letters, redrives
 
@@ -2116,6 +2177,16 @@ pub const ALL: &[(&str, &str)] = &[
     ("LOCAL_INDEX_DELETE", LOCAL_INDEX_DELETE),
     ("LOCAL_INDEX_GET", LOCAL_INDEX_GET),
     ("LOCAL_INDEX_SCAN", LOCAL_INDEX_SCAN),
+    ("LOCAL_INDEX_SCAN_DOC", LOCAL_INDEX_SCAN_DOC),
+    ("LOCAL_INDEX_BY_SLOTS", LOCAL_INDEX_BY_SLOTS),
+    ("LOCAL_INDEX_UNPLACED", LOCAL_INDEX_UNPLACED),
+    ("LOCAL_INDEX_PLACE", LOCAL_INDEX_PLACE),
+    ("LOCAL_INDEX_SPACE", LOCAL_INDEX_SPACE),
+    ("LOCAL_INDEX_GUARD", LOCAL_INDEX_GUARD),
+    ("LOCAL_INDEX_SLOTS_SET", LOCAL_INDEX_SLOTS_SET),
+    ("LOCAL_INDEX_BLOCKS_READ", LOCAL_INDEX_BLOCKS_READ),
+    ("LOCAL_INDEX_BLOCK_ROWS", LOCAL_INDEX_BLOCK_ROWS),
+    ("LOCAL_INDEX_BLOCKS_PUT", LOCAL_INDEX_BLOCKS_PUT),
     ("REPAIR_RUN_INSERT", REPAIR_RUN_INSERT),
     ("REPAIR_RUNS_LIST", REPAIR_RUNS_LIST),
     ("DEAD_LETTER_ARCHIVE", DEAD_LETTER_ARCHIVE),

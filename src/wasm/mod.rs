@@ -14,7 +14,7 @@ mod vectorize;
 mod workers_ai;
 
 use crate::adapters::local_embedder::LocalEmbedder;
-use crate::adapters::local_index::LocalIndex;
+use crate::adapters::local_index::{LocalIndex, LocalIndexTuning};
 use crate::adapters::IndexLimits;
 use crate::api::{self, ApiRequest, Secrets};
 use crate::config::{Config, EmbedderBackend, IndexBackend};
@@ -214,6 +214,7 @@ fn app(env: &Env) -> Result<App, PortError> {
             Ok(vdb) => AnyIndex::Local(LocalIndex {
                 db: D1Db(vdb),
                 limits: IndexLimits::from_config(&cfg),
+                tuning: LocalIndexTuning::from_config(&cfg),
                 json_param_bytes_max: cfg.d1_json_param_bytes_max,
                 reject_doc_prefix: setting(env, "LOCAL_INDEX_REJECT_DOC_PREFIX"),
             }),

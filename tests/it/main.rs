@@ -5,6 +5,9 @@
 //!
 //! - `pipeline` — scenarios of intake, consume and repair.
 //! - `sql` — every statement on SQLite, the migrations, the local index.
+//! - `local_index` — the offline index: exact below its threshold, its
+//!   blocks above it (recall, moves, deletes, filters, limits), the write
+//!   guard, and the upgrade of an index from before its blocks.
 //! - `api` — the HTTP contract.
 //! - `body_props` — property tests of request bodies: arbitrary JSON to
 //!   every route that reads one (`PROPTEST_CASES`).
@@ -42,6 +45,7 @@ mod generations;
 mod keyword_props;
 mod layers;
 mod listings;
+mod local_index;
 mod model_switch;
 mod pipeline;
 mod plans;

@@ -49,6 +49,7 @@ const GROWING: &[&str] = &[
     "tenants",
     "tenant_tokens",
     "vectors",
+    "vector_blocks",
 ];
 
 /// Columns with a handful of values: an index searched on them alone

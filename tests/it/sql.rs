@@ -43,6 +43,7 @@ fn local_index(
     LocalIndex {
         db: vdb,
         limits,
+        tuning: Default::default(),
         json_param_bytes_max: 900_000,
         reject_doc_prefix: None,
     }
@@ -1160,8 +1161,36 @@ fn every_statement_is_exercised_by_the_flows() {
     // A query searches one namespace: another tenant's sees nothing.
     let other = block_on(idx.query(&[1.0, 0.0, 0.0, 0.0], 5, "default", &md)).unwrap();
     assert!(other.is_empty(), "{other:?}");
+    // Unfiltered, a small namespace is read whole (exhaustive).
+    let all = block_on(idx.query(&[1.0, 0.0, 0.0, 0.0], 5, "acme", &Default::default())).unwrap();
+    assert_eq!(all[0].id, "v1");
     block_on(idx.delete_by_ids(&["v1".into()])).unwrap();
     assert!(block_on(idx.get_by_ids(&["v1".into()])).unwrap().is_empty());
+    // Past its threshold (2 here), a namespace's vectors go into blocks: the
+    // statements of placing, writing, reading and freeing them
+    // (tests/it/local_index.rs covers their behaviour).
+    let blocks = LocalIndex {
+        tuning: ingest_pipeline::adapters::local_index::LocalIndexTuning {
+            exhaustive_max: 2,
+            block_vectors: 64,
+            ..Default::default()
+        },
+        ..local_index(&vdb, 1000, 100)
+    };
+    let recs: Vec<VectorRecord> = (0..4)
+        .map(|i| VectorRecord {
+            id: format!("b{i}"),
+            namespace: "acme".into(),
+            values: vec![1.0, i as f32, 0.0, 0.5],
+            metadata: md.clone(),
+        })
+        .collect();
+    block_on(blocks.upsert(&recs[..3])).unwrap();
+    block_on(blocks.upsert(&recs[3..])).unwrap();
+    let hits =
+        block_on(blocks.query(&[1.0, 3.0, 0.0, 0.5], 2, "acme", &Default::default())).unwrap();
+    assert_eq!(hits[0].id, "b3");
+    block_on(blocks.delete_by_ids(&["b3".into()])).unwrap();
 
     let mut ran: BTreeSet<&str> = w.db.executed.borrow().clone();
     ran.extend(vdb.executed.borrow().iter().copied());
