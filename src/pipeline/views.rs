@@ -10,8 +10,9 @@ use crate::core::state::{
 };
 use crate::ports::{Clock, Database, Embedder, JobQueue, PortError, VectorIndex};
 use crate::store::{
-    AuditRow, BackfillCounts, BackfillRow, DocumentStateGroupRow, DocumentViewRow,
-    GenerationListRow, ItemRow, JobViewRow, LetterRow, RedriveRow, RepairRunRow, TimelineRow,
+    AuditRow, BackfillCounts, BackfillRow, DocumentCountRow, DocumentStateGroupRow,
+    DocumentViewRow, GenerationListRow, ItemRow, JobViewRow, LetterRow, RedriveRow, RepairRunRow,
+    TimelineRow,
 };
 use serde::Serialize;
 use serde_json::Value;
@@ -114,6 +115,44 @@ pub struct FailureCount {
 }
 
 impl DocumentSummary {
+    /// The summary from the counts the tenants' rows keep (migration
+    /// 0026): a key names a state, or a state and a failure bucket. A key
+    /// this release does not know (none is written) is left out.
+    pub fn from_counts(tenant_id: Option<String>, counts: Vec<DocumentCountRow>) -> Self {
+        let mut by_state: std::collections::BTreeMap<&'static str, u64> =
+            DocumentState::ALL.iter().map(|s| (s.as_str(), 0)).collect();
+        let mut failures = Vec::new();
+        for c in counts {
+            let n = u64::try_from(c.documents).unwrap_or(0);
+            match c.key.split_once('/') {
+                None => {
+                    if let Some(s) = DocumentState::parse(&c.key) {
+                        *by_state.entry(s.as_str()).or_default() += n;
+                    }
+                }
+                Some((state, bucket)) => {
+                    if let (Some(state), true) = (DocumentState::parse(state), n > 0) {
+                        failures.push(FailureCount {
+                            state,
+                            bucket: bucket.to_string(),
+                            documents: n,
+                        });
+                    }
+                }
+            }
+        }
+        // The recount's order: by state name, then bucket.
+        failures.sort_by(|a, b| (a.state.as_str(), &a.bucket).cmp(&(b.state.as_str(), &b.bucket)));
+        DocumentSummary {
+            tenant_id,
+            documents: by_state.values().sum(),
+            by_state,
+            failures,
+        }
+    }
+
+    /// The summary recounted from groups of documents (the simulation's
+    /// check of [`Self::from_counts`]).
     pub fn from_groups(tenant_id: Option<String>, groups: Vec<DocumentStateGroupRow>) -> Self {
         let mut by_state: std::collections::BTreeMap<&'static str, u64> =
             DocumentState::ALL.iter().map(|s| (s.as_str(), 0)).collect();
@@ -321,13 +360,13 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         &self,
         tenant: Option<&TenantId>,
     ) -> Result<DocumentSummary, PortError> {
-        let groups = self
+        let counts = self
             .store
-            .document_state_groups(tenant.map(TenantId::as_str))
+            .document_counts(tenant.map(TenantId::as_str))
             .await?;
-        Ok(DocumentSummary::from_groups(
+        Ok(DocumentSummary::from_counts(
             tenant.map(|t| t.as_str().to_string()),
-            groups,
+            counts,
         ))
     }
 
@@ -866,6 +905,37 @@ mod tests {
             assert_eq!(DocumentState::parse(s.as_str()), Some(s));
         }
         assert_eq!(DocumentState::parse("done"), None);
+    }
+
+    #[test]
+    fn a_summary_reads_states_and_failure_keys_from_the_counts() {
+        let row = |key: &str, documents| DocumentCountRow {
+            key: key.into(),
+            documents,
+        };
+        let s = DocumentSummary::from_counts(
+            None,
+            vec![
+                row("indexed", 5),
+                row("failed", 2),
+                row("failed/index_rejected", 2),
+                row("queued/embed_unavailable", 0),
+                row("queued", 1),
+                row("archived", 9),
+            ],
+        );
+        assert_eq!(s.documents, 8, "an unknown state is left out");
+        assert_eq!(s.by_state["indexed"], 5);
+        assert_eq!(s.by_state["deleted"], 0);
+        assert_eq!(
+            s.failures,
+            vec![FailureCount {
+                state: DocumentState::Failed,
+                bucket: "index_rejected".into(),
+                documents: 2
+            }],
+            "a failure key counted 0 is left out"
+        );
     }
 
     #[test]

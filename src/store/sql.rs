@@ -95,41 +95,23 @@ LEFT JOIN jobs j ON j.job_id = (
   ORDER BY j2.created_at DESC, j2.job_id LIMIT 1)
 WHERE d.doc_id IN (SELECT value FROM json_each(?1))";
 
-/// What a document's state derives from ([`crate::pipeline::views::document_state`]),
-/// grouped: the operator's summary counts documents without returning each
-/// one. Joins as DOCUMENT_VIEWS. `$where`: which documents.
-macro_rules! document_state_groups {
-    ($where:literal) => {
-        concat!(
-            "SELECT d.repair_needed AS repair_needed,
-       CASE WHEN d.live_version = d.latest_version THEN 1 ELSE 0 END AS live_is_latest,
-       lv.is_delete AS live_is_delete,
-       j.state AS job_state,
-       CASE WHEN j.step = 'staged' AND j.chunks_done > 0 THEN 1 ELSE 0 END AS job_wrote,
-       j.last_failure_bucket AS last_failure_bucket,
-       COUNT(*) AS documents
-FROM documents d
-LEFT JOIN versions lv ON lv.doc_id = d.doc_id AND lv.version = d.live_version
-LEFT JOIN jobs j ON j.job_id = (
-  SELECT j2.job_id FROM jobs j2 WHERE j2.doc_id = d.doc_id AND j2.version = d.latest_version
-  ORDER BY j2.created_at DESC, j2.job_id LIMIT 1)
-WHERE ",
-            $where,
-            "
-GROUP BY 1, 2, 3, 4, 5, 6
-ORDER BY 1, 2, 3, 4, 5, 6"
-        )
-    };
-}
+/// Every tenant's documents counted by state, summed over the tenants
+/// (no parameter): each tenant's `document_counts` (migration 0026: kept
+/// by triggers in the statements that change a document's state), so the
+/// summary reads one row per tenant whatever the number of documents.
+/// `key`: a state's name, or `state/bucket` for the documents neither
+/// indexed nor deleted whose newest job last failed in `bucket`.
+pub const DOCUMENT_COUNTS: &str = "\
+SELECT k.key AS key, sum(k.value) AS documents
+FROM tenants t, json_each(t.document_counts) k
+GROUP BY 1 ORDER BY 1";
 
-/// Every tenant's documents, grouped (no parameter): reads every document.
-pub const DOCUMENT_STATE_GROUPS: &str = document_state_groups!("true");
-
-/// Tenant `?1`'s documents, grouped: a range of `documents_by_tenant`, so
-/// a small tenant's summary reads its own documents, not every tenant's
-/// (an `?1 IS NULL OR` walked all 1,000,000 for 1,000: 371 ms, `make
-/// bench-scale`).
-pub const TENANT_DOCUMENT_STATE_GROUPS: &str = document_state_groups!("d.tenant_id = ?1");
+/// Tenant `?1`'s documents counted by state: its row's `document_counts`
+/// (in no order: the summary orders them).
+pub const TENANT_DOCUMENT_COUNTS: &str = "\
+SELECT k.key AS key, k.value AS documents
+FROM tenants t, json_each(t.document_counts) k
+WHERE t.tenant_id = ?1";
 
 /// A page of every tenant's document keys in key order after `?1` (`''`:
 /// from the start), `?2` at most: a range of the documents' key, read from
@@ -2046,8 +2028,8 @@ pub const ALL: &[(&str, &str)] = &[
     ("INTAKE_INSERT_PART", INTAKE_INSERT_PART),
     ("INTAKE_INSERT_JOBS", INTAKE_INSERT_JOBS),
     ("DOCUMENT_VIEWS", DOCUMENT_VIEWS),
-    ("DOCUMENT_STATE_GROUPS", DOCUMENT_STATE_GROUPS),
-    ("TENANT_DOCUMENT_STATE_GROUPS", TENANT_DOCUMENT_STATE_GROUPS),
+    ("DOCUMENT_COUNTS", DOCUMENT_COUNTS),
+    ("TENANT_DOCUMENT_COUNTS", TENANT_DOCUMENT_COUNTS),
     ("DOCUMENT_KEYS_PAGE", DOCUMENT_KEYS_PAGE),
     ("TENANT_DOCUMENT_KEYS_PAGE", TENANT_DOCUMENT_KEYS_PAGE),
     ("SOURCE_DOCUMENT_KEYS_PAGE", SOURCE_DOCUMENT_KEYS_PAGE),

@@ -41,13 +41,26 @@ fn d1_rows_count_each_table_row_and_index_entry_written_and_each_row_visited() {
         ),
         rows(1, 1)
     );
-    // documents: its key, and documents_by_tenant (on a generated column).
+    // documents: its key, documents_by_tenant (on a generated column), and
+    // its tenant's row, which counts it as queued (migration 0026's
+    // trigger; it reads the tenant's row and looks for the version's jobs).
     assert_eq!(
         billed(
             &db,
             "INSERT INTO documents (doc_id, latest_version, created_at, updated_at) VALUES ('t1\u{1f}a', 1, 1, 1)"
-        ),
-        rows(0, 3)
+        )
+        .written,
+        4
+    );
+    // A change that leaves the document's state as it was writes no count:
+    // the tenant's row is written only when the state moves.
+    assert_eq!(
+        billed(
+            &db,
+            "UPDATE documents SET latest_version = 1, updated_at = 2 WHERE doc_id = 't1\u{1f}a'"
+        )
+        .written,
+        1
     );
     // A WITHOUT ROWID table is its key: the row, and sync_seen_by_doc.
     assert_eq!(

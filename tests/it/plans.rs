@@ -170,8 +170,7 @@ const ALLOWED: &[(&str, &str)] = &[
     ("REDRIVES_ACTIVE", "redrives: operator actions, ended ones pruned after REDRIVE_RETENTION_SECONDS"),
     ("GENERATION_ADOPTABLE_CONFIG", "a one-off upgrade step: only while generation 1 has no configuration (a ledger from before generations)"),
     // To be made proportional (issue 36).
-    ("DOCUMENT_STATE_GROUPS", "issue 36: the console's summary groups every document (counters instead)"),
-    ("TENANT_DOCUMENT_STATE_GROUPS", "issue 36: a tenant's summary groups its own documents (a range of documents_by_tenant: a small tenant's costs what it holds, a large one's needs counters)"),
+    ("DOCUMENT_COUNTS", "the operators' summary of every tenant: one row per tenant (its document_counts), whatever the documents"),
     ("CONSUME_PAGE", "issue 36: each page ranks every row of the version (keyset paging)"),
     ("SWEEP_ABANDONED", "issue 36: walks every closed row (chunks_closed) for those no lease may write"),
     ("STALLED_JOBS", "issue 36: queued jobs are a range from the oldest, stopped at the limit; up_for_retry and running ones are walked oldest first until the limit is due, passing those not due (an outage's backoff, the leases in flight)"),
