@@ -10,10 +10,16 @@
 -- tombstone, and its latest version's newest job), so every batch of
 -- every release, this one's and the previous one's between migration and
 -- deploy, keeps them true. Each writes the tenant's row only when the
--- document's state or failure key changes: one D1 row written per move
--- (an edit of an indexed document moves three times: queued at intake,
--- indexing at the claim, indexed at the commit). The simulation checks
--- every tenant's counts against a recount after every step (I15).
+-- document's counted state or failure key changes: one D1 row written per
+-- move. A document whose job is running is counted as `queued`, whatever
+-- the job wrote: the summary moves those to `indexing` as it reads
+-- (`RUNNING_DOCUMENTS`: the running jobs, as many as consumers run at
+-- once), so that a claim moves no count. An edit of an indexed document
+-- then moves twice: queued at intake, indexed at the commit (a job that
+-- spans invocations moves twice more per checkpoint: written and queued
+-- again is `indexing`, claimed again is `queued`). The
+-- simulation checks every tenant's summary against a recount after every
+-- step (I15).
 --
 -- Generated once from one template per trigger (the state's definition
 -- repeated in each, as SQLite has no functions); keep them in step with
@@ -30,7 +36,7 @@ BEGIN
     json_array((SELECT json_array(s, CASE WHEN s IN ('indexed', 'deleted') OR b IS NULL THEN NULL ELSE s || '/' || b END) FROM (
       SELECT CASE WHEN NEW.repair_needed <> 0 THEN 'repair_needed'
         WHEN NEW.live_version = NEW.latest_version THEN CASE WHEN lv.is_delete = 1 THEN 'deleted' ELSE 'indexed' END
-        ELSE CASE WHEN j.state = 'running' OR (j.state = 'queued' AND j.step = 'staged' AND j.chunks_done > 0) THEN 'indexing' WHEN j.state = 'up_for_retry' AND j.step = 'staged' AND j.chunks_done > 0 THEN 'partially_indexed' WHEN j.state IN ('failed', 'dead') THEN 'failed' ELSE 'queued' END END AS s,
+        ELSE CASE WHEN j.state = 'queued' AND j.step = 'staged' AND j.chunks_done > 0 THEN 'indexing' WHEN j.state = 'up_for_retry' AND j.step = 'staged' AND j.chunks_done > 0 THEN 'partially_indexed' WHEN j.state IN ('failed', 'dead') THEN 'failed' ELSE 'queued' END END AS s,
         j.last_failure_bucket AS b
       FROM (SELECT 1) AS one
         LEFT JOIN versions lv ON lv.doc_id = NEW.doc_id AND lv.version = NEW.live_version
@@ -44,7 +50,7 @@ CREATE TRIGGER documents_counted_moved AFTER UPDATE OF repair_needed, live_versi
 WHEN (SELECT json_array(s, CASE WHEN s IN ('indexed', 'deleted') OR b IS NULL THEN NULL ELSE s || '/' || b END) FROM (
       SELECT CASE WHEN OLD.repair_needed <> 0 THEN 'repair_needed'
         WHEN OLD.live_version = OLD.latest_version THEN CASE WHEN lv.is_delete = 1 THEN 'deleted' ELSE 'indexed' END
-        ELSE CASE WHEN j.state = 'running' OR (j.state = 'queued' AND j.step = 'staged' AND j.chunks_done > 0) THEN 'indexing' WHEN j.state = 'up_for_retry' AND j.step = 'staged' AND j.chunks_done > 0 THEN 'partially_indexed' WHEN j.state IN ('failed', 'dead') THEN 'failed' ELSE 'queued' END END AS s,
+        ELSE CASE WHEN j.state = 'queued' AND j.step = 'staged' AND j.chunks_done > 0 THEN 'indexing' WHEN j.state = 'up_for_retry' AND j.step = 'staged' AND j.chunks_done > 0 THEN 'partially_indexed' WHEN j.state IN ('failed', 'dead') THEN 'failed' ELSE 'queued' END END AS s,
         j.last_failure_bucket AS b
       FROM (SELECT 1) AS one
         LEFT JOIN versions lv ON lv.doc_id = OLD.doc_id AND lv.version = OLD.live_version
@@ -52,7 +58,7 @@ WHEN (SELECT json_array(s, CASE WHEN s IN ('indexed', 'deleted') OR b IS NULL TH
   IS NOT (SELECT json_array(s, CASE WHEN s IN ('indexed', 'deleted') OR b IS NULL THEN NULL ELSE s || '/' || b END) FROM (
       SELECT CASE WHEN NEW.repair_needed <> 0 THEN 'repair_needed'
         WHEN NEW.live_version = NEW.latest_version THEN CASE WHEN lv.is_delete = 1 THEN 'deleted' ELSE 'indexed' END
-        ELSE CASE WHEN j.state = 'running' OR (j.state = 'queued' AND j.step = 'staged' AND j.chunks_done > 0) THEN 'indexing' WHEN j.state = 'up_for_retry' AND j.step = 'staged' AND j.chunks_done > 0 THEN 'partially_indexed' WHEN j.state IN ('failed', 'dead') THEN 'failed' ELSE 'queued' END END AS s,
+        ELSE CASE WHEN j.state = 'queued' AND j.step = 'staged' AND j.chunks_done > 0 THEN 'indexing' WHEN j.state = 'up_for_retry' AND j.step = 'staged' AND j.chunks_done > 0 THEN 'partially_indexed' WHEN j.state IN ('failed', 'dead') THEN 'failed' ELSE 'queued' END END AS s,
         j.last_failure_bucket AS b
       FROM (SELECT 1) AS one
         LEFT JOIN versions lv ON lv.doc_id = NEW.doc_id AND lv.version = NEW.live_version
@@ -65,7 +71,7 @@ BEGIN
     json_array((SELECT json_array(s, CASE WHEN s IN ('indexed', 'deleted') OR b IS NULL THEN NULL ELSE s || '/' || b END) FROM (
       SELECT CASE WHEN OLD.repair_needed <> 0 THEN 'repair_needed'
         WHEN OLD.live_version = OLD.latest_version THEN CASE WHEN lv.is_delete = 1 THEN 'deleted' ELSE 'indexed' END
-        ELSE CASE WHEN j.state = 'running' OR (j.state = 'queued' AND j.step = 'staged' AND j.chunks_done > 0) THEN 'indexing' WHEN j.state = 'up_for_retry' AND j.step = 'staged' AND j.chunks_done > 0 THEN 'partially_indexed' WHEN j.state IN ('failed', 'dead') THEN 'failed' ELSE 'queued' END END AS s,
+        ELSE CASE WHEN j.state = 'queued' AND j.step = 'staged' AND j.chunks_done > 0 THEN 'indexing' WHEN j.state = 'up_for_retry' AND j.step = 'staged' AND j.chunks_done > 0 THEN 'partially_indexed' WHEN j.state IN ('failed', 'dead') THEN 'failed' ELSE 'queued' END END AS s,
         j.last_failure_bucket AS b
       FROM (SELECT 1) AS one
         LEFT JOIN versions lv ON lv.doc_id = OLD.doc_id AND lv.version = OLD.live_version
@@ -73,7 +79,7 @@ BEGIN
     json_array((SELECT json_array(s, CASE WHEN s IN ('indexed', 'deleted') OR b IS NULL THEN NULL ELSE s || '/' || b END) FROM (
       SELECT CASE WHEN NEW.repair_needed <> 0 THEN 'repair_needed'
         WHEN NEW.live_version = NEW.latest_version THEN CASE WHEN lv.is_delete = 1 THEN 'deleted' ELSE 'indexed' END
-        ELSE CASE WHEN j.state = 'running' OR (j.state = 'queued' AND j.step = 'staged' AND j.chunks_done > 0) THEN 'indexing' WHEN j.state = 'up_for_retry' AND j.step = 'staged' AND j.chunks_done > 0 THEN 'partially_indexed' WHEN j.state IN ('failed', 'dead') THEN 'failed' ELSE 'queued' END END AS s,
+        ELSE CASE WHEN j.state = 'queued' AND j.step = 'staged' AND j.chunks_done > 0 THEN 'indexing' WHEN j.state = 'up_for_retry' AND j.step = 'staged' AND j.chunks_done > 0 THEN 'partially_indexed' WHEN j.state IN ('failed', 'dead') THEN 'failed' ELSE 'queued' END END AS s,
         j.last_failure_bucket AS b
       FROM (SELECT 1) AS one
         LEFT JOIN versions lv ON lv.doc_id = NEW.doc_id AND lv.version = NEW.live_version
@@ -90,7 +96,7 @@ WHEN NEW.version = (SELECT latest_version FROM documents WHERE doc_id = NEW.doc_
   AND (SELECT json_array(s, CASE WHEN s IN ('indexed', 'deleted') OR b IS NULL THEN NULL ELSE s || '/' || b END) FROM (
       SELECT CASE WHEN d.repair_needed <> 0 THEN 'repair_needed'
         WHEN d.live_version = d.latest_version THEN CASE WHEN lv.is_delete = 1 THEN 'deleted' ELSE 'indexed' END
-        ELSE CASE WHEN j.state = 'running' OR (j.state = 'queued' AND j.step = 'staged' AND j.chunks_done > 0) THEN 'indexing' WHEN j.state = 'up_for_retry' AND j.step = 'staged' AND j.chunks_done > 0 THEN 'partially_indexed' WHEN j.state IN ('failed', 'dead') THEN 'failed' ELSE 'queued' END END AS s,
+        ELSE CASE WHEN j.state = 'queued' AND j.step = 'staged' AND j.chunks_done > 0 THEN 'indexing' WHEN j.state = 'up_for_retry' AND j.step = 'staged' AND j.chunks_done > 0 THEN 'partially_indexed' WHEN j.state IN ('failed', 'dead') THEN 'failed' ELSE 'queued' END END AS s,
         j.last_failure_bucket AS b
       FROM documents d
         LEFT JOIN versions lv ON lv.doc_id = d.doc_id AND lv.version = d.live_version
@@ -99,7 +105,7 @@ WHEN NEW.version = (SELECT latest_version FROM documents WHERE doc_id = NEW.doc_
   IS NOT (SELECT json_array(s, CASE WHEN s IN ('indexed', 'deleted') OR b IS NULL THEN NULL ELSE s || '/' || b END) FROM (
       SELECT CASE WHEN d.repair_needed <> 0 THEN 'repair_needed'
         WHEN d.live_version = d.latest_version THEN CASE WHEN lv.is_delete = 1 THEN 'deleted' ELSE 'indexed' END
-        ELSE CASE WHEN NEW.state = 'running' OR (NEW.state = 'queued' AND NEW.step = 'staged' AND NEW.chunks_done > 0) THEN 'indexing' WHEN NEW.state = 'up_for_retry' AND NEW.step = 'staged' AND NEW.chunks_done > 0 THEN 'partially_indexed' WHEN NEW.state IN ('failed', 'dead') THEN 'failed' ELSE 'queued' END END AS s,
+        ELSE CASE WHEN NEW.state = 'queued' AND NEW.step = 'staged' AND NEW.chunks_done > 0 THEN 'indexing' WHEN NEW.state = 'up_for_retry' AND NEW.step = 'staged' AND NEW.chunks_done > 0 THEN 'partially_indexed' WHEN NEW.state IN ('failed', 'dead') THEN 'failed' ELSE 'queued' END END AS s,
         NEW.last_failure_bucket AS b
       FROM documents d
         LEFT JOIN versions lv ON lv.doc_id = d.doc_id AND lv.version = d.live_version
@@ -112,7 +118,7 @@ BEGIN
     json_array((SELECT json_array(s, CASE WHEN s IN ('indexed', 'deleted') OR b IS NULL THEN NULL ELSE s || '/' || b END) FROM (
       SELECT CASE WHEN d.repair_needed <> 0 THEN 'repair_needed'
         WHEN d.live_version = d.latest_version THEN CASE WHEN lv.is_delete = 1 THEN 'deleted' ELSE 'indexed' END
-        ELSE CASE WHEN j.state = 'running' OR (j.state = 'queued' AND j.step = 'staged' AND j.chunks_done > 0) THEN 'indexing' WHEN j.state = 'up_for_retry' AND j.step = 'staged' AND j.chunks_done > 0 THEN 'partially_indexed' WHEN j.state IN ('failed', 'dead') THEN 'failed' ELSE 'queued' END END AS s,
+        ELSE CASE WHEN j.state = 'queued' AND j.step = 'staged' AND j.chunks_done > 0 THEN 'indexing' WHEN j.state = 'up_for_retry' AND j.step = 'staged' AND j.chunks_done > 0 THEN 'partially_indexed' WHEN j.state IN ('failed', 'dead') THEN 'failed' ELSE 'queued' END END AS s,
         j.last_failure_bucket AS b
       FROM documents d
         LEFT JOIN versions lv ON lv.doc_id = d.doc_id AND lv.version = d.live_version
@@ -121,7 +127,7 @@ BEGIN
     json_array((SELECT json_array(s, CASE WHEN s IN ('indexed', 'deleted') OR b IS NULL THEN NULL ELSE s || '/' || b END) FROM (
       SELECT CASE WHEN d.repair_needed <> 0 THEN 'repair_needed'
         WHEN d.live_version = d.latest_version THEN CASE WHEN lv.is_delete = 1 THEN 'deleted' ELSE 'indexed' END
-        ELSE CASE WHEN NEW.state = 'running' OR (NEW.state = 'queued' AND NEW.step = 'staged' AND NEW.chunks_done > 0) THEN 'indexing' WHEN NEW.state = 'up_for_retry' AND NEW.step = 'staged' AND NEW.chunks_done > 0 THEN 'partially_indexed' WHEN NEW.state IN ('failed', 'dead') THEN 'failed' ELSE 'queued' END END AS s,
+        ELSE CASE WHEN NEW.state = 'queued' AND NEW.step = 'staged' AND NEW.chunks_done > 0 THEN 'indexing' WHEN NEW.state = 'up_for_retry' AND NEW.step = 'staged' AND NEW.chunks_done > 0 THEN 'partially_indexed' WHEN NEW.state IN ('failed', 'dead') THEN 'failed' ELSE 'queued' END END AS s,
         NEW.last_failure_bucket AS b
       FROM documents d
         LEFT JOIN versions lv ON lv.doc_id = d.doc_id AND lv.version = d.live_version
@@ -138,7 +144,7 @@ WHEN NEW.version = (SELECT latest_version FROM documents WHERE doc_id = NEW.doc_
   AND (SELECT json_array(s, CASE WHEN s IN ('indexed', 'deleted') OR b IS NULL THEN NULL ELSE s || '/' || b END) FROM (
       SELECT CASE WHEN d.repair_needed <> 0 THEN 'repair_needed'
         WHEN d.live_version = d.latest_version THEN CASE WHEN lv.is_delete = 1 THEN 'deleted' ELSE 'indexed' END
-        ELSE CASE WHEN OLD.state = 'running' OR (OLD.state = 'queued' AND OLD.step = 'staged' AND OLD.chunks_done > 0) THEN 'indexing' WHEN OLD.state = 'up_for_retry' AND OLD.step = 'staged' AND OLD.chunks_done > 0 THEN 'partially_indexed' WHEN OLD.state IN ('failed', 'dead') THEN 'failed' ELSE 'queued' END END AS s,
+        ELSE CASE WHEN OLD.state = 'queued' AND OLD.step = 'staged' AND OLD.chunks_done > 0 THEN 'indexing' WHEN OLD.state = 'up_for_retry' AND OLD.step = 'staged' AND OLD.chunks_done > 0 THEN 'partially_indexed' WHEN OLD.state IN ('failed', 'dead') THEN 'failed' ELSE 'queued' END END AS s,
         OLD.last_failure_bucket AS b
       FROM documents d
         LEFT JOIN versions lv ON lv.doc_id = d.doc_id AND lv.version = d.live_version
@@ -146,7 +152,7 @@ WHEN NEW.version = (SELECT latest_version FROM documents WHERE doc_id = NEW.doc_
   IS NOT (SELECT json_array(s, CASE WHEN s IN ('indexed', 'deleted') OR b IS NULL THEN NULL ELSE s || '/' || b END) FROM (
       SELECT CASE WHEN d.repair_needed <> 0 THEN 'repair_needed'
         WHEN d.live_version = d.latest_version THEN CASE WHEN lv.is_delete = 1 THEN 'deleted' ELSE 'indexed' END
-        ELSE CASE WHEN NEW.state = 'running' OR (NEW.state = 'queued' AND NEW.step = 'staged' AND NEW.chunks_done > 0) THEN 'indexing' WHEN NEW.state = 'up_for_retry' AND NEW.step = 'staged' AND NEW.chunks_done > 0 THEN 'partially_indexed' WHEN NEW.state IN ('failed', 'dead') THEN 'failed' ELSE 'queued' END END AS s,
+        ELSE CASE WHEN NEW.state = 'queued' AND NEW.step = 'staged' AND NEW.chunks_done > 0 THEN 'indexing' WHEN NEW.state = 'up_for_retry' AND NEW.step = 'staged' AND NEW.chunks_done > 0 THEN 'partially_indexed' WHEN NEW.state IN ('failed', 'dead') THEN 'failed' ELSE 'queued' END END AS s,
         NEW.last_failure_bucket AS b
       FROM documents d
         LEFT JOIN versions lv ON lv.doc_id = d.doc_id AND lv.version = d.live_version
@@ -159,7 +165,7 @@ BEGIN
     json_array((SELECT json_array(s, CASE WHEN s IN ('indexed', 'deleted') OR b IS NULL THEN NULL ELSE s || '/' || b END) FROM (
       SELECT CASE WHEN d.repair_needed <> 0 THEN 'repair_needed'
         WHEN d.live_version = d.latest_version THEN CASE WHEN lv.is_delete = 1 THEN 'deleted' ELSE 'indexed' END
-        ELSE CASE WHEN OLD.state = 'running' OR (OLD.state = 'queued' AND OLD.step = 'staged' AND OLD.chunks_done > 0) THEN 'indexing' WHEN OLD.state = 'up_for_retry' AND OLD.step = 'staged' AND OLD.chunks_done > 0 THEN 'partially_indexed' WHEN OLD.state IN ('failed', 'dead') THEN 'failed' ELSE 'queued' END END AS s,
+        ELSE CASE WHEN OLD.state = 'queued' AND OLD.step = 'staged' AND OLD.chunks_done > 0 THEN 'indexing' WHEN OLD.state = 'up_for_retry' AND OLD.step = 'staged' AND OLD.chunks_done > 0 THEN 'partially_indexed' WHEN OLD.state IN ('failed', 'dead') THEN 'failed' ELSE 'queued' END END AS s,
         OLD.last_failure_bucket AS b
       FROM documents d
         LEFT JOIN versions lv ON lv.doc_id = d.doc_id AND lv.version = d.live_version
@@ -167,7 +173,7 @@ BEGIN
     json_array((SELECT json_array(s, CASE WHEN s IN ('indexed', 'deleted') OR b IS NULL THEN NULL ELSE s || '/' || b END) FROM (
       SELECT CASE WHEN d.repair_needed <> 0 THEN 'repair_needed'
         WHEN d.live_version = d.latest_version THEN CASE WHEN lv.is_delete = 1 THEN 'deleted' ELSE 'indexed' END
-        ELSE CASE WHEN NEW.state = 'running' OR (NEW.state = 'queued' AND NEW.step = 'staged' AND NEW.chunks_done > 0) THEN 'indexing' WHEN NEW.state = 'up_for_retry' AND NEW.step = 'staged' AND NEW.chunks_done > 0 THEN 'partially_indexed' WHEN NEW.state IN ('failed', 'dead') THEN 'failed' ELSE 'queued' END END AS s,
+        ELSE CASE WHEN NEW.state = 'queued' AND NEW.step = 'staged' AND NEW.chunks_done > 0 THEN 'indexing' WHEN NEW.state = 'up_for_retry' AND NEW.step = 'staged' AND NEW.chunks_done > 0 THEN 'partially_indexed' WHEN NEW.state IN ('failed', 'dead') THEN 'failed' ELSE 'queued' END END AS s,
         NEW.last_failure_bucket AS b
       FROM documents d
         LEFT JOIN versions lv ON lv.doc_id = d.doc_id AND lv.version = d.live_version
@@ -185,7 +191,7 @@ WHEN OLD.version = (SELECT latest_version FROM documents WHERE doc_id = OLD.doc_
   AND (SELECT json_array(s, CASE WHEN s IN ('indexed', 'deleted') OR b IS NULL THEN NULL ELSE s || '/' || b END) FROM (
       SELECT CASE WHEN d.repair_needed <> 0 THEN 'repair_needed'
         WHEN d.live_version = d.latest_version THEN CASE WHEN lv.is_delete = 1 THEN 'deleted' ELSE 'indexed' END
-        ELSE CASE WHEN OLD.state = 'running' OR (OLD.state = 'queued' AND OLD.step = 'staged' AND OLD.chunks_done > 0) THEN 'indexing' WHEN OLD.state = 'up_for_retry' AND OLD.step = 'staged' AND OLD.chunks_done > 0 THEN 'partially_indexed' WHEN OLD.state IN ('failed', 'dead') THEN 'failed' ELSE 'queued' END END AS s,
+        ELSE CASE WHEN OLD.state = 'queued' AND OLD.step = 'staged' AND OLD.chunks_done > 0 THEN 'indexing' WHEN OLD.state = 'up_for_retry' AND OLD.step = 'staged' AND OLD.chunks_done > 0 THEN 'partially_indexed' WHEN OLD.state IN ('failed', 'dead') THEN 'failed' ELSE 'queued' END END AS s,
         OLD.last_failure_bucket AS b
       FROM documents d
         LEFT JOIN versions lv ON lv.doc_id = d.doc_id AND lv.version = d.live_version
@@ -193,7 +199,7 @@ WHEN OLD.version = (SELECT latest_version FROM documents WHERE doc_id = OLD.doc_
   IS NOT (SELECT json_array(s, CASE WHEN s IN ('indexed', 'deleted') OR b IS NULL THEN NULL ELSE s || '/' || b END) FROM (
       SELECT CASE WHEN d.repair_needed <> 0 THEN 'repair_needed'
         WHEN d.live_version = d.latest_version THEN CASE WHEN lv.is_delete = 1 THEN 'deleted' ELSE 'indexed' END
-        ELSE CASE WHEN j.state = 'running' OR (j.state = 'queued' AND j.step = 'staged' AND j.chunks_done > 0) THEN 'indexing' WHEN j.state = 'up_for_retry' AND j.step = 'staged' AND j.chunks_done > 0 THEN 'partially_indexed' WHEN j.state IN ('failed', 'dead') THEN 'failed' ELSE 'queued' END END AS s,
+        ELSE CASE WHEN j.state = 'queued' AND j.step = 'staged' AND j.chunks_done > 0 THEN 'indexing' WHEN j.state = 'up_for_retry' AND j.step = 'staged' AND j.chunks_done > 0 THEN 'partially_indexed' WHEN j.state IN ('failed', 'dead') THEN 'failed' ELSE 'queued' END END AS s,
         j.last_failure_bucket AS b
       FROM documents d
         LEFT JOIN versions lv ON lv.doc_id = d.doc_id AND lv.version = d.live_version
@@ -207,7 +213,7 @@ BEGIN
     json_array((SELECT json_array(s, CASE WHEN s IN ('indexed', 'deleted') OR b IS NULL THEN NULL ELSE s || '/' || b END) FROM (
       SELECT CASE WHEN d.repair_needed <> 0 THEN 'repair_needed'
         WHEN d.live_version = d.latest_version THEN CASE WHEN lv.is_delete = 1 THEN 'deleted' ELSE 'indexed' END
-        ELSE CASE WHEN OLD.state = 'running' OR (OLD.state = 'queued' AND OLD.step = 'staged' AND OLD.chunks_done > 0) THEN 'indexing' WHEN OLD.state = 'up_for_retry' AND OLD.step = 'staged' AND OLD.chunks_done > 0 THEN 'partially_indexed' WHEN OLD.state IN ('failed', 'dead') THEN 'failed' ELSE 'queued' END END AS s,
+        ELSE CASE WHEN OLD.state = 'queued' AND OLD.step = 'staged' AND OLD.chunks_done > 0 THEN 'indexing' WHEN OLD.state = 'up_for_retry' AND OLD.step = 'staged' AND OLD.chunks_done > 0 THEN 'partially_indexed' WHEN OLD.state IN ('failed', 'dead') THEN 'failed' ELSE 'queued' END END AS s,
         OLD.last_failure_bucket AS b
       FROM documents d
         LEFT JOIN versions lv ON lv.doc_id = d.doc_id AND lv.version = d.live_version
@@ -215,7 +221,7 @@ BEGIN
     json_array((SELECT json_array(s, CASE WHEN s IN ('indexed', 'deleted') OR b IS NULL THEN NULL ELSE s || '/' || b END) FROM (
       SELECT CASE WHEN d.repair_needed <> 0 THEN 'repair_needed'
         WHEN d.live_version = d.latest_version THEN CASE WHEN lv.is_delete = 1 THEN 'deleted' ELSE 'indexed' END
-        ELSE CASE WHEN j.state = 'running' OR (j.state = 'queued' AND j.step = 'staged' AND j.chunks_done > 0) THEN 'indexing' WHEN j.state = 'up_for_retry' AND j.step = 'staged' AND j.chunks_done > 0 THEN 'partially_indexed' WHEN j.state IN ('failed', 'dead') THEN 'failed' ELSE 'queued' END END AS s,
+        ELSE CASE WHEN j.state = 'queued' AND j.step = 'staged' AND j.chunks_done > 0 THEN 'indexing' WHEN j.state = 'up_for_retry' AND j.step = 'staged' AND j.chunks_done > 0 THEN 'partially_indexed' WHEN j.state IN ('failed', 'dead') THEN 'failed' ELSE 'queued' END END AS s,
         j.last_failure_bucket AS b
       FROM documents d
         LEFT JOIN versions lv ON lv.doc_id = d.doc_id AND lv.version = d.live_version
@@ -232,7 +238,7 @@ UPDATE tenants SET document_counts = coalesce((
     FROM (SELECT (SELECT json_array(s, CASE WHEN s IN ('indexed', 'deleted') OR b IS NULL THEN NULL ELSE s || '/' || b END) FROM (
       SELECT CASE WHEN dd.repair_needed <> 0 THEN 'repair_needed'
         WHEN dd.live_version = dd.latest_version THEN CASE WHEN lv.is_delete = 1 THEN 'deleted' ELSE 'indexed' END
-        ELSE CASE WHEN j.state = 'running' OR (j.state = 'queued' AND j.step = 'staged' AND j.chunks_done > 0) THEN 'indexing' WHEN j.state = 'up_for_retry' AND j.step = 'staged' AND j.chunks_done > 0 THEN 'partially_indexed' WHEN j.state IN ('failed', 'dead') THEN 'failed' ELSE 'queued' END END AS s,
+        ELSE CASE WHEN j.state = 'queued' AND j.step = 'staged' AND j.chunks_done > 0 THEN 'indexing' WHEN j.state = 'up_for_retry' AND j.step = 'staged' AND j.chunks_done > 0 THEN 'partially_indexed' WHEN j.state IN ('failed', 'dead') THEN 'failed' ELSE 'queued' END END AS s,
         j.last_failure_bucket AS b
       FROM (SELECT 1) AS one
         LEFT JOIN versions lv ON lv.doc_id = dd.doc_id AND lv.version = dd.live_version

@@ -68,6 +68,13 @@ pub struct DocumentCountRow {
     pub documents: i64,
 }
 
+/// A document of [`sql::RUNNING_DOCUMENTS`]: its running job's last failure
+/// bucket.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+pub struct RunningDocumentRow {
+    pub bucket: Option<String>,
+}
+
 /// A document's key in a tenant's listing, and when it last changed.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 pub struct KeyTimeRow {
@@ -234,6 +241,19 @@ impl<D: Database> Store<D> {
         let stmt = match tenant_id {
             Some(t) => Stmt::new(sql::TENANT_DOCUMENT_COUNTS, vec![t.into()]),
             None => Stmt::new(sql::DOCUMENT_COUNTS, vec![]),
+        };
+        self.db.query(stmt).await
+    }
+
+    /// The documents whose latest version's newest job is running (counted
+    /// as queued), each with its job's last failure bucket.
+    pub async fn running_documents(
+        &self,
+        tenant_id: Option<&str>,
+    ) -> Result<Vec<RunningDocumentRow>, PortError> {
+        let stmt = match tenant_id {
+            Some(t) => Stmt::new(sql::TENANT_RUNNING_DOCUMENTS, vec![t.into()]),
+            None => Stmt::new(sql::RUNNING_DOCUMENTS, vec![]),
         };
         self.db.query(stmt).await
     }

@@ -34,7 +34,7 @@ pub use chunks::{KeywordChunkRow, LiveChunkRow, OpenRows, PageRow, StagedChunk, 
 pub use dead_letters::{LetterFilter, LetterGroupRow, LetterRow};
 pub use documents::{
     DocRow, DocumentCountRow, DocumentStateGroupRow, DocumentViewRow, JobRow, KeyTimeRow,
-    LatestVersionRow, NewVersions, PartClose, PartRow, VersionRow,
+    LatestVersionRow, NewVersions, PartClose, PartRow, RunningDocumentRow, VersionRow,
 };
 pub use generations::{GenerationListRow, GenerationRow};
 pub use jobs::{AttemptEnd, ClaimRow, ConsumeRow, JobViewRow, StalledJobRow, TimelineRow};

@@ -113,6 +113,33 @@ SELECT k.key AS key, k.value AS documents
 FROM tenants t, json_each(t.document_counts) k
 WHERE t.tenant_id = ?1";
 
+/// The documents whose latest version's newest job is running, each with
+/// that job's last failure bucket: `document_counts` counts them as
+/// `queued` (a claim moves no count, migration 0026) and the summary moves
+/// them to `indexing` as it reads. A range of `jobs_by_state`: the running
+/// jobs, as many as consumers run at once (and those whose invocation died
+/// until cron finds them stalled), whatever the corpus or the backlog.
+macro_rules! running_documents {
+    ($tenant:literal) => {
+        concat!(
+            "SELECT j.last_failure_bucket AS bucket
+FROM jobs j JOIN documents d ON d.doc_id = j.doc_id
+WHERE j.state = 'running'",
+            $tenant,
+            " AND d.latest_version = j.version AND d.repair_needed = 0
+  AND d.live_version IS NOT d.latest_version
+  AND j.job_id = (SELECT n.job_id FROM jobs n WHERE n.doc_id = j.doc_id AND n.version = j.version
+                  ORDER BY n.created_at DESC, n.job_id LIMIT 1)"
+        )
+    };
+}
+
+/// Every tenant's documents of running jobs (no parameter).
+pub const RUNNING_DOCUMENTS: &str = running_documents!("");
+
+/// Tenant `?1`'s: the same range, its rows kept.
+pub const TENANT_RUNNING_DOCUMENTS: &str = running_documents!(" AND j.tenant_id = ?1");
+
 /// A page of every tenant's document keys in key order after `?1` (`''`:
 /// from the start), `?2` at most: a range of the documents' key, read from
 /// the cursor on (an `?1 IS NULL OR` would walk the keys from the first on
@@ -2030,6 +2057,8 @@ pub const ALL: &[(&str, &str)] = &[
     ("DOCUMENT_VIEWS", DOCUMENT_VIEWS),
     ("DOCUMENT_COUNTS", DOCUMENT_COUNTS),
     ("TENANT_DOCUMENT_COUNTS", TENANT_DOCUMENT_COUNTS),
+    ("RUNNING_DOCUMENTS", RUNNING_DOCUMENTS),
+    ("TENANT_RUNNING_DOCUMENTS", TENANT_RUNNING_DOCUMENTS),
     ("DOCUMENT_KEYS_PAGE", DOCUMENT_KEYS_PAGE),
     ("TENANT_DOCUMENT_KEYS_PAGE", TENANT_DOCUMENT_KEYS_PAGE),
     ("SOURCE_DOCUMENT_KEYS_PAGE", SOURCE_DOCUMENT_KEYS_PAGE),

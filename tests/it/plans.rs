@@ -170,6 +170,8 @@ const ALLOWED: &[(&str, &str)] = &[
     ("REDRIVES_ACTIVE", "redrives: operator actions, ended ones pruned after REDRIVE_RETENTION_SECONDS"),
     ("GENERATION_ADOPTABLE_CONFIG", "a one-off upgrade step: only while generation 1 has no configuration (a ledger from before generations)"),
     // To be made proportional (issue 36).
+    ("RUNNING_DOCUMENTS", "the running jobs (jobs_by_state's 'running' range: as many as consumers run at once, and those cron has not yet found stalled), each document's newest job of one version sorted"),
+    ("TENANT_RUNNING_DOCUMENTS", "as RUNNING_DOCUMENTS: every tenant's running jobs, the tenant's kept"),
     ("DOCUMENT_COUNTS", "the operators' summary of every tenant: one row per tenant (its document_counts), whatever the documents"),
     ("CONSUME_PAGE", "issue 36: each page ranks every row of the version (keyset paging)"),
     ("SWEEP_ABANDONED", "issue 36: walks every closed row (chunks_closed) for those no lease may write"),
