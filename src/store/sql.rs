@@ -804,19 +804,23 @@ WHERE c.to_version IS NOT NULL AND NOT ",
 LIMIT ?2"
 );
 
-/// Jobs that should be moving but are not: queued or waiting for a retry
-/// with no progress for the stall period, or running with an expired lease.
-/// `?1` now, `?2` stalled-before, `?3` limit. The first `?3` of each state
-/// in `jobs_by_state`'s order (the oldest first), then the first `?3` of
-/// those: the same jobs as the oldest `?3` of all three, without walking
-/// every job of a state (a bulk ingest queues a job per document).
+/// Jobs that should be moving but are not: queued with no progress for
+/// the stall period, waiting for a retry that fell due before it, or
+/// running with an expired lease. `?1` now, `?2` stalled-before, `?3`
+/// limit. The first `?3` of each state, each read as a range from its
+/// first (queued: `jobs_by_state`, the oldest first; waiting: the partial
+/// `jobs_retry_due`, the first due first, migration 0027, named since
+/// the planner without statistics would take `jobs_by_state`; running: the
+/// running jobs, as many as consumers run at once), then the oldest `?3`
+/// of those, without walking every job of a state (a bulk ingest queues a
+/// job per document, an outage's backoff puts one per document waiting).
 pub const STALLED_JOBS: &str = "\
 SELECT job_id, doc_id, version, attempts, build_generation FROM (
   SELECT * FROM (SELECT job_id, doc_id, version, attempts, build_generation, updated_at FROM jobs
                  WHERE state = 'queued' AND updated_at < ?2 ORDER BY updated_at, job_id LIMIT ?3)
   UNION ALL
-  SELECT * FROM (SELECT job_id, doc_id, version, attempts, build_generation, updated_at FROM jobs
-                 WHERE state = 'up_for_retry' AND next_attempt_at < ?2 ORDER BY updated_at, job_id LIMIT ?3)
+  SELECT * FROM (SELECT job_id, doc_id, version, attempts, build_generation, updated_at FROM jobs INDEXED BY jobs_retry_due
+                 WHERE state = 'up_for_retry' AND next_attempt_at < ?2 ORDER BY next_attempt_at, job_id LIMIT ?3)
   UNION ALL
   SELECT * FROM (SELECT job_id, doc_id, version, attempts, build_generation, updated_at FROM jobs
                  WHERE state = 'running' AND lease_until < ?1 ORDER BY updated_at, job_id LIMIT ?3))

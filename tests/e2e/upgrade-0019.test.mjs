@@ -12,7 +12,8 @@
 // index per tenant, the tenants' keyword columns), 0022 (text parts shared
 // across versions: each version's text made its own parts again) and 0023
 // (cleanup intents without rowid), 0024 (each generation's row count),
-// 0025 (the dead letters' page index) and 0026 (the document counts) undone. The same fakes
+// 0025 (the dead letters' page index), 0026 (the document counts) and
+// 0027 (the jobs due for a retry) undone. The same fakes
 // (the vector index) serve both workers. After 0021 the old rows wait for
 // cron to enter the per-tenant keyword index: keyword answers come back
 // with the first cron run.
@@ -291,6 +292,8 @@ describe('upgrade in place: a ledger written before 0019', () => {
     ];
     const intentIndexes = pick('0001_init.sql', /^CREATE INDEX cleanup_intents_/, 2);
     const sql = [
+      // What 0027 added: the jobs waiting for a retry, by when they fall due.
+      'DROP INDEX jobs_retry_due',
       // What 0026 added: each tenant's document counts and their triggers.
       ...['documents_counted_new', 'documents_counted_moved', 'jobs_counted_new', 'jobs_counted_moved', 'jobs_counted_pruned'].map((t) => `DROP TRIGGER ${t}`),
       'ALTER TABLE tenants DROP COLUMN document_counts',

@@ -265,3 +265,42 @@ fn d1_rows_native_figures_of_the_e2e_document() {
         );
     }
 }
+
+/// Cron's search for stalled jobs reads the jobs that are due, not every
+/// job still backing off: an outage's backoff leaves a job per document
+/// waiting (migration 0027's `jobs_retry_due`; before it, the search
+/// passed each waiting job in the order they last changed).
+#[test]
+fn the_stalled_search_reads_the_due_retries_not_every_waiting_job() {
+    let w = World::new();
+    w.put("a", "one document, its version's jobs waiting for a retry");
+    let doc = crate::common::default_key("a").as_str().to_string();
+    // 2,000 waiting until far ahead, each changed before the due one.
+    block_on(w.db.execute(Stmt::new(
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 2000)
+         INSERT INTO jobs (job_id, doc_id, version, kind, state, step, attempts, last_failure_bucket,
+                           lease_until, next_attempt_at, created_at, updated_at)
+         SELECT 'wait-' || i, ?1, 1, 'index', 'up_for_retry', 'staged', 1, 'embed_unavailable', NULL, ?2, 0, i FROM n",
+        vec![doc.clone().into(), 1_000_000_000i64.into()],
+    )))
+    .expect("waiting jobs");
+    block_on(w.db.execute(Stmt::new(
+        "INSERT INTO jobs (job_id, doc_id, version, kind, state, step, attempts, last_failure_bucket,
+                           lease_until, next_attempt_at, created_at, updated_at)
+         VALUES ('due', ?1, 1, 'index', 'up_for_retry', 'staged', 1, 'embed_unavailable', NULL, 5, 0, 3000)",
+        vec![doc.into()],
+    )))
+    .expect("the due job");
+    let (rows, billed) = block_on(w.db.query_billed::<serde_json::Value>(Stmt::new(
+        ingest_pipeline::store::sql::STALLED_JOBS,
+        vec![10i64.into(), 10i64.into(), 10i64.into()],
+    )))
+    .expect("the search runs");
+    let ids: Vec<&str> = rows.iter().filter_map(|r| r["job_id"].as_str()).collect();
+    assert_eq!(ids, ["due"]);
+    assert!(
+        billed.read < 100,
+        "read {} rows for one due job among 2,001 waiting",
+        billed.read
+    );
+}

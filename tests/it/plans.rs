@@ -175,7 +175,7 @@ const ALLOWED: &[(&str, &str)] = &[
     ("DOCUMENT_COUNTS", "the operators' summary of every tenant: one row per tenant (its document_counts), whatever the documents"),
     ("CONSUME_PAGE", "issue 36: each page ranks every row of the version (keyset paging)"),
     ("SWEEP_ABANDONED", "issue 36: walks every closed row (chunks_closed) for those no lease may write"),
-    ("STALLED_JOBS", "issue 36: queued jobs are a range from the oldest, stopped at the limit; up_for_retry and running ones are walked oldest first until the limit is due, passing those not due (an outage's backoff, the leases in flight)"),
+    ("STALLED_JOBS", "queued jobs are a range from the oldest and waiting ones from the first due (jobs_retry_due), each stopped at the limit; running ones are walked oldest first (as many as consumers run at once, and those whose invocation died); the union's order sorts at most three limits' rows"),
     ("REPAIR_RUNS_LIST", "issue 36: newest first up to LIMIT, but a tenant filter walks runs until LIMIT touched it"),
     ("DEAD_LETTERS_SUMMARY", "issue 36: groups every letter (the archive is never pruned)"),
     ("TENANT_DEAD_LETTERS_SUMMARY", "issue 36: groups one tenant's letters (a range of dead_letters_by_tenant: a small tenant's costs what it holds)"),
