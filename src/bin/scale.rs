@@ -1303,7 +1303,16 @@ mod scale {
                     "100 claimed",
                     vec![text(&ctx.due_intents)],
                 ),
-                case(K, "SWEEP_ABANDONED", "1000", vec![int(NOW), int(1000)]),
+                case(K, "SWEEP_PAGE", "1000", vec![int(1000)]),
+                case(
+                    K,
+                    "SWEEP_ABANDONED",
+                    "a page of 1000 rows",
+                    vec![
+                        int(NOW),
+                        text(json!((1..=1000).collect::<Vec<i64>>()).to_string()),
+                    ],
+                ),
                 case(
                     K,
                     "STALLED_JOBS",

@@ -782,26 +782,67 @@ WHERE vector_id IN (SELECT value FROM json_each(?1))";
 
 // ---------------------------------------------------------------- repair (cron)
 
+/// Field `$field` of the sweep's cursor (`SWEEP_PAGE`).
+macro_rules! sweep_cursor {
+    ($field:literal) => {
+        concat!(
+            "(SELECT json_extract(coalesce((SELECT value FROM repair_cursors WHERE name = 'sweep_abandoned'), '[\"\",0,0]'), '$[",
+            $field,
+            "]'))"
+        )
+    };
+}
+
+/// The page of closed chunk rows that cron's sweep examines next: the
+/// sweep's cursor (`repair_cursors` `sweep_abandoned`: JSON `[doc_id,
+/// to_version, chunk_id]`, the last row examined; `["",0,0]`, or none:
+/// from the start) as a row of its own (`doc_id` NULL), then up to `?1`
+/// closed rows after it in `chunks_closed`'s order from each of three
+/// ranges of that index: the rest of the cursor's (document, version),
+/// the document's later versions, the later documents. The caller keeps
+/// the first `?1` in key order. Each arm stops at its limit (a row value
+/// compared with the cursor would seek only the index's two columns and
+/// walk a large version's rows from its first), so a run reads at most
+/// three pages, whatever the number of closed rows (an index outage
+/// leaves every replaced row closed until its vector is deleted).
+pub const SWEEP_PAGE: &str = concat!(
+    "SELECT NULL AS doc_id, NULL AS to_version, NULL AS chunk_id,
+  coalesce((SELECT value FROM repair_cursors WHERE name = 'sweep_abandoned'), '[\"\",0,0]') AS cursor
+UNION ALL
+SELECT * FROM (SELECT doc_id, to_version, chunk_id, NULL FROM chunks
+  WHERE to_version IS NOT NULL AND doc_id = ", sweep_cursor!("0"), " AND to_version = ", sweep_cursor!("1"),
+    " AND chunk_id > ", sweep_cursor!("2"), "
+  ORDER BY chunk_id LIMIT ?1)
+UNION ALL
+SELECT * FROM (SELECT doc_id, to_version, chunk_id, NULL FROM chunks
+  WHERE to_version IS NOT NULL AND doc_id = ", sweep_cursor!("0"), " AND to_version > ", sweep_cursor!("1"), "
+  ORDER BY to_version, chunk_id LIMIT ?1)
+UNION ALL
+SELECT * FROM (SELECT doc_id, to_version, chunk_id, NULL FROM chunks
+  WHERE to_version IS NOT NULL AND doc_id > ", sweep_cursor!("0"), "
+  ORDER BY doc_id, to_version, chunk_id LIMIT ?1)"
+);
+
 /// Closed chunk rows that nothing can serve any more (not valid at the
 /// live version; a closed row is valid at no later version either) and
 /// that no valid lease of a version in their range may still write become
 /// cleanup intents: rows of versions that never went live, and rows an
 /// earlier sweep or replace left without an intent. A version older than
 /// the latest can never go live (see COMMIT_SET_LIVE), and a lease
-/// outlives any invocation. Walks closed rows only (`chunks_closed`); open
-/// rows of a version that never went live are made intents when its job
-/// ends (`COMMIT_INTENTS_FOR_LOSER`). `?1` now, `?2` limit.
+/// outlives any invocation. Of the page's rows (`?2`: JSON array of their
+/// `chunk_id`s, `SWEEP_PAGE`), in the batch that moves the sweep's cursor
+/// past them; open rows of a version that never went live are made
+/// intents when its job ends (`COMMIT_INTENTS_FOR_LOSER`). `?1` now.
 pub const SWEEP_ABANDONED: &str = concat!(
     "INSERT OR IGNORE INTO cleanup_intents (vector_id, doc_id, version, reason, attempts, not_before, created_at)
 SELECT c.vector_id, c.doc_id, c.version, 'abandoned', 0, 0, ?1
-FROM chunks c JOIN documents d ON d.doc_id = c.doc_id
+FROM json_each(?2) k JOIN chunks c ON c.chunk_id = k.value JOIN documents d ON d.doc_id = c.doc_id
 WHERE c.to_version IS NOT NULL AND NOT ",
     valid_at!("c", "d.live_version"),
     "
   AND NOT EXISTS (SELECT 1 FROM cleanup_intents i WHERE i.vector_id = c.vector_id)
   AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.doc_id = c.doc_id AND j.version >= c.version AND j.version < c.to_version
-                  AND j.state = 'running' AND j.lease_until >= ?1)
-LIMIT ?2"
+                  AND j.state = 'running' AND j.lease_until >= ?1)"
 );
 
 /// Jobs that should be moving but are not: queued with no progress for
@@ -2102,6 +2143,7 @@ pub const ALL: &[(&str, &str)] = &[
     ("INTENTS_DONE_DELETE_CHUNKS", INTENTS_DONE_DELETE_CHUNKS),
     ("INTENTS_DONE_DELETE", INTENTS_DONE_DELETE),
     ("INTENTS_BACK_OFF", INTENTS_BACK_OFF),
+    ("SWEEP_PAGE", SWEEP_PAGE),
     ("SWEEP_ABANDONED", SWEEP_ABANDONED),
     ("STALLED_JOBS", STALLED_JOBS),
     ("TOUCH_JOBS", TOUCH_JOBS),

@@ -174,7 +174,6 @@ const ALLOWED: &[(&str, &str)] = &[
     ("TENANT_RUNNING_DOCUMENTS", "as RUNNING_DOCUMENTS: every tenant's running jobs, the tenant's kept"),
     ("DOCUMENT_COUNTS", "the operators' summary of every tenant: one row per tenant (its document_counts), whatever the documents"),
     ("CONSUME_PAGE", "issue 36: each page ranks every row of the version (keyset paging)"),
-    ("SWEEP_ABANDONED", "issue 36: walks every closed row (chunks_closed) for those no lease may write"),
     ("STALLED_JOBS", "queued jobs are a range from the oldest and waiting ones from the first due (jobs_retry_due), each stopped at the limit; running ones are walked oldest first (as many as consumers run at once, and those whose invocation died); the union's order sorts at most three limits' rows"),
     ("REPAIR_RUNS_LIST", "issue 36: newest first up to LIMIT, but a tenant filter walks runs until LIMIT touched it"),
     ("DEAD_LETTERS_SUMMARY", "issue 36: groups every letter (the archive is never pruned)"),
