@@ -1361,6 +1361,8 @@ mod scale {
                 case(O, "DOCUMENT_COUNTS", "every tenant", vec![]),
                 case(O, "TENANT_DOCUMENT_COUNTS", "small", vec![text("small")]),
                 case(O, "TENANT_DOCUMENT_COUNTS", "big", vec![text("big")]),
+                case(O, "RUNNING_DOCUMENTS", "every tenant", vec![]),
+                case(O, "TENANT_RUNNING_DOCUMENTS", "big", vec![text("big")]),
                 case(O, "JOBS_TIMELINE", "last hour, 1-minute buckets", hour),
                 case(
                     O,
