@@ -77,6 +77,10 @@ pub enum Bug {
     /// count (`GENERATION_ROWS_STAGED` left out): a retiring generation's
     /// count reaches 0 while rows are left, and it is retired with them.
     GenerationRowsUncounted,
+    /// A job's progress does not move its document's count (migration
+    /// 0026's `jobs_counted_moved`, dropped): the operators' summary shows
+    /// documents queued that are indexing, or indexing that failed.
+    DocumentCountsUnmoved,
 }
 
 /// The namespace `SearchUnfenced` queries: the in-memory indexes read it
@@ -85,7 +89,7 @@ pub enum Bug {
 pub const EVERY_NAMESPACE: &str = "*";
 
 impl Bug {
-    pub const ALL: [Bug; 20] = [
+    pub const ALL: [Bug; 21] = [
         Bug::DeleteBeforeReplace,
         Bug::FlipWithoutCas,
         Bug::UpsertBeforeStage,
@@ -106,6 +110,7 @@ impl Bug {
         Bug::KeywordStatsShared,
         Bug::PartsLeftOpen,
         Bug::GenerationRowsUncounted,
+        Bug::DocumentCountsUnmoved,
     ];
 
     /// The simulation's invariant that names this bug: it must be caught
@@ -126,7 +131,7 @@ impl Bug {
             Bug::RedriveOverlaps | Bug::RedriveSendInTwoSteps => "R",
             Bug::DeadLetterNotArchived => "I9",
             Bug::SearchUnfenced | Bug::KeywordUnfenced => "I11",
-            Bug::UsageDrift => "I15",
+            Bug::UsageDrift | Bug::DocumentCountsUnmoved => "I15",
             Bug::LostRaceRefused => "I16",
             Bug::KeywordIndexUnmaintained => "I12",
             Bug::SupersedeLive | Bug::PartsLeftOpen => "I18",
@@ -166,6 +171,9 @@ pub mod sql {
     /// `KeywordIndexUnmaintained`: the trigger that takes a deleted row's
     /// entry out of the keyword index, dropped.
     pub const DROP_KEYWORD_DELETE_TRIGGER: &str = "DROP TRIGGER chunks_keyword_deleted";
+    /// `DocumentCountsUnmoved`: the trigger that moves a document's count
+    /// when its newest job changes, dropped.
+    pub const DROP_JOB_COUNT_TRIGGER: &str = "DROP TRIGGER jobs_counted_moved";
     /// `SupersedeLive`: `COMMIT_MARK_SUPERSEDED` marking the new live
     /// version (`?2`) too.
     pub const MARK_SUPERSEDED_INCLUSIVE: &str = "\

@@ -673,9 +673,11 @@ settings! {
     /// subrequest budget lasts.
     cron_cleanup_intents_max: usize = 1000, "CRON_CLEANUP_INTENTS_MAX",
         in 1.., "must be positive";
-    /// Chunk rows of abandoned versions (or of a retiring generation)
-    /// turned into cleanup intents per cleanup pass of a scheduled run; a
-    /// run makes passes while its subrequest budget lasts.
+    /// Closed chunk rows the sweep for abandoned versions examines per
+    /// cleanup pass of a scheduled run (a page after its cursor; those no
+    /// version may serve or write become cleanup intents), and rows of a
+    /// retiring generation turned into intents per pass; a run makes
+    /// passes while its subrequest budget lasts.
     cron_abandoned_chunks_max: usize = 1000, "CRON_ABANDONED_CHUNKS_MAX",
         in 1.., "must be positive";
     /// Seconds between scheduled runs: wrangler.toml's `[triggers]` (`*/5 *

@@ -133,6 +133,14 @@ pub const LEDGER_MIGRATIONS: &[(&str, &str)] = &[
         "0025_dead_letters_by_last_seen.sql",
         include_str!("../../migrations/0025_dead_letters_by_last_seen.sql"),
     ),
+    (
+        "0026_document_counts.sql",
+        include_str!("../../migrations/0026_document_counts.sql"),
+    ),
+    (
+        "0027_jobs_due_for_retry.sql",
+        include_str!("../../migrations/0027_jobs_due_for_retry.sql"),
+    ),
 ];
 
 /// The local index's migrations (`migrations-local-index/`).

@@ -1030,3 +1030,37 @@ impl SqliteDb {
             .expect("inspect rows")
     }
 }
+
+/// Every tenant's ID, in order.
+pub fn tenant_ids(db: &SqliteDb) -> Vec<String> {
+    #[derive(Deserialize)]
+    struct T {
+        tenant_id: String,
+    }
+    let rows: Vec<T> = db.inspect("SELECT tenant_id FROM tenants ORDER BY tenant_id", vec![]);
+    rows.into_iter().map(|t| t.tenant_id).collect()
+}
+
+/// Tenant `tenant`'s documents grouped by what their state derives from
+/// (`pipeline::views::document_state`'s inputs; `store::DocumentStateGroupRow`'s
+/// columns), recounted from every document: what the tenant's
+/// `document_counts` (migration 0026) must add up to (I15).
+pub fn document_state_groups(db: &SqliteDb, tenant: &str) -> Vec<serde_json::Value> {
+    db.inspect(
+        "SELECT d.repair_needed AS repair_needed,
+           CASE WHEN d.live_version = d.latest_version THEN 1 ELSE 0 END AS live_is_latest,
+           lv.is_delete AS live_is_delete,
+           j.state AS job_state,
+           CASE WHEN j.step = 'staged' AND j.chunks_done > 0 THEN 1 ELSE 0 END AS job_wrote,
+           j.last_failure_bucket AS last_failure_bucket,
+           COUNT(*) AS documents
+         FROM documents d
+         LEFT JOIN versions lv ON lv.doc_id = d.doc_id AND lv.version = d.live_version
+         LEFT JOIN jobs j ON j.job_id = (
+           SELECT j2.job_id FROM jobs j2 WHERE j2.doc_id = d.doc_id AND j2.version = d.latest_version
+           ORDER BY j2.created_at DESC, j2.job_id LIMIT 1)
+         WHERE d.tenant_id = ?1
+         GROUP BY 1, 2, 3, 4, 5, 6 ORDER BY 1, 2, 3, 4, 5, 6",
+        vec![SqlValue::Text(tenant.into())],
+    )
+}

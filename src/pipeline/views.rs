@@ -10,8 +10,9 @@ use crate::core::state::{
 };
 use crate::ports::{Clock, Database, Embedder, JobQueue, PortError, VectorIndex};
 use crate::store::{
-    AuditRow, BackfillCounts, BackfillRow, DocumentStateGroupRow, DocumentViewRow,
-    GenerationListRow, ItemRow, JobViewRow, LetterRow, RedriveRow, RepairRunRow, TimelineRow,
+    AuditRow, BackfillCounts, BackfillRow, DocumentCountRow, DocumentStateGroupRow,
+    DocumentViewRow, GenerationListRow, ItemRow, JobViewRow, LetterRow, RedriveRow, RepairRunRow,
+    RunningDocumentRow, TimelineRow,
 };
 use serde::Serialize;
 use serde_json::Value;
@@ -114,6 +115,73 @@ pub struct FailureCount {
 }
 
 impl DocumentSummary {
+    /// The summary from the counts the tenants' rows keep (migration
+    /// 0026): a key names a state, or a state and a failure bucket (a key
+    /// this release does not know, none is written, is left out). The
+    /// counts hold a document of a running job as queued; each of
+    /// `running` is moved to indexing here.
+    pub fn from_counts(
+        tenant_id: Option<String>,
+        counts: Vec<DocumentCountRow>,
+        running: Vec<RunningDocumentRow>,
+    ) -> Self {
+        let mut by_state: std::collections::BTreeMap<&'static str, i64> =
+            DocumentState::ALL.iter().map(|s| (s.as_str(), 0)).collect();
+        let mut failures: std::collections::BTreeMap<(&'static str, String), (DocumentState, i64)> =
+            std::collections::BTreeMap::new();
+        for c in counts {
+            let (state, bucket) = match c.key.split_once('/') {
+                None => (c.key.as_str(), None),
+                Some((state, bucket)) => (state, Some(bucket)),
+            };
+            let Some(state) = DocumentState::parse(state) else {
+                continue;
+            };
+            match bucket {
+                None => *by_state.entry(state.as_str()).or_default() += c.documents,
+                Some(b) => {
+                    failures
+                        .entry((state.as_str(), b.to_string()))
+                        .or_insert((state, 0))
+                        .1 += c.documents
+                }
+            }
+        }
+        for r in running {
+            let (queued, indexing) = (DocumentState::Queued, DocumentState::Indexing);
+            *by_state.entry(queued.as_str()).or_default() -= 1;
+            *by_state.entry(indexing.as_str()).or_default() += 1;
+            if let Some(b) = r.bucket {
+                failures
+                    .entry((queued.as_str(), b.clone()))
+                    .or_insert((queued, 0))
+                    .1 -= 1;
+                failures
+                    .entry((indexing.as_str(), b))
+                    .or_insert((indexing, 0))
+                    .1 += 1;
+            }
+        }
+        let count = |n: i64| u64::try_from(n).unwrap_or(0);
+        DocumentSummary {
+            tenant_id,
+            documents: by_state.values().map(|n| count(*n)).sum(),
+            by_state: by_state.into_iter().map(|(s, n)| (s, count(n))).collect(),
+            // The recount's order: by state name, then bucket.
+            failures: failures
+                .into_iter()
+                .filter(|(_, (_, n))| *n > 0)
+                .map(|((_, bucket), (state, n))| FailureCount {
+                    state,
+                    bucket,
+                    documents: count(n),
+                })
+                .collect(),
+        }
+    }
+
+    /// The summary recounted from groups of documents (the simulation's
+    /// check of [`Self::from_counts`]).
     pub fn from_groups(tenant_id: Option<String>, groups: Vec<DocumentStateGroupRow>) -> Self {
         let mut by_state: std::collections::BTreeMap<&'static str, u64> =
             DocumentState::ALL.iter().map(|s| (s.as_str(), 0)).collect();
@@ -321,13 +389,13 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         &self,
         tenant: Option<&TenantId>,
     ) -> Result<DocumentSummary, PortError> {
-        let groups = self
-            .store
-            .document_state_groups(tenant.map(TenantId::as_str))
-            .await?;
-        Ok(DocumentSummary::from_groups(
-            tenant.map(|t| t.as_str().to_string()),
-            groups,
+        let tenant_id = tenant.map(TenantId::as_str);
+        let counts = self.store.document_counts(tenant_id).await?;
+        let running = self.store.running_documents(tenant_id).await?;
+        Ok(DocumentSummary::from_counts(
+            tenant_id.map(str::to_string),
+            counts,
+            running,
         ))
     }
 
@@ -866,6 +934,52 @@ mod tests {
             assert_eq!(DocumentState::parse(s.as_str()), Some(s));
         }
         assert_eq!(DocumentState::parse("done"), None);
+    }
+
+    #[test]
+    fn a_summary_reads_states_and_failure_keys_from_the_counts() {
+        let row = |key: &str, documents| DocumentCountRow {
+            key: key.into(),
+            documents,
+        };
+        let s = DocumentSummary::from_counts(
+            None,
+            vec![
+                row("indexed", 5),
+                row("failed", 2),
+                row("failed/index_rejected", 2),
+                row("queued", 2),
+                row("queued/embed_unavailable", 1),
+                row("archived", 9),
+            ],
+            vec![RunningDocumentRow {
+                bucket: Some("embed_unavailable".into()),
+            }],
+        );
+        assert_eq!(s.documents, 9, "an unknown state is left out");
+        assert_eq!(
+            (s.by_state["queued"], s.by_state["indexing"]),
+            (1, 1),
+            "a running job's document, counted as queued, is indexing"
+        );
+        assert_eq!(s.by_state["indexed"], 5);
+        assert_eq!(s.by_state["deleted"], 0);
+        assert_eq!(
+            s.failures,
+            vec![
+                FailureCount {
+                    state: DocumentState::Failed,
+                    bucket: "index_rejected".into(),
+                    documents: 2
+                },
+                FailureCount {
+                    state: DocumentState::Indexing,
+                    bucket: "embed_unavailable".into(),
+                    documents: 1
+                }
+            ],
+            "a failure key counted 0 is left out"
+        );
     }
 
     #[test]

@@ -45,8 +45,9 @@ pub struct DocumentViewRow {
     pub last_failure_bucket: Option<String>,
 }
 
-/// One group of [`sql::DOCUMENT_STATE_GROUPS`]: the inputs of a document's
-/// state, and how many documents share them.
+/// One group of documents sharing the inputs of their state, and how many
+/// they are: what a recount of every document gives (the simulation's
+/// check of [`sql::DOCUMENT_COUNTS`], `native::oracle`).
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 pub struct DocumentStateGroupRow {
     pub repair_needed: i64,
@@ -56,6 +57,22 @@ pub struct DocumentStateGroupRow {
     pub job_wrote: i64,
     pub last_failure_bucket: Option<String>,
     pub documents: u64,
+}
+
+/// One count of [`sql::DOCUMENT_COUNTS`]: `key` is a state's name, or
+/// `state/bucket` for the documents in that state whose newest job last
+/// failed in `bucket`.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+pub struct DocumentCountRow {
+    pub key: String,
+    pub documents: i64,
+}
+
+/// A document of [`sql::RUNNING_DOCUMENTS`]: its running job's last failure
+/// bucket.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+pub struct RunningDocumentRow {
+    pub bucket: Option<String>,
 }
 
 /// A document's key in a tenant's listing, and when it last changed.
@@ -214,15 +231,29 @@ impl<D: Database> Store<D> {
             .await
     }
 
-    /// Documents grouped by what their state derives from (`tenant_id`:
-    /// one tenant's; `None`: every tenant's).
-    pub async fn document_state_groups(
+    /// Documents counted by state, and by state and failure bucket
+    /// (`tenant_id`: one tenant's; `None`: every tenant's): the counts the
+    /// tenants' rows keep, one row read per tenant.
+    pub async fn document_counts(
         &self,
         tenant_id: Option<&str>,
-    ) -> Result<Vec<DocumentStateGroupRow>, PortError> {
+    ) -> Result<Vec<DocumentCountRow>, PortError> {
         let stmt = match tenant_id {
-            Some(t) => Stmt::new(sql::TENANT_DOCUMENT_STATE_GROUPS, vec![t.into()]),
-            None => Stmt::new(sql::DOCUMENT_STATE_GROUPS, vec![]),
+            Some(t) => Stmt::new(sql::TENANT_DOCUMENT_COUNTS, vec![t.into()]),
+            None => Stmt::new(sql::DOCUMENT_COUNTS, vec![]),
+        };
+        self.db.query(stmt).await
+    }
+
+    /// The documents whose latest version's newest job is running (counted
+    /// as queued), each with its job's last failure bucket.
+    pub async fn running_documents(
+        &self,
+        tenant_id: Option<&str>,
+    ) -> Result<Vec<RunningDocumentRow>, PortError> {
+        let stmt = match tenant_id {
+            Some(t) => Stmt::new(sql::TENANT_RUNNING_DOCUMENTS, vec![t.into()]),
+            None => Stmt::new(sql::RUNNING_DOCUMENTS, vec![]),
         };
         self.db.query(stmt).await
     }

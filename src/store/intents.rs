@@ -87,13 +87,59 @@ impl<D: Database> Store<D> {
             .map(|_| ())
     }
 
-    pub async fn sweep_abandoned(&self, now: i64, limit: usize) -> Result<u64, PortError> {
-        self.db
-            .execute(Stmt::new(
+    /// The sweep's next page: up to `page` closed rows after its cursor,
+    /// in key order, and the cursor as it is.
+    pub async fn sweep_page(&self, page: usize) -> Result<SweepPage, PortError> {
+        let rows: Vec<SweepRow> = self
+            .db
+            .query(Stmt::new(sql::SWEEP_PAGE, vec![int(page as i64)]))
+            .await?;
+        let mut cursor = String::new();
+        let mut keys = Vec::new();
+        for r in rows {
+            match (r.doc_id, r.to_version, r.chunk_id) {
+                (Some(d), Some(t), Some(i)) => keys.push((d, t, i)),
+                _ => cursor = r.cursor.unwrap_or_default(),
+            }
+        }
+        keys.sort();
+        keys.truncate(page);
+        Ok(SweepPage { cursor, keys })
+    }
+
+    /// The page's rows that nothing may serve or write become intents, and
+    /// the cursor moves to `next` (when it changes), in one batch. Returns
+    /// the intents made.
+    pub async fn sweep_abandoned(
+        &self,
+        now: i64,
+        page: &SweepPage,
+        next: &str,
+    ) -> Result<u64, PortError> {
+        let ids: Vec<i64> = page.keys.iter().map(|k| k.2).collect();
+        let mut stmts = Vec::new();
+        if !ids.is_empty() {
+            stmts.push(Stmt::new(
                 sql::SWEEP_ABANDONED,
-                vec![int(now), int(limit as i64)],
-            ))
-            .await
+                vec![int(now), json_array(&ids).into()],
+            ));
+        }
+        if next != page.cursor {
+            stmts.push(Stmt::new(
+                sql::CURSOR_SET,
+                vec![SWEEP_CURSOR.into(), next.into()],
+            ));
+        }
+        if stmts.is_empty() {
+            return Ok(0);
+        }
+        let made = !ids.is_empty();
+        let changes = self.db.batch(stmts).await?;
+        Ok(if made {
+            changes.first().copied().unwrap_or(0)
+        } else {
+            0
+        })
     }
 
     /// `DeleteBeforeReplace` only: the live version's vectors that
@@ -113,3 +159,38 @@ impl<D: Database> Store<D> {
         Ok(rows.into_iter().map(|r| r.vector_id).collect())
     }
 }
+
+/// The sweep's cursor's name in `repair_cursors` (`SWEEP_PAGE` reads it).
+pub const SWEEP_CURSOR: &str = "sweep_abandoned";
+
+/// A row of `SWEEP_PAGE`: a closed row's key, or (key NULL) the cursor.
+#[derive(serde::Deserialize)]
+struct SweepRow {
+    doc_id: Option<String>,
+    to_version: Option<i64>,
+    chunk_id: Option<i64>,
+    cursor: Option<String>,
+}
+
+/// The sweep's page: the cursor it started from (JSON, `""` when unset)
+/// and the keys of the closed rows it examines, in key order.
+#[derive(Debug)]
+pub struct SweepPage {
+    pub cursor: String,
+    pub keys: Vec<(String, i64, i64)>,
+}
+
+impl SweepPage {
+    /// Where the cursor goes after this page of at most `page` rows: to
+    /// its last row, or back to the start after a shorter page (the next
+    /// run begins a new round, which finds the rows a lease kept).
+    pub fn next_cursor(&self, page: usize) -> String {
+        match self.keys.last() {
+            Some((d, t, i)) if self.keys.len() >= page => serde_json::json!([d, t, i]).to_string(),
+            _ => SWEEP_START.to_string(),
+        }
+    }
+}
+
+/// The cursor at the start of a round.
+pub const SWEEP_START: &str = r#"["",0,0]"#;

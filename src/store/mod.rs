@@ -33,8 +33,8 @@ pub use backfills::{BackfillCounts, BackfillRow, Gaps, NewBackfill, PageDoc};
 pub use chunks::{KeywordChunkRow, LiveChunkRow, OpenRows, PageRow, StagedChunk, Staging};
 pub use dead_letters::{LetterFilter, LetterGroupRow, LetterRow};
 pub use documents::{
-    DocRow, DocumentStateGroupRow, DocumentViewRow, JobRow, KeyTimeRow, LatestVersionRow,
-    NewVersions, PartClose, PartRow, VersionRow,
+    DocRow, DocumentCountRow, DocumentStateGroupRow, DocumentViewRow, JobRow, KeyTimeRow,
+    LatestVersionRow, NewVersions, PartClose, PartRow, RunningDocumentRow, VersionRow,
 };
 pub use generations::{GenerationListRow, GenerationRow};
 pub use jobs::{AttemptEnd, ClaimRow, ConsumeRow, JobViewRow, StalledJobRow, TimelineRow};

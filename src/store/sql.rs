@@ -95,41 +95,50 @@ LEFT JOIN jobs j ON j.job_id = (
   ORDER BY j2.created_at DESC, j2.job_id LIMIT 1)
 WHERE d.doc_id IN (SELECT value FROM json_each(?1))";
 
-/// What a document's state derives from ([`crate::pipeline::views::document_state`]),
-/// grouped: the operator's summary counts documents without returning each
-/// one. Joins as DOCUMENT_VIEWS. `$where`: which documents.
-macro_rules! document_state_groups {
-    ($where:literal) => {
+/// Every tenant's documents counted by state, summed over the tenants
+/// (no parameter): each tenant's `document_counts` (migration 0026: kept
+/// by triggers in the statements that change a document's state), so the
+/// summary reads one row per tenant whatever the number of documents.
+/// `key`: a state's name, or `state/bucket` for the documents neither
+/// indexed nor deleted whose newest job last failed in `bucket`.
+pub const DOCUMENT_COUNTS: &str = "\
+SELECT k.key AS key, sum(k.value) AS documents
+FROM tenants t, json_each(t.document_counts) k
+GROUP BY 1 ORDER BY 1";
+
+/// Tenant `?1`'s documents counted by state: its row's `document_counts`
+/// (in no order: the summary orders them).
+pub const TENANT_DOCUMENT_COUNTS: &str = "\
+SELECT k.key AS key, k.value AS documents
+FROM tenants t, json_each(t.document_counts) k
+WHERE t.tenant_id = ?1";
+
+/// The documents whose latest version's newest job is running, each with
+/// that job's last failure bucket: `document_counts` counts them as
+/// `queued` (a claim moves no count, migration 0026) and the summary moves
+/// them to `indexing` as it reads. A range of `jobs_by_state`: the running
+/// jobs, as many as consumers run at once (and those whose invocation died
+/// until cron finds them stalled), whatever the corpus or the backlog.
+macro_rules! running_documents {
+    ($tenant:literal) => {
         concat!(
-            "SELECT d.repair_needed AS repair_needed,
-       CASE WHEN d.live_version = d.latest_version THEN 1 ELSE 0 END AS live_is_latest,
-       lv.is_delete AS live_is_delete,
-       j.state AS job_state,
-       CASE WHEN j.step = 'staged' AND j.chunks_done > 0 THEN 1 ELSE 0 END AS job_wrote,
-       j.last_failure_bucket AS last_failure_bucket,
-       COUNT(*) AS documents
-FROM documents d
-LEFT JOIN versions lv ON lv.doc_id = d.doc_id AND lv.version = d.live_version
-LEFT JOIN jobs j ON j.job_id = (
-  SELECT j2.job_id FROM jobs j2 WHERE j2.doc_id = d.doc_id AND j2.version = d.latest_version
-  ORDER BY j2.created_at DESC, j2.job_id LIMIT 1)
-WHERE ",
-            $where,
-            "
-GROUP BY 1, 2, 3, 4, 5, 6
-ORDER BY 1, 2, 3, 4, 5, 6"
+            "SELECT j.last_failure_bucket AS bucket
+FROM jobs j JOIN documents d ON d.doc_id = j.doc_id
+WHERE j.state = 'running'",
+            $tenant,
+            " AND d.latest_version = j.version AND d.repair_needed = 0
+  AND d.live_version IS NOT d.latest_version
+  AND j.job_id = (SELECT n.job_id FROM jobs n WHERE n.doc_id = j.doc_id AND n.version = j.version
+                  ORDER BY n.created_at DESC, n.job_id LIMIT 1)"
         )
     };
 }
 
-/// Every tenant's documents, grouped (no parameter): reads every document.
-pub const DOCUMENT_STATE_GROUPS: &str = document_state_groups!("true");
+/// Every tenant's documents of running jobs (no parameter).
+pub const RUNNING_DOCUMENTS: &str = running_documents!("");
 
-/// Tenant `?1`'s documents, grouped: a range of `documents_by_tenant`, so
-/// a small tenant's summary reads its own documents, not every tenant's
-/// (an `?1 IS NULL OR` walked all 1,000,000 for 1,000: 371 ms, `make
-/// bench-scale`).
-pub const TENANT_DOCUMENT_STATE_GROUPS: &str = document_state_groups!("d.tenant_id = ?1");
+/// Tenant `?1`'s: the same range, its rows kept.
+pub const TENANT_RUNNING_DOCUMENTS: &str = running_documents!(" AND j.tenant_id = ?1");
 
 /// A page of every tenant's document keys in key order after `?1` (`''`:
 /// from the start), `?2` at most: a range of the documents' key, read from
@@ -773,41 +782,86 @@ WHERE vector_id IN (SELECT value FROM json_each(?1))";
 
 // ---------------------------------------------------------------- repair (cron)
 
+/// Field `$field` of the sweep's cursor (`SWEEP_PAGE`).
+macro_rules! sweep_cursor {
+    ($field:literal) => {
+        concat!(
+            "(SELECT json_extract(coalesce((SELECT value FROM repair_cursors WHERE name = 'sweep_abandoned'), '[\"\",0,0]'), '$[",
+            $field,
+            "]'))"
+        )
+    };
+}
+
+/// The page of closed chunk rows that cron's sweep examines next: the
+/// sweep's cursor (`repair_cursors` `sweep_abandoned`: JSON `[doc_id,
+/// to_version, chunk_id]`, the last row examined; `["",0,0]`, or none:
+/// from the start) as a row of its own (`doc_id` NULL), then up to `?1`
+/// closed rows after it in `chunks_closed`'s order from each of three
+/// ranges of that index: the rest of the cursor's (document, version),
+/// the document's later versions, the later documents. The caller keeps
+/// the first `?1` in key order. Each arm stops at its limit (a row value
+/// compared with the cursor would seek only the index's two columns and
+/// walk a large version's rows from its first), so a run reads at most
+/// three pages, whatever the number of closed rows (an index outage
+/// leaves every replaced row closed until its vector is deleted).
+pub const SWEEP_PAGE: &str = concat!(
+    "SELECT NULL AS doc_id, NULL AS to_version, NULL AS chunk_id,
+  coalesce((SELECT value FROM repair_cursors WHERE name = 'sweep_abandoned'), '[\"\",0,0]') AS cursor
+UNION ALL
+SELECT * FROM (SELECT doc_id, to_version, chunk_id, NULL FROM chunks
+  WHERE to_version IS NOT NULL AND doc_id = ", sweep_cursor!("0"), " AND to_version = ", sweep_cursor!("1"),
+    " AND chunk_id > ", sweep_cursor!("2"), "
+  ORDER BY chunk_id LIMIT ?1)
+UNION ALL
+SELECT * FROM (SELECT doc_id, to_version, chunk_id, NULL FROM chunks
+  WHERE to_version IS NOT NULL AND doc_id = ", sweep_cursor!("0"), " AND to_version > ", sweep_cursor!("1"), "
+  ORDER BY to_version, chunk_id LIMIT ?1)
+UNION ALL
+SELECT * FROM (SELECT doc_id, to_version, chunk_id, NULL FROM chunks
+  WHERE to_version IS NOT NULL AND doc_id > ", sweep_cursor!("0"), "
+  ORDER BY doc_id, to_version, chunk_id LIMIT ?1)"
+);
+
 /// Closed chunk rows that nothing can serve any more (not valid at the
 /// live version; a closed row is valid at no later version either) and
 /// that no valid lease of a version in their range may still write become
 /// cleanup intents: rows of versions that never went live, and rows an
 /// earlier sweep or replace left without an intent. A version older than
 /// the latest can never go live (see COMMIT_SET_LIVE), and a lease
-/// outlives any invocation. Walks closed rows only (`chunks_closed`); open
-/// rows of a version that never went live are made intents when its job
-/// ends (`COMMIT_INTENTS_FOR_LOSER`). `?1` now, `?2` limit.
+/// outlives any invocation. Of the page's rows (`?2`: JSON array of their
+/// `chunk_id`s, `SWEEP_PAGE`), in the batch that moves the sweep's cursor
+/// past them; open rows of a version that never went live are made
+/// intents when its job ends (`COMMIT_INTENTS_FOR_LOSER`). `?1` now.
 pub const SWEEP_ABANDONED: &str = concat!(
     "INSERT OR IGNORE INTO cleanup_intents (vector_id, doc_id, version, reason, attempts, not_before, created_at)
 SELECT c.vector_id, c.doc_id, c.version, 'abandoned', 0, 0, ?1
-FROM chunks c JOIN documents d ON d.doc_id = c.doc_id
+FROM json_each(?2) k JOIN chunks c ON c.chunk_id = k.value JOIN documents d ON d.doc_id = c.doc_id
 WHERE c.to_version IS NOT NULL AND NOT ",
     valid_at!("c", "d.live_version"),
     "
   AND NOT EXISTS (SELECT 1 FROM cleanup_intents i WHERE i.vector_id = c.vector_id)
   AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.doc_id = c.doc_id AND j.version >= c.version AND j.version < c.to_version
-                  AND j.state = 'running' AND j.lease_until >= ?1)
-LIMIT ?2"
+                  AND j.state = 'running' AND j.lease_until >= ?1)"
 );
 
-/// Jobs that should be moving but are not: queued or waiting for a retry
-/// with no progress for the stall period, or running with an expired lease.
-/// `?1` now, `?2` stalled-before, `?3` limit. The first `?3` of each state
-/// in `jobs_by_state`'s order (the oldest first), then the first `?3` of
-/// those: the same jobs as the oldest `?3` of all three, without walking
-/// every job of a state (a bulk ingest queues a job per document).
+/// Jobs that should be moving but are not: queued with no progress for
+/// the stall period, waiting for a retry that fell due before it, or
+/// running with an expired lease. `?1` now, `?2` stalled-before, `?3`
+/// limit. The first `?3` of each state, each read as a range from its
+/// first (queued: `jobs_by_state`, the oldest first; waiting: the partial
+/// `jobs_retry_due`, the first due first, migration 0027, named since
+/// the planner without statistics would take `jobs_by_state`; running: the
+/// running jobs, as many as consumers run at once), then the oldest `?3`
+/// of those, without walking every job of a state (a bulk ingest queues a
+/// job per document, an outage's backoff puts one per document waiting).
 pub const STALLED_JOBS: &str = "\
 SELECT job_id, doc_id, version, attempts, build_generation FROM (
   SELECT * FROM (SELECT job_id, doc_id, version, attempts, build_generation, updated_at FROM jobs
                  WHERE state = 'queued' AND updated_at < ?2 ORDER BY updated_at, job_id LIMIT ?3)
   UNION ALL
-  SELECT * FROM (SELECT job_id, doc_id, version, attempts, build_generation, updated_at FROM jobs
-                 WHERE state = 'up_for_retry' AND next_attempt_at < ?2 ORDER BY updated_at, job_id LIMIT ?3)
+  SELECT * FROM (SELECT job_id, doc_id, version, attempts, build_generation, updated_at FROM jobs INDEXED BY jobs_retry_due
+                 WHERE state = 'up_for_retry' AND next_attempt_at < ?2 ORDER BY next_attempt_at, job_id LIMIT ?3)
   UNION ALL
   SELECT * FROM (SELECT job_id, doc_id, version, attempts, build_generation, updated_at FROM jobs
                  WHERE state = 'running' AND lease_until < ?1 ORDER BY updated_at, job_id LIMIT ?3))
@@ -2107,8 +2161,10 @@ pub const ALL: &[(&str, &str)] = &[
     ("INTAKE_INSERT_PART", INTAKE_INSERT_PART),
     ("INTAKE_INSERT_JOBS", INTAKE_INSERT_JOBS),
     ("DOCUMENT_VIEWS", DOCUMENT_VIEWS),
-    ("DOCUMENT_STATE_GROUPS", DOCUMENT_STATE_GROUPS),
-    ("TENANT_DOCUMENT_STATE_GROUPS", TENANT_DOCUMENT_STATE_GROUPS),
+    ("DOCUMENT_COUNTS", DOCUMENT_COUNTS),
+    ("TENANT_DOCUMENT_COUNTS", TENANT_DOCUMENT_COUNTS),
+    ("RUNNING_DOCUMENTS", RUNNING_DOCUMENTS),
+    ("TENANT_RUNNING_DOCUMENTS", TENANT_RUNNING_DOCUMENTS),
     ("DOCUMENT_KEYS_PAGE", DOCUMENT_KEYS_PAGE),
     ("TENANT_DOCUMENT_KEYS_PAGE", TENANT_DOCUMENT_KEYS_PAGE),
     ("SOURCE_DOCUMENT_KEYS_PAGE", SOURCE_DOCUMENT_KEYS_PAGE),
@@ -2148,6 +2204,7 @@ pub const ALL: &[(&str, &str)] = &[
     ("INTENTS_DONE_DELETE_CHUNKS", INTENTS_DONE_DELETE_CHUNKS),
     ("INTENTS_DONE_DELETE", INTENTS_DONE_DELETE),
     ("INTENTS_BACK_OFF", INTENTS_BACK_OFF),
+    ("SWEEP_PAGE", SWEEP_PAGE),
     ("SWEEP_ABANDONED", SWEEP_ABANDONED),
     ("STALLED_JOBS", STALLED_JOBS),
     ("TOUCH_JOBS", TOUCH_JOBS),

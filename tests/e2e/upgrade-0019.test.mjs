@@ -11,8 +11,9 @@
 // and later unrecorded in d1_migrations, and what 0021 added (the keyword
 // index per tenant, the tenants' keyword columns), 0022 (text parts shared
 // across versions: each version's text made its own parts again) and 0023
-// (cleanup intents without rowid), 0024 (each generation's row count) and
-// 0025 (the dead letters' page index) undone. The same fakes
+// (cleanup intents without rowid), 0024 (each generation's row count),
+// 0025 (the dead letters' page index), 0026 (the document counts) and
+// 0027 (the jobs due for a retry) undone. The same fakes
 // (the vector index) serve both workers. After 0021 the old rows wait for
 // cron to enter the per-tenant keyword index: keyword answers come back
 // with the first cron run.
@@ -291,6 +292,11 @@ describe('upgrade in place: a ledger written before 0019', () => {
     ];
     const intentIndexes = pick('0001_init.sql', /^CREATE INDEX cleanup_intents_/, 2);
     const sql = [
+      // What 0027 added: the jobs waiting for a retry, by when they fall due.
+      'DROP INDEX jobs_retry_due',
+      // What 0026 added: each tenant's document counts and their triggers.
+      ...['documents_counted_new', 'documents_counted_moved', 'jobs_counted_new', 'jobs_counted_moved', 'jobs_counted_pruned'].map((t) => `DROP TRIGGER ${t}`),
+      'ALTER TABLE tenants DROP COLUMN document_counts',
       // What 0025 added: the dead letters' index in the page's order.
       'DROP INDEX dead_letters_by_last_seen',
       // What 0024 added: each generation's row count.
@@ -380,6 +386,11 @@ describe('upgrade in place: a ledger written before 0019', () => {
       ledger('SELECT g.generation, (SELECT count(*) FROM chunks c WHERE c.generation = g.generation) AS chunk_rows FROM generations g ORDER BY g.generation'),
     );
     assert.ok(ledger('SELECT chunk_rows FROM generations WHERE generation = 1')[0].chunk_rows > 0);
+    // 0026 counted each tenant's documents by state: here every document
+    // is indexed (its live version is its latest).
+    const docs = ledger("SELECT count(*) AS n FROM documents WHERE live_version = latest_version AND repair_needed = 0")[0].n;
+    assert.equal(docs, ledger('SELECT count(*) AS n FROM documents')[0].n);
+    assert.deepEqual(JSON.parse(ledger("SELECT document_counts FROM tenants WHERE tenant_id = 'default'")[0].document_counts), { indexed: docs });
     // 0022: no text rewritten; a latest version's parts stay open (its
     // next version closes them), any other's end at the version after it.
     const parts = ledger('SELECT p.doc_id, p.version, p.to_version, d.latest_version FROM version_parts p JOIN documents d ON d.doc_id = p.doc_id');

@@ -5,7 +5,7 @@ use crate::common::{document, World, TEST_ADMIN_TOKEN, TEST_INGEST_TOKEN};
 use futures::executor::block_on;
 use ingest_pipeline::native::SqliteDb;
 use ingest_pipeline::pipeline::IntakeOutcome;
-use ingest_pipeline::ports::{Database, Rows, Stmt};
+use ingest_pipeline::ports::{Clock, Database, Rows, Stmt};
 
 fn billed(db: &SqliteDb, sql: &'static str) -> Rows {
     block_on(db.execute_billed(Stmt::new(sql, vec![])))
@@ -41,13 +41,26 @@ fn d1_rows_count_each_table_row_and_index_entry_written_and_each_row_visited() {
         ),
         rows(1, 1)
     );
-    // documents: its key, and documents_by_tenant (on a generated column).
+    // documents: its key, documents_by_tenant (on a generated column), and
+    // its tenant's row, which counts it as queued (migration 0026's
+    // trigger; it reads the tenant's row and looks for the version's jobs).
     assert_eq!(
         billed(
             &db,
             "INSERT INTO documents (doc_id, latest_version, created_at, updated_at) VALUES ('t1\u{1f}a', 1, 1, 1)"
-        ),
-        rows(0, 3)
+        )
+        .written,
+        4
+    );
+    // A change that leaves the document's state as it was writes no count:
+    // the tenant's row is written only when the state moves.
+    assert_eq!(
+        billed(
+            &db,
+            "UPDATE documents SET latest_version = 1, updated_at = 2 WHERE doc_id = 't1\u{1f}a'"
+        )
+        .written,
+        1
     );
     // A WITHOUT ROWID table is its key: the row, and sync_seen_by_doc.
     assert_eq!(
@@ -250,5 +263,143 @@ fn d1_rows_native_figures_of_the_e2e_document() {
             "native d1_rows {} ({} chunks)",
             job["usage"]["d1_rows"], job["progress"]["chunks_total"]
         );
+    }
+}
+
+/// Cron's search for stalled jobs reads the jobs that are due, not every
+/// job still backing off: an outage's backoff leaves a job per document
+/// waiting (migration 0027's `jobs_retry_due`; before it, the search
+/// passed each waiting job in the order they last changed).
+#[test]
+fn the_stalled_search_reads_the_due_retries_not_every_waiting_job() {
+    let w = World::new();
+    w.put("a", "one document, its version's jobs waiting for a retry");
+    let doc = crate::common::default_key("a").as_str().to_string();
+    // 2,000 waiting until far ahead, each changed before the due one.
+    block_on(w.db.execute(Stmt::new(
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 2000)
+         INSERT INTO jobs (job_id, doc_id, version, kind, state, step, attempts, last_failure_bucket,
+                           lease_until, next_attempt_at, created_at, updated_at)
+         SELECT 'wait-' || i, ?1, 1, 'index', 'up_for_retry', 'staged', 1, 'embed_unavailable', NULL, ?2, 0, i FROM n",
+        vec![doc.clone().into(), 1_000_000_000i64.into()],
+    )))
+    .expect("waiting jobs");
+    block_on(w.db.execute(Stmt::new(
+        "INSERT INTO jobs (job_id, doc_id, version, kind, state, step, attempts, last_failure_bucket,
+                           lease_until, next_attempt_at, created_at, updated_at)
+         VALUES ('due', ?1, 1, 'index', 'up_for_retry', 'staged', 1, 'embed_unavailable', NULL, 5, 0, 3000)",
+        vec![doc.into()],
+    )))
+    .expect("the due job");
+    let (rows, billed) = block_on(w.db.query_billed::<serde_json::Value>(Stmt::new(
+        ingest_pipeline::store::sql::STALLED_JOBS,
+        vec![10i64.into(), 10i64.into(), 10i64.into()],
+    )))
+    .expect("the search runs");
+    let ids: Vec<&str> = rows.iter().filter_map(|r| r["job_id"].as_str()).collect();
+    assert_eq!(ids, ["due"]);
+    assert!(
+        billed.read < 100,
+        "read {} rows for one due job among 2,001 waiting",
+        billed.read
+    );
+}
+
+/// Cron's sweep of closed rows for abandoned ones examines a page after
+/// its cursor each run, whatever the number of closed rows: an index
+/// outage leaves every replaced row closed, its intent pending, and the
+/// sweep walked them all on every run before it had a cursor. A row past
+/// the first page is still found, pages later.
+#[test]
+fn the_sweep_examines_a_page_of_closed_rows_per_run() {
+    let w = World::new();
+    w.put("a", "version one");
+    w.put("a", "version two");
+    w.deliver_all();
+    let doc = crate::common::default_key("a").as_str().to_string();
+    // 500 rows of version 1, closed at 2 (not valid at the live version),
+    // each with its pending intent but the last.
+    block_on(w.db.execute(Stmt::new(
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 500)
+         INSERT INTO chunks (chunk_id, doc_id, version, to_version, generation, ord, vector_id, content_hash, text)
+         SELECT 100000 + i, ?1, 1, 2, 1, i, 'closed-' || i, 'h' || i, 't' FROM n",
+        vec![doc.clone().into()],
+    )))
+    .expect("closed rows");
+    block_on(w.db.execute(Stmt::new(
+        "INSERT INTO cleanup_intents (vector_id, doc_id, version, reason, attempts, not_before, created_at)
+         SELECT vector_id, doc_id, 1, 'replaced', 3, 9000000000000, 0 FROM chunks
+         WHERE vector_id LIKE 'closed-%' AND vector_id <> 'closed-500'",
+        vec![],
+    )))
+    .expect("their intents");
+    let metered = Metered(&w.db, std::cell::Cell::new(Rows::default()));
+    let store = ingest_pipeline::store::Store::new(&metered, 900_000);
+    let sweep = || {
+        metered.1.set(Rows::default());
+        let page = block_on(store.sweep_page(50)).expect("the page");
+        let next = page.next_cursor(50);
+        let made = block_on(store.sweep_abandoned(w.clock.now_ms(), &page, &next))
+            .expect("the sweep runs");
+        (made, metered.1.get())
+    };
+    let mut made = 0;
+    for run in 1..=12 {
+        let (changes, billed) = sweep();
+        assert!(
+            billed.read < 400,
+            "run {run} read {} rows for a page of 50",
+            billed.read
+        );
+        made += changes;
+        if made > 0 {
+            assert_eq!(run, 10, "the tenth page holds the 500th row");
+            break;
+        }
+    }
+    assert_eq!(made, 1, "the row without an intent became one");
+    assert_eq!(
+        w.count("SELECT count(*) AS n FROM cleanup_intents WHERE vector_id = 'closed-500'"),
+        1
+    );
+}
+
+/// The ledger, adding up what each call was billed.
+struct Metered<'a>(&'a SqliteDb, std::cell::Cell<Rows>);
+
+impl Metered<'_> {
+    fn add(&self, r: Rows) {
+        let t = self.1.get();
+        self.1.set(Rows {
+            read: t.read + r.read,
+            written: t.written + r.written,
+        });
+    }
+}
+
+impl Database for Metered<'_> {
+    async fn query_billed<T: serde::de::DeserializeOwned>(
+        &self,
+        stmt: Stmt,
+    ) -> Result<(Vec<T>, Rows), ingest_pipeline::ports::PortError> {
+        let out = self.0.query_billed(stmt).await?;
+        self.add(out.1);
+        Ok(out)
+    }
+    async fn execute_billed(
+        &self,
+        stmt: Stmt,
+    ) -> Result<(u64, Rows), ingest_pipeline::ports::PortError> {
+        let out = self.0.execute_billed(stmt).await?;
+        self.add(out.1);
+        Ok(out)
+    }
+    async fn batch_billed(
+        &self,
+        stmts: Vec<Stmt>,
+    ) -> Result<(Vec<u64>, Rows), ingest_pipeline::ports::PortError> {
+        let out = self.0.batch_billed(stmts).await?;
+        self.add(out.1);
+        Ok(out)
     }
 }

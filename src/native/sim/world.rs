@@ -380,11 +380,22 @@ impl World {
         // backfill may begin before anything was staged.
         let db = SqliteDb::ledger();
         crate::native::testkit::adopt_generation_one(&db, cfg.index_config(), T0);
-        if bugs.has(crate::bugs::Bug::KeywordIndexUnmaintained) {
-            let drop =
-                crate::ports::Stmt::new(crate::bugs::sql::DROP_KEYWORD_DELETE_TRIGGER, vec![]);
-            futures::executor::block_on(crate::ports::Database::execute(&db, drop))
-                .expect("the seeded bug's setup");
+        // Two seeded bugs are a trigger of the ledger, dropped.
+        for (bug, drop) in [
+            (
+                crate::bugs::Bug::KeywordIndexUnmaintained,
+                crate::bugs::sql::DROP_KEYWORD_DELETE_TRIGGER,
+            ),
+            (
+                crate::bugs::Bug::DocumentCountsUnmoved,
+                crate::bugs::sql::DROP_JOB_COUNT_TRIGGER,
+            ),
+        ] {
+            if bugs.has(bug) {
+                let drop = crate::ports::Stmt::new(drop, vec![]);
+                futures::executor::block_on(crate::ports::Database::execute(&db, drop))
+                    .expect("the seeded bug's setup");
+            }
         }
         let w = World {
             db,

@@ -5,8 +5,9 @@ use super::drain::DRAIN_BATCH_CALLS;
 use super::Run;
 use crate::config::Config;
 
-/// Calls of step 1: one statement (exact).
-const SWEEP_CALLS: u64 = 1;
+/// Calls of step 1: the page, and the batch that makes its intents and
+/// moves the cursor (at most).
+const SWEEP_CALLS: u64 = 2;
 /// Calls of step 1b: the page of documents, and the batch that moves the
 /// cursor, writes the intents and retires (at most; one when none is
 /// retiring).
@@ -15,17 +16,24 @@ use crate::pipeline::Pipeline;
 use crate::ports::{Clock, Database, Embedder, JobQueue, VectorIndex};
 
 impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D, V, E, Q, C> {
-    /// Step 1: up to `CRON_ABANDONED_CHUNKS_MAX` chunk rows of abandoned
-    /// versions become intents (`SWEEP_ABANDONED`).
+    /// Step 1: of a page of `CRON_ABANDONED_CHUNKS_MAX` closed chunk rows
+    /// after the sweep's cursor, those of abandoned versions become
+    /// intents (`SWEEP_PAGE`, `SWEEP_ABANDONED`).
     pub(super) async fn sweep_abandoned(&self, run: &mut Run<'_>) {
         if !self.allows(run, SWEEP_CALLS) {
             return;
         }
-        match self
-            .store
-            .sweep_abandoned(self.clock.now_ms(), self.cfg.cron_abandoned_chunks_max)
-            .await
-        {
+        let page_rows = self.cfg.cron_abandoned_chunks_max;
+        let swept = match self.store.sweep_page(page_rows).await {
+            Ok(page) => {
+                let next = page.next_cursor(page_rows);
+                self.store
+                    .sweep_abandoned(self.clock.now_ms(), &page, &next)
+                    .await
+            }
+            Err(e) => Err(e),
+        };
+        match swept {
             Ok(n) => {
                 run.report.abandoned_chunks_swept += n;
                 run.cleanup_left |= n as usize >= self.cfg.cron_abandoned_chunks_max;
