@@ -21,7 +21,7 @@
 -- simulation checks every tenant's summary against a recount after every
 -- step (I15).
 --
--- Generated once from one template per trigger (the state's definition
+-- Generated from one template per trigger (scripts/gen-0026-document-counts.py; the state's definition
 -- repeated in each, as SQLite has no functions); keep them in step with
 -- `document_state`.
 ALTER TABLE tenants ADD COLUMN document_counts TEXT NOT NULL DEFAULT '{}';
