@@ -81,6 +81,11 @@ pub enum Bug {
     /// 0026's `jobs_counted_moved`, dropped): the operators' summary shows
     /// documents queued that are indexing, or indexing that failed.
     DocumentCountsUnmoved,
+    /// A document's newer version does not move its dead letters out of
+    /// the "version is latest" half of their group (migration 0028's
+    /// `documents_letters_moved`, dropped): the operators' dead-letter
+    /// summary shows failures as current that a newer version replaced.
+    DeadLetterGroupsUnmoved,
 }
 
 /// The namespace `SearchUnfenced` queries: the in-memory indexes read it
@@ -89,7 +94,7 @@ pub enum Bug {
 pub const EVERY_NAMESPACE: &str = "*";
 
 impl Bug {
-    pub const ALL: [Bug; 21] = [
+    pub const ALL: [Bug; 22] = [
         Bug::DeleteBeforeReplace,
         Bug::FlipWithoutCas,
         Bug::UpsertBeforeStage,
@@ -111,6 +116,7 @@ impl Bug {
         Bug::PartsLeftOpen,
         Bug::GenerationRowsUncounted,
         Bug::DocumentCountsUnmoved,
+        Bug::DeadLetterGroupsUnmoved,
     ];
 
     /// The simulation's invariant that names this bug: it must be caught
@@ -131,7 +137,7 @@ impl Bug {
             Bug::RedriveOverlaps | Bug::RedriveSendInTwoSteps => "R",
             Bug::DeadLetterNotArchived => "I9",
             Bug::SearchUnfenced | Bug::KeywordUnfenced => "I11",
-            Bug::UsageDrift | Bug::DocumentCountsUnmoved => "I15",
+            Bug::UsageDrift | Bug::DocumentCountsUnmoved | Bug::DeadLetterGroupsUnmoved => "I15",
             Bug::LostRaceRefused => "I16",
             Bug::KeywordIndexUnmaintained => "I12",
             Bug::SupersedeLive | Bug::PartsLeftOpen => "I18",
@@ -174,6 +180,9 @@ pub mod sql {
     /// `DocumentCountsUnmoved`: the trigger that moves a document's count
     /// when its newest job changes, dropped.
     pub const DROP_JOB_COUNT_TRIGGER: &str = "DROP TRIGGER jobs_counted_moved";
+    /// `DeadLetterGroupsUnmoved`: the trigger that moves a document's
+    /// letters out of the latest half when it gets a newer version, dropped.
+    pub const DROP_LETTER_GROUP_TRIGGER: &str = "DROP TRIGGER documents_letters_moved";
     /// `SupersedeLive`: `COMMIT_MARK_SUPERSEDED` marking the new live
     /// version (`?2`) too.
     pub const MARK_SUPERSEDED_INCLUSIVE: &str = "\

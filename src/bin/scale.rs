@@ -1350,6 +1350,8 @@ mod scale {
             use Route::Console as O;
             let hour = vec![int(NOW - 3_600_000), int(NOW), int(60_000), NULL];
             let month = vec![int(NOW - WINDOW_MS), int(NOW), int(WINDOW_MS / 500), NULL];
+            // What the console's overview asks for (console.js).
+            let six_hours = |tenant| vec![int(NOW - 6 * 3_600_000), int(NOW), int(900_000), tenant];
             let letters = |t: Option<Value>| {
                 let mut p = vec![NULL, NULL, NULL, NULL, NULL, int(50)];
                 p.extend(t);
@@ -1369,6 +1371,18 @@ mod scale {
                     "JOBS_TIMELINE",
                     "last hour, small",
                     vec![int(NOW - 3_600_000), int(NOW), int(60_000), text("small")],
+                ),
+                case(
+                    O,
+                    "JOBS_TIMELINE",
+                    "the console's: 6 hours, 15-minute buckets",
+                    six_hours(NULL),
+                ),
+                case(
+                    O,
+                    "JOBS_TIMELINE",
+                    "the console's of big: 6 hours, 15-minute buckets",
+                    six_hours(text("big")),
                 ),
                 case(O, "JOBS_TIMELINE", "30 days, 500 buckets", month),
                 case(O, "DEAD_LETTERS_SUMMARY", "every tenant", vec![]),

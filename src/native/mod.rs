@@ -141,6 +141,10 @@ pub const LEDGER_MIGRATIONS: &[(&str, &str)] = &[
         "0027_jobs_due_for_retry.sql",
         include_str!("../../migrations/0027_jobs_due_for_retry.sql"),
     ),
+    (
+        "0028_dead_letter_groups.sql",
+        include_str!("../../migrations/0028_dead_letter_groups.sql"),
+    ),
 ];
 
 /// The local index's migrations (`migrations-local-index/`).
@@ -397,6 +401,7 @@ impl Database for SqliteDb {
         self.enter(&[&stmt])?;
         let before = self.rows.now();
         let n = Self::run_execute(&self.conn.borrow(), &stmt).map_err(|e| map_err(&e))?;
+
         Ok((n, rows::between(before, self.rows.now())))
     }
 
@@ -412,6 +417,7 @@ impl Database for SqliteDb {
             } else {
                 Self::run_execute(&tx, s)
             };
+
             // Dropping `tx` without commit rolls back: all or nothing, like D1.
             changes.push(n.map_err(|e| map_err(&e))?);
         }

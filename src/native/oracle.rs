@@ -1041,6 +1041,29 @@ pub fn tenant_ids(db: &SqliteDb) -> Vec<String> {
     rows.into_iter().map(|t| t.tenant_id).collect()
 }
 
+/// The dead-letter archive recounted by group, letter by letter: each
+/// tenant, failure bucket, whether the letter's version is its document's
+/// latest, and size bucket, with their letters and deliveries; and each
+/// tenant, bucket and size's earliest and latest sighting. What migration
+/// 0028's `dead_letter_groups` must add up to (I15).
+pub fn dead_letter_groups(db: &SqliteDb) -> Vec<serde_json::Value> {
+    db.inspect(
+        "SELECT l.tenant_id AS tenant_id, COALESCE(l.failure_bucket, 'unknown') AS failure_bucket,
+           CASE WHEN d.latest_version = l.version THEN 1 ELSE 0 END AS version_is_latest,
+           l.chunk_count_bucket AS chunk_count_bucket,
+           count(*) AS letters, sum(l.times_seen) AS deliveries,
+           (SELECT min(m.first_seen) FROM dead_letters m WHERE m.tenant_id = l.tenant_id
+              AND COALESCE(m.failure_bucket, 'unknown') = COALESCE(l.failure_bucket, 'unknown')
+              AND m.chunk_count_bucket = l.chunk_count_bucket) AS first_seen,
+           (SELECT max(m.last_seen) FROM dead_letters m WHERE m.tenant_id = l.tenant_id
+              AND COALESCE(m.failure_bucket, 'unknown') = COALESCE(l.failure_bucket, 'unknown')
+              AND m.chunk_count_bucket = l.chunk_count_bucket) AS last_seen
+         FROM dead_letters l LEFT JOIN documents d ON d.doc_id = l.doc_id
+         GROUP BY 1, 2, 3, 4 ORDER BY letters DESC, 1, 2, 3, 4",
+        vec![],
+    )
+}
+
 /// Tenant `tenant`'s documents grouped by what their state derives from
 /// (`pipeline::views::document_state`'s inputs; `store::DocumentStateGroupRow`'s
 /// columns), recounted from every document: what the tenant's

@@ -1207,32 +1207,38 @@ VALUES (?1, ?2, ?3, ?4,
   (SELECT chunk_count FROM versions WHERE doc_id = ?3 AND version = ?4), ?5, ?5, 1)";
 
 /// Read-only diagnosis: letters by failure bucket x whether the letter's
-/// version is still the document's latest x chunk-count bucket. `$where`:
-/// which letters.
+/// version is still the document's latest x chunk-count bucket, from the
+/// groups' counters (migration 0028: one row per tenant, bucket and size
+/// bucket, split here in two by `letters_latest`). `first_seen` and
+/// `last_seen` are the bucket and size's, shared by both halves. `$where`:
+/// which groups.
 macro_rules! dead_letters_summary {
     ($where:literal) => {
         concat!(
-            "SELECT l.tenant_id AS tenant_id, COALESCE(l.failure_bucket, 'unknown') AS failure_bucket,
-       CASE WHEN d.latest_version = l.version THEN 1 ELSE 0 END AS version_is_latest,
-       CASE WHEN l.chunk_count IS NULL THEN 'unknown' WHEN l.chunk_count <= 10 THEN '0-10'
-            WHEN l.chunk_count <= 100 THEN '11-100' WHEN l.chunk_count <= 1000 THEN '101-1000' ELSE '>1000' END AS chunk_count_bucket,
-       count(*) AS letters, sum(l.times_seen) AS deliveries, min(l.first_seen) AS first_seen, max(l.last_seen) AS last_seen
-FROM dead_letters l LEFT JOIN documents d ON d.doc_id = l.doc_id
-WHERE ",
+            "SELECT tenant_id, failure_bucket, version_is_latest, chunk_count_bucket, letters, deliveries, first_seen, last_seen
+FROM (SELECT g.tenant_id AS tenant_id, g.failure_bucket AS failure_bucket, 1 AS version_is_latest,
+             g.chunk_count_bucket AS chunk_count_bucket, g.letters_latest AS letters, g.deliveries_latest AS deliveries,
+             g.first_seen AS first_seen, g.last_seen AS last_seen
+      FROM dead_letter_groups g WHERE g.letters_latest > 0 AND ",
             $where,
             "
-GROUP BY 1, 2, 3, 4 ORDER BY letters DESC, 1, 2, 3, 4"
+      UNION ALL
+      SELECT g.tenant_id, g.failure_bucket, 0, g.chunk_count_bucket, g.letters - g.letters_latest,
+             g.deliveries - g.deliveries_latest, g.first_seen, g.last_seen
+      FROM dead_letter_groups g WHERE g.letters > g.letters_latest AND ",
+            $where,
+            ")
+ORDER BY letters DESC, 1, 2, 3, 4"
         )
     };
 }
 
-/// Every tenant's letters, grouped (no parameter): reads every letter.
+/// Every tenant's letters, grouped (no parameter): every group's counters
+/// (as many as tenants x buckets x sizes, whatever the archive holds).
 pub const DEAD_LETTERS_SUMMARY: &str = dead_letters_summary!("true");
 
-/// Tenant `?1`'s letters, grouped: a range of `dead_letters_by_tenant`,
-/// so a small tenant's summary reads its own letters (1.5 ms for 11 of
-/// 10,000 through a scan of the index before, `make bench-scale`).
-pub const TENANT_DEAD_LETTERS_SUMMARY: &str = dead_letters_summary!("l.tenant_id = ?1");
+/// Tenant `?1`'s letters, grouped: its groups' counters.
+pub const TENANT_DEAD_LETTERS_SUMMARY: &str = dead_letters_summary!("g.tenant_id = ?1");
 
 /// A page of letters, newest first, filtered. `?1` bucket or NULL, `?2` doc
 /// or NULL, `?3` seen since or NULL, `?4` seen until or NULL, `?5` cursor

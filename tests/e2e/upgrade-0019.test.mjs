@@ -12,8 +12,9 @@
 // index per tenant, the tenants' keyword columns), 0022 (text parts shared
 // across versions: each version's text made its own parts again) and 0023
 // (cleanup intents without rowid), 0024 (each generation's row count),
-// 0025 (the dead letters' page index), 0026 (the document counts) and
-// 0027 (the jobs due for a retry) undone. The same fakes
+// 0025 (the dead letters' page index), 0026 (the document counts), 0027
+// (the jobs due for a retry) and 0028 (the dead letters' group counts)
+// undone. The same fakes
 // (the vector index) serve both workers. After 0021 the old rows wait for
 // cron to enter the per-tenant keyword index: keyword answers come back
 // with the first cron run.
@@ -292,6 +293,10 @@ describe('upgrade in place: a ledger written before 0019', () => {
     ];
     const intentIndexes = pick('0001_init.sql', /^CREATE INDEX cleanup_intents_/, 2);
     const sql = [
+      // What 0028 added: the dead letters counted by group, and its triggers.
+      ...['dead_letters_grouped_new', 'dead_letters_grouped_seen', 'dead_letters_grouped_moved', 'dead_letters_grouped_gone', 'documents_letters_moved'].map((t) => `DROP TRIGGER ${t}`),
+      'DROP TABLE dead_letter_groups',
+      'ALTER TABLE dead_letters DROP COLUMN chunk_count_bucket',
       // What 0027 added: the jobs waiting for a retry, by when they fall due.
       'DROP INDEX jobs_retry_due',
       // What 0026 added: each tenant's document counts and their triggers.
@@ -391,6 +396,11 @@ describe('upgrade in place: a ledger written before 0019', () => {
     const docs = ledger("SELECT count(*) AS n FROM documents WHERE live_version = latest_version AND repair_needed = 0")[0].n;
     assert.equal(docs, ledger('SELECT count(*) AS n FROM documents')[0].n);
     assert.deepEqual(JSON.parse(ledger("SELECT document_counts FROM tenants WHERE tenant_id = 'default'")[0].document_counts), { indexed: docs });
+    // 0028 counted the archive's letters by group.
+    assert.deepEqual(
+      ledger('SELECT coalesce(sum(letters), 0) AS n FROM dead_letter_groups'),
+      ledger('SELECT count(*) AS n FROM dead_letters'),
+    );
     // 0022: no text rewritten; a latest version's parts stay open (its
     // next version closes them), any other's end at the version after it.
     const parts = ledger('SELECT p.doc_id, p.version, p.to_version, d.latest_version FROM version_parts p JOIN documents d ON d.doc_id = p.doc_id');

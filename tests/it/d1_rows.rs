@@ -403,3 +403,83 @@ impl Database for Metered<'_> {
         Ok(out)
     }
 }
+
+/// Migration 0028: the dead-letter summary's counters cost one row per
+/// letter archived or seen again, and a document's newer version moves its
+/// letters out of the latest half, writing nothing for a document with none.
+#[test]
+fn a_dead_letter_is_counted_in_its_group_and_moves_with_its_documents_versions() {
+    let db = SqliteDb::ledger();
+    let groups = |db: &SqliteDb| -> Vec<serde_json::Value> {
+        db.inspect(
+            "SELECT failure_bucket, chunk_count_bucket, letters, deliveries, letters_latest, deliveries_latest, first_seen, last_seen
+             FROM dead_letter_groups ORDER BY 1, 2",
+            vec![],
+        )
+    };
+    billed(
+        &db,
+        "INSERT INTO documents (doc_id, latest_version, created_at, updated_at) VALUES ('t1\u{1f}a', 1, 1, 1)",
+    );
+    billed(
+        &db,
+        "INSERT INTO documents (doc_id, latest_version, created_at, updated_at) VALUES ('t1\u{1f}b', 1, 1, 1)",
+    );
+    // The letter: its row, its five keys' entries (its job ID and four
+    // indexes) and its group's row.
+    assert_eq!(
+        billed(
+            &db,
+            "INSERT INTO dead_letters (job_id, message_id, doc_id, version, job_state, failure_bucket, chunk_count, first_seen, last_seen)
+             VALUES ('j1', 'm', 't1\u{1f}a', 1, 'running', NULL, 3, 10, 10)"
+        )
+        .written,
+        7
+    );
+    assert_eq!(
+        groups(&db),
+        vec![
+            serde_json::json!({"failure_bucket": "unknown", "chunk_count_bucket": "0-10", "letters": 1,
+            "deliveries": 1, "letters_latest": 1, "deliveries_latest": 1, "first_seen": 10, "last_seen": 10})
+        ]
+    );
+    // Seen again with its job's ending: out of "unknown", into its bucket
+    // (the emptied group goes).
+    billed(
+        &db,
+        "UPDATE dead_letters SET failure_bucket = 'embed_rejected', job_state = 'failed', last_seen = 20, times_seen = 2 WHERE job_id = 'j1'",
+    );
+    assert_eq!(
+        groups(&db),
+        vec![
+            serde_json::json!({"failure_bucket": "embed_rejected", "chunk_count_bucket": "0-10", "letters": 1,
+            "deliveries": 2, "letters_latest": 1, "deliveries_latest": 2, "first_seen": 10, "last_seen": 20})
+        ]
+    );
+    // A newer version of a document without letters writes its own row
+    // only; of the document with one, its group's row too.
+    assert_eq!(
+        billed(
+            &db,
+            "UPDATE documents SET latest_version = 2 WHERE doc_id = 't1\u{1f}b'"
+        )
+        .written,
+        1,
+        "the row (queued before and after: no count moves), no letter group"
+    );
+    assert_eq!(
+        billed(
+            &db,
+            "UPDATE documents SET latest_version = 2 WHERE doc_id = 't1\u{1f}a'"
+        )
+        .written,
+        2
+    );
+    assert_eq!(
+        groups(&db),
+        vec![
+            serde_json::json!({"failure_bucket": "embed_rejected", "chunk_count_bucket": "0-10", "letters": 1,
+            "deliveries": 2, "letters_latest": 0, "deliveries_latest": 0, "first_seen": 10, "last_seen": 20})
+        ]
+    );
+}

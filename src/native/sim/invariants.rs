@@ -558,6 +558,46 @@ fn tenant_usage_is_what_its_documents_hold(w: &World) -> Result<(), Violation> {
             ));
         }
     }
+    dead_letter_groups_are_a_recount(w)
+}
+
+/// I15, the dead-letter summary (migration 0028's counters): every group's
+/// letters and deliveries are a recount of the archive, split by whether
+/// the letter's version is its document's latest; its sighting spans at
+/// least the letters it holds (a letter that left a group, seen again with
+/// its job's ending, leaves the group's span as it was).
+fn dead_letter_groups_are_a_recount(w: &World) -> Result<(), Violation> {
+    let counted = futures::executor::block_on(w.direct().dead_letter_summary(None))
+        .map_err(|e| violation("I15", format!("dead-letter summary: {e}")))?;
+    let recount: Vec<crate::store::LetterGroupRow> = oracle::dead_letter_groups(&w.db)
+        .into_iter()
+        .map(|g| serde_json::from_value(g).expect("a recount row"))
+        .collect();
+    let key = |g: &crate::store::LetterGroupRow| {
+        (
+            g.tenant_id.clone(),
+            g.failure_bucket.clone(),
+            g.version_is_latest,
+            g.chunk_count_bucket.clone(),
+        )
+    };
+    let counts = |rows: &[crate::store::LetterGroupRow]| -> BTreeMap<_, _> {
+        rows.iter()
+            .map(|g| (key(g), (g.letters, g.deliveries)))
+            .collect()
+    };
+    let spans_hold = counted.iter().all(|c| {
+        recount
+            .iter()
+            .filter(|r| key(r) == key(c))
+            .all(|r| c.first_seen <= r.first_seen && c.last_seen >= r.last_seen)
+    });
+    if counts(&counted) != counts(&recount) || !spans_hold {
+        return Err(violation(
+            "I15",
+            format!("dead-letter groups drifted: {counted:?}, recount {recount:?}"),
+        ));
+    }
     Ok(())
 }
 

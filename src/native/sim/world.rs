@@ -380,7 +380,7 @@ impl World {
         // backfill may begin before anything was staged.
         let db = SqliteDb::ledger();
         crate::native::testkit::adopt_generation_one(&db, cfg.index_config(), T0);
-        // Two seeded bugs are a trigger of the ledger, dropped.
+        // Three seeded bugs are a trigger of the ledger, dropped.
         for (bug, drop) in [
             (
                 crate::bugs::Bug::KeywordIndexUnmaintained,
@@ -389,6 +389,10 @@ impl World {
             (
                 crate::bugs::Bug::DocumentCountsUnmoved,
                 crate::bugs::sql::DROP_JOB_COUNT_TRIGGER,
+            ),
+            (
+                crate::bugs::Bug::DeadLetterGroupsUnmoved,
+                crate::bugs::sql::DROP_LETTER_GROUP_TRIGGER,
             ),
         ] {
             if bugs.has(bug) {
