@@ -1028,7 +1028,22 @@ mod scale {
                 ("COMMIT_INTENTS_FOR_LOSER", p()),
                 (
                     "COMMIT_FINISH_JOB",
-                    vec![text(doc), int(2), int(NOW), text(JOB)],
+                    vec![
+                        text(JOB),
+                        int(9),
+                        int(1),
+                        int(1),
+                        int(0),
+                        int(5),
+                        int(0),
+                        int(11),
+                        int(0),
+                        int(40),
+                        int(30),
+                        text(doc),
+                        int(2),
+                        int(NOW),
+                    ],
                 ),
             ]
         }
@@ -1042,6 +1057,9 @@ mod scale {
         Consumer,
         Cron,
         Console,
+        /// An operator's action, run once per backfill pass or redrive
+        /// plan (by cron or the admin API), not per request, job or run.
+        Operator,
     }
 
     pub struct Case {
@@ -1072,6 +1090,7 @@ mod scale {
             out.extend(consumer(ctx));
             out.extend(cron(ctx));
             out.extend(console());
+            out.extend(operator());
             out
         }
 
@@ -1346,6 +1365,38 @@ mod scale {
             out
         }
 
+        fn operator() -> Vec<Case> {
+            use Route::Operator as P;
+            let candidates = |t: Value| vec![NULL, NULL, NULL, NULL, int(1000), t];
+            vec![
+                case(
+                    P,
+                    "GENERATION_GAPS",
+                    "generation 1: every live document checked",
+                    vec![int(1)],
+                ),
+                case(
+                    P,
+                    "BACKFILL_TOTAL",
+                    "every tenant, no filter",
+                    vec![NULL, NULL],
+                ),
+                case(P, "BACKFILL_TOTAL", "small", vec![NULL, text("small")]),
+                case(
+                    P,
+                    "REDRIVE_CANDIDATES",
+                    "first 1000 of every letter",
+                    candidates(NULL),
+                ),
+                case(
+                    P,
+                    "REDRIVE_CANDIDATES",
+                    "small's first 1000",
+                    candidates(text("small")),
+                ),
+            ]
+        }
+
         fn console() -> Vec<Case> {
             use Route::Console as O;
             let hour = vec![int(NOW - 3_600_000), int(NOW), int(60_000), NULL];
@@ -1436,6 +1487,7 @@ mod scale {
                 (Route::Consumer, "consumer"),
                 (Route::Cron, "cron"),
                 (Route::Console, "console"),
+                (Route::Operator, "operator action"),
             ] {
                 println!("### {title} path\n");
                 println!("| statement | median ms | rows | plan |\n|---|---:|---:|---|");
@@ -1464,11 +1516,15 @@ mod scale {
         }
 
         fn summary(outcomes: &[Outcome], cases: &[Case]) {
-            let slow: Vec<String> = outcomes
-                .iter()
-                .filter(|o| o.median_ms.is_some_and(|m| m > SLOW_MS))
-                .map(|o| format!("{} ({:.1} ms)", o.label, o.median_ms.unwrap_or(0.0)))
-                .collect();
+            let over = |operator: bool| -> Vec<String> {
+                outcomes
+                    .iter()
+                    .filter(|o| (o.path == Route::Operator) == operator)
+                    .filter(|o| o.median_ms.is_some_and(|m| m > SLOW_MS))
+                    .map(|o| format!("{} ({:.1} ms)", o.label, o.median_ms.unwrap_or(0.0)))
+                    .collect()
+            };
+            let (slow, actions) = (over(false), over(true));
             let failed: Vec<String> = outcomes
                 .iter()
                 .filter(|o| o.median_ms.is_none())
@@ -1492,6 +1548,13 @@ mod scale {
                 println!("No statement exceeds {SLOW_MS} ms.");
             } else {
                 println!("Over {SLOW_MS} ms ({}): {}.", slow.len(), slow.join(", "));
+            }
+            if !actions.is_empty() {
+                println!(
+                    "\nOperator actions over {SLOW_MS} ms, once per backfill pass or redrive plan ({}): {}.",
+                    actions.len(),
+                    actions.join(", ")
+                );
             }
         }
 

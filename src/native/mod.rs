@@ -401,7 +401,6 @@ impl Database for SqliteDb {
         self.enter(&[&stmt])?;
         let before = self.rows.now();
         let n = Self::run_execute(&self.conn.borrow(), &stmt).map_err(|e| map_err(&e))?;
-
         Ok((n, rows::between(before, self.rows.now())))
     }
 

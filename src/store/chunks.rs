@@ -3,7 +3,7 @@
 //!
 //! May import: `ports`, `core`, `bugs`, `store::sql`.
 
-use super::usage::usage_stmts;
+use super::usage::finish_stmts;
 use super::{int, json_array, json_pages, sql, Store, UsageSnapshot};
 use crate::bugs::{self, Bug, Bugs};
 use crate::core::failure::FailureBucket;
@@ -404,14 +404,8 @@ impl<D: Database> Store<D> {
         now: i64,
         usage: &UsageSnapshot,
     ) -> Result<(), PortError> {
-        let finish = vec![doc_id.into(), version.into(), int(now), job_id.into()];
         self.db
-            .batch(
-                vec![Stmt::new(sql::COMMIT_FINISH_JOB, finish)]
-                    .into_iter()
-                    .chain(usage_stmts(job_id, usage))
-                    .collect(),
-            )
+            .batch(finish_stmts(job_id, doc_id, version, now, usage).into())
             .await
             .map(|_| ())
     }
@@ -441,8 +435,6 @@ impl<D: Database> Store<D> {
         } else {
             sql::COMMIT_MARK_SUPERSEDED
         };
-        let mut finish = p();
-        finish.push(job_id.into());
         let changes = self
             .db
             .batch(
@@ -452,10 +444,9 @@ impl<D: Database> Store<D> {
                     Stmt::new(mark, p()),
                     Stmt::new(set_live, p()),
                     Stmt::new(sql::COMMIT_INTENTS_FOR_LOSER, p()),
-                    Stmt::new(sql::COMMIT_FINISH_JOB, finish),
                 ]
                 .into_iter()
-                .chain(usage_stmts(job_id, usage))
+                .chain(finish_stmts(job_id, doc_id, version, now, usage))
                 .collect(),
             )
             .await?;

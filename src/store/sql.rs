@@ -557,19 +557,24 @@ pub const CONSUME_CHECKPOINT: &str = "\
 UPDATE jobs SET state = 'queued', chunks_done = ?3, attempts = 0, failing_since = NULL, lease_until = NULL, updated_at = ?2
 WHERE job_id = ?1 AND state = 'running'";
 
-/// What one invocation used, added to the job's counters (in the same batch
-/// as the statement that ends the invocation). `?1` job, `?2`–`?5`
+/// What one invocation used, added to a job's counters: `?2`–`?5`
 /// subrequests by kind (D1, embed, index, queue), `?6` chunks embedded,
 /// `?7` chunks reused, `?8` the invocation's subrequests so far, `?9`
 /// chunks kept (their vector already in the index), `?10` and `?11` the
 /// D1 rows read and written (as D1 reported them).
-pub const JOB_ADD_USAGE: &str = "\
-UPDATE jobs SET subrequests_d1 = subrequests_d1 + ?2, subrequests_embed = subrequests_embed + ?3,
+macro_rules! job_usage {
+    () => {
+        "subrequests_d1 = subrequests_d1 + ?2, subrequests_embed = subrequests_embed + ?3,
   subrequests_index = subrequests_index + ?4, subrequests_queue = subrequests_queue + ?5,
   subrequests_peak = MAX(subrequests_peak, ?8),
   chunks_embedded = chunks_embedded + ?6, chunks_reused = chunks_reused + ?7, chunks_kept = chunks_kept + ?9,
-  d1_rows_read = d1_rows_read + ?10, d1_rows_written = d1_rows_written + ?11
-WHERE job_id = ?1";
+  d1_rows_read = d1_rows_read + ?10, d1_rows_written = d1_rows_written + ?11"
+    };
+}
+
+/// What one invocation used, added to job `?1`'s counters (`job_usage!`),
+/// in the same batch as the statement that ends the invocation.
+pub const JOB_ADD_USAGE: &str = concat!("UPDATE jobs SET ", job_usage!(), "\nWHERE job_id = ?1");
 
 /// Beside `JOB_ADD_USAGE`, the same D1 rows added to the usage of job
 /// `?1`'s tenant: `?2` read, `?3` written. A job's key names its tenant,
@@ -655,14 +660,25 @@ WHERE c.doc_id = ?1 AND ",
 );
 
 /// Replace step, statement 6 of 6: the job ends `succeeded` if its version
-/// is live, `superseded` otherwise. `?1` doc, `?2` version, `?3` now, `?4` job.
-pub const COMMIT_FINISH_JOB: &str = "\
-UPDATE jobs SET
-  state = CASE WHEN EXISTS (SELECT 1 FROM documents d WHERE d.doc_id = ?1 AND d.live_version = ?2)
-               THEN 'succeeded' ELSE 'superseded' END,
-  step = 'committed', lease_until = NULL, updated_at = ?3,
-  chunks_done = COALESCE(rows_total, 0)
-WHERE job_id = ?4 AND state = 'running'";
+/// is live, `superseded` otherwise, and what the invocation used is added
+/// to its counters (`job_usage!`: one write of the job's row, where a
+/// statement of its own wrote it again). `?1` job, `?2`–`?11` the usage,
+/// `?12` doc, `?13` version, `?14` now. A job no longer running (its lease
+/// was taken) keeps its state and only counts the usage.
+pub const COMMIT_FINISH_JOB: &str = concat!(
+    "UPDATE jobs SET
+  state = CASE WHEN state <> 'running' THEN state
+               WHEN EXISTS (SELECT 1 FROM documents d WHERE d.doc_id = ?12 AND d.live_version = ?13) THEN 'succeeded'
+               ELSE 'superseded' END,
+  step = CASE WHEN state = 'running' THEN 'committed' ELSE step END,
+  lease_until = CASE WHEN state = 'running' THEN NULL ELSE lease_until END,
+  updated_at = CASE WHEN state = 'running' THEN ?14 ELSE updated_at END,
+  chunks_done = CASE WHEN state = 'running' THEN COALESCE(rows_total, 0) ELSE chunks_done END,
+  ",
+    job_usage!(),
+    "
+WHERE job_id = ?1"
+);
 
 /// A transient failure: the job waits for its retry, keeping the progress
 /// the attempt made (the retry continues from chunk `?5`). `?1` job, `?2`

@@ -42,31 +42,58 @@ impl UsageSnapshot {
     }
 }
 
+/// The parameters `?2`–`?11` of `job_usage!`: what `u` counts.
+fn usage_params(u: &UsageSnapshot) -> [SqlValue; 10] {
+    let n = |v: u64| SqlValue::Int(v as i64);
+    [
+        n(u.d1),
+        n(u.embed),
+        n(u.index),
+        n(u.queue),
+        n(u.embedded),
+        n(u.reused),
+        n(u.peak),
+        n(u.kept),
+        n(u.d1_rows_read),
+        n(u.d1_rows_written),
+    ]
+}
+
+/// Its tenant's share of `u`: the D1 rows (`TENANT_ADD_D1_ROWS`).
+fn tenant_rows(job_id: &str, u: &UsageSnapshot) -> Stmt {
+    let n = |v: u64| SqlValue::Int(v as i64);
+    Stmt::new(
+        sql::TENANT_ADD_D1_ROWS,
+        vec![job_id.into(), n(u.d1_rows_read), n(u.d1_rows_written)],
+    )
+}
+
 /// The statements that record `u` for job `job_id`: the job's counters,
 /// and its tenant's D1 rows (`TENANT_ADD_D1_ROWS`), in the caller's batch.
 pub(super) fn usage_stmts(job_id: &str, u: &UsageSnapshot) -> [Stmt; 2] {
-    let n = |v: u64| SqlValue::Int(v as i64);
+    let mut params = vec![SqlValue::from(job_id)];
+    params.extend(usage_params(u));
     [
-        Stmt::new(
-            sql::JOB_ADD_USAGE,
-            vec![
-                job_id.into(),
-                n(u.d1),
-                n(u.embed),
-                n(u.index),
-                n(u.queue),
-                n(u.embedded),
-                n(u.reused),
-                n(u.peak),
-                n(u.kept),
-                n(u.d1_rows_read),
-                n(u.d1_rows_written),
-            ],
-        ),
-        Stmt::new(
-            sql::TENANT_ADD_D1_ROWS,
-            vec![job_id.into(), n(u.d1_rows_read), n(u.d1_rows_written)],
-        ),
+        Stmt::new(sql::JOB_ADD_USAGE, params),
+        tenant_rows(job_id, u),
+    ]
+}
+
+/// The job's end with `u` recorded (`COMMIT_FINISH_JOB`: one write of the
+/// job's row for both), and its tenant's D1 rows.
+pub(super) fn finish_stmts(
+    job_id: &str,
+    doc_id: &str,
+    version: u32,
+    now: i64,
+    u: &UsageSnapshot,
+) -> [Stmt; 2] {
+    let mut params = vec![SqlValue::from(job_id)];
+    params.extend(usage_params(u));
+    params.extend([doc_id.into(), version.into(), SqlValue::Int(now)]);
+    [
+        Stmt::new(sql::COMMIT_FINISH_JOB, params),
+        tenant_rows(job_id, u),
     ]
 }
 
