@@ -10,10 +10,10 @@
 //!    due cleanup intents of vectors no row refers to; dead letters; the
 //!    repair runs of 30 days of cron. The counters the ledger keeps
 //!    (`generations.chunk_rows`, the tenants' usage, keyword totals and
-//!    document counts; triggers are dropped while the tables fill)
-//!    are recounts. It prints how long each step took and the file's size.
+//!    document counts, the dead letters' groups; triggers are dropped
+//!    while the tables fill) are recounts. It prints how long each step took and the file's size.
 //! 2. Times the statements of the request, consumer, cron and console
-//!    paths with realistic parameters: each 5 times, a write inside a
+//!    paths, and the operators' one-off actions, with realistic parameters: each 5 times, a write inside a
 //!    savepoint rolled back after it (the ledger does not change between
 //!    runs), and prints one table per path: the median, the rows returned
 //!    or changed, the plan (`EXPLAIN QUERY PLAN`, lines joined by `; `).
@@ -260,7 +260,18 @@ mod scale {
             });
             step("recounts", || recount(&conn));
             step("document counts (migration 0026's recount)", || {
-                count_documents(&conn)
+                migration_tail(
+                    &conn,
+                    "0026_",
+                    "-- The counts of the documents already written.",
+                )
+            });
+            step("dead-letter groups (migration 0028's recount)", || {
+                migration_tail(
+                    &conn,
+                    "0028_",
+                    "-- What the letters already archived add up to.",
+                )
             });
             conn.execute_batch("DROP TABLE temp.scale_texts; DROP TABLE temp.scale_kw;")
                 .expect("drop temporaries");
@@ -533,18 +544,16 @@ mod scale {
             .expect("recounts");
         }
 
-        /// The tenants' documents by state: migration 0026's own recount
-        /// (its own step: what the migration costs on a ledger this size).
-        fn count_documents(conn: &Connection) {
+        /// A migration's own recount, from `marker` on (its own step: what
+        /// the migration costs on a ledger this size): 0026's documents by
+        /// state, 0028's dead letters by group.
+        fn migration_tail(conn: &Connection, migration: &str, marker: &str) {
             let (_, m) = LEDGER_MIGRATIONS
                 .iter()
-                .find(|(name, _)| name.starts_with("0026_"))
-                .expect("migration 0026");
-            let counts = m
-                .split("-- The counts of the documents already written.")
-                .nth(1)
-                .expect("0026's recount");
-            conn.execute_batch(counts).expect("document counts");
+                .find(|(name, _)| name.starts_with(migration))
+                .expect("the migration");
+            let tail = m.split(marker).nth(1).expect("the migration's recount");
+            conn.execute_batch(tail).expect("the recount");
         }
 
         fn quote(s: &str) -> String {

@@ -145,6 +145,14 @@ pub const LEDGER_MIGRATIONS: &[(&str, &str)] = &[
         "0028_dead_letter_groups.sql",
         include_str!("../../migrations/0028_dead_letter_groups.sql"),
     ),
+    (
+        "0029_repair_runs_by_id.sql",
+        include_str!("../../migrations/0029_repair_runs_by_id.sql"),
+    ),
+    (
+        "0030_jobs_by_state_with_tenant.sql",
+        include_str!("../../migrations/0030_jobs_by_state_with_tenant.sql"),
+    ),
 ];
 
 /// The local index's migrations (`migrations-local-index/`).

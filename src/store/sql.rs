@@ -2082,10 +2082,11 @@ pub const PRUNE_VERSION_ROWS: &str = concat!(
     ")"
 );
 
-/// Repair runs that started before `?1`, oldest first, at most `?2`.
+/// Of the repair runs among the `?2` oldest IDs (the order they were
+/// recorded in: a range of the table's key from its first), those that
+/// started before `?1` (migration 0029).
 pub const PRUNE_REPAIR_RUNS: &str = "\
-DELETE FROM repair_runs WHERE run_id IN
-  (SELECT run_id FROM repair_runs WHERE started_at < ?1 ORDER BY started_at LIMIT ?2)";
+DELETE FROM repair_runs WHERE run_id < (SELECT min(run_id) FROM repair_runs) + ?2 AND started_at < ?1";
 
 /// Tokens revoked before `?1`, oldest first, at most `?2`
 /// (`tenant_tokens_revoked`): a revoked token authenticates nothing.

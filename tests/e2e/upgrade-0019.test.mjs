@@ -13,8 +13,9 @@
 // across versions: each version's text made its own parts again) and 0023
 // (cleanup intents without rowid), 0024 (each generation's row count),
 // 0025 (the dead letters' page index), 0026 (the document counts), 0027
-// (the jobs due for a retry) and 0028 (the dead letters' group counts)
-// undone. The same fakes
+// (the jobs due for a retry), 0028 (the dead letters' group counts), 0029
+// (repair runs pruned by ID) and 0030 (the jobs' state index with their
+// tenant) undone. The same fakes
 // (the vector index) serve both workers. After 0021 the old rows wait for
 // cron to enter the per-tenant keyword index: keyword answers come back
 // with the first cron run.
@@ -293,6 +294,11 @@ describe('upgrade in place: a ledger written before 0019', () => {
     ];
     const intentIndexes = pick('0001_init.sql', /^CREATE INDEX cleanup_intents_/, 2);
     const sql = [
+      // What 0030 changed: 0001's index of the jobs by state.
+      'DROP INDEX jobs_by_state',
+      'CREATE INDEX jobs_by_state ON jobs (state, updated_at)',
+      // What 0029 dropped: 0018's index of the repair runs by start.
+      'CREATE INDEX repair_runs_by_start ON repair_runs (started_at)',
       // What 0028 added: the dead letters counted by group, and its triggers.
       ...['dead_letters_grouped_new', 'dead_letters_grouped_seen', 'dead_letters_grouped_moved', 'dead_letters_grouped_gone', 'documents_letters_moved'].map((t) => `DROP TRIGGER ${t}`),
       'DROP TABLE dead_letter_groups',
