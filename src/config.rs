@@ -599,6 +599,16 @@ settings! {
     /// most.
     search_keyword_phrases_max: usize = 32, "SEARCH_KEYWORD_PHRASES_MAX",
         in 1..=256, "must be 1..=256";
+    /// Rows of its tenant one keyword query ranks, at most: its commonest
+    /// terms are left out (and named in the answer's
+    /// `keyword_terms_skipped`) until the rows holding the others are this
+    /// many or fewer. A term in more rows than this is never searched. The
+    /// ranking scores every row holding a term (about 4 µs a row natively,
+    /// 13.6 s for 2,538,335 rows, `make bench-scale`), and D1 runs one
+    /// query at a time and stops one at 30 s; a tenant under this many
+    /// rows is never affected.
+    keyword_matches_max: u64 = 100_000, "KEYWORD_MATCHES_MAX",
+        in 1..=10_000_000, "must be 1..=10000000";
     /// Bytes of a search query, at most, in every mode. A `hybrid` or
     /// `vector` query must also fit the embedding model's input (its
     /// tokens, counted conservatively); a `keyword` query only this.

@@ -8,12 +8,12 @@
 
 use super::body::{Shape, METADATA};
 use super::fields::{json_body, object, only_fields, parse_doc_id, parse_metadata};
-use super::{ok, ApiError, ApiRequest, ApiResponse};
+use super::{ok, to_json, ApiError, ApiRequest, ApiResponse};
 use crate::config::Config;
 use crate::core::ids::TenantId;
 use crate::pipeline::{Pipeline, SearchMode, SearchRequest};
 use crate::ports::{Clock, Database, Embedder, JobQueue, MetadataFilter, VectorIndex};
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 /// `POST /v1/search`.
 pub(super) async fn post<D, V, E, Q, C>(
@@ -30,8 +30,8 @@ where
 {
     let body = json_body(&p.cfg, req, &SEARCH)?;
     let sreq = parse_search(&p.cfg, &body)?;
-    let hits = p.search(tenant, &sreq).await.map_err(ApiError::from_port)?;
-    Ok(ok(200, json!({ "results": hits })))
+    let answer = p.answer(tenant, &sreq).await.map_err(ApiError::from_port)?;
+    Ok(ok(200, to_json(answer)?))
 }
 
 /// `{"query", "top_k"?, "mode"?, "highlight"?, "filter"?: {"doc_id"?, "metadata"?}}`.

@@ -207,10 +207,80 @@ pub fn idf(rows: u64, df: u64) -> f64 {
     (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
 }
 
+/// Of a query's terms with the rows holding each (`df`), those a query
+/// ranks and those it leaves out: the rarest first, each kept while the
+/// rows holding the kept ones add up to at most `matches_max`; the others,
+/// the commonest, are skipped (in the query's order). A term no row holds
+/// is neither: it matches nothing.
+pub fn within_matches(df: &[(String, u64)], matches_max: u64) -> (Vec<(String, u64)>, Vec<String>) {
+    let mut held: Vec<&(String, u64)> = df.iter().filter(|(_, n)| *n > 0).collect();
+    // Stable: equally common terms keep the query's order.
+    held.sort_by_key(|(_, n)| *n);
+    let mut total = 0u64;
+    let mut kept = Vec::new();
+    for (t, n) in held {
+        if total.saturating_add(*n) > matches_max {
+            break;
+        }
+        total += n;
+        kept.push((t.clone(), *n));
+    }
+    let skipped = df
+        .iter()
+        .filter(|(t, n)| *n > 0 && !kept.iter().any(|(k, _)| k == t))
+        .map(|(t, _)| t.clone())
+        .collect();
+    (kept, skipped)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_query_keeps_its_rarest_terms_within_the_rows_it_may_rank() {
+        let df = |v: &[(&str, u64)]| -> Vec<(String, u64)> {
+            v.iter().map(|(t, n)| (t.to_string(), *n)).collect()
+        };
+        let q = df(&[
+            ("index", 900),
+            ("tagaze", 20),
+            ("data", 800),
+            ("nothing", 0),
+        ]);
+        assert_eq!(
+            within_matches(&q, 10_000),
+            (df(&[("tagaze", 20), ("data", 800), ("index", 900)]), vec![])
+        );
+        assert_eq!(
+            within_matches(&q, 1000),
+            (
+                df(&[("tagaze", 20), ("data", 800)]),
+                vec!["index".to_string()]
+            )
+        );
+        // The commonest go first, even if a rarer one would still fit
+        // after them: the query's best evidence is its rarest terms.
+        assert_eq!(
+            within_matches(&q, 700),
+            (
+                df(&[("tagaze", 20)]),
+                vec!["index".to_string(), "data".to_string()]
+            )
+        );
+        assert_eq!(
+            within_matches(&q, 10),
+            (
+                vec![],
+                vec![
+                    "index".to_string(),
+                    "tagaze".to_string(),
+                    "data".to_string()
+                ]
+            )
+        );
+    }
 
     #[test]
     fn words_are_lowercased_stemmed_and_stripped_of_latin_diacritics() {

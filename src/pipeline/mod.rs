@@ -43,7 +43,7 @@ pub use intake::{
 };
 pub use refused::{Outcome, Refused};
 pub use repair::{cleanup_rows_per_run, RepairReport};
-pub use search::{Scores, SearchHit, SearchMode, SearchRequest};
+pub use search::{Scores, SearchAnswer, SearchHit, SearchMode, SearchRequest};
 pub use settle::{dead_letter_retry_delay, Settle};
 pub use sync::{SeenClaim, SyncPage, SyncView, SYNC_CURSOR_MAX};
 pub use tenants::{

@@ -165,12 +165,31 @@ struct Candidate {
     score: f32,
 }
 
+/// A search's answer: its hits, and the query's terms the keyword ranking
+/// left out, the commonest of the tenant's (`KEYWORD_MATCHES_MAX`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SearchAnswer {
+    pub results: Vec<SearchHit>,
+    pub keyword_terms_skipped: Vec<String>,
+}
+
 impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D, V, E, Q, C> {
+    /// The hits of [`Pipeline::answer`].
     pub async fn search(
         &self,
         tenant: &TenantId,
         req: &SearchRequest,
     ) -> Result<Vec<SearchHit>, PortError> {
+        Ok(self.answer(tenant, req).await?.results)
+    }
+
+    /// A search of `tenant`'s live chunks: the hits, and the terms the
+    /// keyword ranking left out.
+    pub async fn answer(
+        &self,
+        tenant: &TenantId,
+        req: &SearchRequest,
+    ) -> Result<SearchAnswer, PortError> {
         // Search serves exactly one generation: the active one.
         let active = self.store.active_generation().await?.ok_or(PortError::new(
             FailureBucket::Internal,
@@ -188,11 +207,14 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             true => self.vector_candidates(tenant, req, &active, pool).await?,
             false => Vec::new(),
         };
-        let keyword = match req.mode.uses_keywords() {
+        let (keyword, keyword_terms_skipped) = match req.mode.uses_keywords() {
             true => self.keyword_candidates(tenant, req, &active, pool).await?,
-            false => Vec::new(),
+            false => (Vec::new(), Vec::new()),
         };
-        Ok(self.fused(req, vector, keyword))
+        Ok(SearchAnswer {
+            results: self.fused(req, vector, keyword),
+            keyword_terms_skipped,
+        })
     }
 
     /// The vector ranking: the index's nearest candidates, in order, that
@@ -299,7 +321,8 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
 
     /// The keyword ranking: the keyword index's best matches (bm25) among
     /// the tenant's live chunks of the active generation that match the
-    /// request exactly, at most `wanted`. A query with nothing to match (no
+    /// request exactly, at most `wanted`, and the query's terms it left
+    /// out (`KEYWORD_MATCHES_MAX`). A query with nothing to match (no
     /// letter or number) has none. No embedder or index call.
     async fn keyword_candidates(
         &self,
@@ -307,25 +330,33 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         req: &SearchRequest,
         active: &crate::store::GenerationRow,
         wanted: usize,
-    ) -> Result<Vec<Candidate>, PortError> {
+    ) -> Result<(Vec<Candidate>, Vec<String>), PortError> {
         let terms = terms::query_terms(&req.query, self.cfg.search_keyword_phrases_max);
         if terms.is_empty() {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), Vec::new()));
         }
         let doc_key = match &req.doc_id {
             None => None,
             Some(d) => match DocId::parse(d) {
                 Ok(d) => Some(DocKey::new(tenant, &d)),
                 // The API admits valid IDs only; no document has another.
-                Err(_) => return Ok(Vec::new()),
+                Err(_) => return Ok((Vec::new(), Vec::new())),
             },
+        };
+        let matches_max = self.cfg.keyword_matches_max;
+        let weights = self
+            .store
+            .keyword_weights(&terms, tenant.as_str(), matches_max, self.bugs)
+            .await?;
+        let Some(weights) = weights else {
+            return Ok((Vec::new(), Vec::new()));
         };
         let mut limit = wanted;
         loop {
             let rows = self
                 .store
                 .keyword_chunks(
-                    &terms,
+                    &weights,
                     active.generation,
                     tenant.as_str(),
                     doc_key.as_ref().map(DocKey::as_str),
@@ -356,7 +387,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             // Rows dropped by the metadata filter: one second, wider read.
             let widest = limit >= self.cfg.index_query_top_k_max;
             if hits.len() >= wanted || exhausted || widest {
-                return Ok(hits);
+                return Ok((hits, weights.skipped));
             }
             limit = self.cfg.index_query_top_k_max;
         }

@@ -63,6 +63,16 @@ struct KeywordStatsRow {
     df: String,
 }
 
+/// What one keyword query ranks by: its terms' weights (JSON array of
+/// `{t, w}`: the scoped term, its idf), the tenant's mean row length in
+/// terms, and the query's terms left out (`terms::within_matches`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct KeywordWeights {
+    pub weights: String,
+    pub avg_len: f64,
+    pub skipped: Vec<String>,
+}
+
 /// A row written before migration 0021, not in the keyword index yet.
 #[derive(Debug, Clone, Deserialize)]
 struct UnindexedRow {
@@ -479,19 +489,18 @@ impl<D: Database> Store<D> {
             .await
     }
 
-    /// The tenant's keyword matches of `terms` (`core::terms::query_terms`),
-    /// best bm25 first, at most `limit`: two statements, the tenant's own
-    /// counts (`KEYWORD_STATS`), then the scoring with the weights they
-    /// give (`KEYWORD_CHUNKS`). None when no row of the tenant holds a term.
-    pub async fn keyword_chunks(
+    /// What a keyword query of `terms` (`core::terms::query_terms`) ranks
+    /// tenant `tenant`'s rows by (`KEYWORD_STATS`: its own counts): each
+    /// term it ranks scoped to the tenant with its idf weight, within
+    /// `matches_max` rows (`terms::within_matches`: the commonest terms
+    /// skipped). None when no row of the tenant holds a term.
+    pub async fn keyword_weights(
         &self,
         terms: &[String],
-        generation: u32,
         tenant: &str,
-        doc_key: Option<&str>,
-        limit: usize,
+        matches_max: u64,
         bugs: Bugs,
-    ) -> Result<Vec<KeywordChunkRow>, PortError> {
+    ) -> Result<Option<KeywordWeights>, PortError> {
         let stats_sql = if bugs.has(Bug::KeywordStatsShared) {
             bugs::sql::KEYWORD_STATS_SHARED
         } else {
@@ -505,31 +514,51 @@ impl<D: Database> Store<D> {
             ))
             .await?;
         let Some(stats) = stats.into_iter().next() else {
-            return Ok(Vec::new());
+            return Ok(None);
         };
         let df: Vec<(String, u64)> = serde_json::from_str(&stats.df)
             .map_err(|_| PortError::new(FailureBucket::Internal, "keyword_stats_shape"))?;
         let rows = stats.keyword_rows.max(0) as u64;
-        let weights: Vec<serde_json::Value> = df
+        let (kept, skipped) = terms::within_matches(&df, matches_max);
+        let weights: Vec<serde_json::Value> = kept
             .iter()
-            .filter(|(_, n)| *n > 0)
             .map(|(t, n)| {
                 serde_json::json!({"t": terms::scoped(stats.keyword_key, t), "w": terms::idf(rows, *n)})
             })
             .collect();
-        if weights.is_empty() {
+        if weights.is_empty() && skipped.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(KeywordWeights {
+            weights: serde_json::Value::Array(weights).to_string(),
+            avg_len: stats.keyword_tokens.max(1) as f64 / rows.max(1) as f64,
+            skipped,
+        }))
+    }
+
+    /// The tenant's keyword matches by `weights` (`keyword_weights`), best
+    /// bm25 first, at most `limit` (`KEYWORD_CHUNKS`).
+    pub async fn keyword_chunks(
+        &self,
+        weights: &KeywordWeights,
+        generation: u32,
+        tenant: &str,
+        doc_key: Option<&str>,
+        limit: usize,
+        bugs: Bugs,
+    ) -> Result<Vec<KeywordChunkRow>, PortError> {
+        if weights.weights == "[]" {
             return Ok(Vec::new());
         }
-        let avg = stats.keyword_tokens.max(1) as f64 / rows.max(1) as f64;
         let params = vec![
-            serde_json::Value::Array(weights).to_string().into(),
+            weights.weights.as_str().into(),
             generation.into(),
             tenant.into(),
             doc_key.into(),
             int(limit as i64),
             SqlValue::Real(terms::BM25_K1),
             SqlValue::Real(terms::BM25_B),
-            SqlValue::Real(avg),
+            SqlValue::Real(weights.avg_len),
         ];
         let q = if bugs.has(Bug::KeywordUnfenced) {
             bugs::sql::KEYWORD_CHUNKS_UNFENCED

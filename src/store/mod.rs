@@ -30,7 +30,9 @@ mod usage;
 pub mod vector_rows;
 
 pub use backfills::{BackfillCounts, BackfillRow, Gaps, NewBackfill, PageDoc};
-pub use chunks::{KeywordChunkRow, LiveChunkRow, OpenRows, PageRow, StagedChunk, Staging};
+pub use chunks::{
+    KeywordChunkRow, KeywordWeights, LiveChunkRow, OpenRows, PageRow, StagedChunk, Staging,
+};
 pub use dead_letters::{LetterFilter, LetterGroupRow, LetterRow};
 pub use documents::{
     DocRow, DocumentCountRow, DocumentStateGroupRow, DocumentViewRow, JobRow, KeyTimeRow,

@@ -1029,3 +1029,61 @@ fn only_the_modes_that_embed_a_query_refuse_it_over_the_models_tokens() {
     );
     assert_eq!((r.status, code(&r)), (422, "invalid_field"), "{:?}", r.body);
 }
+
+/// `KEYWORD_MATCHES_MAX`: a keyword query ranks at most that many of its
+/// tenant's rows; its commonest terms are left out and named, the rest
+/// still ranked; a query whose every term is too common has no keyword
+/// hits, and says why. Vector mode skips nothing.
+#[test]
+fn a_keyword_query_leaves_out_its_commonest_terms_past_the_rows_it_may_rank() {
+    let cfg = ingest_pipeline::config::Config {
+        keyword_matches_max: 3,
+        ..ingest_pipeline::config::Config::default()
+    };
+    let w = World::with(cfg);
+    for i in 0..5 {
+        w.put(
+            &format!("common-{i}"),
+            &format!("quarterly report number {i}"),
+        );
+    }
+    w.put("rare", "quarterly zanzibar figures");
+    w.deliver_all();
+    let search = |q: &str, mode: &str| {
+        let r = json_call(
+            &w,
+            "POST",
+            "/v1/search",
+            json!({"query": q, "mode": mode, "top_k": 10}),
+        );
+        assert_eq!(r.status, 200, "{}", r.body);
+        let docs: Vec<String> = r.body["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| h["doc_id"].as_str().unwrap().to_string())
+            .collect();
+        (docs, r.body["keyword_terms_skipped"].clone())
+    };
+    // "quarterly" is in 6 rows, more than 3: left out (named as the index
+    // holds it, stemmed); "zanzibar" ranked.
+    assert_eq!(
+        search("quarterly zanzibar", "keyword"),
+        (vec!["rare".to_string()], json!(["quarter"]))
+    );
+    // "report" (5 rows) alone is too common as well: no keyword hit.
+    assert_eq!(
+        search("quarterly report", "keyword"),
+        (vec![], json!(["quarter", "report"]))
+    );
+    // Hybrid keeps its vector ranking and names what keyword left out.
+    let (docs, skipped) = search("quarterly report", "hybrid");
+    assert!(!docs.is_empty());
+    assert_eq!(skipped, json!(["quarter", "report"]));
+    assert_eq!(search("quarterly", "vector").1, json!([]));
+    // Within the bound, nothing is left out.
+    assert_eq!(
+        search("zanzibar figures", "keyword"),
+        (vec!["rare".to_string()], json!([]))
+    );
+}
