@@ -1523,3 +1523,53 @@ fn the_dead_letter_page_reads_its_range_in_order_and_pages_through_ties() {
         assert_eq!(got, want, "filter {f:?}");
     }
 }
+
+/// Migration 0029: retention prunes repair runs from the oldest ID, a page
+/// of the key at a time. A run recorded out of its start's order (two
+/// runs overlapped) is kept until it is due itself, never pruned early;
+/// those due past the page behind it wait for it (minutes, for runs that
+/// overlapped).
+#[test]
+fn repair_runs_are_pruned_oldest_id_first_and_never_before_they_are_due() {
+    let db = rusqlite::Connection::open_in_memory().unwrap();
+    for (_, m) in LEDGER_MIGRATIONS {
+        db.execute_batch(m).unwrap();
+    }
+    for started in [10, 30, 20, 40, 15] {
+        db.execute(
+            "INSERT INTO repair_runs (started_at, finished_at, report, budget_hit) VALUES (?1, ?1, '{}', 0)",
+            [started],
+        )
+        .unwrap();
+    }
+    let left = |db: &rusqlite::Connection| -> Vec<i64> {
+        let mut q = db
+            .prepare("SELECT started_at FROM repair_runs ORDER BY run_id")
+            .unwrap();
+        q.query_map([], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    };
+    // A page of the 3 oldest IDs, due before 25: the runs started at 10
+    // and 20 go, the one at 30 (recorded between them) stays.
+    let pruned = db
+        .execute(sql::PRUNE_REPAIR_RUNS, rusqlite::params![25, 3])
+        .unwrap();
+    assert_eq!((pruned, left(&db)), (2, vec![30, 40, 15]));
+    // The next page is IDs 2 to 4 (3 is gone): 30 and 40 are not due,
+    // and 15 (ID 5) is past the page: nothing goes.
+    let pruned = db
+        .execute(sql::PRUNE_REPAIR_RUNS, rusqlite::params![25, 3])
+        .unwrap();
+    assert_eq!((pruned, left(&db)), (0, vec![30, 40, 15]));
+    // Once 30 is due, it goes, and the page after it reaches 15.
+    let pruned = db
+        .execute(sql::PRUNE_REPAIR_RUNS, rusqlite::params![35, 3])
+        .unwrap();
+    assert_eq!((pruned, left(&db)), (1, vec![40, 15]));
+    let pruned = db
+        .execute(sql::PRUNE_REPAIR_RUNS, rusqlite::params![35, 3])
+        .unwrap();
+    assert_eq!((pruned, left(&db)), (1, vec![40]));
+}
