@@ -602,7 +602,8 @@ settings! {
     /// Rows of its tenant one keyword query ranks, at most: its commonest
     /// terms are left out (and named in the answer's
     /// `keyword_terms_skipped`) until the rows holding the others are this
-    /// many or fewer. A term in more rows than this is never searched. The
+    /// many or fewer. A term in more rows than this is never searched (and
+    /// its rows are counted only up to one more than this). The
     /// ranking scores every row holding a term (about 4 µs a row natively,
     /// 13.6 s for 2,538,335 rows, `make bench-scale`), and D1 runs one
     /// query at a time and stops one at 30 s; a tenant under this many

@@ -501,18 +501,16 @@ impl<D: Database> Store<D> {
         matches_max: u64,
         bugs: Bugs,
     ) -> Result<Option<KeywordWeights>, PortError> {
+        let mut params = vec![json_array(terms).into(), tenant.into()];
         let stats_sql = if bugs.has(Bug::KeywordStatsShared) {
             bugs::sql::KEYWORD_STATS_SHARED
         } else {
+            params.push(int(
+                matches_max.saturating_add(1).min(i64::MAX as u64) as i64
+            ));
             sql::KEYWORD_STATS
         };
-        let stats: Vec<KeywordStatsRow> = self
-            .db
-            .query(Stmt::new(
-                stats_sql,
-                vec![json_array(terms).into(), tenant.into()],
-            ))
-            .await?;
+        let stats: Vec<KeywordStatsRow> = self.db.query(Stmt::new(stats_sql, params)).await?;
         let Some(stats) = stats.into_iter().next() else {
             return Ok(None);
         };
