@@ -658,6 +658,12 @@ mod scale {
 
     // ---------------------------------------------------------------- parameters
 
+    /// One invocation's usage, `job_usage!`'s parameters `?2`–`?11`
+    /// (`JOB_ADD_USAGE`, `COMMIT_FINISH_JOB`).
+    fn usage() -> Vec<Value> {
+        [9, 1, 1, 0, 5, 0, 11, 0, 40, 30].map(int).to_vec()
+    }
+
     fn text(s: impl Into<String>) -> Value {
         Value::Text(s.into())
     }
@@ -1060,22 +1066,7 @@ mod scale {
                 ("COMMIT_INTENTS_FOR_LOSER", p()),
                 (
                     "COMMIT_FINISH_JOB",
-                    vec![
-                        text(JOB),
-                        int(9),
-                        int(1),
-                        int(1),
-                        int(0),
-                        int(5),
-                        int(0),
-                        int(11),
-                        int(0),
-                        int(40),
-                        int(30),
-                        text(doc),
-                        int(2),
-                        int(NOW),
-                    ],
+                    [vec![text(JOB)], usage(), vec![text(doc), int(2), int(NOW)]].concat(),
                 ),
             ]
         }
@@ -1304,19 +1295,7 @@ mod scale {
                     C,
                     "JOB_ADD_USAGE",
                     "a job of big",
-                    vec![
-                        text(&ctx.big_job),
-                        int(9),
-                        int(1),
-                        int(1),
-                        int(0),
-                        int(5),
-                        int(0),
-                        int(11),
-                        int(0),
-                        int(40),
-                        int(30),
-                    ],
+                    [vec![text(&ctx.big_job)], usage()].concat(),
                 ),
                 case(
                     C,

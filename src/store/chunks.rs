@@ -63,12 +63,13 @@ struct KeywordStatsRow {
     df: String,
 }
 
-/// What one keyword query ranks by: its terms' weights (JSON array of
-/// `{t, w}`: the scoped term, its idf), the tenant's mean row length in
-/// terms, and the query's terms left out (`terms::within_matches`).
+/// What one keyword query ranks by: its terms' weights (each `{t, w}`:
+/// the scoped term, its idf; none when every term was left out), the
+/// tenant's mean row length in terms, and the query's terms left out
+/// (`terms::within_matches`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct KeywordWeights {
-    pub weights: String,
+    pub weights: Vec<serde_json::Value>,
     pub avg_len: f64,
     pub skipped: Vec<String>,
 }
@@ -528,7 +529,7 @@ impl<D: Database> Store<D> {
             return Ok(None);
         }
         Ok(Some(KeywordWeights {
-            weights: serde_json::Value::Array(weights).to_string(),
+            weights,
             avg_len: stats.keyword_tokens.max(1) as f64 / rows.max(1) as f64,
             skipped,
         }))
@@ -545,11 +546,13 @@ impl<D: Database> Store<D> {
         limit: usize,
         bugs: Bugs,
     ) -> Result<Vec<KeywordChunkRow>, PortError> {
-        if weights.weights == "[]" {
+        if weights.weights.is_empty() {
             return Ok(Vec::new());
         }
         let params = vec![
-            weights.weights.as_str().into(),
+            serde_json::Value::Array(weights.weights.clone())
+                .to_string()
+                .into(),
             generation.into(),
             tenant.into(),
             doc_key.into(),
