@@ -86,6 +86,12 @@ pub enum Bug {
     /// `documents_letters_moved`, dropped): the operators' dead-letter
     /// summary shows failures as current that a newer version replaced.
     DeadLetterGroupsUnmoved,
+    /// A generation backfill's pass starts walking without waiting for
+    /// the index jobs in flight that lack rows in the generation (a
+    /// delivery that read its targets before the generation existed): one
+    /// makes its version live after the pass checked the document, and the
+    /// switch serves a generation without it.
+    PassWithoutWaiting,
 }
 
 /// The namespace `SearchUnfenced` queries: the in-memory indexes read it
@@ -94,7 +100,7 @@ pub enum Bug {
 pub const EVERY_NAMESPACE: &str = "*";
 
 impl Bug {
-    pub const ALL: [Bug; 22] = [
+    pub const ALL: [Bug; 23] = [
         Bug::DeleteBeforeReplace,
         Bug::FlipWithoutCas,
         Bug::UpsertBeforeStage,
@@ -117,6 +123,7 @@ impl Bug {
         Bug::GenerationRowsUncounted,
         Bug::DocumentCountsUnmoved,
         Bug::DeadLetterGroupsUnmoved,
+        Bug::PassWithoutWaiting,
     ];
 
     /// The simulation's invariant that names this bug: it must be caught
@@ -133,6 +140,9 @@ impl Bug {
             // The cancel's generation is left building: the run no longer ends
             // as the cancelled reference does.
             Bug::CancelInTwoSteps => "I6",
+            // The document's version is missing from the generation search
+            // serves: the run no longer ends as the reference does.
+            Bug::PassWithoutWaiting => "I6",
             Bug::GenerationBeforeBackfill | Bug::GenerationRowsUncounted => "I10",
             Bug::RedriveOverlaps | Bug::RedriveSendInTwoSteps => "R",
             Bug::DeadLetterNotArchived => "I9",

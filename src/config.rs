@@ -673,6 +673,12 @@ settings! {
     /// Pages a scheduled run enqueues for the running backfill.
     backfill_pages_per_run: usize = 5, "BACKFILL_PAGES_PER_RUN",
         in 1..=50, "must be 1..=50";
+    /// Documents a backfill's page reads at most to find its page (every
+    /// one is checked for vectors in the generation being built): what
+    /// bounds a page's cost in a pass where few documents need a job (a
+    /// later pass, a narrow filter). At least the largest page size.
+    backfill_walk_max: u32 = 1000, "BACKFILL_WALK_MAX",
+        in 100..=100_000, "must be 100..=100000";
     /// Passes a generation backfill makes over documents still missing
     /// before it ends `failed` (a pass re-enqueues failed builds).
     backfill_passes_max: u32 = 5, "BACKFILL_PASSES_MAX",

@@ -153,6 +153,10 @@ pub const LEDGER_MIGRATIONS: &[(&str, &str)] = &[
         "0030_jobs_by_state_with_tenant.sql",
         include_str!("../../migrations/0030_jobs_by_state_with_tenant.sql"),
     ),
+    (
+        "0031_switch_by_pass.sql",
+        include_str!("../../migrations/0031_switch_by_pass.sql"),
+    ),
 ];
 
 /// The local index's migrations (`migrations-local-index/`).

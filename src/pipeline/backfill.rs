@@ -133,10 +133,14 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
 
     /// The switch: `generation` (being built, or retained) becomes active,
     /// the active one retained, in one D1 batch whose statements re-check
-    /// that every live document has its vectors there; with `backfill`, the
-    /// backfill that built it completes in the same batch. Returns whether
-    /// it switched.
-    async fn switch_to(&self, generation: u32, backfill: Option<&str>) -> Result<bool, PortError> {
+    /// that every live document has its vectors there; with `backfill` (its
+    /// ID and pass), the backfill that built it completes in the same
+    /// batch. Returns whether it switched.
+    async fn switch_to(
+        &self,
+        generation: u32,
+        backfill: Option<(&str, u32)>,
+    ) -> Result<bool, PortError> {
         let switched = self
             .store
             .generation_switch(generation, backfill, self.clock.now_ms())
@@ -418,20 +422,38 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             return Ok(false);
         }
         let now = self.clock.now_ms();
-        let page = self.store.backfill_page(&b).await?;
-        if !page.is_empty() && !may_enqueue {
+        if let (Some(g), true) = (b.to_generation, b.cursor.is_empty()) {
+            // A pass of scope `config` starts only once no index job in
+            // flight lacks rows in the generation: a delivery that read its
+            // target generations before this one existed may still make a
+            // version live without it, after the pass checked its document.
+            // Any delivery after this moment writes it (the switch's proof,
+            // docs/ARCHITECTURE.md).
+            if !self.bugs.has(Bug::PassWithoutWaiting)
+                && self.store.generation_in_flight(g).await?.unstaged > 0
+            {
+                return Ok(false);
+            }
+        }
+        let page = self
+            .store
+            .backfill_page(&b, self.cfg.backfill_walk_max)
+            .await?;
+        let Some(cursor) = page.walked_to.as_deref() else {
+            self.end_pass(&b, now).await?;
+            return Ok(false);
+        };
+        if !may_enqueue {
             return Ok(false);
         }
-        if let Some(last) = page.last() {
-            let cursor = last.doc_id.as_str();
-            match b.to_generation {
-                Some(g) => self.enqueue_build_page(&b, g, &page, cursor, now).await?,
-                None => self.enqueue_rerun_page(&b, &page, cursor, now).await?,
+        match b.to_generation {
+            Some(g) => {
+                self.enqueue_build_page(&b, g, &page.docs, (cursor, page.missing), now)
+                    .await?
             }
-            return Ok(true);
+            None => self.enqueue_rerun_page(&b, &page.docs, cursor, now).await?,
         }
-        self.end_pass(&b, now).await?;
-        Ok(false)
+        Ok(true)
     }
 
     /// A page of a `config` backfill: a build job per document into
@@ -442,7 +464,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         b: &BackfillRow,
         g: u32,
         page: &[PageDoc],
-        cursor: &str,
+        cursor: (&str, u64),
         now: i64,
     ) -> Result<(), PortError> {
         let mut jobs = Vec::with_capacity(page.len());
@@ -497,8 +519,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
     /// pass for the documents still missing, or give up after the last.
     async fn end_pass(&self, b: &BackfillRow, now: i64) -> Result<(), PortError> {
         let id = b.backfill_id.as_str();
-        let view = self.view_of(b).await?;
-        if view.progress.pending > 0 {
+        if self.store.backfill_pending(id).await? > 0 {
             return Ok(());
         }
         let Some(g) = b.to_generation else {
@@ -514,12 +535,12 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             // it, or a rollback and forth): complete.
             return self.store.backfill_complete(id, now).await;
         }
-        let gaps = self.store.generation_gaps(g).await?;
-        if gaps.unstaged > 0 || gaps.building > 0 {
+        let in_flight = self.store.generation_in_flight(g).await?;
+        if in_flight.unstaged > 0 || in_flight.building > 0 {
             // Jobs still writing: look again on the next run.
             return Ok(());
         }
-        if gaps.missing == 0 && self.switch_to(g, Some(id)).await? {
+        if b.pass_missing == 0 && self.switch_to(g, Some((id, b.passes))).await? {
             // Switched and completed in one batch.
         } else if b.passes >= self.cfg.backfill_passes_max {
             self.store
@@ -534,12 +555,13 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                 .await?;
             log_event(
                 "backfill_failed",
-                json!({ "backfill_id": id, "missing": gaps.missing, "passes": b.passes }),
+                json!({ "backfill_id": id, "missing": b.pass_missing, "passes": b.passes }),
             );
         } else {
-            // Documents still missing (a failed build, or indexed
-            // before the generation existed): another pass.
-            self.store.backfill_next_pass(id, now).await?;
+            // Documents the pass could not build (a failed build, one
+            // still running when the pass reached it, a staging without
+            // the generation): another pass, which finds them missing.
+            self.store.backfill_next_pass(id, b.passes, now).await?;
         }
         Ok(())
     }

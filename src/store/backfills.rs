@@ -22,6 +22,9 @@ pub struct BackfillRow {
     pub state: BackfillState,
     pub cursor: String,
     pub passes: u32,
+    /// What the current pass could not build (migration 0031): 0 at its
+    /// end lets scope `config` switch.
+    pub pass_missing: u64,
     pub page_size: u32,
     pub created_at: i64,
     pub updated_at: i64,
@@ -34,6 +37,25 @@ pub struct PageDoc {
     pub version: u32,
 }
 
+/// A row of [`sql::BACKFILL_PAGE`]: a document the page walked, and what
+/// it needs (1 a job, 2 none it can have now, 0 nothing: the last walked).
+#[derive(Debug, Clone, Deserialize)]
+struct PageRow {
+    doc_id: String,
+    version: u32,
+    need: u8,
+}
+
+/// A backfill's next page: the documents that need a job, how many lack
+/// their vectors and cannot have one now, and the key the walk reached
+/// (`None`: the pass walked every document).
+#[derive(Debug, Clone, Default)]
+pub struct BackfillPage {
+    pub docs: Vec<PageDoc>,
+    pub missing: u64,
+    pub walked_to: Option<String>,
+}
+
 /// A backfill's items by outcome.
 #[derive(Debug, Clone, Deserialize)]
 pub struct BackfillCounts {
@@ -42,10 +64,9 @@ pub struct BackfillCounts {
     pub failed: u64,
 }
 
-/// What keeps a generation from being switched to (`GENERATION_GAPS`).
+/// What a switch to a generation waits for (`GENERATION_IN_FLIGHT`).
 #[derive(Debug, Clone, Deserialize)]
-pub struct Gaps {
-    pub missing: u64,
+pub struct InFlight {
     pub unstaged: u64,
     pub building: u64,
 }
@@ -236,9 +257,15 @@ impl<D: Database> Store<D> {
         Ok(rows.first().map_or(0, |r| r.n))
     }
 
-    /// The next page of live documents after the backfill's cursor.
-    pub async fn backfill_page(&self, b: &BackfillRow) -> Result<Vec<PageDoc>, PortError> {
-        self.db
+    /// The next page after the backfill's cursor, walking at most `walk`
+    /// documents.
+    pub async fn backfill_page(
+        &self,
+        b: &BackfillRow,
+        walk: u32,
+    ) -> Result<BackfillPage, PortError> {
+        let rows: Vec<PageRow> = self
+            .db
             .query(Stmt::new(
                 sql::BACKFILL_PAGE,
                 vec![
@@ -247,9 +274,34 @@ impl<D: Database> Store<D> {
                     b.to_generation.into(),
                     b.page_size.into(),
                     b.tenant_id.clone().into(),
+                    walk.into(),
                 ],
             ))
-            .await
+            .await?;
+        let walked_to = rows.last().map(|r| r.doc_id.clone());
+        let missing = rows.iter().filter(|r| r.need == 2).count() as u64;
+        let docs = rows
+            .into_iter()
+            .filter(|r| r.need == 1)
+            .map(|r| PageDoc {
+                doc_id: r.doc_id,
+                version: r.version,
+            })
+            .collect();
+        Ok(BackfillPage {
+            docs,
+            missing,
+            walked_to,
+        })
+    }
+
+    /// The backfill's jobs still in flight.
+    pub async fn backfill_pending(&self, id: &str) -> Result<u64, PortError> {
+        let rows: Vec<CountRow> = self
+            .db
+            .query(Stmt::new(sql::BACKFILL_PENDING, vec![id.into()]))
+            .await?;
+        Ok(rows.first().map_or(0, |r| r.n))
     }
 
     /// A page of build jobs for generation `g` (`jobs`: JSON `[{job, doc,
@@ -260,9 +312,10 @@ impl<D: Database> Store<D> {
         passes: u32,
         g: u32,
         jobs: &str,
-        cursor: &str,
+        cursor: (&str, u64),
         now: i64,
     ) -> Result<(), PortError> {
+        let (cursor, missing) = cursor;
         self.db
             .batch(vec![
                 Stmt::new(
@@ -275,7 +328,12 @@ impl<D: Database> Store<D> {
                 ),
                 Stmt::new(
                     sql::BACKFILL_CURSOR,
-                    vec![id.into(), cursor.into(), SqlValue::Int(now)],
+                    vec![
+                        id.into(),
+                        cursor.into(),
+                        SqlValue::Int(now),
+                        SqlValue::Int(missing as i64),
+                    ],
                 ),
             ])
             .await
@@ -299,7 +357,12 @@ impl<D: Database> Store<D> {
                 ),
                 Stmt::new(
                     sql::BACKFILL_CURSOR,
-                    vec![id.into(), cursor.into(), SqlValue::Int(now)],
+                    vec![
+                        id.into(),
+                        cursor.into(),
+                        SqlValue::Int(now),
+                        SqlValue::Int(0),
+                    ],
                 ),
             ])
             .await
@@ -316,27 +379,32 @@ impl<D: Database> Store<D> {
             .map(|_| ())
     }
 
-    pub async fn backfill_next_pass(&self, id: &str, now: i64) -> Result<(), PortError> {
+    /// Another pass after pass `passes` ended.
+    pub async fn backfill_next_pass(
+        &self,
+        id: &str,
+        passes: u32,
+        now: i64,
+    ) -> Result<(), PortError> {
         self.db
             .execute(Stmt::new(
                 sql::BACKFILL_NEXT_PASS,
-                vec![id.into(), SqlValue::Int(now)],
+                vec![id.into(), SqlValue::Int(now), passes.into()],
             ))
             .await
             .map(|_| ())
     }
 
-    /// What keeps generation `g` from being switched to.
-    pub async fn generation_gaps(&self, g: u32) -> Result<Gaps, PortError> {
+    /// What a switch to generation `g` waits for.
+    pub async fn generation_in_flight(&self, g: u32) -> Result<InFlight, PortError> {
         Ok(self
             .db
-            .query(Stmt::new(sql::GENERATION_GAPS, vec![g.into()]))
+            .query(Stmt::new(sql::GENERATION_IN_FLIGHT, vec![g.into()]))
             .await?
             .into_iter()
             .next()
-            .unwrap_or(Gaps {
-                missing: 1,
-                unstaged: 0,
+            .unwrap_or(InFlight {
+                unstaged: 1,
                 building: 0,
             }))
     }

@@ -51,6 +51,10 @@ pub struct Staging<'a> {
     pub build_generation: Option<u32>,
     /// The tenant's key in the keyword index's terms (`core::terms::scoped`).
     pub keyword_key: i64,
+    /// Generations still written that this staging leaves out (this
+    /// Worker cannot embed for them): recorded in the batch
+    /// (`GENERATIONS_SKIPPED`, `BACKFILL_SKIPPED`).
+    pub skipped: &'a [u32],
 }
 
 /// The tenant's counts a keyword search weighs its terms by (`KEYWORD_STATS`).
@@ -286,6 +290,14 @@ impl<D: Database> Store<D> {
             sql::CONSUME_STAGE_DEAD_INTENTS,
             vec![doc_id.into(), version.into(), int(now)],
         ));
+        if !stage.skipped.is_empty() {
+            let skipped = serde_json::to_string(stage.skipped).unwrap_or_default();
+            stmts.push(Stmt::new(
+                sql::GENERATIONS_SKIPPED,
+                vec![skipped.as_str().into(), int(now)],
+            ));
+            stmts.push(Stmt::new(sql::BACKFILL_SKIPPED, vec![skipped.into()]));
+        }
         stmts.push(Stmt::new(
             sql::CONSUME_STAGE_GUARD,
             vec![doc_id.into(), version.into(), int(now)],

@@ -100,21 +100,29 @@ impl<D: Database> Store<D> {
     /// The switch: `generation` active, the active one retained (and an
     /// older retained one retiring), in one batch whose statements each
     /// re-check `switch_allowed`; with `backfill`, that backfill completes
-    /// in the same batch. Returns whether it switched.
+    /// in the same batch, if its pass `passes` found nothing missing (none:
+    /// a rollback to a retained generation). Returns whether it switched.
     pub async fn generation_switch(
         &self,
         generation: u32,
-        backfill: Option<&str>,
+        backfill: Option<(&str, u32)>,
         now: i64,
     ) -> Result<bool, PortError> {
-        let now = crate::ports::SqlValue::Int(now);
-        let p = || vec![crate::ports::SqlValue::from(generation), now.clone()];
+        use crate::ports::SqlValue;
+        let now = SqlValue::Int(now);
+        let p = || vec![SqlValue::from(generation), now.clone()];
+        let checked = || {
+            let mut v = p();
+            v.push(backfill.map(|(id, _)| id).into());
+            v.push(backfill.map(|(_, pass)| pass).into());
+            v
+        };
         let mut stmts = vec![
-            Stmt::new(sql::GENERATION_SWITCH_RETIRE_OLDER, p()),
-            Stmt::new(sql::GENERATION_SWITCH_RETAIN, p()),
+            Stmt::new(sql::GENERATION_SWITCH_RETIRE_OLDER, checked()),
+            Stmt::new(sql::GENERATION_SWITCH_RETAIN, checked()),
             Stmt::new(sql::GENERATION_SWITCH_ACTIVATE, p()),
         ];
-        if let Some(id) = backfill {
+        if let Some((id, _)) = backfill {
             stmts.push(Stmt::new(
                 sql::BACKFILL_COMPLETE,
                 vec![id.into(), now.clone()],

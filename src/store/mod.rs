@@ -29,7 +29,7 @@ mod tenants;
 mod usage;
 pub mod vector_rows;
 
-pub use backfills::{BackfillCounts, BackfillRow, Gaps, NewBackfill, PageDoc};
+pub use backfills::{BackfillCounts, BackfillPage, BackfillRow, InFlight, NewBackfill, PageDoc};
 pub use chunks::{
     KeywordChunkRow, KeywordWeights, LiveChunkRow, OpenRows, PageRow, StagedChunk, Staging,
 };

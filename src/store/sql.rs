@@ -1497,23 +1497,13 @@ WHERE (SELECT MAX(generation) FROM generations) = ?3 - 1
 pub const GENERATION_MAX: &str =
     "SELECT COALESCE(MAX(generation), 0) AS generation FROM generations";
 
-/// What keeps generation `?1` from being switched to: live documents whose
-/// live version has no rows there, or rows of a build there that failed or
-/// died (to be cleaned up and built again); index jobs not ended without
-/// rows there (whatever their
-/// step: a delivery that read its target generations before this one
-/// existed stages without it, maybe after a switch); and build jobs of it
-/// not ended (their rows may lack vectors).
-pub const GENERATION_GAPS: &str = concat!(
+/// What a switch to generation `?1` waits for: index jobs not ended without
+/// rows there (whatever their step: a delivery that read its target
+/// generations before this one existed stages without it, maybe after a
+/// switch), and build jobs of it not ended (their rows may lack vectors).
+/// Jobs in flight only: a range of `jobs_by_state` in each such state.
+pub const GENERATION_IN_FLIGHT: &str = concat!(
     "SELECT
-  (SELECT count(*) FROM documents d JOIN versions v ON v.doc_id = d.doc_id AND v.version = d.live_version
-   WHERE v.is_delete = 0 AND (
-     NOT EXISTS (SELECT 1 FROM chunks c WHERE c.doc_id = d.doc_id AND c.generation = ?1 AND ",
-    valid_at!("c", "d.live_version"),
-    ")
-     OR ",
-    build_failed!(doc "d.doc_id", version "d.live_version", generation "?1"),
-    ")) AS missing,
   (SELECT count(*) FROM jobs j WHERE j.state IN ('queued', 'running', 'up_for_retry') AND j.kind = 'index'
      AND j.build_generation IS NULL
      AND NOT EXISTS (SELECT 1 FROM chunks c WHERE c.doc_id = j.doc_id AND c.generation = ?1 AND ",
@@ -1522,11 +1512,32 @@ pub const GENERATION_GAPS: &str = concat!(
   (SELECT count(*) FROM jobs j WHERE j.build_generation = ?1 AND j.state IN ('queued', 'running', 'up_for_retry')) AS building"
 );
 
-/// Nothing keeps generation `?1` from being switched to (`GENERATION_GAPS`
-/// as one condition): no build of it and no index job without rows there
-/// still in flight, and every live document has its vectors there (rows, and
-/// no build of them that failed). Shared by the switch's statements, so that each
-/// applies only if the switch does.
+/// A staging that left out generations `?1` (a JSON array) it should have
+/// written, since this Worker cannot embed for them: an active or
+/// retained one misses that version for good, and is not rolled back to.
+/// `?2` now.
+pub const GENERATIONS_SKIPPED: &str = "\
+UPDATE generations SET skipped_at = COALESCE(skipped_at, ?2)
+WHERE generation IN (SELECT value FROM json_each(?1)) AND state IN ('active', 'retained')";
+
+/// The same staging, for a generation being built: it counts against its
+/// backfill's pass (`pass_missing`), whose end then starts another pass.
+/// `?1` as for `GENERATIONS_SKIPPED`.
+pub const BACKFILL_SKIPPED: &str = "\
+UPDATE backfills SET pass_missing = pass_missing + 1
+WHERE to_generation IN (SELECT value FROM json_each(?1)) AND state IN ('running', 'paused')";
+
+/// Nothing keeps generation `?1` from being switched to: no build of it
+/// and no index job without rows there still in flight
+/// (`GENERATION_IN_FLIGHT` as one condition), and every live document has
+/// its vectors there: for a generation being built, backfill `?3`'s pass
+/// `?4` walked every document and counted none it could not build
+/// (`pass_missing`, migration 0031; its first page waited for the index
+/// jobs in flight without rows there, so every version that went live
+/// since was staged there too); a retained one has been written by every
+/// version since it was active, unless a staging left it out
+/// (`skipped_at`). Shared by the switch's statements, so that each applies
+/// only if the switch does.
 macro_rules! switch_allowed {
     () => {
         concat!(
@@ -1536,15 +1547,9 @@ macro_rules! switch_allowed {
                   AND NOT EXISTS (SELECT 1 FROM chunks c WHERE c.doc_id = j.doc_id AND c.generation = ?1 AND ",
     valid_at!("c", "j.version"),
     "))
-  AND NOT EXISTS (
-    SELECT 1 FROM documents d JOIN versions v ON v.doc_id = d.doc_id AND v.version = d.live_version
-    WHERE v.is_delete = 0 AND (
-      NOT EXISTS (SELECT 1 FROM chunks c WHERE c.doc_id = d.doc_id AND c.generation = ?1 AND ",
-    valid_at!("c", "d.live_version"),
-    ")
-      OR ",
-            build_failed!(doc "d.doc_id", version "d.live_version", generation "?1"),
-            "))"
+  AND (EXISTS (SELECT 1 FROM generations r WHERE r.generation = ?1 AND r.state = 'retained' AND r.skipped_at IS NULL)
+       OR EXISTS (SELECT 1 FROM backfills b WHERE b.backfill_id = ?3 AND b.to_generation = ?1 AND b.state = 'running'
+                  AND b.passes = ?4 AND b.pass_missing = 0))"
         )
     };
 }
@@ -1552,7 +1557,8 @@ macro_rules! switch_allowed {
 /// The switch, statement 1 of 4: a generation retained from an earlier
 /// switch retires, when switching to a generation being built, and only if
 /// the switch applies (`switch_allowed`). `?1` the generation to activate,
-/// `?2` now.
+/// `?2` now, `?3` and `?4` the backfill and its pass that built it (NULL: a
+/// rollback to a retained generation).
 pub const GENERATION_SWITCH_RETIRE_OLDER: &str = concat!(
     "UPDATE generations SET state = 'retiring', updated_at = ?2
 WHERE state = 'retained' AND generation <> ?1
@@ -1564,7 +1570,8 @@ WHERE state = 'retained' AND generation <> ?1
 
 /// The switch, statement 2 of 4: the active generation becomes retained, if
 /// `?1` can be activated (being built or retained) and the switch is
-/// allowed: every live document has its vectors there. `?2` now.
+/// allowed: every live document has its vectors there. `?2` now, `?3`
+/// and `?4` as for statement 1.
 pub const GENERATION_SWITCH_RETAIN: &str = concat!(
     "UPDATE generations SET state = 'retained', updated_at = ?2
 WHERE state = 'active' AND generation <> ?1
@@ -1687,17 +1694,17 @@ WHERE NOT EXISTS (SELECT 1 FROM backfills WHERE state IN ('running', 'paused'))
                       AND EXISTS (SELECT 1 FROM generations WHERE generation = ?4 AND state = 'active')))";
 
 pub const BACKFILL_GET: &str = "\
-SELECT backfill_id, scope, filter, tenant_id, from_generation, to_generation, state, cursor, passes, page_size, created_at, updated_at
+SELECT backfill_id, scope, filter, tenant_id, from_generation, to_generation, state, cursor, passes, pass_missing, page_size, created_at, updated_at
 FROM backfills WHERE backfill_id = ?1";
 
 /// Backfills, newest first. `?1` limit.
 pub const BACKFILLS_LIST: &str = "\
-SELECT backfill_id, scope, filter, tenant_id, from_generation, to_generation, state, cursor, passes, page_size, created_at, updated_at
+SELECT backfill_id, scope, filter, tenant_id, from_generation, to_generation, state, cursor, passes, pass_missing, page_size, created_at, updated_at
 FROM backfills WHERE ?2 IS NULL OR tenant_id = ?2 OR tenant_id IS NULL ORDER BY created_at DESC, backfill_id DESC LIMIT ?1";
 
 /// The backfill cron advances.
 pub const BACKFILL_RUNNING: &str = "\
-SELECT backfill_id, scope, filter, tenant_id, from_generation, to_generation, state, cursor, passes, page_size, created_at, updated_at
+SELECT backfill_id, scope, filter, tenant_id, from_generation, to_generation, state, cursor, passes, pass_missing, page_size, created_at, updated_at
 FROM backfills WHERE state = 'running' ORDER BY created_at LIMIT 1";
 
 /// A state transition. `?1` id, `?2` new state, `?3` now, `?4` JSON array
@@ -1718,28 +1725,58 @@ macro_rules! metadata_mismatch {
     };
 }
 
-/// Live documents after `?1` in scope: not deleted, metadata matching every
-/// key of `?2` (a JSON object, or NULL: all); for scope `config` (`?3` the
-/// generation being built, else NULL) lacking that generation with no build
-/// of it pending; for the other scopes, not being indexed (latest = live).
-/// `?4` limit.
+/// A backfill's next page: the documents after `?1` (of tenant `?5`, NULL:
+/// every tenant's) in key order, at most `?6` of them walked, up to and
+/// including the `?4`th that needs a job; each with `need`: 1 a job
+/// (scope `config`, `?3` the generation being built: it lacks vectors
+/// there and no build of it is pending; the other scopes, `?3` NULL: not
+/// being indexed, latest = live), 2 (scope `config`) it lacks them and
+/// cannot be built now (a build of it still running, or rows of one that
+/// failed, to be cleaned up first), 0 nothing (deleted, never live,
+/// outside the filter `?2`, or there already). Returns the rows that need
+/// something and the last one walked (the cursor's next key), whatever it
+/// needs; none: the pass walked every document. The walk's bound is what
+/// keeps a page's cost in proportion to it when few documents need a job
+/// (a later pass, a narrow filter).
 pub const BACKFILL_PAGE: &str = concat!(
     "\
-SELECT d.doc_id AS doc_id, d.live_version AS version FROM documents d
-JOIN versions v ON v.doc_id = d.doc_id AND v.version = d.live_version
-WHERE d.doc_id > ?1 AND v.is_delete = 0 AND (?5 IS NULL OR d.tenant_id = ?5)
-  AND (?2 IS NULL OR NOT EXISTS (SELECT 1 FROM json_each(?2) f WHERE ",
+WITH walked AS (
+  SELECT d.doc_id, d.live_version, d.latest_version FROM documents d
+  WHERE d.doc_id > ?1 AND (?5 IS NULL OR d.tenant_id = ?5)
+  ORDER BY d.doc_id LIMIT ?6
+), judged AS (
+  SELECT w.doc_id, COALESCE(w.live_version, 0) AS version,
+    CASE WHEN v.is_delete IS NOT 0 THEN 0
+      WHEN ?2 IS NOT NULL AND EXISTS (SELECT 1 FROM json_each(?2) f WHERE ",
     metadata_mismatch!(),
-    "))
-  AND CASE WHEN ?3 IS NULL THEN d.latest_version = d.live_version ELSE
-        NOT EXISTS (SELECT 1 FROM chunks c WHERE c.doc_id = d.doc_id AND c.generation = ?3 AND ",
-    valid_at!("c", "d.live_version"),
-    ")
-        AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.doc_id = d.doc_id AND j.version = d.live_version
-                        AND j.build_generation = ?3 AND j.state IN ('queued', 'running', 'up_for_retry'))
-      END
-ORDER BY d.doc_id LIMIT ?4"
+    ") THEN 0
+      WHEN ?3 IS NULL THEN w.latest_version = w.live_version
+      WHEN EXISTS (SELECT 1 FROM jobs j WHERE j.doc_id = w.doc_id AND j.version = w.live_version
+                   AND j.build_generation = ?3 AND j.state IN ('queued', 'running', 'up_for_retry')) THEN 2
+      WHEN NOT EXISTS (SELECT 1 FROM chunks c WHERE c.doc_id = w.doc_id AND c.generation = ?3 AND ",
+    valid_at!("c", "w.live_version"),
+    ") THEN 1
+      WHEN ",
+    build_failed!(doc "w.doc_id", version "w.live_version", generation "?3"),
+    " THEN 2
+      ELSE 0 END AS need
+  FROM walked w LEFT JOIN versions v ON v.doc_id = w.doc_id AND v.version = w.live_version
+), counted AS (
+  SELECT doc_id, version, need, sum(need = 1) OVER (ORDER BY doc_id ROWS UNBOUNDED PRECEDING) AS k FROM judged
+), taken AS (
+  SELECT doc_id, version, need FROM counted WHERE k < ?4 OR (k = ?4 AND need = 1)
+)
+SELECT doc_id, version, need FROM taken
+WHERE need <> 0 OR doc_id = (SELECT max(doc_id) FROM taken)
+ORDER BY doc_id"
 );
+
+/// The jobs of backfill `?1` still in flight (its items' jobs in a state
+/// not ended): what the end of a pass waits for. Jobs in flight only.
+pub const BACKFILL_PENDING: &str = "\
+SELECT count(*) AS n FROM jobs j
+WHERE j.state IN ('queued', 'running', 'up_for_retry')
+  AND EXISTS (SELECT 1 FROM backfill_items i WHERE i.backfill_id = ?1 AND i.doc_id = j.doc_id AND i.job_id = j.job_id)";
 
 /// Live, not deleted documents matching the filter `?1` (NULL: all), of
 /// tenant `?2` (NULL: every tenant).
@@ -1764,13 +1801,16 @@ pub const BACKFILL_ITEMS_INSERT: &str = "\
 INSERT OR IGNORE INTO backfill_items (backfill_id, doc_id, pass, job_id)
 SELECT ?1, json_extract(value, '$.doc'), ?2, json_extract(value, '$.job') FROM json_each(?3)";
 
-/// The cursor after a page. `?1` id, `?2` cursor, `?3` now.
+/// The cursor after a page, and the documents of the page it could not
+/// build (`?4`, `pass_missing`). `?1` id, `?2` cursor, `?3` now.
 pub const BACKFILL_CURSOR: &str =
-    "UPDATE backfills SET cursor = ?2, updated_at = ?3 WHERE backfill_id = ?1 AND state = 'running'";
+    "UPDATE backfills SET cursor = ?2, pass_missing = pass_missing + ?4, updated_at = ?3 WHERE backfill_id = ?1 AND state = 'running'";
 
-/// A new pass from the start (documents still missing). `?1` id, `?2` now.
+/// A new pass from the start (documents still missing), counting afresh.
+/// `?1` id, `?2` now, `?3` the pass that ended (a second call for the same
+/// end changes nothing).
 pub const BACKFILL_NEXT_PASS: &str =
-    "UPDATE backfills SET cursor = '', passes = passes + 1, updated_at = ?2 WHERE backfill_id = ?1 AND state = 'running'";
+    "UPDATE backfills SET cursor = '', passes = passes + 1, pass_missing = 0, updated_at = ?2 WHERE backfill_id = ?1 AND state = 'running' AND passes = ?3";
 
 /// Progress: items and how their jobs stand. `?1` id.
 pub const BACKFILL_COUNTS: &str = "\
@@ -2308,7 +2348,9 @@ pub const ALL: &[(&str, &str)] = &[
     ("GENERATION_ACTIVE", GENERATION_ACTIVE),
     ("GENERATION_CREATE", GENERATION_CREATE),
     ("GENERATION_MAX", GENERATION_MAX),
-    ("GENERATION_GAPS", GENERATION_GAPS),
+    ("GENERATION_IN_FLIGHT", GENERATION_IN_FLIGHT),
+    ("GENERATIONS_SKIPPED", GENERATIONS_SKIPPED),
+    ("BACKFILL_SKIPPED", BACKFILL_SKIPPED),
     (
         "GENERATION_SWITCH_RETIRE_OLDER",
         GENERATION_SWITCH_RETIRE_OLDER,
@@ -2329,6 +2371,7 @@ pub const ALL: &[(&str, &str)] = &[
     ("BACKFILL_SET_STATE", BACKFILL_SET_STATE),
     ("BACKFILL_PAGE", BACKFILL_PAGE),
     ("BACKFILL_TOTAL", BACKFILL_TOTAL),
+    ("BACKFILL_PENDING", BACKFILL_PENDING),
     ("BUILD_JOBS_INSERT", BUILD_JOBS_INSERT),
     ("BACKFILL_ITEMS_INSERT", BACKFILL_ITEMS_INSERT),
     ("BACKFILL_CURSOR", BACKFILL_CURSOR),

@@ -637,20 +637,27 @@ fn a_cancel_that_fails_halfway_does_not_leave_its_generation_building() {
     );
 }
 
-/// Runs the switch batch to `g` directly (as `switch_to` does).
-fn switch_batch(w: &World, g: u32) -> Vec<u64> {
+/// Runs the switch batch to `g` directly (as `switch_to` does), for
+/// backfill `id` at its pass 1.
+fn switch_batch(w: &World, g: u32, id: &str) -> Vec<u64> {
+    use ingest_pipeline::ports::SqlValue;
     use ingest_pipeline::store::sql;
     let p = || {
         vec![
-            ingest_pipeline::ports::SqlValue::from(g),
-            ingest_pipeline::ports::SqlValue::Int(ingest_pipeline::ports::Clock::now_ms(&w.clock)),
+            SqlValue::from(g),
+            SqlValue::Int(ingest_pipeline::ports::Clock::now_ms(&w.clock)),
         ]
+    };
+    let checked = || {
+        let mut v = p();
+        v.extend([SqlValue::from(id), SqlValue::from(1u32)]);
+        v
     };
     block_on(ingest_pipeline::ports::Database::batch(
         &w.db,
         vec![
-            ingest_pipeline::ports::Stmt::new(sql::GENERATION_SWITCH_RETIRE_OLDER, p()),
-            ingest_pipeline::ports::Stmt::new(sql::GENERATION_SWITCH_RETAIN, p()),
+            ingest_pipeline::ports::Stmt::new(sql::GENERATION_SWITCH_RETIRE_OLDER, checked()),
+            ingest_pipeline::ports::Stmt::new(sql::GENERATION_SWITCH_RETAIN, checked()),
             ingest_pipeline::ports::Stmt::new(sql::GENERATION_SWITCH_ACTIVATE, p()),
         ],
     ))
@@ -671,11 +678,12 @@ fn a_switch_that_does_not_apply_retires_nothing() {
         ),
         (json!("retained"), json!("active"))
     );
-    // A third generation is being built, with nothing built yet: a gap.
+    // A third generation is being built, with nothing built yet: its
+    // build jobs are in flight.
     w.cfg.chunk_size_max_tokens = 80;
-    start(&w, BackfillScope::Config, 20);
+    let b = start(&w, BackfillScope::Config, 20);
     assert_eq!(generation(&w, 3)["state"], "building");
-    let changes = switch_batch(&w, 3);
+    let changes = switch_batch(&w, 3, b["backfill_id"].as_str().unwrap());
     assert_eq!(changes, vec![0, 0, 0], "the switch does not apply");
     assert_eq!(
         generation(&w, 1)["state"],
@@ -1034,4 +1042,41 @@ fn cron_does_not_verify_a_generation_switched_to_within_the_visibility_window() 
             1
         );
     }
+}
+
+#[test]
+fn a_page_walks_at_most_backfill_walk_max_documents_when_few_need_a_job() {
+    // Issue 36: a page read documents from the cursor until it had found a
+    // page of documents that need a job; for a narrow filter, or a later
+    // pass of a generation backfill, that was every document in one
+    // statement. Now a page walks at most BACKFILL_WALK_MAX documents and
+    // moves the cursor to the last one walked, a job or not.
+    let mut w = World::new();
+    w.cfg.backfill_walk_max = 100;
+    for i in 0..250 {
+        let mut m = serde_json::Map::new();
+        m.insert("lang".into(), json!(if i == 180 { "x" } else { "y" }));
+        w.put_with(&format!("doc-{i:03}"), "a few words", m, ContentType::Plain);
+    }
+    w.deliver_all();
+    let b = start(
+        &w,
+        BackfillScope::Filter(json!({ "lang": "x" }).as_object().unwrap().clone()),
+        50,
+    );
+    assert_eq!(b["cursor"], "doc-099", "{b}");
+    assert_eq!(b["progress"]["enqueued"], 0, "{b}");
+    let id = b["backfill_id"].as_str().unwrap().to_string();
+    w.clock.advance_ms(60_000);
+    block_on(w.p().advance_backfills(1_000)).unwrap();
+    let v = view(&w, &id);
+    assert_eq!(v["cursor"], "doc-249", "two more pages of 100 and 50: {v}");
+    assert_eq!(v["progress"]["enqueued"], 1, "{v}");
+    run_to_end(&w, &id);
+    let v = view(&w, &id);
+    assert_eq!(
+        (v["state"].clone(), v["progress"]["done"].clone()),
+        (json!("completed"), json!(1)),
+        "{v}"
+    );
 }

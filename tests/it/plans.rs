@@ -181,9 +181,12 @@ const ALLOWED: &[(&str, &str)] = &[
     ("DEAD_LETTERS_SUMMARY", "the operators' dead-letter summary of every tenant: every group's counters (migration 0028: tenants x failure buckets x sizes), whatever the archive holds"),
     ("TENANT_DEAD_LETTERS_SUMMARY", "sorts one tenant's groups by their letters (a range of dead_letter_groups' key: failure buckets x sizes x 2 rows at most), not its letters"),
     ("REDRIVE_CANDIDATES", "issue 36: walks every letter and redrive item (the archive is never pruned)"),
-    ("GENERATION_GAPS", "issue 36: checks every live document for rows in the generation"),
-    ("GENERATION_SWITCH_RETIRE_OLDER", "issue 36: checks every live document for rows in the generation"),
-    ("GENERATION_SWITCH_RETAIN", "issue 36: checks every live document for rows in the generation"),
+    ("GENERATION_IN_FLIGHT", "the jobs in flight (jobs_by_state's ranges of 'queued', 'running', 'up_for_retry': the queue's backlog, not the jobs kept), each looked up in its version's rows"),
+    ("GENERATION_SWITCH_RETIRE_OLDER", "the jobs in flight (jobs_by_state's ranges of 'queued', 'running', 'up_for_retry': the queue's backlog, not the jobs kept), each looked up in its version's rows; every live document was checked by the backfill's pass, a page at a time (pass_missing, migration 0031)"),
+    ("GENERATION_SWITCH_RETAIN", "the jobs in flight (jobs_by_state's ranges of 'queued', 'running', 'up_for_retry': the queue's backlog, not the jobs kept), each looked up in its version's rows; every live document was checked by the backfill's pass, a page at a time (pass_missing, migration 0031)"),
+    ("BACKFILL_PENDING", "the jobs in flight (jobs_by_state's ranges of 'queued', 'running', 'up_for_retry': the queue's backlog, not the jobs kept), each looked up in its version's rows, each looked up in the backfill's items"),
+    ("BACKFILL_PAGE", "sorts the page's walk: at most BACKFILL_WALK_MAX documents from the cursor"),
+    ("BACKFILL_SKIPPED", "backfills: operator actions, ended ones pruned after HISTORY_RETENTION_SECONDS (a staging that leaves a generation out: a deploy that cannot embed for it)"),
     ("BACKFILL_TOTAL", "issue 36: counts every live document matching the filter at a backfill's start"),
 ];
 

@@ -910,6 +910,7 @@ fn a_staging_planned_against_open_rows_another_staging_changed_is_refused_and_wr
         adopt_config: None,
         build_generation: None,
         keyword_key: open.keyword_key,
+        skipped: &[],
     };
     // Another staging moved the stamp on since the read.
     let stale = block_on(w.p().store.stage_chunks(

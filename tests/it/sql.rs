@@ -1192,6 +1192,36 @@ fn every_statement_is_exercised_by_the_flows() {
     assert_eq!(hits[0].id, "b3");
     block_on(blocks.delete_by_ids(&["b3".into()])).unwrap();
 
+    // A staging that leaves out a generation this Worker cannot embed for
+    // (the local embedder's, after a deploy of Workers AI).
+    {
+        let mut w9 = World::with(ingest_pipeline::config::Config {
+            embedding_dimensions: 1024,
+            ..Default::default()
+        });
+        w9.put("s", "sigma tau");
+        w9.deliver_all();
+        w9.cfg = ingest_pipeline::config::Config::from_lookup(|n| match n {
+            "EMBEDDER_BACKEND" => Some("workers-ai".into()),
+            "EMBEDDING_MODEL" => Some("@cf/baai/bge-m3".into()),
+            "EMBEDDING_DIMENSIONS" => Some("1024".into()),
+            _ => None,
+        })
+        .unwrap();
+        let e = common::ModelEmbedder::new(&w9.cfg);
+        block_on(
+            w9.p_with(&e)
+                .start_backfill(&ingest_pipeline::pipeline::BackfillScope::Config, 1),
+        )
+        .unwrap()
+        .unwrap();
+        w9.put("s", "upsilon phi");
+        w9.deliver_all_with(&e);
+        w.db.executed
+            .borrow_mut()
+            .extend(w9.db.executed.borrow().iter().copied());
+    }
+
     let mut ran: BTreeSet<&str> = w.db.executed.borrow().clone();
     ran.extend(vdb.executed.borrow().iter().copied());
     let missing: Vec<&str> = sql::ALL

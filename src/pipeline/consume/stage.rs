@@ -132,7 +132,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
     /// atomically with the step `staged`. Returns the number of rows and
     /// each target's model.
     async fn stage(&self, job: &ConsumeRow, doc_id: &DocKey) -> Result<(u32, Models), PortError> {
-        let (targets, adopt) = self.stage_targets(job).await?;
+        let (targets, skipped, adopt) = self.stage_targets(job).await?;
         let models = self.models_of(&targets);
         let text = self
             .store
@@ -182,6 +182,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             adopt_config: adopt.as_deref(),
             build_generation: job.build_generation,
             keyword_key: open.keyword_key,
+            skipped: &skipped,
         };
         let rows = self
             .store
@@ -199,12 +200,13 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
 
     /// The generations the job writes (`GENERATIONS_TARGET`, those whose
     /// model this Worker can embed with, `Config::embed_model_for`; a build
-    /// job: its own), and the configuration generation 1 adopts if it has
-    /// none yet.
+    /// job: its own), those it leaves out for want of their model (the
+    /// staging records them: migration 0031), and the configuration
+    /// generation 1 adopts if it has none yet.
     async fn stage_targets(
         &self,
         job: &ConsumeRow,
-    ) -> Result<(Vec<GenerationRow>, Option<String>), PortError> {
+    ) -> Result<(Vec<GenerationRow>, Vec<u32>, Option<String>), PortError> {
         let mut generations = self.store.target_generations().await?;
         // Generation 1 with no configuration yet (a ledger from before
         // generations, or a new one): it adopts what its vectors were made
@@ -230,11 +232,10 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                 g.index_config = config.clone();
             }
         }
-        let targets: Vec<GenerationRow> = generations
+        let (targets, skipped): (Vec<GenerationRow>, Vec<GenerationRow>) = generations
             .into_iter()
             .filter(|g| job.build_generation.is_none_or(|b| b == g.generation))
-            .filter(|g| self.cfg.embed_model_for(&g.index_config).is_some())
-            .collect();
+            .partition(|g| self.cfg.embed_model_for(&g.index_config).is_some());
         if targets.is_empty() {
             // This Worker can embed for none of the generations in use
             // (another backend, other dimensions): a deploy fixes it.
@@ -243,7 +244,8 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                 "generation_embedder_mismatch",
             ));
         }
-        Ok((targets, adopt))
+        let skipped = skipped.iter().map(|g| g.generation).collect();
+        Ok((targets, skipped, adopt))
     }
 
     /// Per target generation: its chunks of `text` (by the chunker its
