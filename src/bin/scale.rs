@@ -1378,19 +1378,49 @@ mod scale {
                 case(K, "PRUNE_REPAIR_RUNS", "500", vec![int(history), int(500)]),
                 case(K, "KEYWORD_UNINDEXED_PAGE", "500", vec![int(500)]),
             ]);
+            out.extend(backfill());
             out
+        }
+
+        /// A backfill's cron steps: its pages (each walks at most 1000
+        /// documents, `BACKFILL_WALK_MAX`), what the end of a pass reads,
+        /// and the switch's checks.
+        fn backfill() -> Vec<Case> {
+            use Route::Cron as K;
+            let page = |filter: Value, generation: Value, tenant: Value| {
+                vec![text(""), filter, generation, int(50), tenant, int(1000)]
+            };
+            let switch = || vec![int(1), int(NOW), NULL, NULL];
+            vec![
+                case(
+                    K,
+                    "BACKFILL_PAGE",
+                    "generation 1: a pass that finds every document built, 1000 walked",
+                    page(NULL, int(1), NULL),
+                ),
+                case(
+                    K,
+                    "BACKFILL_PAGE",
+                    "a filter no document matches, 1000 walked",
+                    page(text(r#"{"lang":"xx"}"#), NULL, NULL),
+                ),
+                case(
+                    K,
+                    "BACKFILL_PAGE",
+                    "the small tenant, every document re-run",
+                    page(NULL, NULL, text("small")),
+                ),
+                case(K, "BACKFILL_PENDING", "", vec![text("none")]),
+                case(K, "GENERATION_IN_FLIGHT", "generation 1", vec![int(1)]),
+                case(K, "GENERATION_SWITCH_RETIRE_OLDER", "its checks", switch()),
+                case(K, "GENERATION_SWITCH_RETAIN", "its checks", switch()),
+            ]
         }
 
         fn operator() -> Vec<Case> {
             use Route::Operator as P;
             let candidates = |t: Value| vec![NULL, NULL, NULL, NULL, int(1000), t];
             vec![
-                case(
-                    P,
-                    "GENERATION_GAPS",
-                    "generation 1: every live document checked",
-                    vec![int(1)],
-                ),
                 case(
                     P,
                     "BACKFILL_TOTAL",

@@ -18,7 +18,7 @@ use crate::core::failure::FailureBucket;
 use crate::core::ids::{job_id, DocKey, TenantId};
 use crate::core::state::{BackfillState, GenerationState, JobState};
 use crate::ports::{Clock, Database, Embedder, JobMessage, JobQueue, PortError, VectorIndex};
-use crate::store::{BackfillRow, NewBackfill, PageDoc};
+use crate::store::{BackfillCounts, BackfillRow, NewBackfill, PageCounts, PageDoc};
 use serde_json::{json, Value};
 
 /// What a backfill covers.
@@ -219,6 +219,12 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         };
         let to = generation_built.as_ref().map(|g| g.1);
         let id = backfill_id(now, scope_name, filter.as_deref(), to);
+        // Once per backfill (an operator's action): each pass's walk
+        // counts them again as it goes.
+        let total = self
+            .store
+            .backfill_total(filter.as_deref(), tenant.map(TenantId::as_str))
+            .await?;
         let new = NewBackfill {
             backfill_id: &id,
             scope: scope_name,
@@ -228,6 +234,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             generation: generation_built
                 .as_ref()
                 .map(|(c, g, a)| (c.as_str(), *g, *a)),
+            total,
         };
         let inserted = self
             .store
@@ -348,12 +355,18 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
     }
 
     async fn view_of(&self, b: &BackfillRow) -> Result<BackfillView, PortError> {
-        let c = self.store.backfill_counts(&b.backfill_id).await?;
-        let total = self
-            .store
-            .backfill_total(b.filter.as_deref(), b.tenant_id.as_deref())
-            .await?;
-        Ok(BackfillView::new(b, &c, total))
+        // A completed or failed backfill has no job in flight (it ends only
+        // once none is); a cancelled one may still.
+        let pending = match b.state {
+            BackfillState::Completed | BackfillState::Failed => 0,
+            _ => self.store.backfill_pending(&b.backfill_id).await?,
+        };
+        let c = BackfillCounts {
+            enqueued: b.enqueued,
+            pending,
+            failed: b.failed,
+        };
+        Ok(BackfillView::new(b, &c, b.total))
     }
 
     /// The latest backfills, newest first.
@@ -446,12 +459,19 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         if !may_enqueue {
             return Ok(false);
         }
+        let counts = PageCounts {
+            from: &b.cursor,
+            to: cursor,
+            missing: page.missing,
+            enqueued: 0,
+            scoped: page.scoped,
+        };
         match b.to_generation {
             Some(g) => {
-                self.enqueue_build_page(&b, g, &page.docs, (cursor, page.missing), now)
+                self.enqueue_build_page(&b, g, &page.docs, counts, now)
                     .await?
             }
-            None => self.enqueue_rerun_page(&b, &page.docs, cursor, now).await?,
+            None => self.enqueue_rerun_page(&b, &page.docs, counts, now).await?,
         }
         Ok(true)
     }
@@ -464,7 +484,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         b: &BackfillRow,
         g: u32,
         page: &[PageDoc],
-        cursor: (&str, u64),
+        counts: PageCounts<'_>,
         now: i64,
     ) -> Result<(), PortError> {
         let mut jobs = Vec::with_capacity(page.len());
@@ -477,9 +497,13 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             jobs.push(json!({ "job": job, "doc": d.doc_id, "version": d.version }));
             messages.push(JobMessage::new(job, d.doc_id.clone(), d.version));
         }
+        let counts = PageCounts {
+            enqueued: jobs.len() as u64,
+            ..counts
+        };
         let jobs = Value::Array(jobs).to_string();
         self.store
-            .backfill_build_page(&b.backfill_id, b.passes, g, &jobs, cursor, now)
+            .backfill_build_page(&b.backfill_id, b.passes, g, &jobs, &counts, now)
             .await?;
         for batch in messages.chunks(100) {
             if let Err(e) = self.queue.send_batch(batch).await {
@@ -499,7 +523,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         &self,
         b: &BackfillRow,
         page: &[PageDoc],
-        cursor: &str,
+        counts: PageCounts<'_>,
         now: i64,
     ) -> Result<(), PortError> {
         let mut items = Vec::new();
@@ -508,9 +532,13 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                 items.push(json!({ "doc": d.doc_id, "job": job }));
             }
         }
+        let counts = PageCounts {
+            enqueued: items.len() as u64,
+            ..counts
+        };
         let items = Value::Array(items).to_string();
         self.store
-            .backfill_rerun_page(&b.backfill_id, b.passes, &items, cursor, now)
+            .backfill_rerun_page(&b.backfill_id, b.passes, &items, &counts, now)
             .await
     }
 

@@ -777,7 +777,8 @@ pub struct GenerationMove {
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct BackfillProgress {
-    /// Live documents in scope now.
+    /// Live documents in scope: counted at the start, then by each pass's
+    /// walk as it ends.
     pub total: u64,
     pub enqueued: u64,
     pub done: u64,
@@ -789,9 +790,10 @@ pub struct BackfillProgress {
 }
 
 impl BackfillView {
-    /// `total`: the live documents in the backfill's scope.
+    /// `total`: the live documents in the backfill's scope (as last counted).
     pub fn new(b: &BackfillRow, c: &BackfillCounts, total: u64) -> BackfillView {
-        let pending = c.enqueued.saturating_sub(c.done + c.failed);
+        let pending = c.pending.min(c.enqueued.saturating_sub(c.failed));
+        let done = c.enqueued.saturating_sub(pending + c.failed);
         let open = b.state.is_open();
         let not_enqueued = if open {
             total.saturating_sub(c.enqueued)
@@ -817,7 +819,7 @@ impl BackfillView {
             progress: BackfillProgress {
                 total,
                 enqueued: c.enqueued,
-                done: c.done,
+                done,
                 pending,
                 failed: c.failed,
                 not_enqueued,

@@ -25,6 +25,13 @@ pub struct BackfillRow {
     /// What the current pass could not build (migration 0031): 0 at its
     /// end lets scope `config` switch.
     pub pass_missing: u64,
+    /// Its items (one per document per pass).
+    pub enqueued: u64,
+    /// Its items whose job ended failed or dead.
+    pub failed: u64,
+    /// The live documents in scope: at the start, then as the last pass
+    /// walked them.
+    pub total: u64,
     pub page_size: u32,
     pub created_at: i64,
     pub updated_at: i64,
@@ -44,6 +51,7 @@ struct PageRow {
     doc_id: String,
     version: u32,
     need: u8,
+    scoped: u64,
 }
 
 /// A backfill's next page: the documents that need a job, how many lack
@@ -53,14 +61,26 @@ struct PageRow {
 pub struct BackfillPage {
     pub docs: Vec<PageDoc>,
     pub missing: u64,
+    /// The documents walked that are in scope.
+    pub scoped: u64,
     pub walked_to: Option<String>,
 }
 
+/// What a page's batch records with the cursor it moves.
+pub struct PageCounts<'a> {
+    /// The cursor the page started from, and the one it moves to.
+    pub from: &'a str,
+    pub to: &'a str,
+    pub missing: u64,
+    pub enqueued: u64,
+    pub scoped: u64,
+}
+
 /// A backfill's items by outcome.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone)]
 pub struct BackfillCounts {
     pub enqueued: u64,
-    pub done: u64,
+    pub pending: u64,
     pub failed: u64,
 }
 
@@ -85,6 +105,8 @@ pub struct NewBackfill<'a> {
     pub page_size: u32,
     /// `(index config, generation number, active generation)`.
     pub generation: Option<(&'a str, u32, u32)>,
+    /// The live documents in scope (`backfill_total`).
+    pub total: u64,
 }
 
 /// Cron's cursor over the documents whose rows of retiring generations
@@ -171,6 +193,7 @@ impl<D: Database> Store<D> {
                 SqlValue::Int(now),
                 config.into(),
                 new.tenant_id.into(),
+                SqlValue::Int(i64::try_from(new.total).unwrap_or(i64::MAX)),
             ],
         ));
         let inserted = if split {
@@ -227,20 +250,6 @@ impl<D: Database> Store<D> {
         Ok(changed.first().copied().unwrap_or(0) > 0)
     }
 
-    pub async fn backfill_counts(&self, id: &str) -> Result<BackfillCounts, PortError> {
-        Ok(self
-            .db
-            .query(Stmt::new(sql::BACKFILL_COUNTS, vec![id.into()]))
-            .await?
-            .into_iter()
-            .next()
-            .unwrap_or(BackfillCounts {
-                enqueued: 0,
-                done: 0,
-                failed: 0,
-            }))
-    }
-
     /// Live documents a backfill with `filter` (of `tenant_id`) covers.
     pub async fn backfill_total(
         &self,
@@ -279,6 +288,7 @@ impl<D: Database> Store<D> {
             ))
             .await?;
         let walked_to = rows.last().map(|r| r.doc_id.clone());
+        let scoped = rows.last().map_or(0, |r| r.scoped);
         let missing = rows.iter().filter(|r| r.need == 2).count() as u64;
         let docs = rows
             .into_iter()
@@ -291,6 +301,7 @@ impl<D: Database> Store<D> {
         Ok(BackfillPage {
             docs,
             missing,
+            scoped,
             walked_to,
         })
     }
@@ -305,17 +316,17 @@ impl<D: Database> Store<D> {
     }
 
     /// A page of build jobs for generation `g` (`jobs`: JSON `[{job, doc,
-    /// version}]`), their items and the cursor, in one batch.
+    /// version}]`), their items and the cursor with the page's counts, in
+    /// one batch.
     pub async fn backfill_build_page(
         &self,
         id: &str,
         passes: u32,
         g: u32,
         jobs: &str,
-        cursor: (&str, u64),
+        counts: &PageCounts<'_>,
         now: i64,
     ) -> Result<(), PortError> {
-        let (cursor, missing) = cursor;
         self.db
             .batch(vec![
                 Stmt::new(
@@ -326,27 +337,20 @@ impl<D: Database> Store<D> {
                     sql::BACKFILL_ITEMS_INSERT,
                     vec![id.into(), passes.into(), jobs.into()],
                 ),
-                Stmt::new(
-                    sql::BACKFILL_CURSOR,
-                    vec![
-                        id.into(),
-                        cursor.into(),
-                        SqlValue::Int(now),
-                        SqlValue::Int(missing as i64),
-                    ],
-                ),
+                cursor_stmt(id, counts, now),
             ])
             .await
             .map(|_| ())
     }
 
-    /// A page of re-runs' items (JSON `[{doc, job}]`) and the cursor, in one batch.
+    /// A page of re-runs' items (JSON `[{doc, job}]`) and the cursor with
+    /// the page's counts, in one batch.
     pub async fn backfill_rerun_page(
         &self,
         id: &str,
         passes: u32,
         items: &str,
-        cursor: &str,
+        counts: &PageCounts<'_>,
         now: i64,
     ) -> Result<(), PortError> {
         self.db
@@ -355,15 +359,7 @@ impl<D: Database> Store<D> {
                     sql::BACKFILL_ITEMS_INSERT,
                     vec![id.into(), passes.into(), items.into()],
                 ),
-                Stmt::new(
-                    sql::BACKFILL_CURSOR,
-                    vec![
-                        id.into(),
-                        cursor.into(),
-                        SqlValue::Int(now),
-                        SqlValue::Int(0),
-                    ],
-                ),
+                cursor_stmt(id, counts, now),
             ])
             .await
             .map(|_| ())
@@ -459,4 +455,21 @@ impl<D: Database> Store<D> {
         let n = changes.get(1).copied().unwrap_or(0);
         Ok((n, n >= limit as u64 || page.documents >= limit as u64))
     }
+}
+
+/// `BACKFILL_CURSOR` for a page of backfill `id`.
+fn cursor_stmt(id: &str, c: &PageCounts<'_>, now: i64) -> Stmt {
+    let n = |v: u64| SqlValue::Int(i64::try_from(v).unwrap_or(i64::MAX));
+    Stmt::new(
+        sql::BACKFILL_CURSOR,
+        vec![
+            id.into(),
+            c.to.into(),
+            SqlValue::Int(now),
+            n(c.missing),
+            n(c.enqueued),
+            n(c.scoped),
+            c.from.into(),
+        ],
+    )
 }

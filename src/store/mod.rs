@@ -29,7 +29,9 @@ mod tenants;
 mod usage;
 pub mod vector_rows;
 
-pub use backfills::{BackfillCounts, BackfillPage, BackfillRow, InFlight, NewBackfill, PageDoc};
+pub use backfills::{
+    BackfillCounts, BackfillPage, BackfillRow, InFlight, NewBackfill, PageCounts, PageDoc,
+};
 pub use chunks::{
     KeywordChunkRow, KeywordWeights, LiveChunkRow, OpenRows, PageRow, StagedChunk, Staging,
 };

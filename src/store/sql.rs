@@ -1685,26 +1685,27 @@ FROM chunks c WHERE c.doc_id = ?1 AND c.generation = ?4 AND ",
 /// `?3` filter JSON, `?4` from generation, `?5` to generation, `?6` page
 /// size, `?7` now, `?8` for scope `config` the index config: then only if
 /// `?5` is being built with it and `?4` is active (the batch's
-/// `GENERATION_CREATE` applied, or found it).
+/// `GENERATION_CREATE` applied, or found it). `?9` tenant, `?10` the live
+/// documents in scope (`BACKFILL_TOTAL`).
 pub const BACKFILL_INSERT: &str = "\
-INSERT INTO backfills (backfill_id, scope, filter, from_generation, to_generation, state, cursor, passes, page_size, created_at, updated_at, tenant_id)
-SELECT ?1, ?2, ?3, ?4, ?5, 'running', '', 1, ?6, ?7, ?7, ?9
+INSERT INTO backfills (backfill_id, scope, filter, from_generation, to_generation, state, cursor, passes, page_size, created_at, updated_at, tenant_id, total)
+SELECT ?1, ?2, ?3, ?4, ?5, 'running', '', 1, ?6, ?7, ?7, ?9, ?10
 WHERE NOT EXISTS (SELECT 1 FROM backfills WHERE state IN ('running', 'paused'))
   AND (?8 IS NULL OR (EXISTS (SELECT 1 FROM generations WHERE generation = ?5 AND state = 'building' AND index_config = ?8)
                       AND EXISTS (SELECT 1 FROM generations WHERE generation = ?4 AND state = 'active')))";
 
 pub const BACKFILL_GET: &str = "\
-SELECT backfill_id, scope, filter, tenant_id, from_generation, to_generation, state, cursor, passes, pass_missing, page_size, created_at, updated_at
+SELECT backfill_id, scope, filter, tenant_id, from_generation, to_generation, state, cursor, passes, pass_missing, enqueued, failed, total, page_size, created_at, updated_at
 FROM backfills WHERE backfill_id = ?1";
 
 /// Backfills, newest first. `?1` limit.
 pub const BACKFILLS_LIST: &str = "\
-SELECT backfill_id, scope, filter, tenant_id, from_generation, to_generation, state, cursor, passes, pass_missing, page_size, created_at, updated_at
+SELECT backfill_id, scope, filter, tenant_id, from_generation, to_generation, state, cursor, passes, pass_missing, enqueued, failed, total, page_size, created_at, updated_at
 FROM backfills WHERE ?2 IS NULL OR tenant_id = ?2 OR tenant_id IS NULL ORDER BY created_at DESC, backfill_id DESC LIMIT ?1";
 
 /// The backfill cron advances.
 pub const BACKFILL_RUNNING: &str = "\
-SELECT backfill_id, scope, filter, tenant_id, from_generation, to_generation, state, cursor, passes, pass_missing, page_size, created_at, updated_at
+SELECT backfill_id, scope, filter, tenant_id, from_generation, to_generation, state, cursor, passes, pass_missing, enqueued, failed, total, page_size, created_at, updated_at
 FROM backfills WHERE state = 'running' ORDER BY created_at LIMIT 1";
 
 /// A state transition. `?1` id, `?2` new state, `?3` now, `?4` JSON array
@@ -1733,9 +1734,11 @@ macro_rules! metadata_mismatch {
 /// being indexed, latest = live), 2 (scope `config`) it lacks them and
 /// cannot be built now (a build of it still running, or rows of one that
 /// failed, to be cleaned up first), 0 nothing (deleted, never live,
-/// outside the filter `?2`, or there already). Returns the rows that need
-/// something and the last one walked (the cursor's next key), whatever it
-/// needs; none: the pass walked every document. The walk's bound is what
+/// outside the filter `?2`, or there already), and `scoped`: how many of
+/// the documents walked up to it are in scope (live, not deleted, in the
+/// filter). Returns the rows that need something and the last one walked
+/// (the cursor's next key), whatever it needs; none: the pass walked
+/// every document. The walk's bound is what
 /// keeps a page's cost in proportion to it when few documents need a job
 /// (a later pass, a narrow filter).
 pub const BACKFILL_PAGE: &str = concat!(
@@ -1759,14 +1762,20 @@ WITH walked AS (
       WHEN ",
     build_failed!(doc "w.doc_id", version "w.live_version", generation "?3"),
     " THEN 2
-      ELSE 0 END AS need
+      ELSE 0 END AS need,
+    v.is_delete = 0 AND NOT (?2 IS NOT NULL AND EXISTS (SELECT 1 FROM json_each(?2) f WHERE ",
+    metadata_mismatch!(),
+    ")) AS in_scope
   FROM walked w LEFT JOIN versions v ON v.doc_id = w.doc_id AND v.version = w.live_version
 ), counted AS (
-  SELECT doc_id, version, need, sum(need = 1) OVER (ORDER BY doc_id ROWS UNBOUNDED PRECEDING) AS k FROM judged
+  SELECT doc_id, version, need,
+    sum(need = 1) OVER (ORDER BY doc_id ROWS UNBOUNDED PRECEDING) AS k,
+    sum(coalesce(in_scope, 0)) OVER (ORDER BY doc_id ROWS UNBOUNDED PRECEDING) AS scoped
+  FROM judged
 ), taken AS (
-  SELECT doc_id, version, need FROM counted WHERE k < ?4 OR (k = ?4 AND need = 1)
+  SELECT doc_id, version, need, scoped FROM counted WHERE k < ?4 OR (k = ?4 AND need = 1)
 )
-SELECT doc_id, version, need FROM taken
+SELECT doc_id, version, need, scoped FROM taken
 WHERE need <> 0 OR doc_id = (SELECT max(doc_id) FROM taken)
 ORDER BY doc_id"
 );
@@ -1801,28 +1810,31 @@ pub const BACKFILL_ITEMS_INSERT: &str = "\
 INSERT OR IGNORE INTO backfill_items (backfill_id, doc_id, pass, job_id)
 SELECT ?1, json_extract(value, '$.doc'), ?2, json_extract(value, '$.job') FROM json_each(?3)";
 
-/// The cursor after a page, and the documents of the page it could not
-/// build (`?4`, `pass_missing`). `?1` id, `?2` cursor, `?3` now.
-pub const BACKFILL_CURSOR: &str =
-    "UPDATE backfills SET cursor = ?2, pass_missing = pass_missing + ?4, updated_at = ?3 WHERE backfill_id = ?1 AND state = 'running'";
+/// The cursor after a page, with what the page counted: the documents it
+/// could not build (`?4`, `pass_missing`), its items (`?5`, `enqueued`)
+/// and the documents in scope it walked (`?6`, `pass_scope`). `?1` id,
+/// `?2` cursor, `?3` now, `?7` the cursor the page started from (a page
+/// counted once).
+pub const BACKFILL_CURSOR: &str = "\
+UPDATE backfills SET cursor = ?2, pass_missing = pass_missing + ?4, enqueued = enqueued + ?5,
+  pass_scope = pass_scope + ?6, updated_at = ?3
+WHERE backfill_id = ?1 AND state = 'running' AND cursor = ?7";
 
 /// A new pass from the start (documents still missing), counting afresh.
 /// `?1` id, `?2` now, `?3` the pass that ended (a second call for the same
 /// end changes nothing).
-pub const BACKFILL_NEXT_PASS: &str =
-    "UPDATE backfills SET cursor = '', passes = passes + 1, pass_missing = 0, updated_at = ?2 WHERE backfill_id = ?1 AND state = 'running' AND passes = ?3";
-
-/// Progress: items and how their jobs stand. `?1` id.
-pub const BACKFILL_COUNTS: &str = "\
-SELECT count(*) AS enqueued,
-  COALESCE(SUM(CASE WHEN j.state IN ('succeeded', 'superseded') THEN 1 ELSE 0 END), 0) AS done,
-  COALESCE(SUM(CASE WHEN j.state IN ('failed', 'dead') THEN 1 ELSE 0 END), 0) AS failed
-FROM backfill_items i JOIN jobs j ON j.job_id = i.job_id WHERE i.backfill_id = ?1";
+/// The pass's walk recounted the documents in scope (`total`).
+pub const BACKFILL_NEXT_PASS: &str = "\
+UPDATE backfills SET cursor = '', passes = passes + 1, pass_missing = 0,
+  total = COALESCE(pass_scope, total), pass_scope = 0, updated_at = ?2
+WHERE backfill_id = ?1 AND state = 'running' AND passes = ?3";
 
 /// Completes a backfill (scope `config`: only once its generation is
-/// active). `?1` id, `?2` now.
+/// active), at the end of a pass: its walk recounted the documents in
+/// scope. `?1` id, `?2` now.
 pub const BACKFILL_COMPLETE: &str = "\
-UPDATE backfills SET state = 'completed', updated_at = ?2 WHERE backfill_id = ?1 AND state = 'running'
+UPDATE backfills SET state = 'completed', total = COALESCE(pass_scope, total), updated_at = ?2
+WHERE backfill_id = ?1 AND state = 'running'
   AND (to_generation IS NULL OR EXISTS (SELECT 1 FROM generations g WHERE g.generation = backfills.to_generation AND g.state = 'active'))";
 
 // ---------------------------------------------------------------- syncs
@@ -2376,7 +2388,6 @@ pub const ALL: &[(&str, &str)] = &[
     ("BACKFILL_ITEMS_INSERT", BACKFILL_ITEMS_INSERT),
     ("BACKFILL_CURSOR", BACKFILL_CURSOR),
     ("BACKFILL_NEXT_PASS", BACKFILL_NEXT_PASS),
-    ("BACKFILL_COUNTS", BACKFILL_COUNTS),
     ("BACKFILL_COMPLETE", BACKFILL_COMPLETE),
     ("SYNC_INSERT", SYNC_INSERT),
     ("SYNC_GET", SYNC_GET),

@@ -14,8 +14,8 @@
 // (cleanup intents without rowid), 0024 (each generation's row count),
 // 0025 (the dead letters' page index), 0026 (the document counts), 0027
 // (the jobs due for a retry), 0028 (the dead letters' group counts), 0029
-// (repair runs pruned by ID) and 0030 (the jobs' state index with their
-// tenant) undone. The same fakes
+// (repair runs pruned by ID), 0030 (the jobs' state index with their
+// tenant) and 0031 (the switch by a backfill's pass) undone. The same fakes
 // (the vector index) serve both workers. After 0021 the old rows wait for
 // cron to enter the per-tenant keyword index: keyword answers come back
 // with the first cron run.
@@ -294,6 +294,11 @@ describe('upgrade in place: a ledger written before 0019', () => {
     ];
     const intentIndexes = pick('0001_init.sql', /^CREATE INDEX cleanup_intents_/, 2);
     const sql = [
+      // What 0031 added: the backfills' pass and progress counts, the
+      // trigger that counts failed jobs, the generations' skipped mark.
+      'DROP TRIGGER jobs_backfill_failed_counted',
+      ...['pass_missing', 'enqueued', 'failed', 'total', 'pass_scope'].map((c) => `ALTER TABLE backfills DROP COLUMN ${c}`),
+      'ALTER TABLE generations DROP COLUMN skipped_at',
       // What 0030 changed: 0001's index of the jobs by state.
       'DROP INDEX jobs_by_state',
       'CREATE INDEX jobs_by_state ON jobs (state, updated_at)',
