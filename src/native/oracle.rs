@@ -668,6 +668,20 @@ pub fn tenant_usage_mismatches(db: &SqliteDb) -> Vec<serde_json::Value> {
     )
 }
 
+/// Backfills whose counts (migration 0031: `enqueued`, `failed`) are not
+/// a recount of their items and their jobs (I15). One row per drift.
+pub fn backfill_counts_drift(db: &SqliteDb) -> Vec<serde_json::Value> {
+    db.inspect(
+        "SELECT b.backfill_id, b.state, b.enqueued, b.failed,
+           (SELECT count(*) FROM backfill_items i WHERE i.backfill_id = b.backfill_id) AS items,
+           (SELECT count(*) FROM backfill_items i JOIN jobs j ON j.job_id = i.job_id
+            WHERE i.backfill_id = b.backfill_id AND j.state IN ('failed', 'dead')) AS items_failed
+         FROM backfills b
+         WHERE b.enqueued <> items OR b.failed <> items_failed",
+        vec![],
+    )
+}
+
 /// What retention pruned that something could still reach (I18): a
 /// version whose text is gone (`part_count` 0, or parts missing) though a
 /// job of it has not ended, it is a document's live or latest version, or

@@ -335,7 +335,7 @@ impl<D: Database> Store<D> {
                 ),
                 Stmt::new(
                     sql::BACKFILL_ITEMS_INSERT,
-                    vec![id.into(), passes.into(), jobs.into()],
+                    vec![id.into(), passes.into(), jobs.into(), counts.from.into()],
                 ),
                 cursor_stmt(id, counts, now),
             ])
@@ -357,7 +357,7 @@ impl<D: Database> Store<D> {
             .batch(vec![
                 Stmt::new(
                     sql::BACKFILL_ITEMS_INSERT,
-                    vec![id.into(), passes.into(), items.into()],
+                    vec![id.into(), passes.into(), items.into(), counts.from.into()],
                 ),
                 cursor_stmt(id, counts, now),
             ])

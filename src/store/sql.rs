@@ -1805,10 +1805,14 @@ INSERT OR IGNORE INTO jobs (job_id, doc_id, version, kind, state, step, attempts
 SELECT json_extract(value, '$.job'), json_extract(value, '$.doc'), json_extract(value, '$.version'), 'index', 'queued', 'queued', 0, ?1, ?1, ?2
 FROM json_each(?3)";
 
-/// The page's items. `?1` backfill, `?2` pass, `?3` JSON array of `{job, doc}`.
+/// The page's items. `?1` backfill, `?2` pass, `?3` JSON array of `{job,
+/// doc}`, `?4` the cursor the page started from: only if the backfill is
+/// still there (before `BACKFILL_CURSOR` in the batch), so that its items
+/// and its count of them (`enqueued`) move together.
 pub const BACKFILL_ITEMS_INSERT: &str = "\
 INSERT OR IGNORE INTO backfill_items (backfill_id, doc_id, pass, job_id)
-SELECT ?1, json_extract(value, '$.doc'), ?2, json_extract(value, '$.job') FROM json_each(?3)";
+SELECT ?1, json_extract(value, '$.doc'), ?2, json_extract(value, '$.job') FROM json_each(?3)
+WHERE EXISTS (SELECT 1 FROM backfills b WHERE b.backfill_id = ?1 AND b.state = 'running' AND b.cursor = ?4)";
 
 /// The cursor after a page, with what the page counted: the documents it
 /// could not build (`?4`, `pass_missing`), its items (`?5`, `enqueued`)

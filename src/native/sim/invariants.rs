@@ -537,10 +537,14 @@ fn vectors_are_in_their_tenants_namespace(w: &World) -> Result<(), Violation> {
 ///
 /// Its document counts by state (migration 0026's triggers: what the
 /// operators' summary reads) are a recount of its documents, through the
-/// same definition of a state as a document's view.
+/// same definition of a state as a document's view; and every backfill's
+/// counts of its items and their failures (migration 0031) a recount.
 fn tenant_usage_is_what_its_documents_hold(w: &World) -> Result<(), Violation> {
     if let Some(row) = oracle::tenant_usage_mismatches(&w.db).first() {
         return Err(violation("I15", format!("tenant usage drifted: {row}")));
+    }
+    if let Some(row) = oracle::backfill_counts_drift(&w.db).first() {
+        return Err(violation("I15", format!("backfill counts drifted: {row}")));
     }
     for tenant in oracle::tenant_ids(&w.db) {
         let id = TenantId::parse(&tenant).expect("a stored tenant ID");
