@@ -676,8 +676,9 @@ settings! {
     /// Documents a backfill's page reads at most to find its page (every
     /// one is checked for vectors in the generation being built): what
     /// bounds a page's cost in a pass where few documents need a job (a
-    /// later pass, a narrow filter). At least the largest page size.
-    backfill_walk_max: u32 = 1000, "BACKFILL_WALK_MAX",
+    /// later pass, a narrow filter). At least the largest page size; 250
+    /// reads in about 5 ms at 1,000,000 documents (`make bench-scale`).
+    backfill_walk_max: u32 = 250, "BACKFILL_WALK_MAX",
         in 100..=100_000, "must be 100..=100000";
     /// Passes a generation backfill makes over documents still missing
     /// before it ends `failed` (a pass re-enqueues failed builds).

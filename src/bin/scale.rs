@@ -1390,6 +1390,7 @@ mod scale {
             let page = |filter: Value, generation: Value, tenant: Value| {
                 vec![text(""), filter, generation, int(50), tenant, int(1000)]
             };
+            let walk = |n: i64| vec![text(""), NULL, int(1), int(50), NULL, int(n)];
             let switch = || vec![int(1), int(NOW), NULL, NULL];
             vec![
                 case(
@@ -1397,6 +1398,12 @@ mod scale {
                     "BACKFILL_PAGE",
                     "generation 1: a pass that finds every document built, 1000 walked",
                     page(NULL, int(1), NULL),
+                ),
+                case(
+                    K,
+                    "BACKFILL_PAGE",
+                    "generation 1: a pass that finds every document built, 250 walked",
+                    walk(250),
                 ),
                 case(
                     K,

@@ -399,40 +399,57 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         8 + 4 * u64::from(page_size)
     }
 
+    /// What a page that enqueued nothing costs in subrequests: the
+    /// backfill's row, the page, the batch that moves the cursor.
+    const WALK_PAGE_COST: u64 = 3;
+
     /// Cron: advances the running backfill by up to `BACKFILL_PAGES_PER_RUN`
-    /// pages, as many as `subrequests` allow at its own page size. Returns
-    /// the pages enqueued (what they cost is metered by the caller).
+    /// pages that enqueue jobs, as many as `subrequests` allow at its own
+    /// page size; pages that walk past documents needing nothing (a later
+    /// pass, a narrow filter) cost a few calls and go on while the budget
+    /// lasts. Returns the pages walked (what they cost is metered by the
+    /// caller).
     pub async fn advance_backfills(&self, subrequests: u64) -> Result<u64, PortError> {
         let Some(b) = self.store.backfill_running().await? else {
             return Ok(0);
         };
         let cost = Self::backfill_page_cost(b.page_size);
-        let pages = (subrequests / cost).min(self.cfg.backfill_pages_per_run as u64);
-        if pages == 0 {
+        if subrequests < cost {
             // No room for a page: only the end-of-pass step (a few reads and
             // the switch batch), if the pass is at its end.
             self.advance_backfill_page(&b.backfill_id, false).await?;
             return Ok(0);
         }
-        let mut advanced = 0;
-        for _ in 0..pages {
-            if !self.advance_backfill_page(&b.backfill_id, true).await? {
+        let (mut left, mut enqueuing, mut walked) = (subrequests, 0, 0);
+        while left >= cost && enqueuing < self.cfg.backfill_pages_per_run {
+            let Some(enqueued) = self.advance_backfill_page(&b.backfill_id, true).await? else {
                 break;
+            };
+            walked += 1;
+            if enqueued > 0 {
+                enqueuing += 1;
+                left = left.saturating_sub(cost);
+            } else {
+                left = left.saturating_sub(Self::WALK_PAGE_COST);
             }
-            advanced += 1;
         }
-        Ok(advanced)
+        Ok(walked)
     }
 
     /// One step of a backfill: enqueue the next page (if `may_enqueue`), or
     /// at the end of a pass, complete it (scope `config`: switch) or start
-    /// another pass. Returns whether it enqueued a page.
-    async fn advance_backfill_page(&self, id: &str, may_enqueue: bool) -> Result<bool, PortError> {
+    /// another pass. Returns the documents the page enqueued (`None`: no
+    /// page walked).
+    async fn advance_backfill_page(
+        &self,
+        id: &str,
+        may_enqueue: bool,
+    ) -> Result<Option<u64>, PortError> {
         let Some(b) = self.backfill_row(id).await? else {
-            return Ok(false);
+            return Ok(None);
         };
         if b.state != BackfillState::Running {
-            return Ok(false);
+            return Ok(None);
         }
         let now = self.clock.now_ms();
         if let (Some(g), true) = (b.to_generation, b.cursor.is_empty()) {
@@ -445,7 +462,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             if !self.bugs.has(Bug::PassWithoutWaiting)
                 && self.store.generation_in_flight(g).await?.unstaged > 0
             {
-                return Ok(false);
+                return Ok(None);
             }
         }
         let page = self
@@ -454,11 +471,12 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             .await?;
         let Some(cursor) = page.walked_to.as_deref() else {
             self.end_pass(&b, now).await?;
-            return Ok(false);
+            return Ok(None);
         };
         if !may_enqueue {
-            return Ok(false);
+            return Ok(None);
         }
+        let enqueued = page.docs.len() as u64;
         let counts = PageCounts {
             from: &b.cursor,
             to: cursor,
@@ -473,7 +491,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             }
             None => self.enqueue_rerun_page(&b, &page.docs, counts, now).await?,
         }
-        Ok(true)
+        Ok(Some(enqueued))
     }
 
     /// A page of a `config` backfill: a build job per document into

@@ -1744,29 +1744,35 @@ macro_rules! metadata_mismatch {
 pub const BACKFILL_PAGE: &str = concat!(
     "\
 WITH walked AS (
-  SELECT d.doc_id, d.live_version, d.latest_version FROM documents d
-  WHERE d.doc_id > ?1 AND (?5 IS NULL OR d.tenant_id = ?5)
-  ORDER BY d.doc_id LIMIT ?6
+  SELECT * FROM (SELECT d.doc_id, d.live_version, d.latest_version FROM documents d
+                 WHERE ?5 IS NULL AND d.doc_id > ?1 ORDER BY d.doc_id LIMIT ?6)
+  UNION ALL
+  SELECT * FROM (SELECT d.doc_id, d.live_version, d.latest_version FROM documents d
+                 WHERE d.tenant_id = ?5 AND d.doc_id > ?1 ORDER BY d.doc_id LIMIT ?6)
+), probed AS (
+  SELECT w.*, v.is_delete, v.metadata,
+    (SELECT max(j.state IN ('queued', 'running', 'up_for_retry')) * 4 + max(j.state IN ('failed', 'dead')) * 2
+            + max(j.state NOT IN ('failed', 'dead'))
+     FROM jobs j WHERE ?3 IS NOT NULL AND j.doc_id = w.doc_id AND j.version = w.live_version
+       AND j.build_generation = ?3) AS builds
+  FROM walked w LEFT JOIN versions v ON v.doc_id = w.doc_id AND v.version = w.live_version
 ), judged AS (
-  SELECT w.doc_id, COALESCE(w.live_version, 0) AS version,
+  SELECT v.doc_id, COALESCE(v.live_version, 0) AS version,
     CASE WHEN v.is_delete IS NOT 0 THEN 0
       WHEN ?2 IS NOT NULL AND EXISTS (SELECT 1 FROM json_each(?2) f WHERE ",
     metadata_mismatch!(),
     ") THEN 0
-      WHEN ?3 IS NULL THEN w.latest_version = w.live_version
-      WHEN EXISTS (SELECT 1 FROM jobs j WHERE j.doc_id = w.doc_id AND j.version = w.live_version
-                   AND j.build_generation = ?3 AND j.state IN ('queued', 'running', 'up_for_retry')) THEN 2
-      WHEN NOT EXISTS (SELECT 1 FROM chunks c WHERE c.doc_id = w.doc_id AND c.generation = ?3 AND ",
-    valid_at!("c", "w.live_version"),
+      WHEN ?3 IS NULL THEN v.latest_version = v.live_version
+      WHEN coalesce(v.builds, 0) & 4 THEN 2
+      WHEN NOT EXISTS (SELECT 1 FROM chunks c WHERE c.doc_id = v.doc_id AND c.generation = ?3 AND ",
+    valid_at!("c", "v.live_version"),
     ") THEN 1
-      WHEN ",
-    build_failed!(doc "w.doc_id", version "w.live_version", generation "?3"),
-    " THEN 2
+      WHEN coalesce(v.builds, 0) & 3 = 2 THEN 2
       ELSE 0 END AS need,
     v.is_delete = 0 AND NOT (?2 IS NOT NULL AND EXISTS (SELECT 1 FROM json_each(?2) f WHERE ",
     metadata_mismatch!(),
     ")) AS in_scope
-  FROM walked w LEFT JOIN versions v ON v.doc_id = w.doc_id AND v.version = w.live_version
+  FROM probed v
 ), counted AS (
   SELECT doc_id, version, need,
     sum(need = 1) OVER (ORDER BY doc_id ROWS UNBOUNDED PRECEDING) AS k,
