@@ -1382,13 +1382,13 @@ mod scale {
             out
         }
 
-        /// A backfill's cron steps: its pages (each walks at most 1000
-        /// documents, `BACKFILL_WALK_MAX`), what the end of a pass reads,
-        /// and the switch's checks.
+        /// A backfill's cron steps: its pages (each walks at most 250
+        /// documents, `BACKFILL_WALK_MAX`'s default; 1000 beside it), what
+        /// the end of a pass reads, and the switch's checks.
         fn backfill() -> Vec<Case> {
             use Route::Cron as K;
             let page = |filter: Value, generation: Value, tenant: Value| {
-                vec![text(""), filter, generation, int(50), tenant, int(1000)]
+                vec![text(""), filter, generation, int(50), tenant, int(250)]
             };
             let walk = |n: i64| vec![text(""), NULL, int(1), int(50), NULL, int(n)];
             let switch = || vec![int(1), int(NOW), NULL, NULL];
@@ -1397,18 +1397,18 @@ mod scale {
                     K,
                     "BACKFILL_PAGE",
                     "generation 1: a pass that finds every document built, 1000 walked",
-                    page(NULL, int(1), NULL),
+                    walk(1000),
                 ),
                 case(
                     K,
                     "BACKFILL_PAGE",
                     "generation 1: a pass that finds every document built, 250 walked",
-                    walk(250),
+                    page(NULL, int(1), NULL),
                 ),
                 case(
                     K,
                     "BACKFILL_PAGE",
-                    "a filter no document matches, 1000 walked",
+                    "a filter no document matches, 250 walked",
                     page(text(r#"{"lang":"xx"}"#), NULL, NULL),
                 ),
                 case(
