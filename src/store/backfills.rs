@@ -60,6 +60,8 @@ struct PageRow {
 #[derive(Debug, Clone, Default)]
 pub struct BackfillPage {
     pub docs: Vec<PageDoc>,
+    /// The documents walked that lack their vectors and cannot be built
+    /// now (`pass_missing`).
     pub missing: u64,
     /// The documents walked that are in scope.
     pub scoped: u64,
