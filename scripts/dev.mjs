@@ -20,6 +20,8 @@
 //   DEV_WATCH=1              0: no rebuild on change
 //   DEV_BUILD=1              0: serve build/ as it is (the end-to-end test, after `make build`)
 //   DEV_INSPECTOR_PORT=      wrangler's inspector port (default its own)
+//   DEV_SHARDS=1             shards to serve (SHARDS; wrangler.toml's local
+//                            profile declares the bindings of 2)
 
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -32,6 +34,7 @@ const PERSIST_DIR = process.env.DEV_PERSIST_DIR || null;
 const WATCH = process.env.DEV_WATCH !== '0';
 const BUILD = process.env.DEV_BUILD !== '0';
 const INSPECTOR_PORT = process.env.DEV_INSPECTOR_PORT || null;
+const SHARDS = intSetting('DEV_SHARDS', 1, 1, 2);
 /** The production schedule (wrangler.toml's [triggers]), which the handler is told it runs on. */
 const CRON = '*/5 * * * *';
 const WRANGLER = path.join(REPO_ROOT, 'node_modules', '.bin', 'wrangler');
@@ -92,6 +95,7 @@ let stopping = false;
 
 function startWorker() {
   const args = ['dev', '-c', config, '--env', 'local', '--ip', '127.0.0.1', '--port', String(PORT), '--test-scheduled', '--show-interactive-dev-session=false', ...persist];
+  if (SHARDS > 1) args.push('--var', `SHARDS:${SHARDS}`);
   if (INSPECTOR_PORT) args.push('--inspector-port', INSPECTOR_PORT);
   const child = spawn(WRANGLER, args, { cwd: REPO_ROOT, env: ENV, stdio: 'inherit' });
   child.once('exit', (code, signal) => {
@@ -175,6 +179,10 @@ function watch(onChange) {
 async function main() {
   quiet('applying the ledger migrations', WRANGLER, ['d1', 'migrations', 'apply', 'DB', '--local', '--env', 'local', '-c', config, ...persist]);
   quiet('applying the local index migrations', WRANGLER, ['d1', 'migrations', 'apply', 'VECTORS_DB', '--local', '--env', 'local', '-c', config, ...persist]);
+  for (let n = 1; n < SHARDS; n++) {
+    quiet(`applying shard ${n}'s migrations`, WRANGLER, ['d1', 'migrations', 'apply', `DB_SHARD_${n}`, '--local', '--env', 'local', '-c', config, ...persist]);
+    quiet(`applying shard ${n}'s index migrations`, WRANGLER, ['d1', 'migrations', 'apply', `VECTORS_DB_SHARD_${n}`, '--local', '--env', 'local', '-c', config, ...persist]);
+  }
   if (BUILD) {
     console.log('make dev: building the Worker (scripts/build-worker.sh)');
     if (!(await build())) process.exit(1);

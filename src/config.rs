@@ -44,7 +44,7 @@ macro_rules! number_settings {
     )*};
 }
 
-number_settings!(u32, u64, usize);
+number_settings!(u16, u32, u64, usize);
 
 /// Text, as given.
 impl SettingValue for String {
@@ -429,6 +429,20 @@ settings! {
     /// clock minute), unless its own quota says otherwise.
     tenant_requests_per_minute: u64 = 6000, "TENANT_REQUESTS_PER_MINUTE",
         in 1.., "must be positive";
+
+    // Shards (docs/ARCHITECTURE.md, "Shards and the directory").
+    /// Shards the deployment's bindings declare: each is one D1 ledger and
+    /// one vector index. Shard 0 is `DB` and `VECTORIZE` (offline:
+    /// `VECTORS_DB`) and holds the directory; shard n is `DB_SHARD_<n>` and
+    /// `VECTORIZE_SHARD_<n>` (`VECTORS_DB_SHARD_<n>`). With one shard
+    /// nothing is looked up. A scheduled run shares `CRON_SUBREQUESTS_MAX`
+    /// and `CRON_WALL_SECONDS_MAX` evenly among them.
+    shards: u16 = 1, "SHARDS",
+        in 1..=64, "must be 1..=64";
+    /// A shard whose D1 database is this large takes no new tenant (a pin
+    /// still may): under D1's 10 GB, with room for its tenants to grow.
+    shard_full_bytes: u64 = 8_000_000_000, "SHARD_FULL_BYTES",
+        in 1..=10_000_000_000, "must be 1..=10000000000 (D1's 10 GB)";
 
     // Source sync.
     /// How long a sync session stays open for writes before it expires,
@@ -819,6 +833,11 @@ impl Config {
             self.sync_commit_pages_per_request > 0 || self.cron_sync_pages_max > 0,
             "CRON_SYNC_PAGES_MAX",
             "must be positive when SYNC_COMMIT_PAGES_PER_REQUEST is 0 (else no commit ends)",
+        )?;
+        check(
+            self.cron_subrequests_max / u64::from(self.shards) >= CONSUME_SUBREQUESTS_MIN,
+            "CRON_SUBREQUESTS_MAX",
+            "must give each of SHARDS at least 10 subrequests per scheduled run",
         )?;
         check(
             self.listing_page_default <= self.listing_page_max,

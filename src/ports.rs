@@ -114,6 +114,15 @@ pub trait Database {
     /// `batch()`). Returns the rows changed by each statement.
     async fn batch_billed(&self, stmts: Vec<Stmt>) -> Result<(Vec<u64>, Rows), PortError>;
 
+    /// Runs `probe` (a read) and answers the database's size in bytes
+    /// after it, as the database reports it (D1: the query's
+    /// `meta.size_after`): what placing a tenant on the least-full shard
+    /// compares. A database that cannot say answers an error.
+    async fn size_after(&self, probe: Stmt) -> Result<u64, PortError> {
+        let _ = probe;
+        Err(PortError::new(FailureBucket::Internal, "size_unknown"))
+    }
+
     /// [`Database::query_billed`] without the bill.
     async fn query<T: DeserializeOwned>(&self, stmt: Stmt) -> Result<Vec<T>, PortError> {
         self.query_billed(stmt).await.map(|(rows, _)| rows)
@@ -205,6 +214,15 @@ pub struct JobMessage {
     /// archiving it: the dead-letter consumer only confirms such a letter.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub archived: bool,
+    /// The shard whose ledger holds the job (absent: shard 0, so a
+    /// deployment of one shard sends what it always sent). Stamped by the
+    /// shard's producer ([`crate::adapters::ShardQueue`]).
+    #[serde(default, skip_serializing_if = "is_control")]
+    pub shard: u16,
+}
+
+fn is_control(shard: &u16) -> bool {
+    *shard == 0
 }
 
 impl JobMessage {
@@ -214,6 +232,7 @@ impl JobMessage {
             doc_id: doc_id.into(),
             version,
             archived: false,
+            shard: 0,
         }
     }
 }
@@ -260,6 +279,9 @@ impl<T: Database> Database for &T {
     }
     async fn batch_billed(&self, stmts: Vec<Stmt>) -> Result<(Vec<u64>, Rows), PortError> {
         (**self).batch_billed(stmts).await
+    }
+    async fn size_after(&self, probe: Stmt) -> Result<u64, PortError> {
+        (**self).size_after(probe).await
     }
 }
 

@@ -10,7 +10,7 @@ pub mod local_index;
 
 use crate::config::Config;
 use crate::core::metadata::value_eq;
-use crate::ports::{MetadataFilter, VectorMetadata};
+use crate::ports::{JobMessage, JobQueue, MetadataFilter, PortError, VectorMetadata};
 
 /// Vectorize's equality filter, as the fakes reproduce it: every key must
 /// match, numbers compare as numbers (`core::metadata`), and strings are
@@ -59,6 +59,33 @@ impl IndexLimits {
             id_bytes_max: cfg.vector_id_bytes_max,
             top_k_max: cfg.index_query_top_k_max,
             filter_bytes_max: cfg.index_filter_bytes_max,
+        }
+    }
+}
+
+/// One shard's producer: every message it sends names the shard whose
+/// ledger holds the job, so the consumer (one queue for every shard) runs
+/// it against that shard.
+pub struct ShardQueue<Q> {
+    pub inner: Q,
+    pub shard: crate::core::shards::ShardId,
+}
+
+impl<Q: JobQueue> JobQueue for ShardQueue<Q> {
+    async fn send_batch(&self, messages: &[JobMessage]) -> Result<(), PortError> {
+        let stamped: Vec<JobMessage> = messages.iter().map(|m| self.stamped(m)).collect();
+        self.inner.send_batch(&stamped).await
+    }
+    async fn send_dead_letter(&self, message: &JobMessage) -> Result<(), PortError> {
+        self.inner.send_dead_letter(&self.stamped(message)).await
+    }
+}
+
+impl<Q> ShardQueue<Q> {
+    fn stamped(&self, m: &JobMessage) -> JobMessage {
+        JobMessage {
+            shard: self.shard.0,
+            ..m.clone()
         }
     }
 }

@@ -15,6 +15,8 @@ use super::{not_found, ok, refused, to_json, unrouted, ApiError, ApiRequest, Api
 use crate::config::Config;
 use crate::core::failure::FailureBucket;
 use crate::core::ids::{DocId, DocKey, TenantId};
+use crate::core::shards::ShardId;
+use crate::pipeline::fleet::{self, ShardPipeline, Shards};
 use crate::pipeline::{
     BackfillAction, BackfillScope, LetterFilter, Pipeline, RedriveRequest, Refused,
 };
@@ -23,23 +25,55 @@ use serde_json::{json, Map, Value};
 
 /// The admin route table. `path` is after `/v1/admin/`, `query` the query
 /// string (auth was checked).
-pub(super) async fn route<D, V, E, Q, C>(
-    p: &Pipeline<D, V, E, Q, C>,
+pub(super) async fn route<S: Shards>(
+    s: &S,
     req: &ApiRequest<'_>,
     path: &str,
     query: &str,
-) -> Result<ApiResponse, ApiError>
-where
-    D: Database,
-    V: VectorIndex,
-    E: Embedder,
-    Q: JobQueue,
-    C: Clock,
-{
+) -> Result<ApiResponse, ApiError> {
     let q = parse_query(query)?;
     let segments: Vec<&str> = path.split('/').collect();
     match (req.method, segments.as_slice()) {
-        (_, ["tenants", rest @ ..]) => super::tenants::route(p, req, rest, query).await,
+        (_, ["tenants", rest @ ..]) => super::tenants::route(s, req, rest, query).await,
+        ("GET", ["shards"]) => shards(s).await,
+        (_, segments) => shard_route(s, req, segments, &q).await,
+    }
+}
+
+/// The shard `?shard=` names (default 0): every admin route but tenants
+/// and shards acts on one shard's ledger and index.
+fn shard_of<'a, S: Shards>(s: &'a S, q: &Query) -> Result<&'a ShardPipeline<S>, ApiError> {
+    let shard = match q.get("shard") {
+        None => ShardId::CONTROL,
+        Some(raw) => ShardId::parse(raw, s.count()).ok_or_else(|| {
+            ApiError::field(
+                "shard",
+                &format!("must name a shard: an integer in 0..={}", s.count() - 1),
+            )
+        })?,
+    };
+    fleet::home(s, shard).map_err(ApiError::from_port)
+}
+
+/// `GET /v1/admin/shards`: every shard's size, tenants and dedication.
+async fn shards<S: Shards>(s: &S) -> Result<ApiResponse, ApiError> {
+    let shards = fleet::shards_view(s).await.map_err(ApiError::from_port)?;
+    Ok(ok(200, json!({ "shards": to_json(shards)? })))
+}
+
+/// The routes that act on one shard (`?shard=`).
+async fn shard_route<S: Shards>(
+    s: &S,
+    req: &ApiRequest<'_>,
+    segments: &[&str],
+    q: &Query,
+) -> Result<ApiResponse, ApiError> {
+    if allow(segments).is_none() {
+        return Err(unrouted(None));
+    }
+    let p = shard_of(s, q)?;
+    let q = q.clone();
+    match (req.method, segments) {
         ("GET", ["documents", "summary"]) => document_summary(p, &q).await,
         ("GET", ["documents"]) => document_page(p, &q).await,
         ("GET", ["jobs", "timeline"]) => job_timeline(p, &q).await,
@@ -72,7 +106,7 @@ fn allow(segments: &[&str]) -> Option<&'static str> {
         ["repair", "runs"] | ["dead-letters"] | ["dead-letters", "summary"] => "GET",
         ["redrives"] => "POST",
         ["redrives", _] => "GET",
-        ["generations"] => "GET",
+        ["generations"] | ["shards"] => "GET",
         ["generations", _, "activate" | "retire"] => "POST",
         ["reindex"] => "GET, POST",
         ["reindex", _] => "GET",

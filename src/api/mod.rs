@@ -41,8 +41,10 @@ mod tenants;
 
 use crate::core::credentials::{Scope, Scopes};
 use crate::core::ids::TenantId;
-use crate::pipeline::{log_event, Admission, Pipeline, Refused, TokenGrant};
-use crate::ports::{Clock, Database, Embedder, JobQueue, PortError, VectorIndex};
+use crate::core::shards::ShardId;
+use crate::pipeline::fleet::{self, Shards};
+use crate::pipeline::{log_event, Admission, Refused, TokenGrant};
+use crate::ports::PortError;
 pub use body::{body_bytes_max, too_large};
 use serde_json::{json, Value};
 use subtle::ConstantTimeEq;
@@ -79,7 +81,12 @@ pub enum Caller {
     Operator,
     /// A tenant's token; `INGEST_TOKEN` is the `default` tenant's, with
     /// every scope.
-    Tenant { tenant: TenantId, scopes: Scopes },
+    Tenant {
+        tenant: TenantId,
+        scopes: Scopes,
+        /// The shard that holds the tenant (where its token was checked).
+        shard: ShardId,
+    },
 }
 
 /// The Worker secrets that guard the API.
@@ -244,6 +251,21 @@ fn refused(r: Refused) -> ApiError {
             format!("the platform holds {max} tenants already (TENANTS_MAX)"),
         ),
         TenantNotFound => ApiError::new(404, "tenant_not_found", "no such tenant"),
+        ShardDedicated => ApiError::new(
+            409,
+            "shard_dedicated",
+            "the shard is dedicated to another tenant",
+        ),
+        ShardNotEmpty => ApiError::new(
+            409,
+            "shard_not_empty",
+            "a dedicated shard must hold no other tenant, and this one does",
+        ),
+        NoShardAvailable => ApiError::new(
+            503,
+            "no_shard_available",
+            "no shard takes new tenants (each is dedicated, unreadable, or at SHARD_FULL_BYTES); add a shard",
+        ),
         TokenNotFound => ApiError::new(404, "token_not_found", "the tenant has no such token"),
         PlanChanged => ApiError::new(
             409,
@@ -321,47 +343,26 @@ fn to_json(view: impl serde::Serialize) -> Result<Value, ApiError> {
 
 /// Authenticates and answers one request (native tests; the Worker calls
 /// [`authenticate`] before it reads the body, then [`handle_as`]).
-pub async fn handle<D, V, E, Q, C>(
-    p: &Pipeline<D, V, E, Q, C>,
-    secrets: &Secrets,
-    req: ApiRequest<'_>,
-) -> ApiResponse
-where
-    D: Database,
-    V: VectorIndex,
-    E: Embedder,
-    Q: JobQueue,
-    C: Clock,
-{
+pub async fn handle<S: Shards>(s: &S, secrets: &Secrets, req: ApiRequest<'_>) -> ApiResponse {
     let path = req.path.split_once('?').map_or(req.path, |(p, _)| p);
     if path == "/healthz" {
         return health(req.method).unwrap_or_else(ApiError::response);
     }
-    match authenticate(p, secrets, req.path, req.authorization).await {
-        Ok(caller) => handle_as(p, &caller, req).await,
+    match authenticate(s, secrets, req.path, req.authorization).await {
+        Ok(caller) => handle_as(s, &caller, req).await,
         Err(refused) => refused,
     }
 }
 
 /// Answers a request `caller` made (see [`authenticate`]).
-pub async fn handle_as<D, V, E, Q, C>(
-    p: &Pipeline<D, V, E, Q, C>,
-    caller: &Caller,
-    req: ApiRequest<'_>,
-) -> ApiResponse
-where
-    D: Database,
-    V: VectorIndex,
-    E: Embedder,
-    Q: JobQueue,
-    C: Clock,
-{
+pub async fn handle_as<S: Shards>(s: &S, caller: &Caller, req: ApiRequest<'_>) -> ApiResponse {
     // The route's cap (the Worker reads no more than it; a native caller
     // may hand over anything).
-    if req.body.len() > body_bytes_max(&p.cfg, req.method, req.path).0 {
-        return too_large(&p.cfg, req.method, req.path).response();
+    let cfg = &s.control().cfg;
+    if req.body.len() > body_bytes_max(cfg, req.method, req.path).0 {
+        return too_large(cfg, req.method, req.path).response();
     }
-    match route(p, caller, &req).await {
+    match route(s, caller, &req).await {
         Ok(r) => r,
         Err(e) => e.response(),
     }
@@ -369,18 +370,11 @@ where
 
 /// The route table: the health check, then `/v1/admin/*` for the operator
 /// (see `admin::route`) and the rest of `/v1/*` for a tenant, as its own.
-async fn route<D, V, E, Q, C>(
-    p: &Pipeline<D, V, E, Q, C>,
+async fn route<S: Shards>(
+    s: &S,
     caller: &Caller,
     req: &ApiRequest<'_>,
-) -> Result<ApiResponse, ApiError>
-where
-    D: Database,
-    V: VectorIndex,
-    E: Embedder,
-    Q: JobQueue,
-    C: Clock,
-{
+) -> Result<ApiResponse, ApiError> {
     let (path, query) = req.path.split_once('?').unwrap_or((req.path, ""));
     if path == "/healthz" {
         return health(req.method);
@@ -388,14 +382,16 @@ where
     let Some(rest) = path.strip_prefix("/v1/") else {
         return Err(not_found());
     };
-    let tenant = match (caller, rest.strip_prefix("admin/")) {
+    let (tenant, shard) = match (caller, rest.strip_prefix("admin/")) {
         (Caller::Operator, Some(admin_path)) => {
-            return admin::route(p, req, admin_path, query).await
+            return admin::route(s, req, admin_path, query).await
         }
-        (Caller::Tenant { tenant, .. }, None) => tenant,
+        (Caller::Tenant { tenant, shard, .. }, None) => (tenant, *shard),
         // `authenticate` lets no other caller this far.
         _ => return Err(unauthorized()),
     };
+    // The tenant's own shard, and no other.
+    let p = fleet::home(s, shard).map_err(ApiError::from_port)?;
     let segments: Vec<&str> = rest.split('/').collect();
     match (req.method, segments.as_slice()) {
         ("PUT", ["documents", id]) => documents::put(p, tenant, req, id).await,
@@ -477,37 +473,23 @@ fn bearer_matches(token: Option<&str>, secret: Option<&str>) -> bool {
 /// Worker calls this before it reads a request body, so an unauthenticated
 /// client cannot make it read one. A tenant's token is read from D1 on
 /// every request (no cache), so a revocation or a disable holds at once.
-pub async fn authenticate<D, V, E, Q, C>(
-    p: &Pipeline<D, V, E, Q, C>,
+pub async fn authenticate<S: Shards>(
+    s: &S,
     secrets: &Secrets,
     path: &str,
     authorization: Option<&str>,
-) -> Result<Caller, ApiResponse>
-where
-    D: Database,
-    V: VectorIndex,
-    E: Embedder,
-    Q: JobQueue,
-    C: Clock,
-{
-    check_auth(p, secrets, path, authorization)
+) -> Result<Caller, ApiResponse> {
+    check_auth(s, secrets, path, authorization)
         .await
         .map_err(ApiError::response)
 }
 
-async fn check_auth<D, V, E, Q, C>(
-    p: &Pipeline<D, V, E, Q, C>,
+async fn check_auth<S: Shards>(
+    s: &S,
     secrets: &Secrets,
     path: &str,
     authorization: Option<&str>,
-) -> Result<Caller, ApiError>
-where
-    D: Database,
-    V: VectorIndex,
-    E: Embedder,
-    Q: JobQueue,
-    C: Clock,
-{
+) -> Result<Caller, ApiError> {
     let path = path.split_once('?').map_or(path, |(p, _)| p);
     let Some(rest) = path.strip_prefix("/v1/") else {
         return Ok(Caller::Anonymous);
@@ -521,7 +503,7 @@ where
             return Ok(Caller::Operator);
         }
         // A tenant's valid token is not enough here: 403, not 401.
-        return match tenant_of(p, secrets, bearer).await? {
+        return match tenant_of(s, secrets, bearer).await? {
             Some(_) => Err(ApiError::new(
                 403,
                 "forbidden",
@@ -530,7 +512,7 @@ where
             None => Err(unauthorized()),
         };
     }
-    let Some((tenant, scopes)) = tenant_of(p, secrets, bearer).await? else {
+    let Some((tenant, scopes, shard)) = tenant_of(s, secrets, bearer).await? else {
         let tenant_shaped =
             bearer.is_some_and(|b| crate::core::credentials::token_id_of(b).is_some());
         if !tenant_shaped && secrets.ingest_token.as_deref().is_none_or(str::is_empty) {
@@ -550,8 +532,14 @@ where
             format!("this route needs a token with the {} scope", scope.as_str()),
         ));
     }
+    // Admitted by its own shard, which counts its requests.
+    let p = fleet::home(s, shard).map_err(ApiError::from_port)?;
     match p.admit(&tenant).await.map_err(ApiError::from_port)? {
-        Admission::Admitted => Ok(Caller::Tenant { tenant, scopes }),
+        Admission::Admitted => Ok(Caller::Tenant {
+            tenant,
+            scopes,
+            shard,
+        }),
         Admission::TenantDisabled => Err(tenant_disabled()),
         Admission::RateLimited {
             retry_after_seconds,
@@ -567,30 +555,41 @@ fn tenant_disabled() -> ApiError {
     ApiError::new(401, "tenant_disabled", "the token's tenant is disabled")
 }
 
-/// The tenant (and scopes) `bearer` is a token of: `INGEST_TOKEN` the
-/// default tenant's, else a tenant token from the ledger. `None`: neither.
-/// A token of a disabled tenant is refused here (401).
-async fn tenant_of<D, V, E, Q, C>(
-    p: &Pipeline<D, V, E, Q, C>,
+/// The tenant (and scopes, and shard) `bearer` is a token of:
+/// `INGEST_TOKEN` the default tenant's, else a tenant token, found through
+/// the directory and checked on its tenant's shard. `None`: neither. A
+/// token of a disabled tenant is refused here (401).
+async fn tenant_of<S: Shards>(
+    s: &S,
     secrets: &Secrets,
     bearer: Option<&str>,
-) -> Result<Option<(TenantId, Scopes)>, ApiError>
-where
-    D: Database,
-    V: VectorIndex,
-    E: Embedder,
-    Q: JobQueue,
-    C: Clock,
-{
+) -> Result<Option<(TenantId, Scopes, ShardId)>, ApiError> {
     if bearer_matches(bearer, secrets.ingest_token.as_deref()) {
-        return Ok(Some((TenantId::default_tenant(), Scopes::all())));
+        let tenant = TenantId::default_tenant();
+        let shard = fleet::tenant_shard(s, &tenant)
+            .await
+            .map_err(ApiError::from_port)?;
+        return Ok(Some((tenant, Scopes::all(), shard)));
     }
     let Some(token) = bearer else {
         return Ok(None);
     };
+    let placed = fleet::token_shard(s, token)
+        .await
+        .map_err(ApiError::from_port)?;
+    let Some((listed, shard)) = placed else {
+        return Ok(None);
+    };
+    let p = fleet::home(s, shard).map_err(ApiError::from_port)?;
     match p.token_grant(token).await.map_err(ApiError::from_port)? {
-        TokenGrant::Granted { tenant, scopes } => Ok(Some((tenant, scopes))),
+        // The shard's tenant must be the one the directory names (with one
+        // shard the directory is not read: `listed` is empty).
+        TokenGrant::Granted { tenant, scopes }
+            if listed.is_empty() || listed == tenant.as_str() =>
+        {
+            Ok(Some((tenant, scopes, shard)))
+        }
+        TokenGrant::Granted { .. } | TokenGrant::Invalid => Ok(None),
         TokenGrant::TenantDisabled => Err(tenant_disabled()),
-        TokenGrant::Invalid => Ok(None),
     }
 }

@@ -12,31 +12,31 @@ use super::{ok, refused, to_json, unrouted, ApiError, ApiRequest, ApiResponse};
 use crate::config::Config;
 use crate::core::credentials::Scopes;
 use crate::core::ids::{TenantId, TENANT_ID_BYTES_MAX};
+use crate::core::shards::{PlacementRequest, ShardId};
 use crate::core::state::TenantState;
-use crate::pipeline::{Pipeline, Quotas};
-use crate::ports::{Clock, Database, Embedder, JobQueue, VectorIndex};
+use crate::pipeline::fleet::{self, ShardPipeline, Shards};
+use crate::pipeline::Quotas;
 use serde_json::{json, Map, Value};
 
-/// The tenant route table; `segments` follow `tenants`.
-pub(super) async fn route<D, V, E, Q, C>(
-    p: &Pipeline<D, V, E, Q, C>,
+/// The tenant route table; `segments` follow `tenants`. Each tenant's
+/// rows are read and written on its own shard; creation places it first.
+pub(super) async fn route<S: Shards>(
+    s: &S,
     req: &ApiRequest<'_>,
     segments: &[&str],
     query: &str,
-) -> Result<ApiResponse, ApiError>
-where
-    D: Database,
-    V: VectorIndex,
-    E: Embedder,
-    Q: JobQueue,
-    C: Clock,
-{
+) -> Result<ApiResponse, ApiError> {
+    let port = ApiError::from_port;
     match (req.method, segments) {
-        ("POST", []) => create(p, req).await,
-        ("GET", []) => list(p, query).await,
+        ("POST", []) => create(s, req).await,
+        ("GET", []) => list(s, query).await,
         ("GET", [id]) => {
             let tenant = path_tenant(id)?;
-            let view = p.tenant(&tenant).await.map_err(ApiError::from_port)?;
+            let view = home_of(s, &tenant)
+                .await?
+                .tenant(&tenant)
+                .await
+                .map_err(port)?;
             match view {
                 Some(v) => Ok(ok(200, to_json(v)?)),
                 None => Err(refused(crate::pipeline::Refused::TenantNotFound)),
@@ -49,39 +49,49 @@ where
             } else {
                 TenantState::Active
             };
-            let out = p
-                .set_tenant_state(&tenant, state)
-                .await
-                .map_err(ApiError::from_port)?;
+            let p = home_of(s, &tenant).await?;
+            let out = p.set_tenant_state(&tenant, state).await.map_err(port)?;
             Ok(ok(200, to_json(out.map_err(refused)?)?))
         }
         ("PUT", [id, "quotas"]) => {
             let tenant = path_tenant(id)?;
+            let p = home_of(s, &tenant).await?;
             let body = json_body(&p.cfg, req, &QUOTAS)?;
             let quotas = parse_quotas(object(&body)?)?;
-            let out = p
-                .set_tenant_quotas(&tenant, &quotas)
-                .await
-                .map_err(ApiError::from_port)?;
+            let out = p.set_tenant_quotas(&tenant, &quotas).await.map_err(port)?;
             Ok(ok(200, to_json(out.map_err(refused)?)?))
         }
-        ("POST", [id, "tokens"]) => mint(p, req, id).await,
+        ("POST", [id, "tokens"]) => mint(s, req, id).await,
         ("GET", [id, "tokens"]) => {
             let tenant = path_tenant(id)?;
-            let out = p.tokens(&tenant).await.map_err(ApiError::from_port)?;
+            let out = home_of(s, &tenant)
+                .await?
+                .tokens(&tenant)
+                .await
+                .map_err(port)?;
             Ok(ok(200, json!({ "tokens": out.map_err(refused)? })))
         }
         ("DELETE", [id, "tokens", token_id]) => {
             let tenant = path_tenant(id)?;
             let token_id = percent_decode(token_id)?;
-            let out = p
-                .revoke_token(&tenant, &token_id)
+            let out = fleet::revoke_token(s, &tenant, &token_id)
                 .await
-                .map_err(ApiError::from_port)?;
+                .map_err(port)?;
             Ok(ok(200, to_json(out.map_err(refused)?)?))
         }
         (_, segments) => Err(unrouted(allow(segments))),
     }
+}
+
+/// The pipeline of the shard that holds `tenant`.
+async fn home_of<'a, S: Shards>(
+    s: &'a S,
+    tenant: &TenantId,
+) -> Result<&'a ShardPipeline<S>, ApiError> {
+    let shard = fleet::tenant_shard(s, tenant)
+        .await
+        .map_err(ApiError::from_port)?;
+    fleet::home(s, shard).map_err(ApiError::from_port)
 }
 
 /// The methods each path of [`route`]'s table takes (`None`: not a route).
@@ -109,25 +119,23 @@ fn path_tenant(segment: &str) -> Result<TenantId, ApiError> {
 }
 
 /// `POST tenants {"tenant_id", "quotas"?: {"documents_max"?, "bytes_max"?,
-/// "requests_per_minute_max"?}}` → 201.
-async fn create<D, V, E, Q, C>(
-    p: &Pipeline<D, V, E, Q, C>,
-    req: &ApiRequest<'_>,
-) -> Result<ApiResponse, ApiError>
-where
-    D: Database,
-    V: VectorIndex,
-    E: Embedder,
-    Q: JobQueue,
-    C: Clock,
-{
+/// "requests_per_minute_max"?}, "shard"?, "dedicated"?}` → 201: placed on
+/// `shard` if given (`dedicated`: as its only tenant), else where the
+/// placement policy says.
+async fn create<S: Shards>(s: &S, req: &ApiRequest<'_>) -> Result<ApiResponse, ApiError> {
+    let fields = ["tenant_id", "quotas", "shard", "dedicated"];
     let body = json_body(
-        &p.cfg,
+        &s.control().cfg,
         req,
-        &Shape::Object(&[("tenant_id", Shape::Scalar), ("quotas", QUOTAS)]),
+        &Shape::Object(&[
+            ("tenant_id", Shape::Scalar),
+            ("quotas", QUOTAS),
+            ("shard", Shape::Scalar),
+            ("dedicated", Shape::Scalar),
+        ]),
     )?;
     let obj = object(&body)?;
-    only_fields(obj, &["tenant_id", "quotas"], "")?;
+    only_fields(obj, &fields, "")?;
     let tenant = match obj.get("tenant_id") {
         Some(Value::String(s)) => TenantId::parse(s).ok_or_else(|| tenant_id_error("tenant_id"))?,
         Some(_) => return Err(ApiError::field("tenant_id", "must be a string")),
@@ -138,11 +146,43 @@ where
         Some(Value::Object(q)) => parse_quotas(q)?,
         Some(_) => return Err(ApiError::field("quotas", "must be an object")),
     };
-    let out = p
-        .create_tenant(&tenant, &quotas)
+    let placement = parse_placement(obj, s.count())?;
+    let out = fleet::create_tenant(s, &tenant, &quotas, placement)
         .await
         .map_err(ApiError::from_port)?;
     Ok(ok(201, to_json(out.map_err(refused)?)?))
+}
+
+/// `shard` and `dedicated` of a tenant's creation.
+fn parse_placement(obj: &Map<String, Value>, count: u16) -> Result<PlacementRequest, ApiError> {
+    let dedicated = match obj.get("dedicated") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => return Err(ApiError::field("dedicated", "must be a boolean")),
+    };
+    let shard = match obj.get("shard") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(
+            v.as_u64()
+                .and_then(|n| u16::try_from(n).ok())
+                .filter(|n| *n < count)
+                .map(ShardId)
+                .ok_or_else(|| {
+                    ApiError::field(
+                        "shard",
+                        &format!("must name a shard: an integer in 0..={}", count - 1),
+                    )
+                })?,
+        ),
+    };
+    match (shard, dedicated) {
+        (Some(shard), dedicated) => Ok(PlacementRequest::Pinned { shard, dedicated }),
+        (None, false) => Ok(PlacementRequest::Auto),
+        (None, true) => Err(ApiError::field(
+            "dedicated",
+            "needs a shard: a dedicated tenant is pinned to the shard named",
+        )),
+    }
 }
 
 /// A tenant's quotas (`PUT …/quotas`, and within a tenant's creation).
@@ -194,23 +234,12 @@ fn parse_quotas(q: &Map<String, Value>) -> Result<Quotas, ApiError> {
     })
 }
 
-/// `GET tenants?cursor=&limit=`: tenants in ID order.
-async fn list<D, V, E, Q, C>(
-    p: &Pipeline<D, V, E, Q, C>,
-    query: &str,
-) -> Result<ApiResponse, ApiError>
-where
-    D: Database,
-    V: VectorIndex,
-    E: Embedder,
-    Q: JobQueue,
-    C: Clock,
-{
+/// `GET tenants?cursor=&limit=`: tenants in ID order, each with its shard.
+async fn list<S: Shards>(s: &S, query: &str) -> Result<ApiResponse, ApiError> {
     let q = parse_query(query)?;
     let limit = query_limit(&q, 100, 1000)?;
     let cursor = q.get("cursor").map_or("", String::as_str);
-    let tenants = p
-        .tenants(cursor, limit)
+    let tenants = fleet::tenants_page(s, cursor, limit)
         .await
         .map_err(ApiError::from_port)?;
     let next_cursor = if tenants.len() == limit {
@@ -226,20 +255,9 @@ where
 
 /// `POST tenants/{id}/tokens {"scopes": ["ingest", "search"]}` → 201 with
 /// the token, shown this once.
-async fn mint<D, V, E, Q, C>(
-    p: &Pipeline<D, V, E, Q, C>,
-    req: &ApiRequest<'_>,
-    id: &str,
-) -> Result<ApiResponse, ApiError>
-where
-    D: Database,
-    V: VectorIndex,
-    E: Embedder,
-    Q: JobQueue,
-    C: Clock,
-{
+async fn mint<S: Shards>(s: &S, req: &ApiRequest<'_>, id: &str) -> Result<ApiResponse, ApiError> {
     let tenant = path_tenant(id)?;
-    let body = json_body(&p.cfg, req, &MINT)?;
+    let body = json_body(&s.control().cfg, req, &MINT)?;
     let obj = object(&body)?;
     only_fields(obj, &["scopes"], "")?;
     let bad = || {
@@ -259,8 +277,7 @@ where
     let scopes = Scopes::from_names(names)
         .filter(|s| !s.is_empty())
         .ok_or_else(bad)?;
-    let out = p
-        .mint_token(&tenant, &scopes, &req.entropy)
+    let out = fleet::mint_token(s, &tenant, &scopes, &req.entropy)
         .await
         .map_err(ApiError::from_port)?;
     Ok(ok(201, to_json(out.map_err(refused)?)?))

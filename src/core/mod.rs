@@ -14,7 +14,8 @@
 //! ([`vector_codes`]), the keyword index's text rules
 //! and rank fusion ([`keyword`]), the keyword index's terms and bm25
 //! weights ([`terms`]), metadata equality as the index has it
-//! ([`metadata`]) and `Config`'s index configuration.
+//! ([`metadata`]), shard bindings and the placement policy ([`shards`])
+//! and `Config`'s index configuration.
 //!
 //! May import: `config` (a leaf) and libraries. Nothing in the crate
 //! besides config: every other module imports this one.
@@ -39,6 +40,7 @@ pub mod keyword;
 pub mod local_embed;
 pub mod metadata;
 pub mod row_plan;
+pub mod shards;
 pub mod state;
 pub mod terms;
 pub mod text_parts;

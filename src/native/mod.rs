@@ -14,6 +14,7 @@
 //! file, never the other way round (but [`SqliteDb::dump`], which is the
 //! oracle's).
 
+pub mod cluster;
 pub mod heap;
 pub mod oracle;
 pub mod rows;
@@ -156,6 +157,10 @@ pub const LEDGER_MIGRATIONS: &[(&str, &str)] = &[
     (
         "0031_switch_by_pass.sql",
         include_str!("../../migrations/0031_switch_by_pass.sql"),
+    ),
+    (
+        "0032_shard_directory.sql",
+        include_str!("../../migrations/0032_shard_directory.sql"),
     ),
 ];
 
@@ -394,6 +399,17 @@ impl SqliteDb {
 }
 
 impl Database for SqliteDb {
+    /// Runs the probe, then answers pages times page size, as SQLite
+    /// counts its file.
+    async fn size_after(&self, probe: Stmt) -> Result<u64, PortError> {
+        self.query_billed::<serde_json::Value>(probe).await?;
+        let conn = self.conn.borrow();
+        let pragma = |name: &str| -> Result<i64, PortError> {
+            conn.query_row(&format!("PRAGMA {name}"), [], |r| r.get(0))
+                .map_err(|e| map_err(&e))
+        };
+        Ok((pragma("page_count")? * pragma("page_size")?) as u64)
+    }
     async fn query_billed<T: DeserializeOwned>(
         &self,
         stmt: Stmt,

@@ -123,6 +123,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                 usage,
             },
             clock: &self.clock,
+            shard: self.shard,
             bugs: self.bugs,
             delivery: self.delivery.clone(),
         }
@@ -160,6 +161,10 @@ impl<P: Database> Database for Metered<'_, P> {
         let out = self.inner.batch_billed(stmts).await;
         self.usage.bill(&out);
         out
+    }
+    async fn size_after(&self, probe: Stmt) -> Result<u64, PortError> {
+        bump(&self.usage.d1, 1);
+        self.inner.size_after(probe).await
     }
 }
 

@@ -16,6 +16,7 @@ mod admin;
 mod backfill;
 mod budget;
 mod consume;
+pub mod fleet;
 mod intake;
 mod refused;
 mod repair;
@@ -77,6 +78,9 @@ pub struct Pipeline<D, V, E, Q, C> {
     /// entry point, the same in its call after a panic): a claim records
     /// it, and a delivery ends only a job it holds (`end_crashed`).
     pub delivery: Option<String>,
+    /// The shard this pipeline's ledger and index are ([`fleet`]): views
+    /// name it, and its producer stamps it on every message.
+    pub shard: crate::core::shards::ShardId,
 }
 
 impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D, V, E, Q, C> {
@@ -91,6 +95,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             clock,
             bugs: bugs::Bugs::default(),
             delivery: None,
+            shard: crate::core::shards::ShardId::CONTROL,
         }
     }
 

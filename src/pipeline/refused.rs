@@ -62,6 +62,13 @@ pub enum Refused {
     TenantLimit { max: u64 },
     /// No such tenant.
     TenantNotFound,
+    /// Placement: the shard is dedicated to another tenant.
+    ShardDedicated,
+    /// Placement: a dedicated shard must be empty, and this one is not.
+    ShardNotEmpty,
+    /// Placement: no shard takes new tenants (each is dedicated, cannot
+    /// say its size, or is at `SHARD_FULL_BYTES`).
+    NoShardAvailable,
     /// The tenant has no token of this ID.
     TokenNotFound,
     /// The letters changed since the preflight that made the plan (or the

@@ -16,6 +16,8 @@ use serde_json::json;
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct TenantView {
     pub tenant_id: String,
+    /// The shard that holds it.
+    pub shard: u16,
     pub state: TenantState,
     pub quotas: QuotasView,
     pub usage: TenantUsage,
@@ -147,6 +149,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                 },
             },
             tenant_id: r.tenant_id,
+            shard: self.shard.0,
             state: r.state,
             tokens: r.tokens,
             created_at: r.created_at,
@@ -188,6 +191,12 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
     /// Tenants after `cursor` (a tenant ID, '' first), at most `limit`.
     pub async fn tenants(&self, cursor: &str, limit: usize) -> Result<Vec<TenantView>, PortError> {
         let rows = self.store.tenants_page(cursor, limit).await?;
+        Ok(rows.into_iter().map(|r| self.tenant_view(r)).collect())
+    }
+
+    /// The tenants named that this shard holds, in ID order.
+    pub async fn tenants_by_ids(&self, ids: &[String]) -> Result<Vec<TenantView>, PortError> {
+        let rows = self.store.tenants_by_ids(ids).await?;
         Ok(rows.into_iter().map(|r| self.tenant_view(r)).collect())
     }
 

@@ -4,8 +4,8 @@
 //! Here: `sql.rs` (every statement's text, with the invariant it holds),
 //! and one file per aggregate with its row types and typed functions on
 //! [`Store`]: documents (versions, views, the intake batch), jobs, chunks,
-//! intents, generations, backfills, redrives, dead letters, repair,
-//! retention, syncs, tenants, usage,
+//! intents, generations, backfills, redrives, dead letters, the shard
+//! directory, repair, retention, syncs, tenants, usage,
 //! and the offline index's rows (`vector_rows`). The database handle is
 //! private: nothing outside builds a statement.
 //!
@@ -17,6 +17,7 @@ pub mod sql;
 mod backfills;
 mod chunks;
 mod dead_letters;
+mod directory;
 mod documents;
 mod generations;
 mod intents;
@@ -36,6 +37,7 @@ pub use chunks::{
     KeywordChunkRow, KeywordWeights, LiveChunkRow, OpenRows, PageRow, StagedChunk, Staging,
 };
 pub use dead_letters::{LetterFilter, LetterGroupRow, LetterRow};
+pub use directory::{DedicatedRow, NewPlacement, PlacementRow, TokenPlacementRow};
 pub use documents::{
     DocRow, DocumentCountRow, DocumentStateGroupRow, DocumentViewRow, JobRow, KeyTimeRow,
     LatestVersionRow, NewVersions, PartClose, PartRow, RunningDocumentRow, VersionRow,

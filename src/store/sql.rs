@@ -908,18 +908,24 @@ WHERE (SELECT count(*) FROM tenants) < ?6
 ON CONFLICT (tenant_id) DO NOTHING";
 
 /// Tenant `?1` with its live token count.
-pub const TENANT_GET: &str = "\
-SELECT t.tenant_id, t.state, t.documents_max, t.bytes_max, t.requests_per_minute_max, t.documents, t.bytes,
+/// The columns of a tenant's row as the views read it ([`TENANT_GET`],
+/// [`TENANTS_PAGE`], [`TENANTS_BY_IDS`]): `t` is the tenants table.
+macro_rules! tenant_columns {
+    () => {
+        "SELECT t.tenant_id, t.state, t.documents_max, t.bytes_max, t.requests_per_minute_max, t.documents, t.bytes,
        t.rate_minute, t.rate_requests, t.created_at, t.updated_at, t.d1_rows_read, t.d1_rows_written,
        (SELECT count(*) FROM tenant_tokens k WHERE k.tenant_id = t.tenant_id AND k.revoked_at IS NULL) AS tokens
-FROM tenants t WHERE t.tenant_id = ?1";
+"
+    };
+}
+
+pub const TENANT_GET: &str = concat!(tenant_columns!(), "FROM tenants t WHERE t.tenant_id = ?1");
 
 /// Tenants after `?1` (a cursor: the last ID seen, '' first) in ID order, at most `?2`.
-pub const TENANTS_PAGE: &str = "\
-SELECT t.tenant_id, t.state, t.documents_max, t.bytes_max, t.requests_per_minute_max, t.documents, t.bytes,
-       t.rate_minute, t.rate_requests, t.created_at, t.updated_at, t.d1_rows_read, t.d1_rows_written,
-       (SELECT count(*) FROM tenant_tokens k WHERE k.tenant_id = t.tenant_id AND k.revoked_at IS NULL) AS tokens
-FROM tenants t WHERE t.tenant_id > ?1 ORDER BY t.tenant_id LIMIT ?2";
+pub const TENANTS_PAGE: &str = concat!(
+    tenant_columns!(),
+    "FROM tenants t WHERE t.tenant_id > ?1 ORDER BY t.tenant_id LIMIT ?2"
+);
 
 /// Sets tenant `?1`'s state to `?2` ('active' or 'disabled'). `?3` now.
 pub const TENANT_SET_STATE: &str =
@@ -2240,6 +2246,70 @@ DELETE FROM redrives WHERE redrive_id IN (SELECT value FROM json_each(?1)) AND +
   AND NOT EXISTS (SELECT 1 FROM redrive_audit x WHERE x.redrive_id = redrives.redrive_id)
   AND NOT EXISTS (SELECT 1 FROM redrive_items x WHERE x.redrive_id = redrives.redrive_id)";
 
+// ---------------------------------------------------------------------------
+// Shards and the directory (migration 0032): read and written on shard 0.
+
+/// A statement that reads nothing: D1 answers with the database's size
+/// (`meta.size_after`), what placement compares.
+pub const SIZE_PROBE: &str = "SELECT 1 AS one";
+
+/// The shard of tenant `?1`, if it is placed.
+pub const PLACEMENT_OF: &str = "SELECT shard FROM tenant_placements WHERE tenant_id = ?1";
+
+/// Token `?1`'s tenant and that tenant's shard: where its secret is checked.
+pub const TOKEN_PLACEMENT: &str = "\
+SELECT d.tenant_id AS tenant_id, p.shard AS shard
+FROM token_directory d JOIN tenant_placements p ON p.tenant_id = d.tenant_id
+WHERE d.token_id = ?1";
+
+/// Places tenant `?1` on shard `?2` at `?3`, unless `?4` tenants are placed
+/// already (TENANTS_MAX). A second placement of the tenant violates the
+/// key and aborts the batch.
+pub const PLACEMENT_INSERT: &str = "\
+INSERT INTO tenant_placements (tenant_id, shard, placed_at)
+SELECT ?1, ?2, ?3 WHERE (SELECT count(*) FROM tenant_placements) < ?4";
+
+/// Aborts the batch if shard `?2` is dedicated to a tenant other than `?1`.
+pub const PLACEMENT_REFUSE_DEDICATED: &str = "\
+INSERT INTO placement_refusals (tenant_id)
+SELECT ?1 WHERE EXISTS (SELECT 1 FROM dedicated_shards WHERE shard = ?2 AND tenant_id <> ?1)";
+
+/// Aborts the batch if shard `?2` holds a tenant other than `?1` (a
+/// dedicated shard starts empty).
+pub const PLACEMENT_REFUSE_SHARED: &str = "\
+INSERT INTO placement_refusals (tenant_id)
+SELECT ?1 WHERE EXISTS (SELECT 1 FROM tenant_placements WHERE shard = ?2 AND tenant_id <> ?1)";
+
+/// Dedicates shard `?2` to tenant `?1` at `?3`.
+pub const SHARD_DEDICATE: &str = "\
+INSERT INTO dedicated_shards (shard, tenant_id, dedicated_at) VALUES (?2, ?1, ?3)";
+
+/// How many tenants shard `?1` holds (its range of the directory's index).
+pub const SHARD_TENANTS: &str = "\
+SELECT count(*) AS n FROM tenant_placements WHERE shard = ?1";
+
+/// The dedicated shards (at most one row per shard: 64).
+pub const SHARDS_DEDICATED: &str = "SELECT shard, tenant_id FROM dedicated_shards ORDER BY shard";
+
+/// Placed tenants after `?1` in ID order, at most `?2`, with their shards.
+pub const PLACEMENTS_PAGE: &str = "\
+SELECT tenant_id, shard FROM tenant_placements WHERE tenant_id > ?1 ORDER BY tenant_id LIMIT ?2";
+
+/// Token `?1` belongs to tenant `?2`.
+pub const TOKEN_DIRECTORY_INSERT: &str = "\
+INSERT INTO token_directory (token_id, tenant_id) VALUES (?1, ?2)";
+
+/// Forgets token `?1` of tenant `?2` (revoked: no request finds its shard).
+pub const TOKEN_DIRECTORY_DELETE: &str = "\
+DELETE FROM token_directory WHERE token_id = ?1 AND tenant_id = ?2";
+
+/// Tenants `?1` (a JSON array of IDs) as TENANTS_PAGE reads them, in no
+/// order: one shard's part of a page of the directory.
+pub const TENANTS_BY_IDS: &str = concat!(
+    tenant_columns!(),
+    "FROM json_each(?1) j JOIN tenants t ON t.tenant_id = j.value"
+);
+
 /// Every statement above, by name (checked against this file by tests/it/sql.rs).
 pub const ALL: &[(&str, &str)] = &[
     ("LATEST_VERSIONS", LATEST_VERSIONS),
@@ -2439,4 +2509,17 @@ pub const ALL: &[(&str, &str)] = &[
     ("PRUNE_REDRIVE_ITEMS", PRUNE_REDRIVE_ITEMS),
     ("PRUNE_REDRIVE_ROWS", PRUNE_REDRIVE_ROWS),
     ("PRUNE_REVOKED_TOKENS", PRUNE_REVOKED_TOKENS),
+    ("SIZE_PROBE", SIZE_PROBE),
+    ("PLACEMENT_OF", PLACEMENT_OF),
+    ("TOKEN_PLACEMENT", TOKEN_PLACEMENT),
+    ("PLACEMENT_INSERT", PLACEMENT_INSERT),
+    ("PLACEMENT_REFUSE_DEDICATED", PLACEMENT_REFUSE_DEDICATED),
+    ("PLACEMENT_REFUSE_SHARED", PLACEMENT_REFUSE_SHARED),
+    ("SHARD_DEDICATE", SHARD_DEDICATE),
+    ("SHARD_TENANTS", SHARD_TENANTS),
+    ("SHARDS_DEDICATED", SHARDS_DEDICATED),
+    ("PLACEMENTS_PAGE", PLACEMENTS_PAGE),
+    ("TOKEN_DIRECTORY_INSERT", TOKEN_DIRECTORY_INSERT),
+    ("TOKEN_DIRECTORY_DELETE", TOKEN_DIRECTORY_DELETE),
+    ("TENANTS_BY_IDS", TENANTS_BY_IDS),
 ];

@@ -108,7 +108,7 @@ impl<D: Database> Store<D> {
     }
 
     /// The first row a read returns, if any.
-    async fn first<T: serde::de::DeserializeOwned>(
+    pub(super) async fn first<T: serde::de::DeserializeOwned>(
         &self,
         stmt: Stmt,
     ) -> Result<Option<T>, PortError> {

@@ -88,4 +88,22 @@ impl Database for D1Db {
         let rows = results.iter().map(billed).fold(Rows::default(), Rows::plus);
         Ok((results.iter().map(changes).collect(), rows))
     }
+
+    async fn size_after(&self, probe: Stmt) -> Result<u64, PortError> {
+        let result = self
+            .prepare(&probe)?
+            .all()
+            .await
+            .map_err(|e| classify(&e))?;
+        result
+            .meta()
+            .ok()
+            .flatten()
+            .and_then(|m| m.size_after)
+            .map(|n| n as u64)
+            .ok_or(PortError::new(
+                FailureBucket::DbUnavailable,
+                "d1_size_missing",
+            ))
+    }
 }

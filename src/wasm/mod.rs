@@ -15,11 +15,13 @@ mod workers_ai;
 
 use crate::adapters::local_embedder::LocalEmbedder;
 use crate::adapters::local_index::{LocalIndex, LocalIndexTuning};
-use crate::adapters::IndexLimits;
+use crate::adapters::{IndexLimits, ShardQueue};
 use crate::api::{self, ApiRequest, Secrets};
 use crate::config::{Config, EmbedderBackend, IndexBackend};
 use crate::core::failure::FailureBucket;
 use crate::core::index_config::EmbedModel;
+use crate::core::shards::ShardId;
+use crate::pipeline::fleet::{Fleet, Shards};
 use crate::pipeline::{log_event, ConsumeOutcome, Pipeline, Settle};
 use crate::ports::{
     Clock, Embedder, JobMessage, JobQueue, MetadataFilter, PortError, VectorIndex, VectorMatch,
@@ -148,12 +150,12 @@ pub(crate) fn js_error_text(e: &JsValue) -> String {
 
 /// The producer bindings: the ingest queue, and the dead-letter queue (if
 /// the deployment has one).
-struct QueueProducer {
+struct QueueBindings {
     ingest: Option<worker::Queue>,
     dlq: Option<worker::Queue>,
 }
 
-impl JobQueue for QueueProducer {
+impl JobQueue for QueueBindings {
     async fn send_dead_letter(&self, message: &JobMessage) -> Result<(), PortError> {
         match &self.dlq {
             // No DLQ binding configured: D1 holds the evidence.
@@ -178,6 +180,9 @@ impl JobQueue for QueueProducer {
     }
 }
 
+/// A shard's producer: the bindings, stamping the shard on each message.
+type QueueProducer = ShardQueue<QueueBindings>;
+
 struct WallClock;
 
 impl Clock for WallClock {
@@ -196,21 +201,47 @@ fn setting(env: &Env, name: &str) -> Option<String> {
         .or_else(|| env.secret(name).ok().map(|v| v.to_string()))
 }
 
-/// Builds the pipeline from the Worker's bindings and variables. Fails with
-/// a bucket and a static code, never with raw text.
-fn app(env: &Env) -> Result<App, PortError> {
-    let cfg = Config::from_lookup(|name| setting(env, name)).map_err(|e| {
+/// Every shard's pipeline ([`crate::pipeline::fleet`]): shard 0 first.
+type Deployment = Fleet<D1Db, AnyIndex, AnyEmbedder, QueueProducer, WallClock>;
+
+/// The configuration from the Worker's variables. Fails with a bucket and
+/// a static code, never with raw text.
+fn config(env: &Env) -> Result<Config, PortError> {
+    Config::from_lookup(|name| setting(env, name)).map_err(|e| {
         log_event(
             "config_invalid",
             json!({ "bucket": "config_invalid", "setting": e.setting() }),
         );
         PortError::new(FailureBucket::ConfigInvalid, "config_invalid")
-    })?;
+    })
+}
+
+/// Builds the deployment from the Worker's bindings and variables: one
+/// pipeline per shard of `SHARDS`, each over its own ledger and index
+/// bindings (`core::shards`). A shard without its ledger's binding fails
+/// the whole deployment (`config_invalid`): requests must not reach a
+/// shard that is not there.
+fn deployment(env: &Env) -> Result<Deployment, PortError> {
+    let cfg = config(env)?;
+    let mut shards = Vec::with_capacity(usize::from(cfg.shards));
+    for n in 0..cfg.shards {
+        shards.push(shard_app(env, &cfg, ShardId(n))?);
+    }
+    let mut all = shards.into_iter();
+    let control = all
+        .next()
+        .ok_or(PortError::new(FailureBucket::ConfigInvalid, "no_shard"))?;
+    Ok(Fleet::new(control, all.collect()))
+}
+
+/// One shard's pipeline over its bindings.
+fn shard_app(env: &Env, cfg: &Config, shard: ShardId) -> Result<App, PortError> {
+    let cfg = cfg.clone();
     let db = env
-        .d1("DB")
+        .d1(&shard.ledger_binding())
         .map_err(|_| PortError::new(FailureBucket::ConfigInvalid, "db_binding_missing"))?;
     let index = match cfg.index_backend {
-        IndexBackend::LocalD1 => match env.d1("VECTORS_DB") {
+        IndexBackend::LocalD1 => match env.d1(&shard.local_index_binding()) {
             Ok(vdb) => AnyIndex::Local(LocalIndex {
                 db: D1Db(vdb),
                 limits: IndexLimits::from_config(&cfg),
@@ -223,16 +254,18 @@ fn app(env: &Env) -> Result<App, PortError> {
                 "vectors_db_binding_missing",
             )),
         },
-        IndexBackend::Vectorize => match env.get_binding::<VectorizeBinding>("VECTORIZE") {
-            Ok(binding) => AnyIndex::Vectorize(VectorizeIndex {
-                binding,
-                limits: IndexLimits::from_config(&cfg),
-            }),
-            Err(_) => AnyIndex::Refused(PortError::new(
-                FailureBucket::ConfigInvalid,
-                "vectorize_binding_missing",
-            )),
-        },
+        IndexBackend::Vectorize => {
+            match env.get_binding::<VectorizeBinding>(&shard.vectorize_binding()) {
+                Ok(binding) => AnyIndex::Vectorize(VectorizeIndex {
+                    binding,
+                    limits: IndexLimits::from_config(&cfg),
+                }),
+                Err(_) => AnyIndex::Refused(PortError::new(
+                    FailureBucket::ConfigInvalid,
+                    "vectorize_binding_missing",
+                )),
+            }
+        }
     };
     let embedder = match cfg.embedder_backend {
         EmbedderBackend::LocalHash => AnyEmbedder::Local(LocalEmbedder {
@@ -249,9 +282,13 @@ fn app(env: &Env) -> Result<App, PortError> {
             )),
         },
     };
-    let queue = QueueProducer {
-        ingest: env.queue("INGEST_QUEUE").ok(),
-        dlq: env.queue("DLQ").ok(),
+    // One queue for every shard: each message names its shard.
+    let queue = ShardQueue {
+        inner: QueueBindings {
+            ingest: env.queue("INGEST_QUEUE").ok(),
+            dlq: env.queue("DLQ").ok(),
+        },
+        shard,
     };
     Ok(Pipeline::new(
         cfg,
@@ -318,7 +355,9 @@ struct IndexCheck {
 thread_local! {
     /// The isolate's last definitive index check and when it was made (ms).
     /// Failed checks (the describe call failed) are not kept.
-    static INDEX_CHECK: RefCell<Option<(i64, IndexCheck)>> = const { RefCell::new(None) };
+    /// One per shard, by number.
+    static INDEX_CHECK: RefCell<std::collections::BTreeMap<u16, (i64, IndexCheck)>> =
+        const { RefCell::new(std::collections::BTreeMap::new()) };
 }
 
 /// Describes the Vectorize index (at most once per `INDEX_CHECK_TTL_SECONDS`
@@ -330,7 +369,8 @@ async fn check_index(app: &App) -> Result<Option<IndexCheck>, PortError> {
     };
     let now = WallClock.now_ms();
     let ttl_ms = i64::from(app.cfg.index_check_ttl_seconds) * 1000;
-    let cached = INDEX_CHECK.with(|c| c.borrow().clone());
+    let shard = app.shard.0;
+    let cached = INDEX_CHECK.with(|c| c.borrow().get(&shard).cloned());
     if let Some((at, check)) = cached {
         if now.saturating_sub(at) < ttl_ms {
             return Ok(Some(check));
@@ -340,7 +380,7 @@ async fn check_index(app: &App) -> Result<Option<IndexCheck>, PortError> {
     let verdict = info.verify(app.cfg.embedding_dimensions, app.cfg.vectorize_metric);
     let check = IndexCheck { info, verdict };
     if ttl_ms > 0 {
-        INDEX_CHECK.with(|c| *c.borrow_mut() = Some((now, check.clone())));
+        INDEX_CHECK.with(|c| c.borrow_mut().insert(shard, (now, check.clone())));
     }
     Ok(Some(check))
 }
@@ -412,12 +452,19 @@ struct HealthError {
 #[derive(Serialize)]
 struct DeepHealth<'a> {
     ok: bool,
+    /// Shards checked (each one's index: `index` is shard 0's).
+    #[serde(skip_serializing_if = "is_one")]
+    shards: u16,
     #[serde(skip_serializing_if = "Option::is_none")]
     index: Option<IndexHealth>,
     #[serde(skip_serializing_if = "Option::is_none")]
     embedder: Option<EmbedderHealth<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<HealthError>,
+}
+
+fn is_one(n: &u16) -> bool {
+    *n == 1
 }
 
 fn health_failure(
@@ -427,6 +474,7 @@ fn health_failure(
 ) -> worker::Result<Response> {
     let body = DeepHealth {
         ok: false,
+        shards: 1,
         index,
         embedder: None,
         error: Some(HealthError {
@@ -444,23 +492,30 @@ fn health_failure(
 /// nothing else, and describes the index at most once per
 /// `INDEX_CHECK_TTL_SECONDS` per isolate, so it cannot be used to load it.
 async fn deep_health(env: &Env) -> worker::Result<Response> {
-    let app = match app(env) {
+    let fleet = match deployment(env) {
         Ok(a) => a,
         Err(e) => return health_failure(e, None, "the service is misconfigured"),
     };
-    let embedder = match embedder_health(&app) {
+    let app = fleet.control();
+    let embedder = match embedder_health(app) {
         Ok(h) => h,
         Err(e) => return health_failure(e, None, "the embedder is not available"),
     };
-    let index = match index_health(&app).await {
-        Ok(h) => h,
-        Err(refused) => return refused,
-    };
+    // Every shard's index: the first that fails is the answer.
+    let mut indexes = Vec::with_capacity(fleet.all().len());
+    for shard in fleet.all() {
+        match index_health(shard).await {
+            Ok(h) => indexes.push(h),
+            Err(refused) => return refused,
+        }
+    }
+    let mut indexes = indexes.into_iter();
     let body = DeepHealth {
         ok: true,
-        index: Some(index),
+        index: indexes.next(),
         embedder: Some(embedder),
         error: None,
+        shards: fleet.count(),
     };
     Ok(Response::from_json(&body)?.with_status(200))
 }
@@ -647,7 +702,7 @@ async fn fetch(mut req: Request, env: Env, _ctx: Context) -> worker::Result<Resp
             Err(e) => api_response(&e.response()),
         };
     }
-    let app = match app(&env) {
+    let fleet = match deployment(&env) {
         Ok(a) => a,
         Err(e) => {
             return json_response(
@@ -664,10 +719,11 @@ async fn fetch(mut req: Request, env: Env, _ctx: Context) -> worker::Result<Resp
     };
     // Credentials first: a body is never read for a request that would be
     // refused anyway.
-    let caller = match api::authenticate(&app, &secrets, &path, authorization.as_deref()).await {
+    let cfg = &fleet.control().cfg;
+    let caller = match api::authenticate(&fleet, &secrets, &path, authorization.as_deref()).await {
         Ok(caller) => caller,
         Err(refused) => {
-            discard_body(&mut req, &app.cfg).await;
+            discard_body(&mut req, cfg).await;
             return api_response(&refused);
         }
     };
@@ -683,12 +739,12 @@ async fn fetch(mut req: Request, env: Env, _ctx: Context) -> worker::Result<Resp
     };
     // Each route's own cap (a search's body is kilobytes, a document's
     // megabytes): nothing is read into memory past it.
-    let (max, _) = api::body_bytes_max(&app.cfg, &method, &path);
-    let Some(body) = request_body(&mut req, &method, max, &app.cfg).await else {
-        return api_response(&api::too_large(&app.cfg, &method, &path).response());
+    let (max, _) = api::body_bytes_max(cfg, &method, &path);
+    let Some(body) = request_body(&mut req, &method, max, cfg).await else {
+        return api_response(&api::too_large(cfg, &method, &path).response());
     };
     let resp = api::handle_as(
-        &app,
+        &fleet,
         &caller,
         ApiRequest {
             method: &method,
@@ -780,7 +836,7 @@ async fn queue(
     _ctx: Context,
 ) -> worker::Result<()> {
     install();
-    let mut app = match app(&env) {
+    let mut fleet = match deployment(&env) {
         Ok(a) => a,
         Err(e) => {
             // Nothing can run with a broken configuration: keep the messages.
@@ -797,7 +853,7 @@ async fn queue(
         }
     };
     if setting(&env, "DEAD_LETTER_QUEUE").as_deref() == Some(batch.queue().as_str()) {
-        consume_dead_letters(&app, &batch).await;
+        consume_dead_letters(&fleet, &batch).await;
         return Ok(());
     }
     // `entry.mjs` calls again with this variable set when a consume of this
@@ -807,11 +863,12 @@ async fn queue(
     // The delivery's token (`entry.mjs`, the same in its call after a
     // crash): a claim records it, and a crashed delivery ends only a job
     // it holds.
-    app.delivery = setting(&env, "CONSUME_DELIVERY");
-    if crashed.is_none() {
-        guard_index(&mut app, "queue").await;
+    let delivery = setting(&env, "CONSUME_DELIVERY");
+    for app in fleet.all_mut() {
+        app.delivery.clone_from(&delivery);
     }
-    let mut first = true;
+    // The shards whose index this invocation has checked.
+    let mut guarded: Vec<u16> = Vec::new();
     // Raw messages, one by one: a malformed body must not fail the batch.
     for raw in batch.raw_iter() {
         let msg: Result<JobMessage, _> = serde_wasm_bindgen::from_value(raw.body());
@@ -823,13 +880,25 @@ async fn queue(
             raw.ack();
             continue;
         };
+        let Some(n) = shard_of_message(&fleet, &raw, &msg) else {
+            continue;
+        };
+        // The index check may call Vectorize's describe(): count it against
+        // the budget of the shard's first message.
+        let mut checked = false;
+        if crashed.is_none() && !guarded.contains(&msg.shard) {
+            guarded.push(msg.shard);
+            if let Some(app) = fleet.all_mut().get_mut(n) {
+                guard_index(app, "queue").await;
+                checked = app.cfg.index_backend == IndexBackend::Vectorize;
+            }
+        }
+        let Some(app) = fleet.all().get(n) else {
+            continue;
+        };
         let outcome = match &crashed {
-            Some(crashed_id) => end_after_crash(&app, crashed_id, &raw, &msg).await,
+            Some(crashed_id) => end_after_crash(app, crashed_id, &raw, &msg).await,
             None => {
-                // The index check above may have called Vectorize's
-                // describe(): count it against the first message's budget.
-                let checked =
-                    std::mem::take(&mut first) && app.cfg.index_backend == IndexBackend::Vectorize;
                 let consume = app.consume_after(&msg, u64::from(checked));
                 panic::Tagged::new(raw.id(), consume).await
             }
@@ -839,12 +908,43 @@ async fn queue(
     Ok(())
 }
 
-/// The dead-letter queue's consumer: every letter archived in D1 (or, if
-/// the consumer sent it, confirmed), then acknowledged.
-async fn consume_dead_letters(app: &App, batch: &MessageBatch<serde_json::Value>) {
+/// The index of the shard a message names, or `None` after retrying it
+/// later: a shard this deployment does not declare (`SHARDS` lowered, a
+/// binding removed) keeps its messages until it is back.
+fn shard_of_message(
+    fleet: &Deployment,
+    raw: &worker::RawMessage,
+    msg: &JobMessage,
+) -> Option<usize> {
+    let n = usize::from(msg.shard);
+    if n < fleet.all().len() {
+        return Some(n);
+    }
+    log_event(
+        "consume_shard_missing",
+        json!({ "bucket": FailureBucket::ConfigInvalid.as_str(), "shard": msg.shard, "message_id": raw.id() }),
+    );
+    apply(raw, Settle::Retry { delay_seconds: 60 });
+    None
+}
+
+/// The dead-letter queue's consumer: every letter archived in its shard's
+/// ledger (or, if the consumer sent it, confirmed), then acknowledged.
+async fn consume_dead_letters(fleet: &Deployment, batch: &MessageBatch<serde_json::Value>) {
     for raw in batch.raw_iter() {
         let msg: Option<JobMessage> = serde_wasm_bindgen::from_value(raw.body()).ok();
         let sent_ms = raw.timestamp().as_millis() as i64;
+        // A letter that is not a pointer is archived on shard 0.
+        let n = match &msg {
+            Some(m) => match shard_of_message(fleet, &raw, m) {
+                Some(n) => n,
+                None => continue,
+            },
+            None => 0,
+        };
+        let Some(app) = fleet.all().get(n) else {
+            continue;
+        };
         apply(
             &raw,
             app.consume_dead_letter(&raw.id(), msg.as_ref(), sent_ms)
@@ -873,10 +973,14 @@ async fn end_after_crash(
 #[event(scheduled)]
 async fn scheduled(_event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
     install();
-    match app(&env) {
-        Ok(mut app) => {
-            guard_index(&mut app, "scheduled").await;
-            app.repair().await;
+    match deployment(&env) {
+        // Every shard in turn, each within its share of the run's budget
+        // (`SHARDS`, `Pipeline::repair`).
+        Ok(mut fleet) => {
+            for app in fleet.all_mut() {
+                guard_index(app, "scheduled").await;
+                app.repair().await;
+            }
         }
         Err(e) => log_event(
             "repair_config_invalid",

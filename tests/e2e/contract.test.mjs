@@ -388,6 +388,7 @@ describe('the OpenAPI contract', () => {
 
     // Generations and backfills.
     await call(b, 'GET', '/v1/admin/generations', A, 200);
+    await call(b, 'GET', '/v1/admin/shards', A, 200);
     await call(b, 'POST', '/v1/admin/generations/1/retire', A, [409, 'generation_in_use']);
     await call(b, 'POST', '/v1/admin/generations/99/activate', A, [404, 'generation_not_found']);
     await call(b, 'POST', '/v1/admin/generations/99/retire', A, [404, 'generation_not_found']);

@@ -299,6 +299,11 @@ async function startWorkerOnce({ vars = {}, persistDir: reuseDir } = {}) {
   try {
     applyMigrations('DB', persistDir);
     applyMigrations('VECTORS_DB', persistDir);
+    // Shards past the first (`vars.SHARDS`): their ledgers and indexes.
+    for (let n = 1; n < Number(vars.SHARDS ?? 1); n++) {
+      applyMigrations(`DB_SHARD_${n}`, persistDir);
+      applyMigrations(`VECTORS_DB_SHARD_${n}`, persistDir);
+    }
     const [port, inspectorPort] = await freePorts(2);
     const args = [
       'dev',

@@ -52,6 +52,7 @@ mod plans;
 mod retention;
 mod reuse;
 mod search;
+mod shards;
 mod sql;
 mod sync;
 mod tenants;

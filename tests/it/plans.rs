@@ -49,6 +49,8 @@ const GROWING: &[&str] = &[
     "redrive_audit",
     "tenants",
     "tenant_tokens",
+    "tenant_placements",
+    "token_directory",
     "vectors",
     "vector_blocks",
 ];
@@ -161,6 +163,7 @@ const ALLOWED: &[(&str, &str)] = &[
     ("DOCUMENT_VIEWS", "sorts one document's jobs of one version (the newest), for a page of documents"),
     ("TOKENS_OF_TENANT", "sorts one tenant's tokens (a handful; revoked ones pruned)"),
     ("TENANT_INSERT", "counts the tenants against TENANTS_MAX (the table is capped by it), admin only"),
+    ("PLACEMENT_INSERT", "counts the directory's tenants against TENANTS_MAX (the table is capped by it), admin only: a tenant's creation"),
     ("KEYWORD_UNINDEXED_PAGE", "walks chunks_unindexed, a partial index of the rows left to enter (upgrade only), in its own order up to the page's LIMIT"),
     ("KEYWORD_CHUNKS", "groups and orders the rows that match the query in the tenant's own terms: grows with the matches it ranks, not with the table"),
     ("REDRIVE_ITEMS", "sorts one redrive's items (at most a redrive's size)"),

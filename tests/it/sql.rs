@@ -1222,6 +1222,59 @@ fn every_statement_is_exercised_by_the_flows() {
             .extend(w9.db.executed.borrow().iter().copied());
     }
 
+    {
+        // Shards (migration 0032): tenants placed by the policy, pinned and
+        // dedicated; tokens through the directory; the listing across
+        // shards; the shards' view; a revoked token.
+        use ingest_pipeline::native::cluster::Cluster;
+        let c = Cluster::with(ingest_pipeline::config::Config {
+            shards: 3,
+            ..w.cfg.clone()
+        });
+        let admin = "t-admin";
+        let create = |body: serde_json::Value| {
+            let r = c.request("POST", "/v1/admin/tenants", admin, Some(&body), 1);
+            assert_eq!(r.status, 201, "{}", r.body);
+        };
+        create(serde_json::json!({ "tenant_id": "auto" }));
+        create(serde_json::json!({ "tenant_id": "solo", "shard": 2, "dedicated": true }));
+        let path = "/v1/admin/tenants/auto/tokens";
+        let minted = c.request(
+            "POST",
+            path,
+            admin,
+            Some(&serde_json::json!({ "scopes": ["ingest"] })),
+            2,
+        );
+        let token = minted.body["token"].as_str().unwrap().to_string();
+        let body = serde_json::json!({ "text": "shards" });
+        assert_eq!(
+            c.request("PUT", "/v1/documents/d", &token, Some(&body), 0)
+                .status,
+            202
+        );
+        assert_eq!(
+            c.request("PUT", "/v1/documents/d", "t-ingest", Some(&body), 0)
+                .status,
+            202
+        );
+        assert_eq!(
+            c.request("GET", "/v1/admin/tenants", admin, None, 0).status,
+            200
+        );
+        assert_eq!(
+            c.request("GET", "/v1/admin/shards", admin, None, 0).status,
+            200
+        );
+        let revoke = format!("{path}/{}", minted.body["token_id"].as_str().unwrap());
+        assert_eq!(c.request("DELETE", &revoke, admin, None, 0).status, 200);
+        for shard in &c.shards {
+            w.db.executed
+                .borrow_mut()
+                .extend(shard.db.executed.borrow().iter().copied());
+        }
+    }
+
     let mut ran: BTreeSet<&str> = w.db.executed.borrow().clone();
     ran.extend(vdb.executed.borrow().iter().copied());
     let missing: Vec<&str> = sql::ALL

@@ -54,6 +54,12 @@ impl SimDb<'_> {
 }
 
 impl Database for SimDb<'_> {
+    async fn size_after(&self, probe: Stmt) -> Result<u64, PortError> {
+        self.note(&[&probe]);
+        self.1
+            .call(CallKind::DbQuery, self.0.size_after(probe))
+            .await
+    }
     async fn query_billed<T: DeserializeOwned>(
         &self,
         stmt: Stmt,

@@ -67,11 +67,14 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
     pub async fn repair(&self) -> RepairReport {
         let started_at = self.clock.now_ms();
         let usage = Usage::default();
+        // A scheduled run repairs every shard (`SHARDS`): each gets an
+        // even share of the run's subrequests and wall time.
+        let shards = self.cfg.shards.max(1);
         let mut run = Run {
             budget: Budget {
-                subrequests_max: self.cfg.cron_subrequests_max,
+                subrequests_max: self.cfg.cron_subrequests_max / u64::from(shards),
                 started_ms: started_at,
-                wall_ms: i64::from(self.cfg.cron_wall_seconds_max) * 1000,
+                wall_ms: i64::from(self.cfg.cron_wall_seconds_max) * 1000 / i64::from(shards),
             },
             usage: &usage,
             report: RepairReport::default(),
@@ -90,6 +93,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         metered.prune_step(&mut run).await; // 9
         run.report.budget_hit |= run.cleanup_left;
         let mut report = run.report;
+        report.shard = self.shard.0;
         report.subrequests_used = usage.total();
         report.elapsed_ms = self.clock.now_ms() - started_at;
         metered.report_run(started_at, &report).await;

@@ -9,9 +9,16 @@ use serde::Serialize;
 use serde_json::json;
 use std::collections::BTreeMap;
 
+fn is_control(shard: &u16) -> bool {
+    *shard == 0
+}
+
 /// What one scheduled run did. Logged as one line; counts only.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct RepairReport {
+    /// The shard repaired (absent from the log line: shard 0).
+    #[serde(skip_serializing_if = "is_control")]
+    pub shard: u16,
     pub abandoned_chunks_swept: u64,
     pub intents_deleted: u64,
     /// Intents retired without an index call: their vector is still

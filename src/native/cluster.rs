@@ -1,0 +1,128 @@
+//! A deployment of several shards in memory, for tests to drive by hand:
+//! each shard its own SQLite ledger and index, one queue and one clock for
+//! all (as a Worker with `SHARDS = n` has one queue and one clock).
+
+use super::testkit::{local_embedder, T0, TEST_ADMIN_TOKEN, TEST_INGEST_TOKEN};
+use super::{ManualClock, MemIndex, MemQueue, SqliteDb};
+use crate::adapters::local_embedder::LocalEmbedder;
+use crate::adapters::ShardQueue;
+use crate::api::{ApiRequest, ApiResponse, Secrets};
+use crate::config::Config;
+use crate::core::shards::ShardId;
+use crate::pipeline::fleet::Fleet;
+use crate::pipeline::{ConsumeOutcome, Pipeline, RepairReport};
+use futures::executor::block_on;
+
+/// One shard's ports.
+pub struct Shard {
+    pub db: SqliteDb,
+    pub index: MemIndex,
+}
+
+/// The shards, and the ports they share.
+pub struct Cluster {
+    pub cfg: Config,
+    pub shards: Vec<Shard>,
+    pub embedder: LocalEmbedder,
+    pub queue: MemQueue,
+    pub clock: ManualClock,
+}
+
+/// The deployment over a [`Cluster`]'s ports.
+pub type ClusterFleet<'a> =
+    Fleet<&'a SqliteDb, &'a MemIndex, &'a LocalEmbedder, ShardQueue<&'a MemQueue>, &'a ManualClock>;
+
+impl Cluster {
+    /// `cfg.shards` shards under `cfg`, which must be valid.
+    pub fn with(cfg: Config) -> Cluster {
+        cfg.validate().unwrap();
+        Cluster {
+            shards: (0..cfg.shards)
+                .map(|_| Shard {
+                    db: SqliteDb::ledger(),
+                    index: MemIndex::new(cfg.embedding_dimensions),
+                })
+                .collect(),
+            embedder: local_embedder(&cfg),
+            queue: MemQueue::default(),
+            clock: ManualClock::new(T0),
+            cfg,
+        }
+    }
+
+    /// Every shard's pipeline, as the Worker builds them.
+    pub fn fleet(&self) -> ClusterFleet<'_> {
+        let mut pipelines = self.shards.iter().enumerate().map(|(n, s)| {
+            Pipeline::new(
+                self.cfg.clone(),
+                &s.db,
+                &s.index,
+                &self.embedder,
+                ShardQueue {
+                    inner: &self.queue,
+                    shard: ShardId(u16::try_from(n).unwrap()),
+                },
+                &self.clock,
+            )
+        });
+        let control = pipelines.next().expect("at least one shard");
+        Fleet::new(control, pipelines.collect())
+    }
+
+    /// One JSON request through the API with bearer token `auth`, with
+    /// the test tokens configured and `entropy` as the request's random
+    /// bytes.
+    pub fn request(
+        &self,
+        method: &str,
+        path: &str,
+        auth: &str,
+        body: Option<&serde_json::Value>,
+        entropy: u8,
+    ) -> ApiResponse {
+        let secrets = Secrets {
+            ingest_token: Some(TEST_INGEST_TOKEN.into()),
+            admin_token: Some(TEST_ADMIN_TOKEN.into()),
+        };
+        let bytes = body.map(|b| b.to_string()).unwrap_or_default();
+        let req = ApiRequest {
+            method,
+            path,
+            authorization: Some(&format!("Bearer {auth}")),
+            content_type: Some("application/json"),
+            body: bytes.as_bytes(),
+            entropy: [entropy; 32],
+        };
+        block_on(crate::api::handle(&self.fleet(), &secrets, req))
+    }
+
+    /// Delivers every queued message to the shard it names (and what they
+    /// cause) until the queue is empty; a retried message is delivered
+    /// again after its delay. Returns each outcome with its shard.
+    pub fn deliver_all(&self) -> Vec<(u16, ConsumeOutcome)> {
+        let fleet = self.fleet();
+        let mut outcomes = Vec::new();
+        for _ in 0..1000 {
+            let batch = self.queue.take_all();
+            if batch.is_empty() {
+                return outcomes;
+            }
+            for m in batch {
+                let p = &fleet.all()[usize::from(m.shard)];
+                let o = block_on(p.consume(&m));
+                if let ConsumeOutcome::Retry { delay_seconds } = o {
+                    self.clock.advance_ms(i64::from(delay_seconds) * 1000);
+                    self.queue.sent.borrow_mut().push_back(m.clone());
+                }
+                outcomes.push((m.shard, o));
+            }
+        }
+        panic!("the queue did not drain");
+    }
+
+    /// One scheduled run: every shard repaired in turn.
+    pub fn cron(&self) -> Vec<RepairReport> {
+        let fleet = self.fleet();
+        fleet.all().iter().map(|p| block_on(p.repair())).collect()
+    }
+}
