@@ -43,8 +43,11 @@ build: setup
 test: setup
 	@bash scripts/test.sh
 
+# The library's unit tests and every integration test; not the binaries
+# (bench, scale, eval, local_index hold no tests: building each again in
+# the test profile only cost make test minutes, and clippy checks them).
 test-native: lint test-data
-	cargo test --locked -- --skip random_seeds_hold_every_invariant --skip every_single_crash_point_of_every_flow --skip the_simulation_catches_every_seeded_bug
+	cargo test --locked --lib --test '*' -- --skip random_seeds_hold_every_invariant --skip every_single_crash_point_of_every_flow --skip the_simulation_catches_every_seeded_bug
 	cargo test --locked --test it token_bound -- --ignored --nocapture
 	cargo test --locked --test sim -- --nocapture
 	cargo test --locked --test sim_bugs -- --nocapture

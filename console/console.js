@@ -74,10 +74,25 @@ class ApiError extends Error {
   }
 }
 
+// Shards (issue 37): the deployment's shards (GET shards), and the one the
+// per-shard views read and act on (the selector, shown with more than one).
+let shards = [];
+let shard = 0;
+
+/**
+ * `path` on the chosen shard: with more than one shard, every admin route
+ * but tenants and shards (the deployment's) carries `shard=N`; with one,
+ * the path is unchanged.
+ */
+function onShard(path) {
+  if (shards.length <= 1 || /^(tenants|shards)([/?]|$)/.test(path)) return path;
+  return `${path}${path.includes('?') ? '&' : '?'}shard=${shard}`;
+}
+
 async function api(method, path, body) {
   const headers = { Authorization: `Bearer ${sessionStorage.getItem(TOKEN_KEY) ?? ''}` };
   if (body !== undefined) headers['Content-Type'] = 'application/json';
-  const res = await fetch(`/v1/admin/${path}`, {
+  const res = await fetch(`/v1/admin/${onShard(path)}`, {
     method, headers, body: body === undefined ? undefined : JSON.stringify(body),
   });
   const json = await res.json().catch(() => null);
@@ -104,11 +119,16 @@ function reportError(e) {
 
 // ------------------------------------------------------------------ confirm
 
-/** Shows what an action will do; resolves true when the operator confirms. */
+/**
+ * Shows what an action will do (and, with more than one shard, on which:
+ * every action acts on the chosen shard); resolves true when the operator
+ * confirms.
+ */
 function confirmAction(title, lines) {
   const dialog = $('confirm');
   $('confirm-title').textContent = title;
-  show('confirm-body', ...lines.map((l) => (l instanceof Node ? l : el('p', {}, l))));
+  const where = shards.length > 1 ? [`On shard ${shard} (its ledger and its index) only.`] : [];
+  show('confirm-body', ...[...lines, ...where].map((l) => (l instanceof Node ? l : el('p', {}, l))));
   return new Promise((resolve) => {
     dialog.addEventListener('close', () => resolve(dialog.returnValue === 'ok'), { once: true });
     dialog.returnValue = 'cancel';
@@ -409,6 +429,53 @@ views.repair = async () => {
   ], runs, 'repair-runs') : el('p', {}, 'No repair runs yet (the cron writes one every run).'));
 };
 
+// Shards: each shard's size, tenants and dedication; the selector's choices.
+let shardChoices = '';
+async function loadShards() {
+  ({ shards } = await api('GET', 'shards'));
+  if (!shards.some((s) => s.shard === shard)) shard = 0;
+  const choices = JSON.stringify(shards.map((s) => [s.shard, s.dedicated_to]));
+  if (choices !== shardChoices) {
+    shardChoices = choices;
+    $('shard').replaceChildren(...shards.map((s) =>
+      el('option', { value: s.shard }, s.dedicated_to ? `${s.shard} (dedicated to ${s.dedicated_to})` : String(s.shard))));
+  }
+  $('shard').value = String(shard);
+  $('shard-label').hidden = shards.length <= 1;
+}
+
+/** A size in bytes, readably (KB and MB of 1,024). */
+function size(bytes) {
+  if (bytes === null || bytes === undefined) return 'unknown';
+  if (bytes < 1024) return `${bytes} B`;
+  if (bytes < 1024 * 1024) return `${(bytes / 1024).toFixed(1)} KB`;
+  return `${(bytes / (1024 * 1024)).toFixed(1)} MB`;
+}
+
+views.shards = async () => {
+  await loadShards();
+  show('shard-list', table([
+    ['Shard', (s) => s.shard],
+    ['Size', (s) => el('td', s.size_bytes === null || s.size_bytes === undefined ? {} : { class: 'num', title: `${s.size_bytes} bytes` }, size(s.size_bytes))],
+    ['Tenants', (s) => s.tenants], ['Dedicated to', (s) => s.dedicated_to ?? '—'],
+    ['Takes new tenants', (s) => (s.takes_new_tenants ? 'yes' : 'no')],
+    ['', (s) => (shards.length > 1 && s.shard === shard ? 'shown in the other views' : '')],
+  ], shards, 'shards'));
+};
+
+function selectShard(n) {
+  shard = n;
+  // What the views held belongs to the other shard's ledger.
+  docCursor = null;
+  letterGroup = null;
+  letterCursor = null;
+  redriveId = null;
+  $('redrive-id').value = '';
+  show('redrive-plan');
+  show('redrive-progress');
+  refresh();
+}
+
 // ------------------------------------------------------------------ sign-in
 
 function signOut(message) {
@@ -434,11 +501,16 @@ async function signIn(ev) {
   enter();
 }
 
-function enter() {
+async function enter() {
   $('signin').hidden = true;
   $('app').hidden = false;
   $('sign-out').hidden = false;
-  select(current);
+  try {
+    await loadShards();
+  } catch (e) {
+    reportError(e);
+  }
+  if (sessionStorage.getItem(TOKEN_KEY)) select(current);
 }
 
 document.addEventListener('DOMContentLoaded', () => {
@@ -447,6 +519,7 @@ document.addEventListener('DOMContentLoaded', () => {
   for (const b of document.querySelectorAll('nav button')) b.addEventListener('click', () => select(b.dataset.view));
   $('tenant').addEventListener('change', () => { docCursor = null; refresh(); });
   $('doc-state-filter').addEventListener('change', () => { docCursor = null; refresh(); });
+  $('shard').addEventListener('change', () => selectShard(Number($('shard').value)));
   $('redrive-form').addEventListener('submit', preflight);
   $('redrive-open').addEventListener('submit', (ev) => { ev.preventDefault(); redriveId = $('redrive-id').value.trim() || null; refresh(); });
   $('backfill-form').addEventListener('submit', startBackfill);

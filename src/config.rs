@@ -443,6 +443,17 @@ settings! {
     /// still may): under D1's 10 GB, with room for its tenants to grow.
     shard_full_bytes: u64 = 8_000_000_000, "SHARD_FULL_BYTES",
         in 1..=10_000_000_000, "must be 1..=10000000000 (D1's 10 GB)";
+    /// How long an isolate keeps what the directory said of a token or a
+    /// tenant (its shard), so that a request of a known token reads
+    /// nothing on shard 0 (0: every request reads the directory). A
+    /// placement never changes while it is kept; the shard checks the
+    /// token itself on every request.
+    directory_cache_seconds: u32 = 60, "DIRECTORY_CACHE_SECONDS",
+        in 0..=3600, "must be 0..=3600";
+    /// Entries an isolate's directory cache holds at most; a full cache is
+    /// emptied and starts again.
+    directory_cache_entries: usize = 10_000, "DIRECTORY_CACHE_ENTRIES",
+        in 1..=1_000_000, "must be 1..=1000000";
 
     // Source sync.
     /// How long a sync session stays open for writes before it expires,

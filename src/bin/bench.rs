@@ -1,6 +1,6 @@
 //! `make bench`: a native benchmark of the pipeline (see `docs/performance.md`).
 //!
-//! Measured, not asserted. It prints four tables:
+//! Measured, not asserted. It prints these tables:
 //!
 //! 1. throughput of the pure core (chunk + hash + vector IDs) and, apart, of
 //!    the local embedder;
@@ -22,7 +22,12 @@
 //!    beside re-embedding every chunk and a record manager, with the
 //!    ledger's bytes per live text byte;
 //! 4. memory while ingesting: the process's peak RSS, and the Rust heap's
-//!    peak and retained growth.
+//!    peak and retained growth;
+//! 5. shards' capacity: one workload (tenants pinned round-robin, their
+//!    documents put and delivered until indexed, then searches) on 1, 2
+//!    and 4 native shards, each shard's ledger timed: the busiest shard's
+//!    statement time, which bounds what the deployment does, as one D1
+//!    database runs one query at a time.
 //!
 //! Native only: on wasm32 (the Worker build) this binary is an empty `main`.
 //! It may import the library's native test kit and oracle (its harness) and
@@ -39,24 +44,32 @@ fn main() {
 #[cfg(not(target_arch = "wasm32"))]
 mod bench {
     use futures::executor::block_on;
+    use ingest_pipeline::adapters::local_embedder::LocalEmbedder;
+    use ingest_pipeline::adapters::ShardQueue;
+    use ingest_pipeline::api::{self, ApiRequest, ApiResponse, Secrets};
     use ingest_pipeline::config::Config;
     use ingest_pipeline::core::chunk::{Chunker, ContentType};
     use ingest_pipeline::core::ids::{occurrences, sha256_hex, vector_id, DocId, DocKey, TenantId};
     use ingest_pipeline::core::local_embed;
+    use ingest_pipeline::core::shards::ShardId;
+    use ingest_pipeline::native::cluster::Cluster;
     use ingest_pipeline::native::oracle;
     use ingest_pipeline::native::rows::between;
     use ingest_pipeline::native::sim::Rng;
-    use ingest_pipeline::native::testkit::{changed_chunks, counted, queued, Counted, World};
-    use ingest_pipeline::native::{heap, SqliteDb};
+    use ingest_pipeline::native::testkit::{
+        changed_chunks, counted, queued, Counted, World, TEST_ADMIN_TOKEN, TEST_INGEST_TOKEN,
+    };
+    use ingest_pipeline::native::{heap, ManualClock, MemIndex, MemQueue, SqliteDb};
+    use ingest_pipeline::pipeline::fleet::Fleet;
     use ingest_pipeline::pipeline::{ConsumeOutcome, DocumentInput, IntakeItem, Pipeline};
     use ingest_pipeline::ports::{
         Database, MetadataFilter, PortError, Rows, Stmt, VectorIndex, VectorMatch, VectorRecord,
     };
     use ingest_pipeline::store::sql;
     use serde::de::DeserializeOwned;
-    use std::cell::RefCell;
+    use std::cell::{Cell, RefCell};
     use std::collections::BTreeSet;
-    use std::time::Instant;
+    use std::time::{Duration, Instant};
 
     // ---------------------------------------------------------------- heap accounting
 
@@ -1239,6 +1252,500 @@ mod bench {
         }
     }
 
+    // ---------------------------------------------------------------- shards: capacity
+
+    /// A shard's ledger that forwards every call and adds up the wall time
+    /// spent inside it (the statements, and turning their rows into
+    /// values) and the calls: natively, what that shard's D1 database
+    /// would serialize.
+    struct Timed<'a> {
+        db: &'a SqliteDb,
+        spent: Cell<Duration>,
+        calls: Cell<u64>,
+    }
+
+    impl<'a> Timed<'a> {
+        fn new(db: &'a SqliteDb) -> Self {
+            Timed {
+                db,
+                spent: Cell::new(Duration::ZERO),
+                calls: Cell::new(0),
+            }
+        }
+
+        /// Adds one call that started at `start`; returns its result.
+        fn add<T>(&self, start: Instant, out: T) -> T {
+            self.spent.set(self.spent.get() + start.elapsed());
+            self.calls.set(self.calls.get() + 1);
+            out
+        }
+
+        /// Statement time and calls so far.
+        fn now(&self) -> Spent {
+            Spent {
+                time: self.spent.get(),
+                calls: self.calls.get(),
+            }
+        }
+    }
+
+    impl Database for Timed<'_> {
+        async fn query_billed<T: DeserializeOwned>(
+            &self,
+            stmt: Stmt,
+        ) -> Result<(Vec<T>, Rows), PortError> {
+            let start = Instant::now();
+            let out = self.db.query_billed(stmt).await;
+            self.add(start, out)
+        }
+        async fn execute_billed(&self, stmt: Stmt) -> Result<(u64, Rows), PortError> {
+            let start = Instant::now();
+            let out = self.db.execute_billed(stmt).await;
+            self.add(start, out)
+        }
+        async fn batch_billed(&self, stmts: Vec<Stmt>) -> Result<(Vec<u64>, Rows), PortError> {
+            let start = Instant::now();
+            let out = self.db.batch_billed(stmts).await;
+            self.add(start, out)
+        }
+        async fn size_after(&self, probe: Stmt) -> Result<u64, PortError> {
+            let start = Instant::now();
+            let out = self.db.size_after(probe).await;
+            self.add(start, out)
+        }
+    }
+
+    /// Statement time and calls of one shard's ledger.
+    #[derive(Clone, Copy, Debug, Default)]
+    struct Spent {
+        time: Duration,
+        calls: u64,
+    }
+
+    impl Spent {
+        fn since(self, before: Spent) -> Spent {
+            Spent {
+                time: self.time - before.time,
+                calls: self.calls - before.calls,
+            }
+        }
+    }
+
+    /// Every shard's [`Spent`] so far, shard 0 first.
+    fn spent(ledgers: &[Timed<'_>]) -> Vec<Spent> {
+        ledgers.iter().map(Timed::now).collect()
+    }
+
+    fn spent_since(after: &[Spent], before: &[Spent]) -> Vec<Spent> {
+        after.iter().zip(before).map(|(a, b)| a.since(*b)).collect()
+    }
+
+    /// The deployment over a [`Cluster`]'s ports with each ledger timed.
+    type TimedFleet<'a> = Fleet<
+        &'a Timed<'a>,
+        &'a MemIndex,
+        &'a LocalEmbedder,
+        ShardQueue<&'a MemQueue>,
+        &'a ManualClock,
+    >;
+
+    /// Every shard's pipeline as `Cluster::fleet` builds them, over the
+    /// timed ledgers.
+    fn timed_fleet<'a>(c: &'a Cluster, ledgers: &'a [Timed<'a>]) -> TimedFleet<'a> {
+        let mut pipelines = c
+            .shards
+            .iter()
+            .zip(ledgers)
+            .enumerate()
+            .map(|(n, (s, db))| {
+                Pipeline::new(
+                    c.cfg.clone(),
+                    db,
+                    &s.index,
+                    &c.embedder,
+                    ShardQueue {
+                        inner: &c.queue,
+                        shard: ShardId(u16::try_from(n).unwrap()),
+                    },
+                    &c.clock,
+                )
+            });
+        let control = pipelines.next().expect("at least one shard");
+        // With the cluster's directory cache, as the Worker keeps one per
+        // isolate: a known token reads nothing on shard 0.
+        Fleet::new(control, pipelines.collect()).with_cache(std::rc::Rc::clone(&c.directory))
+    }
+
+    /// One JSON request through the API, with bearer token `auth`.
+    fn shard_request(
+        fleet: &TimedFleet<'_>,
+        method: &str,
+        path: &str,
+        auth: &str,
+        body: &serde_json::Value,
+        entropy: [u8; 32],
+    ) -> ApiResponse {
+        let secrets = Secrets {
+            ingest_token: Some(TEST_INGEST_TOKEN.into()),
+            admin_token: Some(TEST_ADMIN_TOKEN.into()),
+        };
+        let bytes = body.to_string();
+        let req = ApiRequest {
+            method,
+            path,
+            authorization: Some(&format!("Bearer {auth}")),
+            content_type: Some("application/json"),
+            body: bytes.as_bytes(),
+            entropy,
+        };
+        block_on(api::handle(fleet, &secrets, req))
+    }
+
+    /// Delivers every queued message to the pipeline of the shard it names
+    /// until the queue is empty (a retried one again after its delay);
+    /// returns the deliveries.
+    fn deliver_to_shards(c: &Cluster, fleet: &TimedFleet<'_>) -> u64 {
+        let mut deliveries = 0;
+        for _ in 0..1000 {
+            let batch = c.queue.take_all();
+            if batch.is_empty() {
+                return deliveries;
+            }
+            for m in batch {
+                let outcome = block_on(fleet.all()[usize::from(m.shard)].consume(&m));
+                assert!(expected(&outcome), "unexpected outcome {outcome:?}");
+                if let ConsumeOutcome::Retry { delay_seconds } = outcome {
+                    c.clock.advance_ms(i64::from(delay_seconds) * 1000);
+                    c.queue.sent.borrow_mut().push_back(m.clone());
+                }
+                deliveries += 1;
+            }
+        }
+        panic!("the queue did not drain");
+    }
+
+    /// Japanese words for the workload's Japanese documents and queries.
+    const JAPANESE_WORDS: [&str; 40] = [
+        "港湾",
+        "台帳",
+        "検索",
+        "文書",
+        "東京",
+        "大阪",
+        "天気",
+        "会議",
+        "報告",
+        "予算",
+        "開発",
+        "品質",
+        "顧客",
+        "契約",
+        "配送",
+        "倉庫",
+        "在庫",
+        "注文",
+        "請求",
+        "支払い",
+        "確認",
+        "変更",
+        "担当者",
+        "計画",
+        "資料",
+        "会社",
+        "市場",
+        "製品",
+        "技術",
+        "研究",
+        "学校",
+        "図書館",
+        "電車",
+        "駅",
+        "料理",
+        "季節",
+        "春",
+        "桜",
+        "山",
+        "川",
+    ];
+    const JAPANESE_PARTICLES: [&str; 7] = ["の", "は", "を", "に", "と", "で", "が"];
+
+    /// A Japanese paragraph of at most `bytes` bytes: sentences of 4–8
+    /// words joined by particles.
+    fn japanese_paragraph(rng: &mut Rng, bytes: usize) -> String {
+        let mut p = String::with_capacity(bytes);
+        loop {
+            let words = 4 + rng.below(5);
+            let mut sentence = String::new();
+            for w in 0..words {
+                if w > 0 {
+                    sentence.push_str(JAPANESE_PARTICLES[rng.below(7) as usize]);
+                }
+                sentence.push_str(JAPANESE_WORDS[rng.below(40) as usize]);
+            }
+            sentence.push_str(if rng.below(2) == 0 {
+                "です。"
+            } else {
+                "ました。"
+            });
+            if p.len() + sentence.len() > bytes {
+                return p;
+            }
+            p.push_str(&sentence);
+        }
+    }
+
+    /// One tenant's share of the workload.
+    struct TenantWork {
+        tenant: String,
+        /// Document ID and text.
+        documents: Vec<(String, String)>,
+        queries: Vec<String>,
+    }
+
+    /// Paragraphs of each workload document.
+    const SHARD_DOC_PARAGRAPHS: usize = 3;
+
+    /// `tenants` tenants, each with `docs` documents of
+    /// [`SHARD_DOC_PARAGRAPHS`] paragraphs (every fourth one Japanese) and
+    /// `searches` queries of two words from its own documents. From fixed
+    /// seeds: the same whatever the shards.
+    fn shard_workload(tenants: usize, docs: usize, searches: usize) -> Vec<TenantWork> {
+        (0..tenants)
+            .map(|i| {
+                let mut rng = Rng::new(5_000 + i as u64);
+                let vocab = vocabulary(&mut rng);
+                let documents: Vec<(String, String)> = (0..docs)
+                    .map(|j| {
+                        let paragraphs: Vec<String> = (0..SHARD_DOC_PARAGRAPHS)
+                            .map(|_| {
+                                if j % 4 == 3 {
+                                    japanese_paragraph(&mut rng, PARAGRAPH_CHARS)
+                                } else {
+                                    paragraph(&mut rng, &vocab, PARAGRAPH_CHARS)
+                                }
+                            })
+                            .collect();
+                        (format!("doc-{j}"), paragraphs.join("\n\n"))
+                    })
+                    .collect();
+                let queries = (0..searches)
+                    .map(|_| {
+                        let j = rng.below(docs as u64) as usize;
+                        if j % 4 == 3 {
+                            let w = |rng: &mut Rng| JAPANESE_WORDS[rng.below(40) as usize];
+                            format!("{}の{}", w(&mut rng), w(&mut rng))
+                        } else {
+                            let words: Vec<&str> = documents[j]
+                                .1
+                                .split_whitespace()
+                                .map(|w| w.trim_end_matches('.'))
+                                .collect();
+                            let k = rng.below(words.len() as u64 - 1) as usize;
+                            format!("{} {}", words[k], words[k + 1])
+                        }
+                    })
+                    .collect();
+                TenantWork {
+                    tenant: format!("bench-{i}"),
+                    documents,
+                    queries,
+                }
+            })
+            .collect()
+    }
+
+    /// What one deployment of `shards` shards spent on the workload.
+    struct ShardRun {
+        shards: u16,
+        documents: usize,
+        chunks: usize,
+        /// Tenants placed on each shard.
+        tenants: Vec<usize>,
+        /// Each shard's statements over the puts and their deliveries.
+        ingest: Vec<Spent>,
+        /// Each shard's statements over the searches.
+        search: Vec<Spent>,
+        /// Per search, the statement time of the shard that spent most on it.
+        search_busiest: Vec<Duration>,
+    }
+
+    /// Bytes of entropy for minting tenant `i`'s token.
+    fn token_entropy(i: usize) -> [u8; 32] {
+        let mut rng = Rng::new(9_000 + i as u64);
+        std::array::from_fn(|_| rng.below(256) as u8)
+    }
+
+    /// The workload on `shards` shards: tenants pinned round-robin and a
+    /// token each (not timed); then every document put and delivered until
+    /// indexed (timed), then every query (timed, one search at a time).
+    fn shard_run(shards: u16, work: &[TenantWork]) -> ShardRun {
+        let cluster = Cluster::with(Config {
+            shards,
+            ..bench_config()
+        });
+        let ledgers: Vec<Timed<'_>> = cluster.shards.iter().map(|s| Timed::new(&s.db)).collect();
+        let fleet = timed_fleet(&cluster, &ledgers);
+        let mut tenants = vec![0; usize::from(shards)];
+        let mut tokens = Vec::with_capacity(work.len());
+        for (i, t) in work.iter().enumerate() {
+            let shard = i % usize::from(shards);
+            let body = serde_json::json!({ "tenant_id": t.tenant, "shard": shard });
+            let r = shard_request(
+                &fleet,
+                "POST",
+                "/v1/admin/tenants",
+                TEST_ADMIN_TOKEN,
+                &body,
+                [0; 32],
+            );
+            assert_eq!(
+                (r.status, r.body["shard"].as_u64()),
+                (201, Some(shard as u64)),
+                "{}",
+                r.body
+            );
+            tenants[shard] += 1;
+            let path = format!("/v1/admin/tenants/{}/tokens", t.tenant);
+            let body = serde_json::json!({ "scopes": ["ingest", "search"] });
+            let r = shard_request(
+                &fleet,
+                "POST",
+                &path,
+                TEST_ADMIN_TOKEN,
+                &body,
+                token_entropy(i),
+            );
+            assert_eq!(r.status, 201, "{}", r.body);
+            tokens.push(r.body["token"].as_str().expect("a token").to_string());
+        }
+
+        let before = spent(&ledgers);
+        for (t, token) in work.iter().zip(&tokens) {
+            for (doc, text) in &t.documents {
+                let body = serde_json::json!({ "text": text });
+                let path = format!("/v1/documents/{doc}");
+                let r = shard_request(&fleet, "PUT", &path, token, &body, [0; 32]);
+                assert_eq!(r.status, 202, "{}", r.body);
+            }
+        }
+        deliver_to_shards(&cluster, &fleet);
+        let indexed = spent(&ledgers);
+        let ingest = spent_since(&indexed, &before);
+
+        let mut search_busiest = Vec::new();
+        for (t, token) in work.iter().zip(&tokens) {
+            for q in &t.queries {
+                let body = serde_json::json!({ "query": q, "top_k": 10 });
+                let s0 = spent(&ledgers);
+                let r = shard_request(&fleet, "POST", "/v1/search", token, &body, [0; 32]);
+                let per_shard = spent_since(&spent(&ledgers), &s0);
+                assert_eq!(r.status, 200, "{}", r.body);
+                assert!(
+                    r.body["results"].as_array().is_some_and(|h| !h.is_empty()),
+                    "no results for {q:?}: {}",
+                    r.body
+                );
+                search_busiest.push(per_shard.iter().map(|s| s.time).max().unwrap_or_default());
+            }
+        }
+        let search = spent_since(&spent(&ledgers), &indexed);
+
+        // Every document indexed (not timed).
+        let documents: usize = work.iter().map(|t| t.documents.len()).sum();
+        let indexed_docs: i64 = cluster
+            .shards
+            .iter()
+            .map(|s| {
+                oracle::count(
+                    &s.db,
+                    "SELECT count(*) AS n FROM documents WHERE live_version = latest_version",
+                )
+            })
+            .sum();
+        assert_eq!(indexed_docs, documents as i64, "every document is indexed");
+        let chunks = cluster
+            .shards
+            .iter()
+            .map(|s| oracle::live_vector_ids(&s.db).len())
+            .sum();
+        ShardRun {
+            shards,
+            documents,
+            chunks,
+            tenants,
+            ingest,
+            search,
+            search_busiest,
+        }
+    }
+
+    /// The `p`-th percentile (nearest rank) of `xs`, in ms.
+    fn percentile_ms(xs: &[Duration], p: f64) -> f64 {
+        let mut sorted = xs.to_vec();
+        sorted.sort();
+        let rank = ((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len().max(1));
+        sorted.get(rank - 1).map_or(0.0, |d| d.as_secs_f64() * 1e3)
+    }
+
+    fn ms(d: Duration) -> f64 {
+        d.as_secs_f64() * 1e3
+    }
+
+    fn env_usize(name: &str, default: usize) -> usize {
+        std::env::var(name)
+            .ok()
+            .map(|v| v.parse().unwrap_or_else(|_| panic!("{name}: a number")))
+            .unwrap_or(default)
+    }
+
+    fn shards_table() {
+        let tenants = env_usize("BENCH_SHARD_TENANTS", 8);
+        let docs = env_usize("BENCH_SHARD_DOCS", 50);
+        let searches = env_usize("BENCH_SHARD_SEARCHES", 20);
+        let work = shard_workload(tenants, docs, searches);
+        let runs: Vec<ShardRun> = [1, 2, 4].into_iter().map(|n| shard_run(n, &work)).collect();
+        let chunks = runs.first().map_or(0, |r| r.chunks);
+        println!("### Shards: capacity\n");
+        println!("The same workload on 1, 2 and 4 native shards (each its own SQLite ledger and in-memory index; one queue, one clock): {tenants} tenants, tenant i pinned to shard i mod N (`POST /v1/admin/tenants`) with one token each (not timed); then each tenant puts {docs} documents of {SHARD_DOC_PARAGRAPHS} paragraphs (every fourth in Japanese; {} documents, {chunks} chunks), all delivered until indexed; then {searches} searches per tenant (two words from its documents, top 10), one at a time, through the API. A shard's statement time is the wall time spent inside its ledger's calls (`query_billed`, `execute_billed`, `batch_billed`, `size_after`: the statements and their rows turned into values), timed by a wrapper around each shard's ledger.\n", tenants * docs);
+        println!("| shards | documents | busiest shard's statement time, puts + deliveries until indexed (ms) | statement time summed over shards, puts + deliveries until indexed (ms) | documents a second to indexed, bounded by the busiest shard | busiest shard's statement time per search, p50 (ms) | busiest shard's statement time per search, p95 (ms) |");
+        println!("|---:|---:|---:|---:|---:|---:|---:|");
+        for r in &runs {
+            let busiest = r.ingest.iter().map(|s| s.time).max().unwrap_or_default();
+            let sum: Duration = r.ingest.iter().map(|s| s.time).sum();
+            println!(
+                "| {} | {} | {:.1} | {:.1} | {:.0} | {:.3} | {:.3} |",
+                r.shards,
+                r.documents,
+                ms(busiest),
+                ms(sum),
+                r.documents as f64 / busiest.as_secs_f64(),
+                percentile_ms(&r.search_busiest, 0.50),
+                percentile_ms(&r.search_busiest, 0.95),
+            );
+        }
+        println!();
+        println!("Native SQLite in one process runs the shards one after another, so these figures are each shard's own statement time, which is what one D1 database serializes (D1 runs one query at a time per database); the documents a second are the documents over the busiest shard's seconds, not a wall-clock rate of this process. The embedder's, the index's and the queue's time is not counted (they are not D1). Per search: the statement time of the shard that spent longest on that search (with several shards a search reaches two: shard 0, whose directory names the token's tenant, and the tenant's shard), p50 and p95 over the {} searches.\n", tenants * searches);
+        println!("Per shard:\n");
+        println!("| shards | shard | tenants placed | puts + deliveries: D1 calls | puts + deliveries: statement time (ms) | searches: D1 calls | searches: statement time (ms) |");
+        println!("|---:|---:|---:|---:|---:|---:|---:|");
+        for r in &runs {
+            for (n, ((t, i), s)) in r.tenants.iter().zip(&r.ingest).zip(&r.search).enumerate() {
+                println!(
+                    "| {} | {} | {} | {} | {:.1} | {} | {:.1} |",
+                    r.shards,
+                    n,
+                    t,
+                    i.calls,
+                    ms(i.time),
+                    s.calls,
+                    ms(s.time)
+                );
+            }
+        }
+        println!();
+        println!("Sizes: BENCH_SHARD_TENANTS ({tenants}), BENCH_SHARD_DOCS ({docs} per tenant), BENCH_SHARD_SEARCHES ({searches} per tenant).\n");
+    }
+
     pub fn main() {
         let sizes: Vec<usize> = match std::env::var("BENCH_SIZES") {
             Ok(s) => s
@@ -1291,5 +1798,6 @@ mod bench {
             .collect();
         edit_cost_table(&cost_sizes);
         memory_table(&runs);
+        shards_table();
     }
 }

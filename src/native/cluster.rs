@@ -9,9 +9,10 @@ use crate::adapters::ShardQueue;
 use crate::api::{ApiRequest, ApiResponse, Secrets};
 use crate::config::Config;
 use crate::core::shards::ShardId;
-use crate::pipeline::fleet::Fleet;
+use crate::pipeline::fleet::{DirectoryCache, Fleet};
 use crate::pipeline::{ConsumeOutcome, Pipeline, RepairReport};
 use futures::executor::block_on;
+use std::rc::Rc;
 
 /// One shard's ports.
 pub struct Shard {
@@ -26,6 +27,9 @@ pub struct Cluster {
     pub embedder: LocalEmbedder,
     pub queue: MemQueue,
     pub clock: ManualClock,
+    /// The directory cache the deployment keeps (one per isolate in the
+    /// Worker; one per cluster here).
+    pub directory: Rc<DirectoryCache>,
 }
 
 /// The deployment over a [`Cluster`]'s ports.
@@ -46,6 +50,7 @@ impl Cluster {
             embedder: local_embedder(&cfg),
             queue: MemQueue::default(),
             clock: ManualClock::new(T0),
+            directory: Rc::default(),
             cfg,
         }
     }
@@ -66,7 +71,7 @@ impl Cluster {
             )
         });
         let control = pipelines.next().expect("at least one shard");
-        Fleet::new(control, pipelines.collect())
+        Fleet::new(control, pipelines.collect()).with_cache(Rc::clone(&self.directory))
     }
 
     /// One JSON request through the API with bearer token `auth`, with

@@ -18,7 +18,9 @@ use crate::ports::{Clock, Database, Embedder, JobQueue, PortError, VectorIndex};
 use crate::store::{NewPlacement, Quotas};
 use serde::Serialize;
 use serde_json::json;
-use std::collections::BTreeMap;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
 
 /// The pipelines of a deployment's shards, as the API and the entry
 /// points reach them. A single [`Pipeline`] is a deployment of one shard.
@@ -34,6 +36,63 @@ pub trait Shards {
     fn shard(&self, id: ShardId) -> Option<&ShardPipeline<Self>>;
     /// Shard 0's pipeline: the directory's ledger.
     fn control(&self) -> &ShardPipeline<Self>;
+    /// What the directory said lately, if this deployment keeps it.
+    fn cache(&self) -> Option<&DirectoryCache> {
+        None
+    }
+}
+
+/// What the directory said of tokens and tenants (their shards), kept for
+/// `DIRECTORY_CACHE_SECONDS` (the Worker keeps one per isolate). Only
+/// answers found are kept: a token minted or a tenant placed a moment
+/// later is found at once. A placement never changes while it is kept,
+/// and the shard checks the token itself on every request (a revoked one
+/// is refused there).
+#[derive(Debug, Default)]
+pub struct DirectoryCache {
+    entries: RefCell<HashMap<String, (String, ShardId, i64)>>,
+}
+
+impl DirectoryCache {
+    fn get(&self, key: &str, now_ms: i64) -> Option<(String, ShardId)> {
+        let entries = self.entries.borrow();
+        let (tenant, shard, until) = entries.get(key)?;
+        (now_ms < *until).then(|| (tenant.clone(), *shard))
+    }
+
+    fn put(&self, key: String, found: (String, ShardId), until: i64, entries_max: usize) {
+        let mut entries = self.entries.borrow_mut();
+        if entries.len() >= entries_max {
+            entries.clear();
+        }
+        entries.insert(key, (found.0, found.1, until));
+    }
+}
+
+/// Reads `key` through `s`'s cache: `lookup` on a miss, its answer kept
+/// if it found one.
+async fn cached<S: Shards>(
+    s: &S,
+    key: String,
+    lookup: impl std::future::Future<Output = Result<Option<(String, ShardId)>, PortError>>,
+) -> Result<Option<(String, ShardId)>, PortError> {
+    let control = s.control();
+    let ttl_ms = i64::from(control.cfg.directory_cache_seconds) * 1000;
+    let now = control.clock.now_ms();
+    let cache = s.cache().filter(|_| ttl_ms > 0);
+    if let Some(hit) = cache.and_then(|c| c.get(&key, now)) {
+        return Ok(Some(hit));
+    }
+    let found = lookup.await?;
+    if let (Some(c), Some(f)) = (cache, &found) {
+        c.put(
+            key,
+            f.clone(),
+            now + ttl_ms,
+            control.cfg.directory_cache_entries,
+        );
+    }
+    Ok(found)
 }
 
 /// The pipeline type of a [`Shards`].
@@ -67,6 +126,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Shards
 /// Several shards' pipelines, shard 0 first.
 pub struct Fleet<D, V, E, Q, C> {
     shards: Vec<Pipeline<D, V, E, Q, C>>,
+    cache: Option<Rc<DirectoryCache>>,
 }
 
 impl<D, V, E, Q, C> Fleet<D, V, E, Q, C> {
@@ -78,7 +138,16 @@ impl<D, V, E, Q, C> Fleet<D, V, E, Q, C> {
         for (n, p) in shards.iter_mut().enumerate() {
             p.shard = ShardId(u16::try_from(n).unwrap_or(u16::MAX));
         }
-        Fleet { shards }
+        Fleet {
+            shards,
+            cache: None,
+        }
+    }
+
+    /// This deployment, keeping what the directory says in `cache`.
+    pub fn with_cache(mut self, cache: Rc<DirectoryCache>) -> Self {
+        self.cache = Some(cache);
+        self
     }
 
     /// Every shard's pipeline, in order (the entry points' loop over them).
@@ -109,6 +178,9 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Shards
         // `new` always puts shard 0 first.
         &self.shards[0]
     }
+    fn cache(&self) -> Option<&DirectoryCache> {
+        self.cache.as_deref()
+    }
 }
 
 /// A directory entry that names a shard the deployment does not declare
@@ -129,8 +201,13 @@ pub async fn tenant_shard<S: Shards>(s: &S, tenant: &TenantId) -> Result<ShardId
     if s.count() == 1 {
         return Ok(ShardId::CONTROL);
     }
-    let placed = s.control().store.placement_of(tenant.as_str()).await?;
-    Ok(placed.unwrap_or(ShardId::CONTROL))
+    let store = &s.control().store;
+    let lookup = async {
+        let placed = store.placement_of(tenant.as_str()).await?;
+        Ok(placed.map(|shard| (tenant.as_str().to_string(), shard)))
+    };
+    let placed = cached(s, format!("tenant:{}", tenant.as_str()), lookup).await?;
+    Ok(placed.map_or(ShardId::CONTROL, |(_, shard)| shard))
 }
 
 /// The shard that can check `token` (a tenant token), and the tenant the
@@ -145,8 +222,12 @@ pub async fn token_shard<S: Shards>(
     if s.count() == 1 {
         return Ok(Some((String::new(), ShardId::CONTROL)));
     }
-    let row = s.control().store.token_placement(token_id).await?;
-    Ok(row.map(|r| (r.tenant_id, ShardId(r.shard))))
+    let store = &s.control().store;
+    let lookup = async {
+        let row = store.token_placement(token_id).await?;
+        Ok(row.map(|r| (r.tenant_id, ShardId(r.shard))))
+    };
+    cached(s, format!("token:{token_id}"), lookup).await
 }
 
 /// What placement knows of every shard: its size (as its database says),

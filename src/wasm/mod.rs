@@ -21,7 +21,7 @@ use crate::config::{Config, EmbedderBackend, IndexBackend};
 use crate::core::failure::FailureBucket;
 use crate::core::index_config::EmbedModel;
 use crate::core::shards::ShardId;
-use crate::pipeline::fleet::{Fleet, Shards};
+use crate::pipeline::fleet::{DirectoryCache, Fleet, Shards};
 use crate::pipeline::{log_event, ConsumeOutcome, Pipeline, Settle};
 use crate::ports::{
     Clock, Embedder, JobMessage, JobQueue, MetadataFilter, PortError, VectorIndex, VectorMatch,
@@ -32,6 +32,7 @@ use js_sys::Reflect;
 use serde::Serialize;
 use serde_json::json;
 use std::cell::RefCell;
+use std::rc::Rc;
 use vectorize::{IndexInfo, VectorizeBinding, VectorizeIndex};
 use wasm_bindgen::JsValue;
 use worker::{
@@ -231,7 +232,13 @@ fn deployment(env: &Env) -> Result<Deployment, PortError> {
     let control = all
         .next()
         .ok_or(PortError::new(FailureBucket::ConfigInvalid, "no_shard"))?;
-    Ok(Fleet::new(control, all.collect()))
+    let cache = DIRECTORY.with(Rc::clone);
+    Ok(Fleet::new(control, all.collect()).with_cache(cache))
+}
+
+thread_local! {
+    /// The isolate's directory cache (`DIRECTORY_CACHE_SECONDS`).
+    static DIRECTORY: Rc<DirectoryCache> = Rc::new(DirectoryCache::default());
 }
 
 /// One shard's pipeline over its bindings.

@@ -14,7 +14,13 @@
 //    after a confirmation that says what it will do;
 // 6. generations and repair runs are shown;
 // 7. the refresh backs off while the view does not change, and a hidden
-//    tab asks nothing until it is shown again.
+//    tab asks nothing until it is shown again;
+// 8. the Worker has two shards (SHARDS=2): the Shards view shows the rows
+//    of GET /v1/admin/shards, and the shard selector makes the views read
+//    the shard it picks (`shard=1` on every per-shard call: a tenant pinned
+//    to shard 1 has its document there); told of one shard (its answer
+//    intercepted: another worker would cost its migrations), the console
+//    hides the selector and sends no shard parameter.
 //
 // Screenshots go to CONSOLE_SCREENSHOTS_DIR (default
 // target/console-screenshots; `make screenshots` writes docs/console/).
@@ -41,7 +47,9 @@ const step = (name, fn) => it(name, withLogs(getWorker, fn));
 before(
   async () => {
     assert.ok(CHROMIUM, 'chromium is installed (scripts/setup.sh installs it)');
-    worker = await startWorker({ vars: { LOCAL_INDEX_REJECT_DOC_PREFIX: 'poison-' } });
+    // Two shards, the default tenant (the ingest token's) on shard 0, which
+    // the console shows first: steps 1-7 run there.
+    worker = await startWorker({ vars: { LOCAL_INDEX_REJECT_DOC_PREFIX: 'poison-', SHARDS: '2' } });
     browser = await puppeteer.launch({
       executablePath: CHROMIUM,
       headless: true,
@@ -131,6 +139,85 @@ describe('the console in a headless browser', () => {
     const bars = await page.$$eval('[data-testid="jobs-chart"] rect[data-state]', (rs) => rs.map((r) => r.dataset.state));
     assert.ok(bars.includes('succeeded') && bars.includes('failed'), `chart bars: ${bars}`);
     await shot('overview');
+  });
+
+  step('shows the shards and reads the shard the selector picks', async () => {
+    // A tenant pinned to shard 1, with a document there.
+    let r = await admin(worker.base, 'POST', '/v1/admin/tenants', { tenant_id: 'right', shard: 1 });
+    assert.equal(r.status, 201, r.text);
+    assert.equal(r.body.shard, 1);
+    r = await admin(worker.base, 'POST', '/v1/admin/tenants/right/tokens', { scopes: ['ingest', 'search'] });
+    assert.equal(r.status, 201, r.text);
+    const { token } = r.body;
+    r = await api(worker.base, 'PUT', docPath('right-1'), { text: 'The right tenant keeps its harbour ledger on shard 1.' }, { token });
+    assert.equal(r.status, 202, r.text);
+    await waitForState(worker.base, 'right-1', 'indexed', { token });
+
+    // The Shards view: one row per shard of the API's answer.
+    const { shards } = (await admin(worker.base, 'GET', '/v1/admin/shards')).body;
+    assert.deepEqual(shards.map((s) => [s.shard, s.tenants]), [[0, 1], [1, 1]]);
+    await page.click('nav button[data-view="shards"]');
+    const rowsOf = () => page.$$eval('[data-testid="shards"] tbody tr', (trs) => trs.map((tr) => [...tr.cells].map((td) => td.textContent)));
+    const rows = await waitFor(async () => { const x = await rowsOf(); return x.length === shards.length && x; }, { what: 'one row per shard' });
+    assert.deepEqual(
+      rows.map(([s, , tenants, dedicated, takes]) => [s, tenants, dedicated, takes]),
+      shards.map((s) => [String(s.shard), String(s.tenants), s.dedicated_to ?? '—', s.takes_new_tenants ? 'yes' : 'no']),
+    );
+    for (const [, size] of rows) assert.match(size, /^\d+(\.\d)? (B|KB|MB)$/, 'a readable size');
+    assert.equal(rows[0][5], 'shown in the other views', 'shard 0 first');
+    await shot('shards');
+
+    // The selector: shard 1's documents, every per-shard call on shard 1.
+    await page.click('nav button[data-view="overview"]');
+    await page.waitForSelector('[data-testid="shard-select"]', { visible: true });
+    await page.select('[data-testid="shard-select"]', '1');
+    const list = await textWhen('[data-testid="documents"]', (t) => t.includes('right-1'), "shard 1's documents");
+    assert.doesNotMatch(list, /guide-ja|poison-1/, "shard 0's documents are not on shard 1");
+    await textWhen('[data-testid="documents-total"] b', (t) => t === '1', "shard 1's summary");
+    const asked = [];
+    const onRequest = (q) => { if (new URL(q.url()).pathname.startsWith('/v1/')) asked.push(new URL(q.url())); };
+    page.on('request', onRequest);
+    await page.click('nav button[data-view="overview"]');
+    await waitFor(() => asked.length >= 3, { what: "the overview's three calls" });
+    page.off('request', onRequest);
+    for (const u of asked) assert.equal(u.searchParams.get('shard'), '1', `${u.pathname}${u.search}`);
+
+    await page.select('[data-testid="shard-select"]', '0');
+    await textWhen('[data-testid="documents"]', (t) => t.includes('guide-ja') && !t.includes('right-1'), "shard 0's documents again");
+    assert.deepEqual(problems, [], 'no console error or CSP violation');
+  });
+
+  step('with one shard, shows no selector and sends no shard parameter', async () => {
+    // The console told of one shard (GET shards answered with shard 0 only).
+    const one = (await admin(worker.base, 'GET', '/v1/admin/shards')).body.shards.slice(0, 1);
+    const asked = [];
+    const onRequest = (q) => {
+      const u = new URL(q.url());
+      if (u.pathname === '/v1/admin/shards') {
+        q.respond({ status: 200, contentType: 'application/json', body: JSON.stringify({ shards: one }) });
+        return;
+      }
+      if (u.pathname.startsWith('/v1/')) asked.push(u);
+      q.continue();
+    };
+    await page.setRequestInterception(true);
+    page.on('request', onRequest);
+    try {
+      await page.reload(); // signed in still (sessionStorage)
+      await textWhen('[data-testid="documents"]', (t) => t.includes('guide-ja'), 'the overview');
+      assert.equal(await page.$eval('#shard-label', (e) => e.hidden), true, 'no selector');
+      await page.click('nav button[data-view="shards"]');
+      await waitFor(async () => (await page.$$('[data-testid="shards"] tbody tr')).length === 1, { what: 'one row' });
+      assert.ok(asked.length >= 3);
+      for (const u of asked) assert.equal(u.search.includes('shard='), false, `${u.pathname}${u.search}`);
+    } finally {
+      page.off('request', onRequest);
+      await page.setRequestInterception(false);
+    }
+    await page.reload();
+    await page.waitForSelector('[data-testid="shard-select"]', { visible: true });
+    await page.click('nav button[data-view="overview"]');
+    assert.deepEqual(problems, [], 'no console error or CSP violation');
   });
 
   step('drills down from the dead-letter summary to the letters', async () => {

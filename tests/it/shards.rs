@@ -296,6 +296,41 @@ fn a_token_is_checked_on_its_tenant_s_shard_and_a_revoked_one_leaves_the_directo
 }
 
 #[test]
+fn a_known_token_reads_nothing_on_shard_0_while_the_directory_cache_keeps_it() {
+    let statements_on_0 = |cache_seconds: u32| {
+        let c = Cluster::with(Config {
+            shards: 2,
+            directory_cache_seconds: cache_seconds,
+            ..Config::default()
+        });
+        assert_eq!(create(&c, "right", json!({ "shard": 1 })).status, 201);
+        let t = token(&c, "right", 5);
+        // The statements a request runs on shard 0.
+        let on_0 = || {
+            c.shards[0].db.executed.borrow_mut().clear();
+            assert_eq!(
+                c.request("GET", "/v1/documents/none", &t, None, 0).status,
+                404
+            );
+            c.shards[0].db.executed.borrow().clone()
+        };
+        let first = on_0();
+        let second = on_0();
+        // Past the cache's time the directory is read again.
+        c.clock.advance_ms(i64::from(cache_seconds) * 1000);
+        (first, second, on_0())
+    };
+    let lookup = ingest_pipeline::store::sql::TOKEN_PLACEMENT;
+    let (first, second, expired) = statements_on_0(60);
+    assert_eq!(first.into_iter().collect::<Vec<_>>(), vec![lookup]);
+    assert!(second.is_empty(), "{second:?}");
+    assert_eq!(expired.into_iter().collect::<Vec<_>>(), vec![lookup]);
+    // Without the cache every request reads the directory.
+    let (_, second, _) = statements_on_0(0);
+    assert_eq!(second.into_iter().collect::<Vec<_>>(), vec![lookup]);
+}
+
+#[test]
 fn a_creation_that_stopped_after_its_placement_is_completed_by_the_next() {
     let c = cluster(2);
     let fleet = c.fleet();
