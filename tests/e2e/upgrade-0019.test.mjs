@@ -296,7 +296,7 @@ describe('upgrade in place: a ledger written before 0019', () => {
     const intentIndexes = pick('0001_init.sql', /^CREATE INDEX cleanup_intents_/, 2);
     const sql = [
       // What 0032 added: the shard directory.
-      ...['tenant_placements', 'dedicated_shards', 'token_directory'].map((t) => `DROP TABLE ${t}`),
+      ...['tenant_placements', 'dedicated_shards', 'placement_refusals', 'token_directory'].map((t) => `DROP TABLE ${t}`),
       // What 0031 added: the backfills' pass and progress counts, the
       // trigger that counts failed jobs, the generations' skipped mark.
       'DROP TRIGGER jobs_backfill_failed_counted',
