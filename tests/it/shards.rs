@@ -331,6 +331,38 @@ fn a_known_token_reads_nothing_on_shard_0_while_the_directory_cache_keeps_it() {
 }
 
 #[test]
+fn a_token_the_directory_could_not_record_is_revoked_and_never_handed_out() {
+    use ingest_pipeline::core::failure::FailureBucket;
+    use ingest_pipeline::store::sql::TOKEN_DIRECTORY_INSERT;
+    let c = cluster(2);
+    assert_eq!(create(&c, "right", json!({ "shard": 1 })).status, 201);
+    *c.shards[0].db.fail_sql.borrow_mut() =
+        Some((TOKEN_DIRECTORY_INSERT, FailureBucket::DbUnavailable));
+    let body = json!({ "scopes": ["ingest"] });
+    let r = c.request(
+        "POST",
+        "/v1/admin/tenants/right/tokens",
+        ADMIN,
+        Some(&body),
+        9,
+    );
+    assert_eq!((r.status, code(&r)), (503, "db_unavailable"), "{}", r.body);
+    assert!(r.body.get("token").is_none());
+    // Its row on the tenant's shard is revoked; the next mint works.
+    let live = "SELECT count(*) AS n FROM tenant_tokens WHERE revoked_at IS NULL";
+    let all = "SELECT count(*) AS n FROM tenant_tokens";
+    assert_eq!(
+        (
+            oracle::count(&c.shards[1].db, live),
+            oracle::count(&c.shards[1].db, all)
+        ),
+        (0, 1)
+    );
+    let t = token(&c, "right", 10);
+    assert_eq!(put(&c, &t, "a", "after the retry").status, 202);
+}
+
+#[test]
 fn a_creation_that_stopped_after_its_placement_is_completed_by_the_next() {
     let c = cluster(2);
     let fleet = c.fleet();
