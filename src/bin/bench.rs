@@ -51,7 +51,6 @@ mod bench {
     use ingest_pipeline::core::chunk::{Chunker, ContentType};
     use ingest_pipeline::core::ids::{occurrences, sha256_hex, vector_id, DocId, DocKey, TenantId};
     use ingest_pipeline::core::local_embed;
-    use ingest_pipeline::core::shards::ShardId;
     use ingest_pipeline::native::cluster::Cluster;
     use ingest_pipeline::native::oracle;
     use ingest_pipeline::native::rows::between;
@@ -1349,31 +1348,11 @@ mod bench {
         &'a ManualClock,
     >;
 
-    /// Every shard's pipeline as `Cluster::fleet` builds them, over the
-    /// timed ledgers.
+    /// Every shard's pipeline as `Cluster::fleet` builds them (with the
+    /// cluster's directory cache, as the Worker keeps one per isolate),
+    /// over the timed ledgers.
     fn timed_fleet<'a>(c: &'a Cluster, ledgers: &'a [Timed<'a>]) -> TimedFleet<'a> {
-        let mut pipelines = c
-            .shards
-            .iter()
-            .zip(ledgers)
-            .enumerate()
-            .map(|(n, (s, db))| {
-                Pipeline::new(
-                    c.cfg.clone(),
-                    db,
-                    &s.index,
-                    &c.embedder,
-                    ShardQueue {
-                        inner: &c.queue,
-                        shard: ShardId(u16::try_from(n).unwrap()),
-                    },
-                    &c.clock,
-                )
-            });
-        let control = pipelines.next().expect("at least one shard");
-        // With the cluster's directory cache, as the Worker keeps one per
-        // isolate: a known token reads nothing on shard 0.
-        Fleet::new(control, pipelines.collect()).with_cache(std::rc::Rc::clone(&c.directory))
+        c.fleet_over(ledgers.iter().collect())
     }
 
     /// One JSON request through the API, with bearer token `auth`.

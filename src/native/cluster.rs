@@ -11,6 +11,7 @@ use crate::config::Config;
 use crate::core::shards::ShardId;
 use crate::pipeline::fleet::{DirectoryCache, Fleet};
 use crate::pipeline::{ConsumeOutcome, Pipeline, RepairReport};
+use crate::ports::Database;
 use futures::executor::block_on;
 use std::rc::Rc;
 
@@ -57,19 +58,34 @@ impl Cluster {
 
     /// Every shard's pipeline, as the Worker builds them.
     pub fn fleet(&self) -> ClusterFleet<'_> {
-        let mut pipelines = self.shards.iter().enumerate().map(|(n, s)| {
-            Pipeline::new(
-                self.cfg.clone(),
-                &s.db,
-                &s.index,
-                &self.embedder,
-                ShardQueue {
-                    inner: &self.queue,
-                    shard: ShardId(u16::try_from(n).unwrap()),
-                },
-                &self.clock,
-            )
-        });
+        self.fleet_over(self.shards.iter().map(|s| &s.db).collect())
+    }
+
+    /// [`Self::fleet`] over `ledgers` (shard n's ledger n: the shards'
+    /// own, or wrapped, as the bench times them), with the cluster's
+    /// directory cache.
+    pub fn fleet_over<D: Database>(
+        &self,
+        ledgers: Vec<D>,
+    ) -> Fleet<D, &MemIndex, &LocalEmbedder, ShardQueue<&MemQueue>, &ManualClock> {
+        let mut pipelines =
+            ledgers
+                .into_iter()
+                .zip(&self.shards)
+                .enumerate()
+                .map(|(n, (db, s))| {
+                    Pipeline::new(
+                        self.cfg.clone(),
+                        db,
+                        &s.index,
+                        &self.embedder,
+                        ShardQueue {
+                            inner: &self.queue,
+                            shard: ShardId(u16::try_from(n).unwrap()),
+                        },
+                        &self.clock,
+                    )
+                });
         let control = pipelines.next().expect("at least one shard");
         Fleet::new(control, pipelines.collect()).with_cache(Rc::clone(&self.directory))
     }

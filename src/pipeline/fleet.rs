@@ -351,7 +351,14 @@ pub async fn mint_token<S: Shards>(
         .register_token(&minted.token_id, tenant.as_str())
         .await;
     if let Err(e) = registered {
-        let _ = p.revoke_token(tenant, &minted.token_id).await;
+        // Unregistered, the token reaches nothing (no request finds its
+        // shard); revoked, it is not listed as live either.
+        if let Err(r) = p.revoke_token(tenant, &minted.token_id).await {
+            log_event(
+                "token_unregistered",
+                json!({ "tenant_id": tenant.as_str(), "token_id": minted.token_id, "bucket": r.bucket.as_str(), "code": r.code }),
+            );
+        }
         return Err(e);
     }
     Ok(Ok(minted))
