@@ -436,7 +436,8 @@ settings! {
     /// `VECTORS_DB`) and holds the directory; shard n is `DB_SHARD_<n>` and
     /// `VECTORIZE_SHARD_<n>` (`VECTORS_DB_SHARD_<n>`). With one shard
     /// nothing is looked up. A scheduled run shares `CRON_SUBREQUESTS_MAX`
-    /// and `CRON_WALL_SECONDS_MAX` evenly among them.
+    /// and `CRON_WALL_SECONDS_MAX` evenly among them (and, with more than
+    /// one, the tenants' moves between them: one share more).
     shards: u16 = 1, "SHARDS",
         in 1..=64, "must be 1..=64";
     /// A shard whose D1 database is this large takes no new tenant (a pin
@@ -446,7 +447,8 @@ settings! {
     /// How long an isolate keeps what the directory said of a token or a
     /// tenant (its shard), so that a request of a known token reads
     /// nothing on shard 0 (0: every request reads the directory). A
-    /// placement never changes while it is kept; the shard checks the
+    /// placement changes only by a move, after which the shard the tenant
+    /// left sends its requests back to the directory; the shard checks the
     /// token itself on every request.
     directory_cache_seconds: u32 = 60, "DIRECTORY_CACHE_SECONDS",
         in 0..=3600, "must be 0..=3600";
@@ -454,6 +456,12 @@ settings! {
     /// emptied and starts again.
     directory_cache_entries: usize = 10_000, "DIRECTORY_CACHE_ENTRIES",
         in 1..=1_000_000, "must be 1..=1000000";
+    /// Documents a tenant's move copies (or removes) per page: one D1
+    /// batch on the new shard, and the page's vectors read and upserted.
+    /// A page holds every version's text of its documents, so it is
+    /// bounded by bytes too (`D1_JSON_PARAM_BYTES_MAX` per statement).
+    move_page_documents: usize = 20, "MOVE_PAGE_DOCUMENTS",
+        in 1..=500, "must be 1..=500";
 
     // Source sync.
     /// How long a sync session stays open for writes before it expires,
@@ -803,6 +811,26 @@ impl ConfigError {
 }
 
 impl Config {
+    /// How many even shares a scheduled run's budget is cut into: one per
+    /// shard, and one more for the tenants' moves when there are shards
+    /// to move between (a deployment of one shard spends as before).
+    pub fn cron_shares(&self) -> u64 {
+        let shards = u64::from(self.shards.max(1));
+        if shards > 1 {
+            shards + 1
+        } else {
+            shards
+        }
+    }
+
+    /// How long after a move's switch the shard left keeps the tenant's
+    /// rows: every directory cache that named it has expired, and every
+    /// lease a delivery there held (`DIRECTORY_CACHE_SECONDS` +
+    /// `JOB_LEASE_SECONDS`).
+    pub fn move_cleanup_delay_ms(&self) -> i64 {
+        (i64::from(self.directory_cache_seconds) + i64::from(self.job_lease_seconds)) * 1000
+    }
+
     /// Builds the configuration from named variables; `lookup` returns the
     /// raw value of a variable, or `None` to keep the default.
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
@@ -846,9 +874,9 @@ impl Config {
             "must be positive when SYNC_COMMIT_PAGES_PER_REQUEST is 0 (else no commit ends)",
         )?;
         check(
-            self.cron_subrequests_max / u64::from(self.shards) >= CONSUME_SUBREQUESTS_MIN,
+            self.cron_subrequests_max / self.cron_shares() >= CONSUME_SUBREQUESTS_MIN,
             "CRON_SUBREQUESTS_MAX",
-            "must give each of SHARDS at least 10 subrequests per scheduled run",
+            "must give each of SHARDS (and, with more than one, the moves) at least 10 subrequests per scheduled run",
         )?;
         check(
             self.listing_page_default <= self.listing_page_max,

@@ -17,6 +17,7 @@ use crate::core::failure::FailureBucket;
 use crate::core::ids::{DocId, DocKey, TenantId};
 use crate::core::shards::ShardId;
 use crate::pipeline::fleet::{self, ShardPipeline, Shards};
+use crate::pipeline::moves::{self, MoveAction};
 use crate::pipeline::{
     BackfillAction, BackfillScope, LetterFilter, Pipeline, RedriveRequest, Refused,
 };
@@ -36,6 +37,24 @@ pub(super) async fn route<S: Shards>(
     match (req.method, segments.as_slice()) {
         (_, ["tenants", rest @ ..]) => super::tenants::route(s, req, rest, query).await,
         ("GET", ["shards"]) => shards(s).await,
+        ("GET", ["moves"]) => {
+            let limit = query_limit(&q, 20, 200)?;
+            let moves = moves::moves(s, limit).await.map_err(ApiError::from_port)?;
+            Ok(ok(200, json!({ "moves": to_json(moves)? })))
+        }
+        ("GET", ["moves", id]) => {
+            let out = moves::get_move(s, id).await.map_err(ApiError::from_port)?;
+            Ok(ok(200, to_json(out.map_err(refused)?)?))
+        }
+        ("POST", ["moves", id, action]) => {
+            let Some(action) = MoveAction::parse(action) else {
+                return Err(unrouted(None));
+            };
+            let out = moves::act_on_move(s, id, action)
+                .await
+                .map_err(ApiError::from_port)?;
+            Ok(ok(200, to_json(out.map_err(refused)?)?))
+        }
         (_, segments) => shard_route(s, req, segments, &q).await,
     }
 }
@@ -106,7 +125,8 @@ fn allow(segments: &[&str]) -> Option<&'static str> {
         ["repair", "runs"] | ["dead-letters"] | ["dead-letters", "summary"] => "GET",
         ["redrives"] => "POST",
         ["redrives", _] => "GET",
-        ["generations"] | ["shards"] => "GET",
+        ["generations"] | ["shards"] | ["moves"] | ["moves", _] => "GET",
+        ["moves", _, action] if MoveAction::parse(action).is_some() => "POST",
         ["generations", _, "activate" | "retire"] => "POST",
         ["reindex"] => "GET, POST",
         ["reindex", _] => "GET",

@@ -418,6 +418,7 @@ where
         .await
         .map_err(|e| match e {
             IntakeError::SyncNotOpen => refused(Refused::SyncNotOpen),
+            IntakeError::TenantMoving => refused(Refused::TenantMoving),
             IntakeError::Conflict => ApiError::new(
                 409,
                 "conflict",

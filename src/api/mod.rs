@@ -299,6 +299,39 @@ fn refused(r: Refused) -> ApiError {
                 "the commit would delete {to_delete} of the source's {documents} documents, more than {share_max_percent}%; commit with allow_mass_delete to proceed"
             ),
         ),
+        TenantMoving => tenant_moving(),
+        MoveNotFound => ApiError::new(404, "move_not_found", "no such move"),
+        MoveState { state, action } => ApiError::new(
+            409,
+            "move_state",
+            format!("a {state} move cannot {action}"),
+        ),
+        MoveConfigMismatch => ApiError::new(
+            409,
+            "move_config_mismatch",
+            "the shards' active index configurations differ, or the new shard is building a generation: run the same backfill on both first",
+        ),
+        MoveShardInvalid => ApiError::field(
+            "shard",
+            "must name another shard this deployment declares",
+        ),
+    }
+}
+
+/// How long a client waits before it retries a write refused while its
+/// tenant's move catches up (the fence lasts about as long as the copy of
+/// what changed since the first pass).
+const TENANT_MOVING_RETRY_SECONDS: u64 = 2;
+
+/// `503 tenant_moving` with `Retry-After`: the tenant is between shards.
+fn tenant_moving() -> ApiError {
+    ApiError {
+        retry_after: Some(TENANT_MOVING_RETRY_SECONDS),
+        ..ApiError::new(
+            503,
+            "tenant_moving",
+            "the tenant is moving to another shard and this change waits for the switch; retry after Retry-After seconds",
+        )
     }
 }
 
@@ -490,9 +523,51 @@ async fn check_auth<S: Shards>(
     path: &str,
     authorization: Option<&str>,
 ) -> Result<Caller, ApiError> {
+    match check_auth_on(s, secrets, path, authorization).await? {
+        Checked::Caller(c) => Ok(c),
+        // The tenant's shard says it moved (or is fenced for its move):
+        // the directory, read again past the cache, names the shard that
+        // serves it now; once.
+        Checked::AskAgain { tenant, shard } => {
+            fleet::forget(
+                s,
+                &tenant,
+                authorization.and_then(|h| h.strip_prefix("Bearer ")),
+            );
+            let now_on = fleet::tenant_shard(s, &tenant)
+                .await
+                .map_err(ApiError::from_port)?;
+            if now_on == shard {
+                return Err(tenant_moving());
+            }
+            match check_auth_on(s, secrets, path, authorization).await? {
+                Checked::Caller(c) => Ok(c),
+                Checked::AskAgain { .. } => Err(tenant_moving()),
+            }
+        }
+    }
+}
+
+/// What one pass of [`check_auth`] found.
+enum Checked {
+    Caller(Caller),
+    /// The shard named by the directory (or its cache) does not serve
+    /// the tenant any more, or is fenced for its move: ask the directory.
+    AskAgain {
+        tenant: TenantId,
+        shard: ShardId,
+    },
+}
+
+async fn check_auth_on<S: Shards>(
+    s: &S,
+    secrets: &Secrets,
+    path: &str,
+    authorization: Option<&str>,
+) -> Result<Checked, ApiError> {
     let path = path.split_once('?').map_or(path, |(p, _)| p);
     let Some(rest) = path.strip_prefix("/v1/") else {
-        return Ok(Caller::Anonymous);
+        return Ok(Checked::Caller(Caller::Anonymous));
     };
     let bearer = authorization.and_then(|h| h.strip_prefix("Bearer "));
     if rest.starts_with("admin/") {
@@ -500,7 +575,7 @@ async fn check_auth<S: Shards>(
             return Err(not_configured());
         }
         if bearer_matches(bearer, secrets.admin_token.as_deref()) {
-            return Ok(Caller::Operator);
+            return Ok(Checked::Caller(Caller::Operator));
         }
         // A tenant's valid token is not enough here: 403, not 401.
         return match tenant_of(s, secrets, bearer).await? {
@@ -535,11 +610,27 @@ async fn check_auth<S: Shards>(
     // Admitted by its own shard, which counts its requests.
     let p = fleet::home(s, shard).map_err(ApiError::from_port)?;
     match p.admit(&tenant).await.map_err(ApiError::from_port)? {
-        Admission::Admitted => Ok(Caller::Tenant {
+        // Fenced: served here only while the directory still names this
+        // shard (a stale cache may not), so it is asked first.
+        Admission::Admitted { fenced: true } if s.count() > 1 => {
+            let now_on = fleet::tenant_shard_uncached(s, &tenant)
+                .await
+                .map_err(ApiError::from_port)?;
+            if now_on != shard {
+                return Ok(Checked::AskAgain { tenant, shard });
+            }
+            Ok(Checked::Caller(Caller::Tenant {
+                tenant,
+                scopes,
+                shard,
+            }))
+        }
+        Admission::Admitted { .. } => Ok(Checked::Caller(Caller::Tenant {
             tenant,
             scopes,
             shard,
-        }),
+        })),
+        Admission::Moved => Ok(Checked::AskAgain { tenant, shard }),
         Admission::TenantDisabled => Err(tenant_disabled()),
         Admission::RateLimited {
             retry_after_seconds,

@@ -43,7 +43,8 @@ where
     let view = p
         .open_sync(tenant, &source, &req.entropy)
         .await
-        .map_err(ApiError::from_port)?;
+        .map_err(ApiError::from_port)?
+        .map_err(refused)?;
     Ok(ok(201, to_json(view)?))
 }
 

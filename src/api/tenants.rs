@@ -62,6 +62,7 @@ pub(super) async fn route<S: Shards>(
             Ok(ok(200, to_json(out.map_err(refused)?)?))
         }
         ("POST", [id, "tokens"]) => mint(s, req, id).await,
+        ("POST", [id, "move"]) => start_move(s, req, id).await,
         ("GET", [id, "tokens"]) => {
             let tenant = path_tenant(id)?;
             let out = home_of(s, &tenant)
@@ -83,12 +84,13 @@ pub(super) async fn route<S: Shards>(
     }
 }
 
-/// The pipeline of the shard that holds `tenant`.
+/// The pipeline of the shard that holds `tenant`, as the directory says
+/// now (not the cache: an operator's change follows a move at once).
 async fn home_of<'a, S: Shards>(
     s: &'a S,
     tenant: &TenantId,
 ) -> Result<&'a ShardPipeline<S>, ApiError> {
-    let shard = fleet::tenant_shard(s, tenant)
+    let shard = fleet::tenant_shard_uncached(s, tenant)
         .await
         .map_err(ApiError::from_port)?;
     fleet::home(s, shard).map_err(ApiError::from_port)
@@ -103,6 +105,7 @@ fn allow(segments: &[&str]) -> Option<&'static str> {
         [_, "tokens"] => "GET, POST",
         [_, "quotas"] => "PUT",
         [_, "tokens", _] => "DELETE",
+        [_, "move"] => "POST",
         _ => return None,
     })
 }
@@ -151,6 +154,39 @@ async fn create<S: Shards>(s: &S, req: &ApiRequest<'_>) -> Result<ApiResponse, A
         .await
         .map_err(ApiError::from_port)?;
     Ok(ok(201, to_json(out.map_err(refused)?)?))
+}
+
+/// `POST tenants/{id}/move {"shard"}` → 202: starts moving the tenant to
+/// `shard` (cron advances it: `GET /v1/admin/moves/{move_id}`).
+async fn start_move<S: Shards>(
+    s: &S,
+    req: &ApiRequest<'_>,
+    id: &str,
+) -> Result<ApiResponse, ApiError> {
+    let tenant = path_tenant(id)?;
+    let body = json_body(
+        &s.control().cfg,
+        req,
+        &Shape::Object(&[("shard", Shape::Scalar)]),
+    )?;
+    let obj = object(&body)?;
+    only_fields(obj, &["shard"], "")?;
+    let count = s.count();
+    let shard = obj
+        .get("shard")
+        .and_then(Value::as_u64)
+        .and_then(|n| u16::try_from(n).ok())
+        .filter(|n| *n < count)
+        .ok_or_else(|| {
+            ApiError::field(
+                "shard",
+                &format!("is required: an integer in 0..={}", count - 1),
+            )
+        })?;
+    let out = crate::pipeline::moves::start_move(s, &tenant, shard, &req.entropy)
+        .await
+        .map_err(ApiError::from_port)?;
+    Ok(ok(202, to_json(out.map_err(refused)?)?))
 }
 
 /// `shard` and `dedicated` of a tenant's creation.

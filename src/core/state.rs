@@ -211,6 +211,42 @@ states! {
     }
 }
 
+states! {
+    /// `tenant_moves.state`: a tenant's move to another shard. `copying`
+    /// (may be `paused`), then `catching_up` (fenced), `switched` (the
+    /// directory names the new shard), `cleaning` (the old shard's rows
+    /// and vectors removed), `completed`; or, before the switch,
+    /// `cancelling` (the copy removed) and `cancelled`.
+    MoveState {
+        Copying = "copying",
+        Paused = "paused",
+        CatchingUp = "catching_up",
+        Switched = "switched",
+        Cleaning = "cleaning",
+        Completed = "completed",
+        Cancelling = "cancelling",
+        Cancelled = "cancelled",
+    }
+}
+
+states! {
+    /// `tenants.move_state`: a tenant's part in a move, on the shard that
+    /// holds the row (NULL: not moving). See migration 0033.
+    TenantMoveState {
+        Copying = "copying",
+        Fenced = "fenced",
+        Moved = "moved",
+        MovingIn = "moving_in",
+    }
+}
+
+impl MoveState {
+    /// Whether the move has ended (nothing more happens to it).
+    pub fn is_final(self) -> bool {
+        matches!(self, MoveState::Completed | MoveState::Cancelled)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -289,6 +325,7 @@ mod tests {
             names(SyncDeleteState::ALL),
             check_values("sync_deletes", "state")
         );
+        assert_eq!(names(MoveState::ALL), check_values("tenant_moves", "state"));
     }
 
     #[test]

@@ -10,6 +10,7 @@ use crate::api::{ApiRequest, ApiResponse, Secrets};
 use crate::config::Config;
 use crate::core::shards::ShardId;
 use crate::pipeline::fleet::{DirectoryCache, Fleet};
+use crate::pipeline::moves::{advance_moves, MovesReport};
 use crate::pipeline::{ConsumeOutcome, Pipeline, RepairReport};
 use crate::ports::Database;
 use futures::executor::block_on;
@@ -141,9 +142,16 @@ impl Cluster {
         panic!("the queue did not drain");
     }
 
-    /// One scheduled run: every shard repaired in turn.
+    /// One scheduled run: every shard repaired in turn, then the moves
+    /// advanced (as the Worker's scheduled handler does).
     pub fn cron(&self) -> Vec<RepairReport> {
+        self.cron_with_moves().0
+    }
+
+    /// [`Self::cron`], with what it did to the moves.
+    pub fn cron_with_moves(&self) -> (Vec<RepairReport>, MovesReport) {
         let fleet = self.fleet();
-        fleet.all().iter().map(|p| block_on(p.repair())).collect()
+        let repairs = fleet.all().iter().map(|p| block_on(p.repair())).collect();
+        (repairs, block_on(advance_moves(&fleet)))
     }
 }

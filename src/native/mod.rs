@@ -162,6 +162,10 @@ pub const LEDGER_MIGRATIONS: &[(&str, &str)] = &[
         "0032_shard_directory.sql",
         include_str!("../../migrations/0032_shard_directory.sql"),
     ),
+    (
+        "0033_tenant_moves.sql",
+        include_str!("../../migrations/0033_tenant_moves.sql"),
+    ),
 ];
 
 /// The local index's migrations (`migrations-local-index/`).

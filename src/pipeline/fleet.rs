@@ -60,6 +60,10 @@ impl DirectoryCache {
         (now_ms < *until).then(|| (tenant.clone(), *shard))
     }
 
+    fn forget(&self, key: &str) {
+        self.entries.borrow_mut().remove(key);
+    }
+
     fn put(&self, key: String, found: (String, ShardId), until: i64, entries_max: usize) {
         let mut entries = self.entries.borrow_mut();
         if entries.len() >= entries_max {
@@ -208,6 +212,30 @@ pub async fn tenant_shard<S: Shards>(s: &S, tenant: &TenantId) -> Result<ShardId
     };
     let placed = cached(s, format!("tenant:{}", tenant.as_str()), lookup).await?;
     Ok(placed.map_or(ShardId::CONTROL, |(_, shard)| shard))
+}
+
+/// The shard that holds `tenant`, read from the directory itself (not the
+/// cache): what a request of a tenant fenced for its move asks, since a
+/// cached placement may predate the switch.
+pub async fn tenant_shard_uncached<S: Shards>(
+    s: &S,
+    tenant: &TenantId,
+) -> Result<ShardId, PortError> {
+    if s.count() == 1 {
+        return Ok(ShardId::CONTROL);
+    }
+    let placed = s.control().store.placement_of(tenant.as_str()).await?;
+    Ok(placed.unwrap_or(ShardId::CONTROL))
+}
+
+/// Drops what the cache holds of `tenant` and of `bearer` (its token):
+/// a shard said the tenant moved, so the next lookup reads the directory.
+pub fn forget<S: Shards>(s: &S, tenant: &TenantId, bearer: Option<&str>) {
+    let Some(cache) = s.cache() else { return };
+    cache.forget(&format!("tenant:{}", tenant.as_str()));
+    if let Some(token_id) = bearer.and_then(credentials::token_id_of) {
+        cache.forget(&format!("token:{token_id}"));
+    }
 }
 
 /// The shard that can check `token` (a tenant token), and the tenant the

@@ -6,7 +6,7 @@ use super::log_event;
 use crate::core::chunk::ContentType;
 use crate::core::failure::FailureBucket;
 use crate::core::ids::{job_id, sha256_hex, DocId, DocKey, TenantId};
-use crate::core::state::{JobKind, SyncDeleteState, SyncState};
+use crate::core::state::{JobKind, SyncDeleteState, SyncState, TenantMoveState};
 use crate::core::text_parts::{self, PartRef};
 use crate::ports::{Clock, Database, Embedder, JobMessage, JobQueue, PortError, VectorIndex};
 use crate::store::{
@@ -114,6 +114,11 @@ pub enum IntakeError {
     /// expired, superseded, of another source, or none): nothing written.
     #[error("the sync session is not open")]
     SyncNotOpen,
+    /// The tenant is fenced on this shard for a move (or moved away):
+    /// nothing was written; the write goes to the new shard once it
+    /// switches.
+    #[error("the tenant is moving to another shard")]
+    TenantMoving,
     #[error("{0}")]
     Port(PortError),
 }
@@ -294,7 +299,10 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock>
             if self.bugs.has(crate::bugs::Bug::LostRaceRefused) {
                 return Err(IntakeError::QuotaExceeded(Quota::Bytes));
             }
-            if let Some(quota) = self.quota_passed(&usage).await.map_err(IntakeError::Port)? {
+            if let Some(refused) = self.quota_passed(&usage).await.map_err(IntakeError::Port)? {
+                let IntakeError::QuotaExceeded(quota) = refused else {
+                    return Err(refused);
+                };
                 log_event(
                     "quota_refused",
                     json!({ "tenant_id": usage.tenant_id, "quota": quota.as_str() }),
@@ -356,7 +364,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock>
     /// After a batch failed: the quota `delta` would pass, if any (then the
     /// guard aborted it), read from the tenant's usage now. Only read on a
     /// failure, so an accepted intake costs one read and one write.
-    async fn quota_passed(&self, delta: &UsageDelta) -> Result<Option<Quota>, PortError> {
+    async fn quota_passed(&self, delta: &UsageDelta) -> Result<Option<IntakeError>, PortError> {
         let Some(usage) = self
             .store
             .tenant_usage(
@@ -368,11 +376,17 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock>
         else {
             return Err(PortError::new(FailureBucket::Internal, "tenant_missing"));
         };
+        if usage
+            .move_state
+            .is_some_and(|m| m != TenantMoveState::Copying)
+        {
+            return Ok(Some(IntakeError::TenantMoving));
+        }
         if delta.documents > 0 && usage.documents + delta.documents > usage.documents_max {
-            return Ok(Some(Quota::Documents));
+            return Ok(Some(IntakeError::QuotaExceeded(Quota::Documents)));
         }
         if delta.bytes > 0 && usage.bytes + delta.bytes > usage.bytes_max {
-            return Ok(Some(Quota::Bytes));
+            return Ok(Some(IntakeError::QuotaExceeded(Quota::Bytes)));
         }
         Ok(None)
     }

@@ -18,6 +18,7 @@ mod budget;
 mod consume;
 pub mod fleet;
 mod intake;
+pub mod moves;
 mod refused;
 mod repair;
 mod search;

@@ -62,6 +62,23 @@ pub enum Refused {
     TenantLimit { max: u64 },
     /// No such tenant.
     TenantNotFound,
+    /// The tenant is moving between shards and this change must wait: its
+    /// writes, state, quotas and tokens are held while the move catches
+    /// up (briefly), its sync sessions and another move while it moves.
+    TenantMoving,
+    /// No such move.
+    MoveNotFound,
+    /// The move's state does not allow the action.
+    MoveState {
+        state: crate::core::state::MoveState,
+        action: &'static str,
+    },
+    /// A move needs the same index configuration (chunker, model,
+    /// dimensions) active on both shards, and no generation being built
+    /// on the new one.
+    MoveConfigMismatch,
+    /// A move to the shard the tenant is on, or one the deployment lacks.
+    MoveShardInvalid,
     /// Placement: the shard is dedicated to another tenant.
     ShardDedicated,
     /// Placement: a dedicated shard must be empty, and this one is not.

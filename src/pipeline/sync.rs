@@ -134,11 +134,12 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock>
         tenant: &TenantId,
         source: &str,
         entropy: &[u8; 32],
-    ) -> Result<SyncView, PortError> {
+    ) -> Result<Outcome<SyncView>, PortError> {
         let now = self.clock.now_ms();
         let id = sync_id(entropy);
         let ttl_ms = (self.cfg.sync_session_ttl_seconds as i64).saturating_mul(1000);
-        self.store
+        let opened = self
+            .store
             .insert_sync(
                 &id,
                 tenant.as_str(),
@@ -147,8 +148,12 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock>
                 now.saturating_add(ttl_ms),
             )
             .await?;
+        if !opened {
+            // The tenant is moving between shards (migration 0033).
+            return Ok(Err(Refused::TenantMoving));
+        }
         match self.store.sync(&id, tenant.as_str()).await? {
-            Some(row) => Ok(SyncView::of(row, now)),
+            Some(row) => Ok(Ok(SyncView::of(row, now))),
             None => Err(PortError::new(FailureBucket::Internal, "sync_missing")),
         }
     }
@@ -422,6 +427,7 @@ fn intake_failure(e: IntakeError) -> PortError {
     match e {
         IntakeError::Port(e) => e,
         IntakeError::Conflict => PortError::new(FailureBucket::DbBusy, "intake_conflict"),
+        IntakeError::TenantMoving => PortError::new(FailureBucket::DbBusy, "tenant_moving"),
         IntakeError::QuotaExceeded(_) | IntakeError::SyncNotOpen => {
             PortError::new(FailureBucket::Internal, "sync_retire_refused")
         }

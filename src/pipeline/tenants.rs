@@ -6,7 +6,7 @@
 use super::{log_event, Outcome, Pipeline, Refused};
 use crate::core::credentials::{self, MintedToken, Scopes};
 use crate::core::ids::TenantId;
-use crate::core::state::TenantState;
+use crate::core::state::{TenantMoveState, TenantState};
 use crate::ports::{Clock, Database, Embedder, JobQueue, PortError, VectorIndex};
 use crate::store::{Quotas, TenantRow, TokenRow};
 use serde::Serialize;
@@ -25,6 +25,9 @@ pub struct TenantView {
     pub tokens: u64,
     pub created_at: i64,
     pub updated_at: i64,
+    /// Its part in a move between shards, on this shard (absent: none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub moving: Option<TenantMoveState>,
 }
 
 /// The quotas in force, and whether each is the tenant's own or the
@@ -97,8 +100,16 @@ pub enum TokenGrant {
 /// Whether a tenant's request is let in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Admission {
-    Admitted,
+    /// Admitted here. `fenced`: the tenant is being moved off this shard
+    /// and takes no writes here; the caller asks the directory again (it
+    /// may have switched) before it is served here.
+    Admitted {
+        fenced: bool,
+    },
     TenantDisabled,
+    /// The tenant is not served here: moved to another shard, or its copy
+    /// is moving in. The caller asks the directory again.
+    Moved,
     /// Its requests of this minute are used up: retry after this long.
     RateLimited {
         retry_after_seconds: u64,
@@ -154,7 +165,21 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             tokens: r.tokens,
             created_at: r.created_at,
             updated_at: r.updated_at,
+            moving: r.move_state,
         }
+    }
+
+    /// Why a change of `tenant`'s row, tokens or state changed nothing:
+    /// no such tenant, or its move holds them (fenced, moved out, moving
+    /// in: migration 0033).
+    async fn unchanged(&self, tenant: &TenantId) -> Result<Refused, PortError> {
+        Ok(match self.store.tenant(tenant.as_str()).await? {
+            Some(r) if r.move_state.is_some_and(|m| m != TenantMoveState::Copying) => {
+                Refused::TenantMoving
+            }
+            Some(_) => Refused::TokenNotFound,
+            None => Refused::TenantNotFound,
+        })
     }
 
     /// Creates an active tenant with `quotas` (`None`: the defaults).
@@ -213,7 +238,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             .set_tenant_state(tenant.as_str(), state, now)
             .await?
         {
-            return Ok(Err(Refused::TenantNotFound));
+            return Ok(Err(self.unchanged(tenant).await?));
         }
         log_event(
             "tenant_state",
@@ -236,7 +261,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             .set_tenant_quotas(tenant.as_str(), quotas, now)
             .await?
         {
-            return Ok(Err(Refused::TenantNotFound));
+            return Ok(Err(self.unchanged(tenant).await?));
         }
         log_event("tenant_quotas", json!({ "tenant_id": tenant.as_str() }));
         self.tenant_or_missing(tenant).await
@@ -258,7 +283,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             .insert_token(&token_id, tenant.as_str(), &hash, &scopes.to_json(), now)
             .await?
         {
-            return Ok(Err(Refused::TenantNotFound));
+            return Ok(Err(self.unchanged(tenant).await?));
         }
         log_event(
             "token_minted",
@@ -293,7 +318,10 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                 json!({ "tenant_id": tenant.as_str(), "token_id": token_id }),
             );
         }
-        Ok(row.map(TokenView::from_row).ok_or(Refused::TokenNotFound))
+        match row {
+            Some(row) => Ok(Ok(TokenView::from_row(row))),
+            None => Ok(Err(self.unchanged(tenant).await?)),
+        }
     }
 
     /// A tenant's tokens (none of their secrets).
@@ -334,15 +362,26 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         let now = self.clock.now_ms();
         let minute = now.div_euclid(MINUTE_MS);
         let default_max = self.cfg.tenant_requests_per_minute;
-        if self
+        if let Some(taken) = self
             .store
             .take_request(tenant.as_str(), minute, default_max)
             .await?
         {
-            return Ok(Admission::Admitted);
+            return Ok(Admission::Admitted {
+                fenced: taken.move_state == Some(TenantMoveState::Fenced),
+            });
         }
-        // Not admitted: disabled (or absent), or out of requests this minute.
+        // Not admitted: moved, disabled (or absent), or out of requests
+        // this minute.
         match self.store.tenant(tenant.as_str()).await? {
+            Some(r)
+                if matches!(
+                    r.move_state,
+                    Some(TenantMoveState::Moved | TenantMoveState::MovingIn)
+                ) =>
+            {
+                Ok(Admission::Moved)
+            }
             Some(r) if r.state == TenantState::Active => {
                 log_event(
                     "rate_limited",

@@ -63,6 +63,10 @@ pub struct ConsumeRow {
     pub text_version: u32,
     pub latest_version: u32,
     pub live_version: Option<u32>,
+    /// The tenant's part in a move on this shard (migration 0033): a job of
+    /// a tenant fenced, moved out or moving in is not claimed here.
+    #[serde(default)]
+    pub move_state: Option<crate::core::state::TenantMoveState>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

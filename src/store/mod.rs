@@ -22,6 +22,7 @@ mod documents;
 mod generations;
 mod intents;
 mod jobs;
+mod moves;
 mod redrives;
 mod repair;
 mod retention;
@@ -44,6 +45,7 @@ pub use documents::{
 };
 pub use generations::{GenerationListRow, GenerationRow};
 pub use jobs::{AttemptEnd, ClaimRow, ConsumeRow, JobViewRow, StalledJobRow, TimelineRow};
+pub use moves::{CopiedChunk, DocsCopy, LiveChunk, MoveDocRow, MoveRow, RawRow, TenantSettingsRow};
 pub use redrives::{AuditRow, Candidate, CandidateFilter, ItemRow, NewItem, RedriveRow, RerunOf};
 pub use repair::{RepairRunRow, VerifyRow};
 pub use retention::{History, PrunedVersion};
@@ -51,7 +53,7 @@ pub use syncs::{
     retire_guard_stmts, settle_deletes_stmts, CommittingRow, SourceCounts, SyncDeleteRow, SyncRow,
     SyncWriteRows,
 };
-pub use tenants::{Quotas, TenantRow, TenantUsageRow, TokenAuthRow, TokenRow, UsageDelta};
+pub use tenants::{Quotas, Taken, TenantRow, TenantUsageRow, TokenAuthRow, TokenRow, UsageDelta};
 pub use usage::UsageSnapshot;
 
 use crate::ports::{Database, SqlValue};

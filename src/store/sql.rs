@@ -322,7 +322,8 @@ SELECT j.job_id AS job_id, j.doc_id AS doc_id, j.version AS version, j.kind AS k
        (SELECT g.state FROM generations g WHERE g.generation = j.build_generation) AS build_generation_state,
        v.content_type AS content_type, v.metadata AS metadata, v.part_count AS part_count,
        coalesce(v.text_version, v.version) AS text_version,
-       d.latest_version AS latest_version, d.live_version AS live_version
+       d.latest_version AS latest_version, d.live_version AS live_version,
+       (SELECT t.move_state FROM tenants t WHERE t.tenant_id = j.tenant_id) AS move_state
 FROM jobs j
 JOIN versions v ON v.doc_id = j.doc_id AND v.version = j.version
 JOIN documents d ON d.doc_id = j.doc_id
@@ -365,6 +366,10 @@ WHERE job_id = ?1
         AND EXISTS (SELECT 1 FROM generations g WHERE g.generation = jobs.build_generation
                     AND g.state IN ('building', 'active', 'retained'))
       END
+  -- Not a job of a tenant fenced for a move, moved out or moving in
+  -- (migration 0033): the copy runs it again on the new shard.
+  AND NOT EXISTS (SELECT 1 FROM tenants t WHERE t.tenant_id = jobs.tenant_id
+                  AND t.move_state IN ('fenced', 'moved', 'moving_in'))
 RETURNING attempts, step, chunks_done, rows_total, failing_since, last_failed_at";
 
 /// The text of version `?2` of document `?1`: the parts its manifest
@@ -914,7 +919,8 @@ macro_rules! tenant_columns {
     () => {
         "SELECT t.tenant_id, t.state, t.documents_max, t.bytes_max, t.requests_per_minute_max, t.documents, t.bytes,
        t.rate_minute, t.rate_requests, t.created_at, t.updated_at, t.d1_rows_read, t.d1_rows_written,
-       (SELECT count(*) FROM tenant_tokens k WHERE k.tenant_id = t.tenant_id AND k.revoked_at IS NULL) AS tokens
+       (SELECT count(*) FROM tenant_tokens k WHERE k.tenant_id = t.tenant_id AND k.revoked_at IS NULL) AS tokens,
+       t.move_state
 "
     };
 }
@@ -929,23 +935,26 @@ pub const TENANTS_PAGE: &str = concat!(
 
 /// Sets tenant `?1`'s state to `?2` ('active' or 'disabled'). `?3` now.
 pub const TENANT_SET_STATE: &str =
-    "UPDATE tenants SET state = ?2, updated_at = ?3 WHERE tenant_id = ?1";
+    "UPDATE tenants SET state = ?2, updated_at = ?3 WHERE tenant_id = ?1 AND (move_state IS NULL OR move_state = 'copying')";
 
 /// Replaces tenant `?1`'s quotas (`?2` documents, `?3` bytes, `?4`
 /// requests per minute; NULL: the configured default). `?5` now.
 pub const TENANT_SET_QUOTAS: &str = "\
-UPDATE tenants SET documents_max = ?2, bytes_max = ?3, requests_per_minute_max = ?4, updated_at = ?5 WHERE tenant_id = ?1";
+UPDATE tenants SET documents_max = ?2, bytes_max = ?3, requests_per_minute_max = ?4, updated_at = ?5
+WHERE tenant_id = ?1 AND (move_state IS NULL OR move_state = 'copying')";
 
 /// A new token `?1` of tenant `?2`: its hash `?3` and scopes `?4` (JSON
 /// array); `?5` now. Nothing if the tenant does not exist.
 pub const TOKEN_INSERT: &str = "\
 INSERT INTO tenant_tokens (token_id, tenant_id, token_hash, scopes, created_at)
-SELECT ?1, ?2, ?3, ?4, ?5 WHERE EXISTS (SELECT 1 FROM tenants WHERE tenant_id = ?2)";
+SELECT ?1, ?2, ?3, ?4, ?5 WHERE EXISTS (SELECT 1 FROM tenants WHERE tenant_id = ?2
+  AND (move_state IS NULL OR move_state = 'copying'))";
 
 /// Revokes token `?2` of tenant `?1` at `?3` (a revoked one stays revoked
 /// when it was).
 pub const TOKEN_REVOKE: &str = "\
-UPDATE tenant_tokens SET revoked_at = ?3 WHERE tenant_id = ?1 AND token_id = ?2 AND revoked_at IS NULL";
+UPDATE tenant_tokens SET revoked_at = ?3 WHERE tenant_id = ?1 AND token_id = ?2 AND revoked_at IS NULL
+  AND EXISTS (SELECT 1 FROM tenants WHERE tenant_id = ?1 AND (move_state IS NULL OR move_state = 'copying'))";
 
 /// Token `?2` of tenant `?1`, revoked or not (never its hash).
 pub const TOKEN_GET: &str = "\
@@ -965,27 +974,37 @@ WHERE k.token_id = ?1 AND k.revoked_at IS NULL";
 
 /// Counts one request of active tenant `?1` in minute `?2`, unless it made
 /// its quota of requests this minute already (`requests_per_minute_max`,
-/// or `?3`): 1 row changed means admitted. SET reads the old row.
+/// or `?3`) or is not served here (moved out, or moving in): a row
+/// returned means admitted, with the tenant's move state (`fenced`: the
+/// caller checks the directory again). SET reads the old row.
 pub const TENANT_TAKE_REQUEST: &str = "\
 UPDATE tenants SET rate_requests = CASE WHEN rate_minute = ?2 THEN rate_requests + 1 ELSE 1 END, rate_minute = ?2
 WHERE tenant_id = ?1 AND state = 'active'
-  AND (rate_minute <> ?2 OR rate_requests < coalesce(requests_per_minute_max, ?3))";
+  AND (rate_minute <> ?2 OR rate_requests < coalesce(requests_per_minute_max, ?3))
+  -- A tenant moved out, or a copy moving in, is not served here.
+  AND (move_state IS NULL OR move_state IN ('copying', 'fenced'))
+RETURNING move_state";
 
 /// What tenant `?1` stores and may store (`?2`, `?3`: the default quotas
 /// of documents and bytes).
 pub const TENANT_USAGE: &str = "\
-SELECT documents, bytes, coalesce(documents_max, ?2) AS documents_max, coalesce(bytes_max, ?3) AS bytes_max
+SELECT documents, bytes, coalesce(documents_max, ?2) AS documents_max, coalesce(bytes_max, ?3) AS bytes_max,
+       move_state
 FROM tenants WHERE tenant_id = ?1";
 
 /// In intake's batch, before the versions: aborts it (a row in
 /// `quota_refusals` violates its CHECK) if adding `?2` documents and `?4`
 /// bytes would take tenant `?1` past its quotas (`?3`, `?5`: the defaults).
 /// Only what grows is checked: a delete always passes. Every new version's
-/// text counts (history is stored until cron prunes it).
+/// text counts (history is stored until cron prunes it). A tenant whose
+/// move fenced it here (or moved it away) takes no write either (migration
+/// 0033): the batch and the fence are serialized by D1, so no write lands
+/// after the fence.
 pub const TENANT_QUOTA_GUARD: &str = "\
 INSERT INTO quota_refusals (tenant_id)
 SELECT tenant_id FROM tenants WHERE tenant_id = ?1
-  AND ((?2 > 0 AND documents + ?2 > coalesce(documents_max, ?3)) OR (?4 > 0 AND bytes + ?4 > coalesce(bytes_max, ?5)))";
+  AND ((?2 > 0 AND documents + ?2 > coalesce(documents_max, ?3)) OR (?4 > 0 AND bytes + ?4 > coalesce(bytes_max, ?5))
+       OR move_state IN ('fenced', 'moved', 'moving_in'))";
 
 /// In intake's batch: what the new versions add to tenant `?1`'s usage
 /// (`?2` documents, `?3` bytes; either may be negative).
@@ -1856,10 +1875,12 @@ WHERE backfill_id = ?1 AND state = 'running'
 // ---------------------------------------------------------------- syncs
 
 /// A new open session: `?1` sync_id, `?2` tenant, `?3` source, `?4` now,
-/// `?5` when it expires.
+/// `?5` when it expires. None while the tenant moves (0 rows): a move
+/// waits for the sessions open when it began, and no new one opens.
 pub const SYNC_INSERT: &str = "\
 INSERT INTO syncs (sync_id, tenant_id, source, state, created_at, expires_at, updated_at)
-VALUES (?1, ?2, ?3, 'open', ?4, ?5, ?4)";
+SELECT ?1, ?2, ?3, 'open', ?4, ?5, ?4
+WHERE NOT EXISTS (SELECT 1 FROM tenants WHERE tenant_id = ?2 AND move_state IS NOT NULL)";
 
 /// A session's row as its view needs it (`s`: the session), one
 /// definition for a single session and the listings: the documents it has
@@ -2310,6 +2331,412 @@ pub const TENANTS_BY_IDS: &str = concat!(
     "FROM json_each(?1) j JOIN tenants t ON t.tenant_id = j.value"
 );
 
+// ---------------------------------------------------------------- moves
+//
+// Moving a tenant between shards (migration 0033; docs/ARCHITECTURE.md,
+// "Moving a tenant"). The move's record is on shard 0, beside the
+// directory; the copy reads the shard the tenant leaves and writes the one
+// it goes to, a page of documents at a time.
+
+/// The columns a move copies of each table (every stored column; the
+/// generated ones follow), as a `SELECT` of the rows of the documents in
+/// `?1` (a JSON array of keys) and an `INSERT` of rows given as a JSON
+/// array of objects in `?1`.
+macro_rules! move_table {
+    ($select:ident, $insert:ident, $table:literal, $key:literal, [$first:literal $(, $col:literal)*]) => {
+        #[doc = concat!("A move's read of `", $table, "` for the documents in `?1` (JSON array of keys).")]
+        pub const $select: &str = concat!(
+            "SELECT ", $first $(, ", ", $col)*, " FROM ", $table,
+            " WHERE ", $key, " IN (SELECT value FROM json_each(?1))"
+        );
+        #[doc = concat!("A move's write of `", $table, "` rows (`?1`: JSON array of objects, as its read gives them).")]
+        pub const $insert: &str = concat!(
+            "INSERT INTO ", $table, " (", $first $(, ", ", $col)*, ") SELECT json_extract(value, '$.", $first, "')"
+            $(, ", json_extract(value, '$.", $col, "')")*, " FROM json_each(?1)"
+        );
+    };
+}
+
+move_table!(
+    MOVE_VERSIONS_OF,
+    MOVE_VERSIONS_INSERT,
+    "versions",
+    "doc_id",
+    [
+        "doc_id",
+        "version",
+        "is_delete",
+        "content_hash",
+        "content_type",
+        "metadata",
+        "text_bytes",
+        "part_count",
+        "chunk_count",
+        "created_at",
+        "index_config",
+        "superseded_at",
+        "text_version",
+        "parts"
+    ]
+);
+move_table!(
+    MOVE_PARTS_OF,
+    MOVE_PARTS_INSERT,
+    "version_parts",
+    "doc_id",
+    ["doc_id", "version", "part", "text", "to_version"]
+);
+move_table!(
+    MOVE_JOBS_OF,
+    MOVE_JOBS_INSERT,
+    "jobs",
+    "doc_id",
+    [
+        "job_id",
+        "doc_id",
+        "version",
+        "kind",
+        "state",
+        "step",
+        "attempts",
+        "last_failure_bucket",
+        "lease_until",
+        "next_attempt_at",
+        "created_at",
+        "updated_at",
+        "chunks_done",
+        "invocations",
+        "subrequests_d1",
+        "subrequests_embed",
+        "subrequests_index",
+        "subrequests_queue",
+        "subrequests_peak",
+        "chunks_embedded",
+        "chunks_reused",
+        "build_generation",
+        "rows_total",
+        "failing_since",
+        "last_failed_at",
+        "chunks_kept",
+        "lease_owner",
+        "d1_rows_read",
+        "d1_rows_written"
+    ]
+);
+move_table!(
+    MOVE_LETTERS_OF,
+    MOVE_LETTERS_INSERT,
+    "dead_letters",
+    "doc_id",
+    [
+        "job_id",
+        "message_id",
+        "doc_id",
+        "version",
+        "job_state",
+        "job_step",
+        "failure_bucket",
+        "attempts",
+        "chunk_count",
+        "first_seen",
+        "last_seen",
+        "times_seen"
+    ]
+);
+move_table!(
+    MOVE_SOURCES_OF,
+    MOVE_SOURCES_INSERT,
+    "source_documents",
+    "doc_id",
+    ["doc_id", "tenant_id", "source", "plain_write_seq"]
+);
+move_table!(
+    MOVE_TOKENS_OF,
+    MOVE_TOKENS_INSERT,
+    "tenant_tokens",
+    "tenant_id",
+    [
+        "token_id",
+        "tenant_id",
+        "token_hash",
+        "scopes",
+        "created_at",
+        "revoked_at"
+    ]
+);
+
+/// A page of tenant `?1`'s documents after key `?2` (`''`: from the
+/// start), `?3` at most, in key order (the range of `documents_by_tenant`),
+/// each with its *mark*: what a copy must match (its versions, its repair
+/// flag, its newest job's ID and whether it ended and how, its letters).
+/// A copy holds the same mark as its original until the original changes,
+/// so the catch-up copies again only what changed since the copy. A job
+/// not yet ended is copied to run again, so only "not ended" is marked.
+macro_rules! move_docs {
+    () => {
+        "SELECT d.doc_id AS doc_id, d.latest_version AS latest_version, d.live_version AS live_version,
+       d.repair_needed AS repair_needed, d.created_at AS created_at, d.updated_at AS updated_at,
+       d.plain_write_seq AS plain_write_seq, d.rows_stamp AS rows_stamp,
+       d.latest_version || '/' || coalesce(d.live_version, '-') || '/' || d.repair_needed || '/' || d.plain_write_seq
+       || '/' || coalesce((SELECT j.job_id || ':' || CASE WHEN j.state IN ('succeeded', 'failed', 'dead', 'superseded')
+                                  THEN j.state || ':' || coalesce(j.last_failure_bucket, '') ELSE 'open' END
+                           FROM jobs j WHERE j.doc_id = d.doc_id AND j.build_generation IS NULL
+                           ORDER BY j.version DESC, j.created_at DESC, j.job_id LIMIT 1), '-')
+       || '/' || (SELECT count(*) || ':' || coalesce(sum(l.times_seen), 0) FROM dead_letters l WHERE l.doc_id = d.doc_id) AS mark
+"
+    };
+}
+
+pub const MOVE_DOCS_PAGE: &str = concat!(
+    move_docs!(),
+    "FROM documents d WHERE d.tenant_id = ?1 AND d.doc_id > ?2 ORDER BY d.doc_id LIMIT ?3"
+);
+
+/// The documents `?1` (JSON array of keys) held here, as `MOVE_DOCS_PAGE`
+/// reads them (with their marks): what the new shard's copy of a page is.
+pub const MOVE_DOCS_OF: &str = concat!(
+    move_docs!(),
+    "FROM json_each(?1) k CROSS JOIN documents d ON d.doc_id = k.value"
+);
+
+/// The rows a copy takes of the documents in `?1` (JSON array of keys):
+/// those valid at each one's live version in generation `?2` (the active
+/// one), in no order (the Worker sorts the page's rows by document and
+/// order key). Rows staged for a newer version stay behind:
+/// its job runs again on the new shard, and stages again there.
+pub const MOVE_LIVE_ROWS_OF: &str = concat!(
+    "SELECT c.doc_id AS doc_id, c.version AS version, c.ord AS ord, c.vector_id AS vector_id,
+       c.content_hash AS content_hash, c.text AS text
+FROM json_each(?1) k CROSS JOIN documents d ON d.doc_id = k.value
+CROSS JOIN chunks c ON c.doc_id = d.doc_id AND c.generation = ?2 AND ",
+    valid_at!("c", "d.live_version")
+);
+
+/// First in a copy's batch on the shard the tenant goes to: aborts it (a
+/// row in `move_refusals` violates its CHECK) unless tenant `?1` is still
+/// moving in there (a cancel may have cleaned the copy meanwhile).
+pub const MOVE_COPY_GUARD: &str = "\
+INSERT INTO move_refusals (tenant_id)
+SELECT ?1 WHERE NOT EXISTS (SELECT 1 FROM tenants WHERE tenant_id = ?1 AND move_state = 'moving_in')";
+
+/// In a copy's batch, before and after the documents `?2` (JSON array of
+/// keys) are written: their usage taken off (`?3`: -1) or added (`?3`: 1)
+/// to tenant `?1`: documents whose latest version is not a delete, and the
+/// bytes of their text parts (as intake and retention count them).
+pub const MOVE_USAGE: &str = "\
+UPDATE tenants SET
+  documents = documents + ?3 * (SELECT count(*) FROM json_each(?2) k CROSS JOIN documents d ON d.doc_id = k.value
+    CROSS JOIN versions v ON v.doc_id = d.doc_id AND v.version = d.latest_version WHERE v.is_delete = 0),
+  bytes = bytes + ?3 * (SELECT coalesce(sum(length(CAST(p.text AS BLOB))), 0) FROM json_each(?2) k
+    CROSS JOIN version_parts p ON p.doc_id = k.value)
+WHERE tenant_id = ?1";
+
+/// In a copy's batch: the vectors of the rows an earlier copy of the
+/// documents `?1` wrote become intents (`?2` now), before those rows go;
+/// the rows written again in the same batch refer to most of them, and
+/// cron retires those without a delete; the others are deleted.
+pub const MOVE_OLD_ROWS_INTENTS: &str = "\
+INSERT OR IGNORE INTO cleanup_intents (vector_id, doc_id, version, reason, attempts, not_before, created_at)
+SELECT c.vector_id, c.doc_id, c.version, 'abandoned', 0, ?2, ?2
+FROM json_each(?1) k CROSS JOIN chunks c ON c.doc_id = k.value";
+
+/// In a copy's batch (or a cleanup's): the documents `?1`'s rows of each
+/// table go, children first (the triggers keep the keyword index, the
+/// generations' counts, the tenant's counts and the letter groups true).
+pub const MOVE_DELETE_CHUNKS: &str =
+    "DELETE FROM chunks WHERE doc_id IN (SELECT value FROM json_each(?1))";
+pub const MOVE_DELETE_JOBS: &str =
+    "DELETE FROM jobs WHERE doc_id IN (SELECT value FROM json_each(?1))";
+pub const MOVE_DELETE_LETTERS: &str =
+    "DELETE FROM dead_letters WHERE doc_id IN (SELECT value FROM json_each(?1))";
+pub const MOVE_DELETE_SOURCES: &str =
+    "DELETE FROM source_documents WHERE doc_id IN (SELECT value FROM json_each(?1))";
+pub const MOVE_DELETE_PARTS: &str =
+    "DELETE FROM version_parts WHERE doc_id IN (SELECT value FROM json_each(?1))";
+pub const MOVE_DELETE_VERSIONS: &str =
+    "DELETE FROM versions WHERE doc_id IN (SELECT value FROM json_each(?1))";
+pub const MOVE_DELETE_INTENTS: &str =
+    "DELETE FROM cleanup_intents WHERE doc_id IN (SELECT value FROM json_each(?1))";
+pub const MOVE_DELETE_DOCUMENTS: &str =
+    "DELETE FROM documents WHERE doc_id IN (SELECT value FROM json_each(?1))";
+
+/// In a copy's batch: each document of `?1` (JSON array of its rows) as
+/// it is, but not live and not marked for repair, so that the counting
+/// triggers see it as a document with no live version while its versions
+/// and jobs change (its live version and flag follow, `MOVE_DOCS_LIVE`).
+pub const MOVE_DOCS_UPSERT: &str = "\
+INSERT INTO documents (doc_id, latest_version, live_version, repair_needed, created_at, updated_at, plain_write_seq, rows_stamp)
+SELECT json_extract(value, '$.doc_id'), json_extract(value, '$.latest_version'), NULL, 0,
+       json_extract(value, '$.created_at'), json_extract(value, '$.updated_at'),
+       json_extract(value, '$.plain_write_seq'), json_extract(value, '$.rows_stamp')
+FROM json_each(?1) WHERE true
+ON CONFLICT (doc_id) DO UPDATE SET latest_version = excluded.latest_version, live_version = NULL,
+  repair_needed = 0, created_at = excluded.created_at, updated_at = excluded.updated_at,
+  plain_write_seq = excluded.plain_write_seq, rows_stamp = excluded.rows_stamp";
+
+/// Last in a copy's batch: each document of `?1` (JSON array of its
+/// rows) gets its live version and repair flag.
+pub const MOVE_DOCS_LIVE: &str = "\
+UPDATE documents SET live_version = j.live_version, repair_needed = j.repair_needed
+FROM (SELECT json_extract(value, '$.doc_id') AS doc_id, json_extract(value, '$.live_version') AS live_version,
+             json_extract(value, '$.repair_needed') AS repair_needed FROM json_each(?1)) j
+WHERE documents.doc_id = j.doc_id";
+
+/// In a copy's batch: the live rows of document `?1`, open, in generation
+/// `?3`, under their IDs there (`?2`: JSON array of `{v, o, id, h, t}`),
+/// not yet in the keyword index (`MOVE_KEYWORD_ENTER` enters them).
+pub const MOVE_CHUNKS_INSERT: &str = "\
+INSERT INTO chunks (doc_id, version, to_version, generation, ord, vector_id, content_hash, text, keyword_len)
+SELECT ?1, json_extract(value, '$.v'), NULL, ?3, json_extract(value, '$.o'), json_extract(value, '$.id'),
+       json_extract(value, '$.h'), json_extract(value, '$.t'), NULL
+FROM json_each(?2)";
+
+/// After `MOVE_CHUNKS_INSERT`: those rows enter the keyword index with
+/// their terms (`?2`: JSON array of `{id, k, n}`, scoped to the tenant's
+/// key on this shard), then are marked with their term counts.
+pub const MOVE_KEYWORD_ENTER: &str = "\
+INSERT INTO keyword_index (rowid, terms)
+SELECT c.chunk_id, json_extract(j.value, '$.k') FROM json_each(?2) j
+CROSS JOIN chunks c ON c.vector_id = json_extract(j.value, '$.id') AND c.doc_id = ?1 AND c.generation = ?3
+  AND c.keyword_len IS NULL";
+
+pub const MOVE_KEYWORD_MARK: &str = "\
+UPDATE chunks SET keyword_len = j.n
+FROM (SELECT json_extract(value, '$.id') AS id, json_extract(value, '$.n') AS n FROM json_each(?2)) j
+WHERE chunks.vector_id = j.id AND chunks.doc_id = ?1 AND chunks.generation = ?3 AND chunks.keyword_len IS NULL";
+
+/// After the rows: the tenant's keyword totals (`?2` rows, `?3` terms)
+/// and the generation's row count (`?4`, `?5` rows).
+pub const MOVE_KEYWORD_COUNT: &str = "\
+UPDATE tenants SET keyword_rows = keyword_rows + ?2, keyword_tokens = keyword_tokens + ?3 WHERE tenant_id = ?1";
+pub const MOVE_GENERATION_ROWS: &str =
+    "UPDATE generations SET chunk_rows = chunk_rows + ?2 WHERE generation = ?1";
+
+/// Last in a copy's batch: aborts it if a drain's claim holds on an intent
+/// whose vector a row of the documents `?1` refers to (`?2` now): the copy
+/// waits for the delete, as a staging does (`CONSUME_STAGE_GUARD`).
+pub const MOVE_STAGE_GUARD: &str = "\
+INSERT INTO stage_refusals (vector_id)
+SELECT c.vector_id FROM json_each(?1) k CROSS JOIN cleanup_intents i ON i.doc_id = k.value
+JOIN chunks c ON c.vector_id = i.vector_id AND c.doc_id = i.doc_id
+WHERE i.deleting_until >= ?2 LIMIT 1";
+
+/// The vector IDs of the documents `?1` (JSON array of keys) on this shard:
+/// their rows' and their intents' (what a cleanup deletes from the index).
+pub const MOVE_VECTOR_IDS_OF: &str = "\
+SELECT c.vector_id AS vector_id FROM json_each(?1) k CROSS JOIN chunks c ON c.doc_id = k.value
+UNION
+SELECT i.vector_id AS vector_id FROM json_each(?1) k CROSS JOIN cleanup_intents i ON i.doc_id = k.value";
+
+/// Tenant `?1` arriving on this shard: its row as on the shard it leaves
+/// (`?2` state, `?3`..`?5` quotas, `?6` created), moving in, with nothing
+/// counted yet and this shard's next keyword key. Nothing if it is here.
+pub const MOVE_TENANT_ARRIVE: &str = "\
+INSERT INTO tenants (tenant_id, state, documents_max, bytes_max, requests_per_minute_max, created_at, updated_at, keyword_key, move_state)
+SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, (SELECT coalesce(max(keyword_key), 0) + 1 FROM tenants), 'moving_in'
+ON CONFLICT (tenant_id) DO NOTHING";
+
+/// At the end of the catch-up: tenant `?1`'s state and quotas as on the
+/// shard it leaves (`?2`..`?5`), while it is still moving in.
+pub const MOVE_TENANT_SETTINGS: &str = "\
+UPDATE tenants SET state = ?2, documents_max = ?3, bytes_max = ?4, requests_per_minute_max = ?5, updated_at = ?6
+WHERE tenant_id = ?1 AND move_state = 'moving_in'";
+
+/// Tenant `?1`'s row as a move carries it.
+pub const MOVE_TENANT_GET: &str = "\
+SELECT state, documents_max, bytes_max, requests_per_minute_max, created_at, keyword_key, move_state
+FROM tenants WHERE tenant_id = ?1";
+
+/// The documents `?1` (JSON array of keys) marked for repair: their copy
+/// lacks a vector the index left did not return.
+pub const MOVE_MARK_REPAIR: &str = "\
+UPDATE documents SET repair_needed = 1 WHERE doc_id IN (SELECT value FROM json_each(?1))";
+
+/// A token copy replaces the one there (a revoke during the copy).
+pub const MOVE_TOKENS_CLEAR: &str = "DELETE FROM tenant_tokens WHERE tenant_id = ?1";
+
+/// Tenant `?1`'s move state from `?2` to `?3` (NULL: none), if it is `?2`.
+pub const MOVE_MARK: &str =
+    "UPDATE tenants SET move_state = ?3 WHERE tenant_id = ?1 AND move_state IS ?2";
+
+/// The fence: tenant `?1` stops taking writes here, unless a sync session
+/// of it is still open or committing (their writes finish first; no new
+/// one opens while it moves).
+pub const MOVE_FENCE: &str = "\
+UPDATE tenants SET move_state = 'fenced' WHERE tenant_id = ?1 AND move_state = 'copying'
+  AND NOT EXISTS (SELECT 1 FROM syncs s WHERE s.tenant_id = ?1 AND s.state IN ('open', 'committing'))";
+
+/// The last of tenant `?1` on a shard it left (or a cancelled copy): its
+/// sessions, tokens, letter groups and row.
+pub const MOVE_DELETE_SYNC_SEEN: &str = "\
+DELETE FROM sync_seen WHERE sync_id IN (SELECT sync_id FROM syncs WHERE tenant_id = ?1)";
+pub const MOVE_DELETE_SYNC_DELETES: &str = "\
+DELETE FROM sync_deletes WHERE sync_id IN (SELECT sync_id FROM syncs WHERE tenant_id = ?1)";
+pub const MOVE_DELETE_SYNCS: &str = "DELETE FROM syncs WHERE tenant_id = ?1";
+pub const MOVE_DELETE_TOKENS: &str = "DELETE FROM tenant_tokens WHERE tenant_id = ?1";
+pub const MOVE_DELETE_LETTER_GROUPS: &str = "DELETE FROM dead_letter_groups WHERE tenant_id = ?1";
+pub const MOVE_DELETE_TENANT: &str =
+    "DELETE FROM tenants WHERE tenant_id = ?1 AND move_state IS ?2";
+
+/// A new move (on shard 0): `?1` id, `?2` tenant, `?3` from, `?4` to,
+/// `?5` now. A second open move of the tenant violates `tenant_moves_open`.
+pub const MOVE_INSERT: &str = "\
+INSERT INTO tenant_moves (move_id, tenant_id, from_shard, to_shard, state, created_at, updated_at)
+VALUES (?1, ?2, ?3, ?4, 'copying', ?5, ?5)";
+
+macro_rules! move_columns {
+    () => {
+        "SELECT move_id, tenant_id, from_shard, to_shard, state, cursor, copied, recopied, vectors, removed,
+       waiting_for, created_at, switched_at, updated_at FROM tenant_moves "
+    };
+}
+
+pub const MOVE_GET: &str = concat!(move_columns!(), "WHERE move_id = ?1");
+
+/// The moves cron advances, least recently advanced first, `?1` at most.
+pub const MOVES_ACTIVE: &str = concat!(
+    "SELECT * FROM (",
+    move_columns!(),
+    "WHERE state IN ('copying', 'catching_up', 'switched', 'cleaning', 'cancelling') ORDER BY updated_at LIMIT ?1)"
+);
+
+/// Moves newest first, `?1` at most.
+pub const MOVES_PAGE: &str = concat!(
+    move_columns!(),
+    "ORDER BY created_at DESC, move_id LIMIT ?1"
+);
+
+/// A move's progress, if it is still in state `?2`: `?3` cursor, counters
+/// added (`?4` copied, `?5` copied again, `?6` vectors, `?7` removed),
+/// `?8` what it waits for (NULL: nothing), `?9` now.
+pub const MOVE_PROGRESS: &str = "\
+UPDATE tenant_moves SET cursor = ?3, copied = copied + ?4, recopied = recopied + ?5, vectors = vectors + ?6,
+  removed = removed + ?7, waiting_for = ?8, updated_at = ?9
+WHERE move_id = ?1 AND state = ?2";
+
+/// A move from state `?2` to `?3`, its pass starting over (`?4` now).
+pub const MOVE_STATE: &str = "\
+UPDATE tenant_moves SET state = ?3, cursor = '', waiting_for = NULL, updated_at = ?4
+WHERE move_id = ?1 AND state = ?2";
+
+/// The switch, in one batch on shard 0 with `MOVE_SWITCHED`: tenant `?1`
+/// is placed on shard `?3` if it is still on `?2` and its move `?4` is
+/// still catching up (a cancel came first otherwise), and a shard it
+/// leaves is no longer dedicated to it.
+pub const MOVE_SWITCH_PLACEMENT: &str = "\
+UPDATE tenant_placements SET shard = ?3 WHERE tenant_id = ?1 AND shard = ?2
+  AND EXISTS (SELECT 1 FROM tenant_moves WHERE move_id = ?4 AND state = 'catching_up')";
+pub const MOVE_SWITCH_UNDEDICATE: &str =
+    "DELETE FROM dedicated_shards WHERE tenant_id = ?1 AND shard = ?2";
+pub const MOVE_SWITCHED: &str = "\
+UPDATE tenant_moves SET state = 'switched', cursor = '', waiting_for = NULL, switched_at = ?2, updated_at = ?2
+WHERE move_id = ?1 AND state = 'catching_up'";
+
+/// Retention: moves ended before `?1`, `?2` at most (`tenant_moves_ended`).
+pub const PRUNE_MOVES: &str = "\
+DELETE FROM tenant_moves WHERE move_id IN (SELECT move_id FROM tenant_moves INDEXED BY tenant_moves_ended
+  WHERE state IN ('completed', 'cancelled') AND updated_at < ?1 ORDER BY updated_at LIMIT ?2)";
+
 /// Every statement above, by name (checked against this file by tests/it/sql.rs).
 pub const ALL: &[(&str, &str)] = &[
     ("LATEST_VERSIONS", LATEST_VERSIONS),
@@ -2522,4 +2949,62 @@ pub const ALL: &[(&str, &str)] = &[
     ("TOKEN_DIRECTORY_INSERT", TOKEN_DIRECTORY_INSERT),
     ("TOKEN_DIRECTORY_DELETE", TOKEN_DIRECTORY_DELETE),
     ("TENANTS_BY_IDS", TENANTS_BY_IDS),
+    ("MOVE_TOKENS_INSERT", MOVE_TOKENS_INSERT),
+    ("MOVE_TOKENS_OF", MOVE_TOKENS_OF),
+    ("MOVE_SOURCES_INSERT", MOVE_SOURCES_INSERT),
+    ("MOVE_SOURCES_OF", MOVE_SOURCES_OF),
+    ("MOVE_LETTERS_INSERT", MOVE_LETTERS_INSERT),
+    ("MOVE_LETTERS_OF", MOVE_LETTERS_OF),
+    ("MOVE_JOBS_INSERT", MOVE_JOBS_INSERT),
+    ("MOVE_JOBS_OF", MOVE_JOBS_OF),
+    ("MOVE_PARTS_INSERT", MOVE_PARTS_INSERT),
+    ("MOVE_PARTS_OF", MOVE_PARTS_OF),
+    ("MOVE_VERSIONS_INSERT", MOVE_VERSIONS_INSERT),
+    ("MOVE_VERSIONS_OF", MOVE_VERSIONS_OF),
+    ("MOVE_DOCS_PAGE", MOVE_DOCS_PAGE),
+    ("MOVE_DOCS_OF", MOVE_DOCS_OF),
+    ("MOVE_LIVE_ROWS_OF", MOVE_LIVE_ROWS_OF),
+    ("MOVE_COPY_GUARD", MOVE_COPY_GUARD),
+    ("MOVE_USAGE", MOVE_USAGE),
+    ("MOVE_OLD_ROWS_INTENTS", MOVE_OLD_ROWS_INTENTS),
+    ("MOVE_DELETE_CHUNKS", MOVE_DELETE_CHUNKS),
+    ("MOVE_DELETE_JOBS", MOVE_DELETE_JOBS),
+    ("MOVE_DELETE_LETTERS", MOVE_DELETE_LETTERS),
+    ("MOVE_DELETE_SOURCES", MOVE_DELETE_SOURCES),
+    ("MOVE_DELETE_PARTS", MOVE_DELETE_PARTS),
+    ("MOVE_DELETE_VERSIONS", MOVE_DELETE_VERSIONS),
+    ("MOVE_DELETE_INTENTS", MOVE_DELETE_INTENTS),
+    ("MOVE_DELETE_DOCUMENTS", MOVE_DELETE_DOCUMENTS),
+    ("MOVE_DOCS_UPSERT", MOVE_DOCS_UPSERT),
+    ("MOVE_DOCS_LIVE", MOVE_DOCS_LIVE),
+    ("MOVE_CHUNKS_INSERT", MOVE_CHUNKS_INSERT),
+    ("MOVE_KEYWORD_ENTER", MOVE_KEYWORD_ENTER),
+    ("MOVE_KEYWORD_MARK", MOVE_KEYWORD_MARK),
+    ("MOVE_KEYWORD_COUNT", MOVE_KEYWORD_COUNT),
+    ("MOVE_GENERATION_ROWS", MOVE_GENERATION_ROWS),
+    ("MOVE_STAGE_GUARD", MOVE_STAGE_GUARD),
+    ("MOVE_VECTOR_IDS_OF", MOVE_VECTOR_IDS_OF),
+    ("MOVE_TENANT_ARRIVE", MOVE_TENANT_ARRIVE),
+    ("MOVE_TENANT_SETTINGS", MOVE_TENANT_SETTINGS),
+    ("MOVE_TENANT_GET", MOVE_TENANT_GET),
+    ("MOVE_MARK_REPAIR", MOVE_MARK_REPAIR),
+    ("MOVE_TOKENS_CLEAR", MOVE_TOKENS_CLEAR),
+    ("MOVE_MARK", MOVE_MARK),
+    ("MOVE_FENCE", MOVE_FENCE),
+    ("MOVE_DELETE_SYNC_SEEN", MOVE_DELETE_SYNC_SEEN),
+    ("MOVE_DELETE_SYNC_DELETES", MOVE_DELETE_SYNC_DELETES),
+    ("MOVE_DELETE_SYNCS", MOVE_DELETE_SYNCS),
+    ("MOVE_DELETE_TOKENS", MOVE_DELETE_TOKENS),
+    ("MOVE_DELETE_LETTER_GROUPS", MOVE_DELETE_LETTER_GROUPS),
+    ("MOVE_DELETE_TENANT", MOVE_DELETE_TENANT),
+    ("MOVE_INSERT", MOVE_INSERT),
+    ("MOVE_GET", MOVE_GET),
+    ("MOVES_ACTIVE", MOVES_ACTIVE),
+    ("MOVES_PAGE", MOVES_PAGE),
+    ("MOVE_PROGRESS", MOVE_PROGRESS),
+    ("MOVE_STATE", MOVE_STATE),
+    ("MOVE_SWITCH_PLACEMENT", MOVE_SWITCH_PLACEMENT),
+    ("MOVE_SWITCH_UNDEDICATE", MOVE_SWITCH_UNDEDICATE),
+    ("MOVE_SWITCHED", MOVE_SWITCHED),
+    ("PRUNE_MOVES", PRUNE_MOVES),
 ];

@@ -137,7 +137,7 @@ impl<D: Database> Store<D> {
         source: &str,
         now: i64,
         expires_at: i64,
-    ) -> Result<(), PortError> {
+    ) -> Result<bool, PortError> {
         self.db
             .execute(Stmt::new(
                 sql::SYNC_INSERT,
@@ -150,7 +150,7 @@ impl<D: Database> Store<D> {
                 ],
             ))
             .await
-            .map(|_| ())
+            .map(|n| n == 1)
     }
 
     /// Tenant `tenant_id`'s session `sync_id`, if it has one.

@@ -4,7 +4,7 @@
 //! May import: `ports`, `core`, `store::sql`.
 
 use super::{int, sql, Store};
-use crate::core::state::TenantState;
+use crate::core::state::{TenantMoveState, TenantState};
 use crate::ports::{Database, PortError, SqlValue, Stmt};
 use serde::Deserialize;
 
@@ -27,6 +27,16 @@ pub struct TenantRow {
     /// D1 rows its jobs read and wrote, as D1 billed them.
     pub d1_rows_read: u64,
     pub d1_rows_written: u64,
+    /// Its part in a move to another shard, if it is moving (migration 0033).
+    #[serde(default)]
+    pub move_state: Option<TenantMoveState>,
+}
+
+/// An admitted request's tenant: its move state (`fenced`: the caller
+/// checks the directory again before it is served here).
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+pub struct Taken {
+    pub move_state: Option<TenantMoveState>,
 }
 
 /// A token as listed (never its hash).
@@ -56,6 +66,8 @@ pub struct TenantUsageRow {
     pub bytes: i64,
     pub documents_max: i64,
     pub bytes_max: i64,
+    #[serde(default)]
+    pub move_state: Option<TenantMoveState>,
 }
 
 /// The quotas a tenant is created with (`None`: the configured default).
@@ -245,16 +257,17 @@ impl<D: Database> Store<D> {
             .await
     }
 
-    /// Counts a request of an active tenant in `minute`; `false` if the
-    /// tenant is not active or made `default_max` (or its own quota)
-    /// requests in that minute already.
+    /// Counts a request of an active tenant in `minute`; `None` if the
+    /// tenant is not active, not served here (moved out, moving in) or
+    /// made `default_max` (or its own quota) requests in that minute
+    /// already.
     pub async fn take_request(
         &self,
         tenant_id: &str,
         minute: i64,
         default_max: u64,
-    ) -> Result<bool, PortError> {
-        self.changes_one(Stmt::new(
+    ) -> Result<Option<Taken>, PortError> {
+        self.first(Stmt::new(
             sql::TENANT_TAKE_REQUEST,
             vec![tenant_id.into(), int(minute), int(default_max as i64)],
         ))

@@ -988,6 +988,11 @@ async fn scheduled(_event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
                 guard_index(app, "scheduled").await;
                 app.repair().await;
             }
+            // Then the tenants' moves between shards, in their own share.
+            let moves = crate::pipeline::moves::advance_moves(&fleet).await;
+            if moves.advanced > 0 {
+                log_event("moves_advanced", json!(moves));
+            }
         }
         Err(e) => log_event(
             "repair_config_invalid",

@@ -47,6 +47,7 @@ mod layers;
 mod listings;
 mod local_index;
 mod model_switch;
+mod moves;
 mod pipeline;
 mod plans;
 mod retention;

@@ -173,6 +173,9 @@ const ALLOWED: &[(&str, &str)] = &[
     ("BACKFILL_INSERT", "backfills: operator actions, ended ones pruned after HISTORY_RETENTION_SECONDS"),
     ("GENERATION_CREATE", "backfills: operator actions, ended ones pruned after HISTORY_RETENTION_SECONDS"),
     ("REDRIVES_ACTIVE", "redrives: operator actions, ended ones pruned after REDRIVE_RETENTION_SECONDS"),
+    ("MOVE_DOCS_PAGE", "a page of one tenant's documents (documents_by_tenant's range from the cursor, up to MOVE_PAGE_DOCUMENTS), each one's jobs sorted for its newest (one document's jobs)"),
+    ("MOVE_DOCS_OF", "the documents named (a move's page), each one's jobs sorted for its newest (one document's jobs)"),
+    ("MOVES_ACTIVE", "the moves not ended: at most one per tenant, and an operator starts each"),
     ("GENERATION_ADOPTABLE_CONFIG", "a one-off upgrade step: only while generation 1 has no configuration (a ledger from before generations)"),
     // To be made proportional (issue 36).
     ("RUNNING_DOCUMENTS", "the running jobs (jobs_by_state's 'running' range: as many as consumers run at once, and those cron has not yet found stalled), each document's newest job of one version sorted"),

@@ -298,7 +298,9 @@ fn finished_sessions_ended_backfills_and_old_repair_runs_go_after_the_history() 
     );
     // A sync session, committed.
     let t = TenantId::default_tenant();
-    let s = block_on(w.p().open_sync(&t, "docs", &[7; 32])).unwrap();
+    let s = block_on(w.p().open_sync(&t, "docs", &[7; 32]))
+        .unwrap()
+        .unwrap();
     assert!(block_on(w.p().commit_sync(&t, &s.sync_id, true))
         .unwrap()
         .is_ok());

@@ -78,6 +78,12 @@ fn sql_all_lists_every_statement() {
         .filter_map(|l| l.strip_prefix("pub const "))
         .filter_map(|l| l.split(':').next())
         .filter(|n| *n != "ALL")
+        // And the pairs `move_table!` declares (a read and a write each).
+        .chain(
+            src.split("\nmove_table!(")
+                .skip(1)
+                .flat_map(|args| args.split(',').take(2).map(str::trim)),
+        )
         .collect();
     let listed: BTreeSet<&str> = sql::ALL.iter().map(|(n, _)| *n).collect();
     assert_eq!(declared, listed);
@@ -132,12 +138,17 @@ fn every_state_literal_in_sql_is_a_known_state() {
         strs(TenantState::ALL.iter().map(|s| s.as_str()).collect()),
         strs(SyncState::ALL.iter().map(|s| s.as_str()).collect()),
         strs(SyncDeleteState::ALL.iter().map(|s| s.as_str()).collect()),
+        strs(MoveState::ALL.iter().map(|s| s.as_str()).collect()),
     ]
     .into_iter()
     .flatten()
     .collect();
-    let checks: [(&str, BTreeSet<String>); 4] = [
+    let checks: [(&str, BTreeSet<String>); 5] = [
         ("state", states),
+        (
+            "move_state",
+            strs(TenantMoveState::ALL.iter().map(|s| s.as_str()).collect()),
+        ),
         (
             "kind",
             strs(JobKind::ALL.iter().map(|s| s.as_str()).collect()),
@@ -1063,8 +1074,12 @@ fn every_statement_is_exercised_by_the_flows() {
             IntakeScope::Source(&src),
         ))
         .unwrap();
-        let early = block_on(p.open_sync(&t, "docs", &[1; 32])).unwrap();
-        let s = block_on(p.open_sync(&t, "docs", &[2; 32])).unwrap();
+        let early = block_on(p.open_sync(&t, "docs", &[1; 32]))
+            .unwrap()
+            .unwrap();
+        let s = block_on(p.open_sync(&t, "docs", &[2; 32]))
+            .unwrap()
+            .unwrap();
         let in_s = SourceWrite {
             source: "docs".into(),
             sync_id: Some(s.sync_id.clone()),
@@ -1096,7 +1111,9 @@ fn every_statement_is_exercised_by_the_flows() {
             "superseded"
         );
         // The guard: a session that saw nothing would delete all.
-        let g = block_on(p.open_sync(&t, "docs", &[3; 32])).unwrap();
+        let g = block_on(p.open_sync(&t, "docs", &[3; 32]))
+            .unwrap()
+            .unwrap();
         assert!(matches!(
             block_on(p.commit_sync(&t, &g.sync_id, false)).unwrap(),
             Err(ingest_pipeline::pipeline::Refused::SyncDeleteGuard { .. })
@@ -1268,6 +1285,101 @@ fn every_statement_is_exercised_by_the_flows() {
         );
         let revoke = format!("{path}/{}", minted.body["token_id"].as_str().unwrap());
         assert_eq!(c.request("DELETE", &revoke, admin, None, 0).status, 200);
+        for shard in &c.shards {
+            w.db.executed
+                .borrow_mut()
+                .extend(shard.db.executed.borrow().iter().copied());
+        }
+    }
+
+    {
+        // Moves (migration 0033): a tenant with sources, a letter, a
+        // token and a lost vector moved to another shard, cleaned, pruned;
+        // another cancelled; the listing.
+        use ingest_pipeline::native::cluster::Cluster;
+        use ingest_pipeline::ports::VectorIndex;
+        let c = Cluster::with(ingest_pipeline::config::Config {
+            shards: 2,
+            ..w.cfg.clone()
+        });
+        let admin = "t-admin";
+        for (tenant, entropy) in [("mover", 3), ("stayer", 4)] {
+            let body = serde_json::json!({ "tenant_id": tenant, "shard": 0 });
+            let r = c.request("POST", "/v1/admin/tenants", admin, Some(&body), 1);
+            assert_eq!(r.status, 201, "{}", r.body);
+            let path = format!("/v1/admin/tenants/{tenant}/tokens");
+            let body = serde_json::json!({ "scopes": ["ingest", "search"] });
+            let r = c.request("POST", &path, admin, Some(&body), entropy);
+            let token = r.body["token"].as_str().unwrap().to_string();
+            for doc in ["a", "b"] {
+                let body = serde_json::json!({ "text": format!("{tenant} {doc} words"), "source": "files" });
+                let r = c.request(
+                    "PUT",
+                    &format!("/v1/documents/{doc}"),
+                    &token,
+                    Some(&body),
+                    0,
+                );
+                assert_eq!(r.status, 202, "{}", r.body);
+            }
+        }
+        c.deliver_all();
+        c.shards[0].db.inspect_batch(
+            "INSERT INTO dead_letters (job_id, message_id, doc_id, version, first_seen, last_seen)
+             SELECT job_id, 'm', doc_id, version, 1, 1 FROM jobs WHERE tenant_id = 'mover' LIMIT 1",
+        );
+        #[derive(serde::Deserialize)]
+        struct Id {
+            vector_id: String,
+        }
+        let lost: Vec<Id> = c.shards[0].db.inspect(
+            "SELECT vector_id FROM chunks WHERE tenant_id = 'mover' LIMIT 1",
+            vec![],
+        );
+        block_on(
+            c.shards[0]
+                .index
+                .delete_by_ids(&[lost[0].vector_id.clone()]),
+        )
+        .unwrap();
+        let moved = c.request(
+            "POST",
+            "/v1/admin/tenants/mover/move",
+            admin,
+            Some(&serde_json::json!({ "shard": 1 })),
+            5,
+        );
+        assert_eq!(moved.status, 202, "{}", moved.body);
+        let cancelled = c.request(
+            "POST",
+            "/v1/admin/tenants/stayer/move",
+            admin,
+            Some(&serde_json::json!({ "shard": 1 })),
+            6,
+        );
+        let id = cancelled.body["move_id"].as_str().unwrap();
+        assert_eq!(
+            c.request(
+                "POST",
+                &format!("/v1/admin/moves/{id}/cancel"),
+                admin,
+                None,
+                0
+            )
+            .status,
+            200
+        );
+        for _ in 0..40 {
+            c.clock.advance_ms(60_000);
+            c.cron();
+        }
+        c.clock
+            .advance_ms(c.cfg.history_retention_seconds as i64 * 1000 + 1);
+        c.cron();
+        assert_eq!(
+            c.request("GET", "/v1/admin/moves", admin, None, 0).status,
+            200
+        );
         for shard in &c.shards {
             w.db.executed
                 .borrow_mut()

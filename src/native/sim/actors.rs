@@ -183,7 +183,7 @@ async fn write_until_accepted(
         );
         // Admitted first, as the API admits every request.
         match p.admit(tenant).await {
-            Ok(crate::pipeline::Admission::Admitted) => {}
+            Ok(crate::pipeline::Admission::Admitted { .. }) => {}
             Ok(crate::pipeline::Admission::RateLimited {
                 retry_after_seconds,
             }) => {
@@ -192,7 +192,8 @@ async fn write_until_accepted(
                 sleep_until(sched, at).await;
                 continue;
             }
-            Ok(crate::pipeline::Admission::TenantDisabled) => {
+            // The simulation's single shard never moves a tenant.
+            Ok(crate::pipeline::Admission::TenantDisabled | crate::pipeline::Admission::Moved) => {
                 progress.disabled.set(progress.disabled.get() + 1);
                 sleep_until(sched, sched.now_ms.get() + 30_000).await;
                 continue;
@@ -733,7 +734,7 @@ pub(super) async fn sync_source(p: &Simulated<'_>, sched: &Sched, docs: &[DocCli
         let sync_id = loop {
             draw += 1;
             let tenant = crate::core::ids::TenantId::default_tenant();
-            if let Ok(v) = p.open_sync(&tenant, SYNC_SOURCE, &[draw; 32]).await {
+            if let Ok(Ok(v)) = p.open_sync(&tenant, SYNC_SOURCE, &[draw; 32]).await {
                 break v.sync_id;
             }
             back_off(sched, u32::from(draw)).await;

@@ -2,7 +2,7 @@
 //! written, and claim the job's lease in D1.
 
 use super::ConsumeOutcome;
-use crate::core::state::{GenerationState, JobState};
+use crate::core::state::{GenerationState, JobState, TenantMoveState};
 use crate::pipeline::Pipeline;
 use crate::ports::{Clock, Database, Embedder, JobMessage, JobQueue, PortError, VectorIndex};
 use crate::store::{ClaimRow, ConsumeRow};
@@ -19,6 +19,14 @@ fn is_stale(job: &ConsumeRow) -> bool {
         return job.live_version != Some(job.version) || !written;
     }
     job.version < job.latest_version || job.live_version.is_some_and(|l| l >= job.version)
+}
+
+/// Whether the job's tenant is fenced for a move, moved out or moving in
+/// on this shard (migration 0033): nothing of it is claimed here. A job
+/// left queued is re-sent by cron if the move is cancelled.
+fn is_moving(job: &ConsumeRow) -> bool {
+    job.move_state
+        .is_some_and(|m| m != TenantMoveState::Copying)
 }
 
 /// Whole seconds from `now_ms` until `at_ms` (rounded up), within the
@@ -66,6 +74,13 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         job: &ConsumeRow,
     ) -> Result<ControlFlow<ConsumeOutcome, ClaimRow>, PortError> {
         let now = self.clock.now_ms();
+        // A tenant moving between shards: its copy runs the job again on
+        // the new shard (the claim refuses it too, in case it moved since).
+        if is_moving(job) {
+            return Ok(ControlFlow::Break(ConsumeOutcome::Ack {
+                reason: "tenant_moving",
+            }));
+        }
         // Stale work is rejected before anything is written.
         if is_stale(job) {
             return self.supersede(job, now).await.map(ControlFlow::Break);
@@ -81,6 +96,9 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         // The claim also refuses a version that became stale since the
         // load; tell the two cases apart.
         let outcome = match self.store.consume_load(&msg.job_id).await? {
+            Some(again) if is_moving(&again) => ConsumeOutcome::Ack {
+                reason: "tenant_moving",
+            },
             Some(again) if is_stale(&again) => self.supersede(&again, now).await?,
             // Another delivery holds the lease (or just finished): look
             // again when the lease ends. A holder that died (a crash)

@@ -68,13 +68,14 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         let started_at = self.clock.now_ms();
         let usage = Usage::default();
         // A scheduled run repairs every shard (`SHARDS`): each gets an
-        // even share of the run's subrequests and wall time.
-        let shards = self.cfg.shards.max(1);
+        // even share of the run's subrequests and wall time (the moves
+        // between them one more, `Config::cron_shares`).
+        let shares = self.cfg.cron_shares();
         let mut run = Run {
             budget: Budget {
-                subrequests_max: self.cfg.cron_subrequests_max / u64::from(shards),
+                subrequests_max: self.cfg.cron_subrequests_max / shares,
                 started_ms: started_at,
-                wall_ms: i64::from(self.cfg.cron_wall_seconds_max) * 1000 / i64::from(shards),
+                wall_ms: i64::from(self.cfg.cron_wall_seconds_max) * 1000 / shares as i64,
             },
             usage: &usage,
             report: RepairReport::default(),

@@ -12,18 +12,24 @@ use crate::store::History;
 
 /// The step's subrequests at worst: texts, versions, sessions, backfills,
 /// redrives and the keyword index's upgrade page two each, repair runs and
-/// revoked tokens one.
+/// revoked tokens one (and ended moves one more on shard 0 of several:
+/// `prunes_moves`).
 const PRUNE_STEP_WORST: u64 = 14;
 
 impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D, V, E, Q, C> {
     /// Step 9: a page of each kind of history, if the whole step fits.
     pub(super) async fn prune_step(&self, run: &mut Run<'_>) {
-        if !self.allows(run, PRUNE_STEP_WORST) {
+        if !self.allows(run, PRUNE_STEP_WORST + u64::from(self.prunes_moves())) {
             return;
         }
         if let Err(e) = self.prune(run).await {
             run.report.failed(e.bucket);
         }
+    }
+
+    /// Whether this shard holds moves to prune: shard 0, of several.
+    fn prunes_moves(&self) -> bool {
+        self.cfg.shards > 1 && self.shard == crate::core::shards::ShardId::CONTROL
     }
 
     async fn prune(&self, run: &mut Run<'_>) -> Result<(), PortError> {
@@ -57,6 +63,10 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         r.backfills_pruned = backfills;
         r.redrives_pruned = redrive_rows;
         r.history_rows_pruned = marks + items + redrive_children;
+        // The moves' records, on shard 0 of a deployment of several.
+        if self.prunes_moves() {
+            r.history_rows_pruned += self.store.prune_moves(history, limit).await?;
+        }
         let unindexed = self.store.index_unindexed_rows(limit).await?;
         r.keyword_rows_indexed = unindexed as u64;
         let full = [texts.len(), versions.len(), unindexed].contains(&limit);
