@@ -533,20 +533,29 @@ where
     let (chunks, old_ids) = copied_chunks(live, &metadata, c)?;
     copy.chunks = chunks;
     copy.docs = docs;
+    // The vectors before the rows that refer to them (the consumer's
+    // order, invariant 1): first their IDs as intents, due after a lease,
+    // so that a crash before the rows leaves nothing the drain cannot
+    // find; the rows' batch makes them referenced (cron retires them).
+    // Only the batch makes a copy's mark match: a page cut short by a
+    // crash is copied again, vectors first.
     let now = dst.now_ms();
-    dst.store().move_write(c.tenant, &copy, now).await?;
-    // The vectors, after the rows that refer to them (a crash between
-    // leaves rows without vectors on a shard that serves nothing of the
-    // tenant yet; the next step copies the page again).
+    let due = now + i64::from(dst.cfg().job_lease_seconds) * 1000;
+    dst.store().move_pending_vectors(&copy.chunks, now, due).await?;
     let lost = copy_vectors(src, dst, c, &copy.chunks, &old_ids).await?;
     if !lost.is_empty() {
-        let lost: Vec<&str> = lost.iter().map(String::as_str).collect();
-        dst.store().move_mark_repair(&lost).await?;
+        // A vector the index left did not return: the copy is marked for
+        // repair (re-run there once it is served), as cron's verification
+        // would have marked the original.
+        for d in copy.docs.iter_mut().filter(|d| lost.contains(&d.doc_id)) {
+            d.repair_needed = 1;
+        }
         log_event(
             "move_vectors_missing",
             json!({ "tenant_id": c.tenant, "documents": lost.len() }),
         );
     }
+    dst.store().move_write(c.tenant, &copy, dst.now_ms()).await?;
     Ok(copy.chunks.len() as u64)
 }
 

@@ -512,16 +512,25 @@ impl<D: Database> Store<D> {
         }
     }
 
-    /// Marks the documents `doc_ids` for repair (a copy whose vectors the
-    /// index left did not return).
-    pub async fn move_mark_repair(&self, doc_ids: &[&str]) -> Result<(), PortError> {
-        self.db
-            .execute(Stmt::new(
-                sql::MOVE_MARK_REPAIR,
-                vec![json_array(doc_ids).into()],
-            ))
-            .await
-            .map(drop)
+    /// Records the vector IDs a copy is about to upsert as intents, due
+    /// at `due` (a crash before its rows leaves them for the drain).
+    pub async fn move_pending_vectors(
+        &self,
+        chunks: &[CopiedChunk],
+        now: i64,
+        due: i64,
+    ) -> Result<(), PortError> {
+        let ids = chunks
+            .iter()
+            .map(|c| serde_json::json!({"id": c.id, "d": c.doc_id, "v": c.v}));
+        let stmts: Vec<Stmt> = json_pages(ids, self.json_param_bytes_max)
+            .into_iter()
+            .map(|page| Stmt::new(sql::MOVE_PENDING_INTENTS, vec![page.into(), int(due), int(now)]))
+            .collect();
+        if stmts.is_empty() {
+            return Ok(());
+        }
+        self.db.batch(stmts).await.map(drop)
     }
 
     /// The vector IDs the documents' rows and intents name here.

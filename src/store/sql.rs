@@ -2647,10 +2647,14 @@ pub const MOVE_TENANT_GET: &str = "\
 SELECT state, documents_max, bytes_max, requests_per_minute_max, created_at, keyword_key, move_state
 FROM tenants WHERE tenant_id = ?1";
 
-/// The documents `?1` (JSON array of keys) marked for repair: their copy
-/// lacks a vector the index left did not return.
-pub const MOVE_MARK_REPAIR: &str = "\
-UPDATE documents SET repair_needed = 1 WHERE doc_id IN (SELECT value FROM json_each(?1))";
+/// Before a copy upserts its vectors: their IDs (`?1`: JSON array of
+/// `{id, d, v}`, with their document and version) as intents due at `?2`
+/// (`?3` now). The copy's rows, written after the vectors, refer to them
+/// (cron retires the intents); if they never are, the drain deletes them.
+pub const MOVE_PENDING_INTENTS: &str = "\
+INSERT OR IGNORE INTO cleanup_intents (vector_id, doc_id, version, reason, attempts, not_before, created_at)
+SELECT json_extract(value, '$.id'), json_extract(value, '$.d'), json_extract(value, '$.v'), 'abandoned', 0, ?2, ?3
+FROM json_each(?1)";
 
 /// A token copy replaces the one there (a revoke during the copy).
 pub const MOVE_TOKENS_CLEAR: &str = "DELETE FROM tenant_tokens WHERE tenant_id = ?1";
@@ -2987,7 +2991,7 @@ pub const ALL: &[(&str, &str)] = &[
     ("MOVE_TENANT_ARRIVE", MOVE_TENANT_ARRIVE),
     ("MOVE_TENANT_SETTINGS", MOVE_TENANT_SETTINGS),
     ("MOVE_TENANT_GET", MOVE_TENANT_GET),
-    ("MOVE_MARK_REPAIR", MOVE_MARK_REPAIR),
+    ("MOVE_PENDING_INTENTS", MOVE_PENDING_INTENTS),
     ("MOVE_TOKENS_CLEAR", MOVE_TOKENS_CLEAR),
     ("MOVE_MARK", MOVE_MARK),
     ("MOVE_FENCE", MOVE_FENCE),
