@@ -75,6 +75,7 @@ proptest-long:
 SEED_START ?= 0
 sim:
 	SIM_SEEDS=$(SEEDS) SIM_SEED_START=$(SEED_START) cargo test --profile sim --locked --test sim random_seeds_hold_every_invariant -- --nocapture
+	SIM_MOVE_SEEDS=$$(( $(SEEDS) / 10 )) SIM_SEED_START=$(SEED_START) cargo test --profile sim --locked --test sim random_move_seeds_hold_every_invariant -- --nocapture
 
 ## Native benchmark, measured not asserted (docs/performance.md): core
 ## throughput, port calls per document size, embedding reuse, peak memory.

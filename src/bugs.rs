@@ -92,6 +92,10 @@ pub enum Bug {
     /// makes its version live after the pass checked the document, and the
     /// switch serves a generation without it.
     PassWithoutWaiting,
+    /// A tenant's move fences the shard it leaves only at the switch, not
+    /// before its catch-up: a write accepted there after the catch-up
+    /// copied its document is left behind by the switch.
+    MoveWithoutFence,
 }
 
 /// The namespace `SearchUnfenced` queries: the in-memory indexes read it
@@ -100,7 +104,7 @@ pub enum Bug {
 pub const EVERY_NAMESPACE: &str = "*";
 
 impl Bug {
-    pub const ALL: [Bug; 23] = [
+    pub const ALL: [Bug; 24] = [
         Bug::DeleteBeforeReplace,
         Bug::FlipWithoutCas,
         Bug::UpsertBeforeStage,
@@ -124,6 +128,7 @@ impl Bug {
         Bug::DocumentCountsUnmoved,
         Bug::DeadLetterGroupsUnmoved,
         Bug::PassWithoutWaiting,
+        Bug::MoveWithoutFence,
     ];
 
     /// The simulation's invariant that names this bug: it must be caught
@@ -152,6 +157,9 @@ impl Bug {
             Bug::KeywordIndexUnmaintained => "I12",
             Bug::SupersedeLive | Bug::PartsLeftOpen => "I18",
             Bug::KeywordStatsShared => "I19",
+            // Caught by the simulation of moves (`sim::moves`), not the
+            // single-shard one.
+            Bug::MoveWithoutFence => "M1",
         }
     }
 }

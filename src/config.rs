@@ -462,6 +462,12 @@ settings! {
     /// bounded by bytes too (`D1_JSON_PARAM_BYTES_MAX` per statement).
     move_page_documents: usize = 20, "MOVE_PAGE_DOCUMENTS",
         in 1..=500, "must be 1..=500";
+    /// Documents whose marks (what a copy must match) a move compares on
+    /// both shards per read: the catch-up, while the tenant is fenced,
+    /// reads every document's mark, so this sets how many reads the fence
+    /// lasts (two per page, and a copy of what changed).
+    move_marks_page: usize = 500, "MOVE_MARKS_PAGE",
+        in 1..=5000, "must be 1..=5000";
 
     // Source sync.
     /// How long a sync session stays open for writes before it expires,

@@ -446,3 +446,41 @@ fn replay() {
         assert!(result.is_ok());
     }
 }
+
+/// Tenants moved between two shards (`sim::moves`): random seeds of
+/// writes, deletes, searches, moves, pauses, cancels, cron and faults
+/// before any statement of the protocol, the invariants M1–M4 after every
+/// step. `SIM_MOVE_SEEDS=N` sets the number (default: a twentieth of
+/// `SIM_SEEDS`, at least 100: about 25 s); `make sim` runs a tenth of
+/// `SEEDS`.
+#[test]
+fn random_move_seeds_hold_every_invariant() {
+    use ingest_pipeline::native::sim::{run_move_seed, MoveRunReport};
+    let start = env_u64("SIM_SEED_START").unwrap_or(0);
+    let seeds = env_u64("SIM_MOVE_SEEDS")
+        .unwrap_or_else(|| (env_u64("SIM_SEEDS").unwrap_or(2_000) / 20).max(100));
+    let mut total = MoveRunReport::default();
+    for seed in start..start + seeds {
+        match run_move_seed(seed, Bugs::default()) {
+            Ok(r) => {
+                total.steps += r.steps;
+                total.writes += r.writes;
+                total.refused_writes += r.refused_writes;
+                total.moves_started += r.moves_started;
+                total.moves_completed += r.moves_completed;
+                total.moves_cancelled += r.moves_cancelled;
+                total.faults += r.faults;
+            }
+            Err(v) => panic!(
+                "move seed {seed} violated {}: {}\nreplay: SIM_MOVE_SEEDS=1 SIM_SEED_START={seed} cargo test --profile sim --test sim random_move_seeds_hold_every_invariant",
+                v.invariant, v.detail
+            ),
+        }
+    }
+    println!("move seeds {start}..{}: {total:?}", start + seeds);
+    // The runs reach what they are for.
+    assert!(total.moves_completed > seeds / 4, "{total:?}");
+    assert!(total.moves_cancelled > 0, "{total:?}");
+    assert!(total.refused_writes > 0, "{total:?}");
+    assert!(total.faults > 0, "{total:?}");
+}

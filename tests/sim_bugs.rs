@@ -5,8 +5,8 @@
 
 use ingest_pipeline::config::Config;
 use ingest_pipeline::native::sim::{
-    case_for_seed, count_calls, run_flow, run_seed, sim_configs, FaultKind, FaultPlan, Operator,
-    Sched, Violation, FLOWS,
+    case_for_seed, count_calls, run_flow, run_move_seed, run_seed, sim_configs, FaultKind,
+    FaultPlan, Operator, Sched, Violation, FLOWS,
 };
 use ingest_pipeline::pipeline::bugs::{Bug, Bugs};
 
@@ -24,6 +24,14 @@ const SEEDS_FIRST: usize = 400;
 /// this one finds every seeded bug soonest.
 fn catch(bug: Bug) -> Option<(String, Violation)> {
     let bugs = Bugs::only(bug);
+    // A bug of the moves between shards: the simulation of moves, whose
+    // invariants are M1-M4 (the single-shard runs never move a tenant).
+    if bug.invariant().starts_with('M') {
+        return (0..SEEDS_MAX).find_map(|seed| match run_move_seed(seed, bugs) {
+            Err(v) if v.invariant == bug.invariant() => Some((format!("move seed {seed}"), v)),
+            _ => None,
+        });
+    }
     // Only a violation of the invariant that names the bug counts: one of
     // another (a consequence further down) does not end the search.
     let named = |v: &Violation| v.invariant == bug.invariant();

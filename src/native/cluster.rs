@@ -7,6 +7,7 @@ use super::{ManualClock, MemIndex, MemQueue, SqliteDb};
 use crate::adapters::local_embedder::LocalEmbedder;
 use crate::adapters::ShardQueue;
 use crate::api::{ApiRequest, ApiResponse, Secrets};
+use crate::bugs::Bugs;
 use crate::config::Config;
 use crate::core::shards::ShardId;
 use crate::pipeline::fleet::{DirectoryCache, Fleet};
@@ -32,6 +33,9 @@ pub struct Cluster {
     /// The directory cache the deployment keeps (one per isolate in the
     /// Worker; one per cluster here).
     pub directory: Rc<DirectoryCache>,
+    /// Seeded protocol bugs every shard's pipeline runs with (none but in
+    /// the tests of the tester).
+    pub bugs: Bugs,
 }
 
 /// The deployment over a [`Cluster`]'s ports.
@@ -53,6 +57,7 @@ impl Cluster {
             queue: MemQueue::default(),
             clock: ManualClock::new(T0),
             directory: Rc::default(),
+            bugs: Bugs::default(),
             cfg,
         }
     }
@@ -75,7 +80,7 @@ impl Cluster {
                 .zip(&self.shards)
                 .enumerate()
                 .map(|(n, (db, s))| {
-                    Pipeline::new(
+                    let mut p = Pipeline::new(
                         self.cfg.clone(),
                         db,
                         &s.index,
@@ -85,7 +90,9 @@ impl Cluster {
                             shard: ShardId(u16::try_from(n).unwrap()),
                         },
                         &self.clock,
-                    )
+                    );
+                    p.bugs = self.bugs;
+                    p
                 });
         let control = pipelines.next().expect("at least one shard");
         Fleet::new(control, pipelines.collect()).with_cache(Rc::clone(&self.directory))

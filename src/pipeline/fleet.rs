@@ -368,7 +368,8 @@ pub async fn mint_token<S: Shards>(
     scopes: &Scopes,
     entropy: &[u8; 32],
 ) -> Result<Outcome<NewToken>, PortError> {
-    let p = home(s, tenant_shard(s, tenant).await?)?;
+    // The directory itself (an operator's action follows a move at once).
+    let p = home(s, tenant_shard_uncached(s, tenant).await?)?;
     let minted = match p.mint_token(tenant, scopes, entropy).await? {
         Ok(t) => t,
         Err(refused) => return Ok(Err(refused)),
@@ -399,7 +400,7 @@ pub async fn revoke_token<S: Shards>(
     tenant: &TenantId,
     token_id: &str,
 ) -> Result<Outcome<TokenView>, PortError> {
-    let p = home(s, tenant_shard(s, tenant).await?)?;
+    let p = home(s, tenant_shard_uncached(s, tenant).await?)?;
     let revoked = p.revoke_token(tenant, token_id).await?;
     if revoked.is_ok() {
         s.control()

@@ -34,7 +34,9 @@ use crate::core::ids::{occurrences, vector_id, DocKey, TenantId};
 use crate::core::shards::ShardId;
 use crate::core::state::{JobState, MoveState, TenantMoveState};
 use crate::core::terms;
-use crate::ports::{Clock, Database, Embedder, JobQueue, PortError, VectorIndex, VectorRecord};
+use crate::ports::{
+    Clock, Database, Embedder, JobMessage, JobQueue, PortError, VectorIndex, VectorRecord,
+};
 use crate::store::{CopiedChunk, LiveChunk, MoveDocRow, MoveRow, RawRow};
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -247,17 +249,22 @@ pub async fn act_on_move<S: Shards>(
             action: action.as_str(),
         }));
     }
-    if action == MoveAction::Pause {
+    let src = &home(s, ShardId(m.from_shard))?.store;
+    match action {
         // A step that fenced as the pause came lifts its fence itself; one
         // that fenced before it is lifted here (a paused tenant writes).
-        home(s, ShardId(m.from_shard))?
-            .store
-            .move_mark(
-                &m.tenant_id,
-                Some(TenantMoveState::Fenced),
-                Some(TenantMoveState::Copying),
-            )
-            .await?;
+        MoveAction::Pause => {
+            let (fenced, copying) = (TenantMoveState::Fenced, TenantMoveState::Copying);
+            src.move_mark(&m.tenant_id, Some(fenced), Some(copying))
+                .await?;
+        }
+        // The tenant writes and syncs at once; the copy goes with cron.
+        MoveAction::Cancel => {
+            for was in [TenantMoveState::Fenced, TenantMoveState::Copying] {
+                src.move_mark(&m.tenant_id, Some(was), None).await?;
+            }
+        }
+        MoveAction::Resume => {}
     }
     log_event(
         "move_action",
@@ -427,25 +434,36 @@ async fn copy_pass<S: Shards>(
         .await?
         .and_then(|t| t.keyword_key)
         .ok_or(internal("move_tenant_missing"))?;
-    let page_max = sides.control.cfg.move_page_documents;
+    let copy = CopyOf {
+        tenant: &tenant,
+        from_generation: from_gen.generation,
+        to_generation: to_gen.generation,
+        keyword_key: key,
+    };
+    let cfg = &sides.control.cfg;
     let mut last_cost = 0;
     loop {
-        if !sides.budget.allows(
-            sides.usage,
-            sides.control.clock.now_ms(),
-            next_page_cost(last_cost),
-            0,
-        ) {
+        if !sides
+            .budget
+            .allows(sides.usage, sides.control.clock.now_ms(), 4, 0)
+        {
             report.budget_hit = true;
             return Ok(());
         }
-        let before = sides.usage.total();
+        // The marks of a page of documents on both shards (two reads),
+        // then the copy of those that differ, a page at a time.
         let page = src
             .store
-            .move_docs_page(&tenant, &m.cursor, page_max)
+            .move_docs_page(&tenant, &m.cursor, cfg.move_marks_page)
             .await?;
         let Some(last) = page.last() else {
-            return end_of_pass(sides, m).await;
+            let was = m.state;
+            end_of_pass(sides, m).await?;
+            if was == MoveState::Copying && m.state == MoveState::CatchingUp {
+                // Fenced: the catch-up at once, in this run's budget.
+                continue;
+            }
+            return Ok(());
         };
         let cursor = last.doc_id.clone();
         let ids: Vec<&str> = page.iter().map(|d| d.doc_id.as_str()).collect();
@@ -460,22 +478,25 @@ async fn copy_pass<S: Shards>(
             .into_iter()
             .filter(|d| there.get(&d.doc_id) != Some(&d.mark))
             .collect();
-        let (mut added, mut again) = (0, 0);
-        let mut vectors = 0;
-        if !changed.is_empty() {
-            again = changed
+        for docs in changed.chunks(cfg.move_page_documents) {
+            let now = sides.control.clock.now_ms();
+            if !sides
+                .budget
+                .allows(sides.usage, now, next_page_cost(last_cost), 0)
+            {
+                // The next run reads these marks again: what was copied
+                // matches by then, and is skipped.
+                report.budget_hit = true;
+                return Ok(());
+            }
+            let before = sides.usage.total();
+            let again = docs
                 .iter()
                 .filter(|d| there.contains_key(&d.doc_id))
                 .count() as u64;
-            added = changed.len() as u64 - again;
-            let copy = CopyOf {
-                tenant: &tenant,
-                from_generation: from_gen.generation,
-                to_generation: to_gen.generation,
-                keyword_key: key,
-            };
-            match copy_docs(src, dst, &copy, changed).await {
-                Ok(n) => vectors = n,
+            let added = docs.len() as u64 - again;
+            let vectors = match copy_docs(src, dst, &copy, docs.to_vec()).await {
+                Ok(n) => n,
                 // A drain's delete of a vector the copy refers to is in
                 // flight (or a cancel removed the copy): the next run.
                 Err(e) if e.code == "db_constraint" => {
@@ -484,23 +505,28 @@ async fn copy_pass<S: Shards>(
                     return Ok(());
                 }
                 Err(e) => return Err(e),
+            };
+            m.waiting_for = None;
+            let at = sides.control.clock.now_ms();
+            if !sides
+                .control
+                .store
+                .move_progress(m, [added, again, vectors, 0], at)
+                .await?
+            {
+                return Ok(()); // paused or cancelled meanwhile
             }
+            report.copied += added;
+            report.recopied += again;
+            report.vectors += vectors;
+            last_cost = sides.usage.total() - before;
         }
         m.cursor = cursor;
         m.waiting_for = None;
         let at = sides.control.clock.now_ms();
-        if !sides
-            .control
-            .store
-            .move_progress(m, [added, again, vectors, 0], at)
-            .await?
-        {
-            return Ok(()); // paused or cancelled meanwhile
+        if !sides.control.store.move_progress(m, [0; 4], at).await? {
+            return Ok(());
         }
-        report.copied += added;
-        report.recopied += again;
-        report.vectors += vectors;
-        last_cost = sides.usage.total() - before;
     }
 }
 
@@ -541,7 +567,9 @@ where
     // crash is copied again, vectors first.
     let now = dst.now_ms();
     let due = now + i64::from(dst.cfg().job_lease_seconds) * 1000;
-    dst.store().move_pending_vectors(&copy.chunks, now, due).await?;
+    dst.store()
+        .move_pending_vectors(&copy.chunks, now, due)
+        .await?;
     let lost = copy_vectors(src, dst, c, &copy.chunks, &old_ids).await?;
     if !lost.is_empty() {
         // A vector the index left did not return: the copy is marked for
@@ -555,7 +583,9 @@ where
             json!({ "tenant_id": c.tenant, "documents": lost.len() }),
         );
     }
-    dst.store().move_write(c.tenant, &copy, dst.now_ms()).await?;
+    dst.store()
+        .move_write(c.tenant, &copy, dst.now_ms())
+        .await?;
     Ok(copy.chunks.len() as u64)
 }
 
@@ -704,7 +734,8 @@ async fn end_of_pass<S: Shards>(sides: &Sides<'_, S>, m: &mut MoveRow) -> Result
     let tenant = m.tenant_id.as_str();
     match m.state {
         MoveState::Copying => {
-            let fenced = sides.src.store.move_fence(tenant).await?
+            let fenced = sides.src.bugs.has(crate::bugs::Bug::MoveWithoutFence)
+                || sides.src.store.move_fence(tenant).await?
                 || sides
                     .src
                     .store
@@ -739,9 +770,16 @@ async fn end_of_pass<S: Shards>(sides: &Sides<'_, S>, m: &mut MoveRow) -> Result
                 "move_fenced",
                 json!({ "move_id": m.move_id, "tenant_id": tenant }),
             );
+            m.state = MoveState::CatchingUp;
+            m.cursor.clear();
+            m.waiting_for = None;
             Ok(())
         }
         MoveState::CatchingUp => {
+            if sides.src.bugs.has(crate::bugs::Bug::MoveWithoutFence) {
+                // The seeded bug fences only now, after the catch-up.
+                sides.src.store.move_fence(tenant).await?;
+            }
             let settings = sides
                 .src
                 .store
@@ -759,6 +797,8 @@ async fn end_of_pass<S: Shards>(sides: &Sides<'_, S>, m: &mut MoveRow) -> Result
             }
             m.state = MoveState::Switched;
             m.switched_at = Some(now);
+            m.cursor.clear();
+            m.waiting_for = None;
             log_event(
                 "move_switched",
                 json!({ "move_id": m.move_id, "tenant_id": tenant, "to": m.to_shard }),
@@ -788,6 +828,24 @@ async fn after_switch<S: Shards>(sides: &Sides<'_, S>, m: &mut MoveRow) -> Resul
             Some(TenantMoveState::Moved),
         )
         .await?;
+    // The jobs the copy carried, sent now rather than when cron finds
+    // them stalled (a page of documents a call: the cursor of this state).
+    if m.waiting_for.as_deref() != Some("directory_caches") {
+        loop {
+            let (last, jobs) = sides
+                .dst
+                .store
+                .move_carried_jobs(tenant, &m.cursor, sides.control.cfg.move_marks_page)
+                .await?;
+            let Some(last) = last else { break };
+            send_carried(&sides.dst, &jobs).await?;
+            m.cursor = last;
+            let at = sides.control.clock.now_ms();
+            if !sides.control.store.move_progress(m, [0; 4], at).await? {
+                return Ok(());
+            }
+        }
+    }
     let now = sides.control.clock.now_ms();
     let due = m.switched_at.unwrap_or(now) + sides.control.cfg.move_cleanup_delay_ms();
     if now < due {
@@ -803,6 +861,26 @@ async fn after_switch<S: Shards>(sides: &Sides<'_, S>, m: &mut MoveRow) -> Resul
         .move_set_state(&m.move_id, MoveState::Switched, MoveState::Cleaning, now)
         .await?;
     Ok(())
+}
+
+/// Sends the carried jobs' messages on the new shard, then marks them
+/// sent (cron re-sends one whose message is lost, once stalled).
+async fn send_carried<P: MovePorts>(
+    p: &P,
+    jobs: &[(String, String, u32)],
+) -> Result<(), PortError> {
+    if jobs.is_empty() {
+        return Ok(());
+    }
+    let messages: Vec<JobMessage> = jobs
+        .iter()
+        .map(|(job, doc, version)| JobMessage::new(job.clone(), doc.clone(), *version))
+        .collect();
+    for page in messages.chunks(100) {
+        p.send(page).await?;
+    }
+    let ids: Vec<&str> = jobs.iter().map(|(job, ..)| job.as_str()).collect();
+    p.store().touch_jobs(&ids, p.now_ms()).await
 }
 
 /// Removes the tenant from `p` (the shard it left, or a cancelled copy):
@@ -832,6 +910,18 @@ where
         let before = usage.total();
         let page = p.store().move_docs_page(&m.tenant_id, "", page_max).await?;
         if page.is_empty() {
+            // Intents left of a copy cut short before its rows: their
+            // vectors, then them (a page a call).
+            let ids = p
+                .store()
+                .move_tenant_intents(&m.tenant_id, p.cfg().delete_batch_size.max(1))
+                .await?;
+            if !ids.is_empty() {
+                p.delete_vectors(&ids).await?;
+                p.store().move_delete_intents(&ids).await?;
+                last_cost = usage.total() - before;
+                continue;
+            }
             p.store().move_tenant_remove(&m.tenant_id, expect).await?;
             let (from, to) = match expect {
                 TenantMoveState::Moved => (MoveState::Cleaning, MoveState::Completed),
@@ -852,7 +942,7 @@ where
         for batch in vectors.chunks(p.cfg().delete_batch_size.max(1)) {
             p.delete_vectors(batch).await?;
         }
-        p.store().move_delete_docs(&ids).await?;
+        p.store().move_delete_docs(&m.tenant_id, &ids).await?;
         let removed = ids.len() as u64;
         if !control
             .store()
@@ -875,6 +965,7 @@ trait MovePorts {
     async fn get_vectors(&self, ids: &[String]) -> Result<Vec<VectorRecord>, PortError>;
     async fn put_vectors(&self, records: &[VectorRecord]) -> Result<(), PortError>;
     async fn delete_vectors(&self, ids: &[String]) -> Result<(), PortError>;
+    async fn send(&self, messages: &[JobMessage]) -> Result<(), PortError>;
 }
 
 impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> MovePorts
@@ -898,5 +989,8 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> MovePorts
     }
     async fn delete_vectors(&self, ids: &[String]) -> Result<(), PortError> {
         self.index.delete_by_ids(ids).await
+    }
+    async fn send(&self, messages: &[JobMessage]) -> Result<(), PortError> {
+        self.queue.send_batch(messages).await
     }
 }

@@ -376,6 +376,69 @@ impl<D: Database> Store<D> {
             .await
     }
 
+    /// A page of the tenant's documents after `cursor` here, with the
+    /// jobs a copy carried (to be sent): the last document of the page
+    /// (`None`: none left) and the jobs (`job_id`, `doc_id`, `version`).
+    pub async fn move_carried_jobs(
+        &self,
+        tenant_id: &str,
+        cursor: &str,
+        limit: usize,
+    ) -> Result<(Option<String>, Vec<(String, String, u32)>), PortError> {
+        #[derive(Deserialize)]
+        struct Row {
+            page_doc: String,
+            job_id: Option<String>,
+            doc_id: Option<String>,
+            version: Option<u32>,
+        }
+        let rows: Vec<Row> = self
+            .db
+            .query(Stmt::new(
+                sql::MOVE_CARRIED_JOBS,
+                vec![tenant_id.into(), cursor.into(), int(limit as i64)],
+            ))
+            .await?;
+        let last = rows.iter().map(|r| r.page_doc.clone()).max();
+        let jobs = rows
+            .into_iter()
+            .filter_map(|r| Some((r.job_id?, r.doc_id?, r.version?)))
+            .collect();
+        Ok((last, jobs))
+    }
+
+    /// Up to `limit` vector IDs of intents of the tenant's documents
+    /// (whatever rows are left).
+    pub async fn move_tenant_intents(
+        &self,
+        tenant_id: &str,
+        limit: usize,
+    ) -> Result<Vec<String>, PortError> {
+        let rows: Vec<VectorIdRow> = self
+            .db
+            .query(Stmt::new(
+                sql::MOVE_TENANT_INTENTS,
+                vec![
+                    format!("{tenant_id}\u{1f}").into(),
+                    format!("{tenant_id}\u{20}").into(),
+                    int(limit as i64),
+                ],
+            ))
+            .await?;
+        Ok(rows.into_iter().map(|r| r.vector_id).collect())
+    }
+
+    /// Deletes the intents of `ids` (their vectors are deleted).
+    pub async fn move_delete_intents(&self, ids: &[String]) -> Result<(), PortError> {
+        self.db
+            .execute(Stmt::new(
+                sql::MOVE_DELETE_TENANT_INTENTS,
+                vec![json_array(ids).into()],
+            ))
+            .await
+            .map(drop)
+    }
+
     /// The documents `doc_ids` held here, with their marks.
     pub async fn move_docs_by_ids(&self, doc_ids: &[&str]) -> Result<Vec<MoveDocRow>, PortError> {
         self.db
@@ -525,7 +588,12 @@ impl<D: Database> Store<D> {
             .map(|c| serde_json::json!({"id": c.id, "d": c.doc_id, "v": c.v}));
         let stmts: Vec<Stmt> = json_pages(ids, self.json_param_bytes_max)
             .into_iter()
-            .map(|page| Stmt::new(sql::MOVE_PENDING_INTENTS, vec![page.into(), int(due), int(now)]))
+            .map(|page| {
+                Stmt::new(
+                    sql::MOVE_PENDING_INTENTS,
+                    vec![page.into(), int(due), int(now)],
+                )
+            })
             .collect();
         if stmts.is_empty() {
             return Ok(());
@@ -545,23 +613,33 @@ impl<D: Database> Store<D> {
         Ok(rows.into_iter().map(|r| r.vector_id).collect())
     }
 
-    /// Deletes every row of the documents `doc_ids` here, children first,
-    /// in one batch (their vectors are deleted before).
-    pub async fn move_delete_docs(&self, doc_ids: &[&str]) -> Result<(), PortError> {
+    /// Deletes every row of `tenant_id`'s documents `doc_ids` here,
+    /// children first, in one batch, their usage first taken off the
+    /// tenant's (their vectors are deleted before).
+    pub async fn move_delete_docs(
+        &self,
+        tenant_id: &str,
+        doc_ids: &[&str],
+    ) -> Result<(), PortError> {
         let keys = json_array(doc_ids);
-        let stmts = [
-            sql::MOVE_DELETE_INTENTS,
-            sql::MOVE_DELETE_CHUNKS,
-            sql::MOVE_DELETE_JOBS,
-            sql::MOVE_DELETE_LETTERS,
-            sql::MOVE_DELETE_SOURCES,
-            sql::MOVE_DELETE_PARTS,
-            sql::MOVE_DELETE_VERSIONS,
-            sql::MOVE_DELETE_DOCUMENTS,
-        ]
-        .into_iter()
-        .map(|q| Stmt::new(q, vec![keys.clone().into()]))
-        .collect();
+        let mut stmts = vec![Stmt::new(
+            sql::MOVE_USAGE,
+            vec![tenant_id.into(), keys.clone().into(), int(-1)],
+        )];
+        stmts.extend(
+            [
+                sql::MOVE_DELETE_INTENTS,
+                sql::MOVE_DELETE_CHUNKS,
+                sql::MOVE_DELETE_JOBS,
+                sql::MOVE_DELETE_LETTERS,
+                sql::MOVE_DELETE_SOURCES,
+                sql::MOVE_DELETE_PARTS,
+                sql::MOVE_DELETE_VERSIONS,
+                sql::MOVE_DELETE_DOCUMENTS,
+            ]
+            .into_iter()
+            .map(|q| Stmt::new(q, vec![keys.clone().into()])),
+        );
         self.db.batch(stmts).await.map(drop)
     }
 }

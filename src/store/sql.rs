@@ -2642,6 +2642,26 @@ pub const MOVE_TENANT_SETTINGS: &str = "\
 UPDATE tenants SET state = ?2, documents_max = ?3, bytes_max = ?4, requests_per_minute_max = ?5, updated_at = ?6
 WHERE tenant_id = ?1 AND move_state = 'moving_in'";
 
+/// After a switch: a page of tenant `?1`'s documents on the new shard
+/// after key `?2`, `?3` at most (`documents_by_tenant`), each with the
+/// jobs a copy carried there to run again (queued, never touched since:
+/// `updated_at` 0), to be sent. A document without one has a NULL job.
+pub const MOVE_CARRIED_JOBS: &str = "\
+SELECT p.doc_id AS page_doc, j.job_id AS job_id, j.doc_id AS doc_id, j.version AS version
+FROM (SELECT doc_id FROM documents WHERE tenant_id = ?1 AND doc_id > ?2 ORDER BY doc_id LIMIT ?3) p
+LEFT JOIN jobs j ON j.doc_id = p.doc_id AND j.state = 'queued'";
+
+/// The intents of a tenant's documents that have no row any more (a
+/// copy cut short before its rows): `?1`, `?2` the bounds of its keys
+/// (`tenant` + U+001F, `tenant` + U+0020: a range of
+/// `cleanup_intents_by_doc`), `?3` at most. What a cleanup deletes last.
+pub const MOVE_TENANT_INTENTS: &str = "\
+SELECT vector_id FROM cleanup_intents WHERE doc_id >= ?1 AND doc_id < ?2 LIMIT ?3";
+
+/// Those intents, once their vectors are deleted (`?1`: JSON array of IDs).
+pub const MOVE_DELETE_TENANT_INTENTS: &str = "\
+DELETE FROM cleanup_intents WHERE vector_id IN (SELECT value FROM json_each(?1))";
+
 /// Tenant `?1`'s row as a move carries it.
 pub const MOVE_TENANT_GET: &str = "\
 SELECT state, documents_max, bytes_max, requests_per_minute_max, created_at, keyword_key, move_state
@@ -2990,6 +3010,9 @@ pub const ALL: &[(&str, &str)] = &[
     ("MOVE_VECTOR_IDS_OF", MOVE_VECTOR_IDS_OF),
     ("MOVE_TENANT_ARRIVE", MOVE_TENANT_ARRIVE),
     ("MOVE_TENANT_SETTINGS", MOVE_TENANT_SETTINGS),
+    ("MOVE_CARRIED_JOBS", MOVE_CARRIED_JOBS),
+    ("MOVE_TENANT_INTENTS", MOVE_TENANT_INTENTS),
+    ("MOVE_DELETE_TENANT_INTENTS", MOVE_DELETE_TENANT_INTENTS),
     ("MOVE_TENANT_GET", MOVE_TENANT_GET),
     ("MOVE_PENDING_INTENTS", MOVE_PENDING_INTENTS),
     ("MOVE_TOKENS_CLEAR", MOVE_TOKENS_CLEAR),

@@ -19,9 +19,12 @@
 //
 // Run from the repository root after `make build`:
 //   node --test tests/e2e/moves.test.mjs
+// (`MOVES_DEBUG=/tmp/moves.log` also writes the Worker's log there and
+// prints the documents still pending while the queue drains.)
 
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
 import {
   admin,
   api,
@@ -130,11 +133,13 @@ describe('a tenant moves to another shard while it writes and searches', () => {
   let runs = 0;
   const statesSeen = [];
   let startedAt;
+  let drainedIn;
 
   before(async () => {
     w = await startWorker({ vars: VARS });
   });
   after(async () => {
+    if (process.env.MOVES_DEBUG && w) fs.writeFileSync(process.env.MOVES_DEBUG, w.logs());
     await w?.stop();
   });
 
@@ -353,8 +358,17 @@ describe('a tenant moves to another shard while it writes and searches', () => {
     const tenant = await admin(w.base, 'GET', `/v1/admin/tenants/${TENANT}`);
     assert.equal(tenant.status, 200, tenant.text);
     assert.equal(tenant.body.shard, 1, tenant.text);
+    if (m.state === 'switched') {
+      // Within the cleanup delay the shard left keeps the tenant's rows.
+      assert.equal(m.waiting_for, 'directory_caches', JSON.stringify(m));
+      assert.equal(m.removed, 0, JSON.stringify(m));
+      assert.equal((await heldIn(w, 'DB', TENANT)).documents, m.copied, JSON.stringify(m));
+    }
 
     // The queue drains (cron sends the jobs the copy carried again).
+    // The wait allows JOB_STALL_SECONDS (20 s locally) and more: a job the
+    // copy carried that cron sent while the tenant was still moving in on
+    // shard 1 waits that long (see the last step).
     const drainStart = Date.now();
     const pending = new Set(docs.keys());
     let last = {};
@@ -372,16 +386,17 @@ describe('a tenant moves to another shard while it writes and searches', () => {
           }
         }
         if (pending.size === 0) return true;
+        if (process.env.MOVES_DEBUG) process.stderr.write(`drain +${Date.now() - drainStart} ms: ${[...pending].map((id) => `${id} v${docs.get(id).version} ${JSON.stringify(last[id])}`).join('\n')}\n`);
         await triggerCron(w.base);
         return false;
       },
-      { timeoutMs: 60_000, intervalMs: 1_000, what: `every acknowledged write served (pending: ${[...pending].slice(0, 5).join(', ')})` },
+      { timeoutMs: 60_000, intervalMs: 1_000, what: 'every acknowledged write served' },
     ).catch((e) => {
       e.message += `\n${[...pending].map((id) => `${id}: acknowledged v${docs.get(id).version}, served ${JSON.stringify(last[id])}`).join('\n')}`;
       throw e;
     });
 
-    const drainedIn = Date.now() - drainStart;
+    drainedIn = Date.now() - drainStart;
     // Every document's latest acknowledged text is what search serves, and
     // no text of an earlier version is.
     const wrong = [];
@@ -464,4 +479,27 @@ describe('a tenant moves to another shard while it writes and searches', () => {
     assert.equal(placed[BYSTANDER], 0);
     process.stderr.write(`moves.test: completed ${JSON.stringify(m)}; ${((Date.now() - startedAt) / 1000).toFixed(1)} s since the first step\n`);
   });
+
+  // Known defect (found by this test; src/ left as it is): the jobs a move
+  // copies while they are open are meant to run on the new shard as soon
+  // as the copy is served (carried_jobs in src/pipeline/moves.rs sets their
+  // updated_at to 0 so that cron's next run sends them). But cron's repair
+  // of the new shard sends them already BEFORE the switch (STALLED_JOBS in
+  // src/store/sql.rs does not leave out a tenant whose move_state is
+  // moving_in); the consumer acknowledges each one unrun ("tenant_moving")
+  // and TOUCH_JOBS has set its updated_at to now, so after the switch it
+  // waits JOB_STALL_SECONDS (20 s locally, 900 s by default) before cron
+  // sends it again: writes acknowledged just before the fence stay
+  // `queued` (not searchable) that long. Not a loss, so the steps above
+  // allow for it; this one says how long the drain took, and passes once
+  // the defect is fixed (in a run where cron met the copied jobs before
+  // the switch, which is most runs).
+  it(
+    'the jobs the copy carried run as soon as the copy is served',
+    { todo: 'copied jobs sent before the switch wait JOB_STALL_SECONDS after it (STALLED_JOBS ignores move_state moving_in)' },
+    () => {
+      assert.equal(typeof drainedIn, 'number', 'the drain step ran');
+      assert.ok(drainedIn < 10_000, `every acknowledged write was served ${drainedIn} ms after the writers stopped (JOB_STALL_SECONDS is 20 s)`);
+    },
+  );
 });

@@ -7,10 +7,12 @@ use crate::common::oracle;
 use futures::executor::block_on;
 use ingest_pipeline::api::ApiResponse;
 use ingest_pipeline::config::Config;
+use ingest_pipeline::core::failure::FailureBucket;
 use ingest_pipeline::native::cluster::Cluster;
 use ingest_pipeline::native::SqliteDb;
 use ingest_pipeline::pipeline::DocumentSummary;
 use ingest_pipeline::ports::{Clock, VectorIndex};
+use ingest_pipeline::store::sql;
 use serde_json::{json, Value};
 
 const ADMIN: &str = "t-admin";
@@ -180,6 +182,25 @@ fn move_view(c: &Cluster, id: &str) -> Value {
     r.body
 }
 
+/// Cron runs until the move is fenced and caught up, its switch failing
+/// (D1 refuses the switch's batch on shard 0: as a crash right before it).
+fn run_to_fence(c: &Cluster, id: &str) -> Value {
+    for _ in 0..50 {
+        let m = move_view(c, id);
+        if m["state"] == "catching_up" && m["copied"].as_u64() > Some(0) {
+            return m;
+        }
+        c.shards[0].db.fail_sql.replace(Some((
+            sql::MOVE_SWITCH_PLACEMENT,
+            FailureBucket::DbUnavailable,
+        )));
+        c.clock.advance_ms(60_000);
+        c.cron_with_moves();
+        c.shards[0].db.fail_sql.replace(None);
+    }
+    panic!("the move was never fenced: {}", move_view(c, id));
+}
+
 /// Cron runs (a minute apart) until the move is in `state`.
 fn run_until(c: &Cluster, id: &str, state: &str) -> Value {
     for _ in 0..200 {
@@ -342,7 +363,7 @@ fn writes_in_the_fence_are_refused_with_retry_after_and_land_after_the_switch() 
     let r = start(&c, "acme", 1);
     let id = r.body["move_id"].as_str().unwrap().to_string();
     // Fenced: a write is refused, changes nothing; reads are served.
-    let m = run_until(&c, &id, "catching_up");
+    let m = run_to_fence(&c, &id);
     assert_eq!(m["state"], "catching_up");
     let r = put(&c, &token, "d0", &text(0, "axolotl fenced"));
     assert_eq!((r.status, code(&r)), (503, "tenant_moving"), "{}", r.body);
@@ -381,7 +402,7 @@ fn a_request_with_a_stale_directory_cache_is_served_by_the_new_shard() {
     c.deliver_all();
     let r = start(&c, "acme", 1);
     let id = r.body["move_id"].as_str().unwrap().to_string();
-    run_until(&c, &id, "catching_up");
+    run_to_fence(&c, &id);
     // The isolate's cache learns shard 0 now, and keeps it a minute.
     assert_eq!(search(&c, &token, "harbour", "keyword").len(), 1);
     c.cron_with_moves();
@@ -420,7 +441,7 @@ fn a_cancelled_move_leaves_the_tenant_where_it_was_and_nothing_on_the_other_shar
     c.deliver_all();
     let r = start(&c, "acme", 1);
     let id = r.body["move_id"].as_str().unwrap().to_string();
-    run_until(&c, &id, "catching_up");
+    run_to_fence(&c, &id);
     assert!(held(&c, 1, "acme")
         .iter()
         .any(|(t, n)| *t == "vectors" && *n > 0));

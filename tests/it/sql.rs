@@ -1342,14 +1342,8 @@ fn every_statement_is_exercised_by_the_flows() {
                 .delete_by_ids(&[lost[0].vector_id.clone()]),
         )
         .unwrap();
-        let moved = c.request(
-            "POST",
-            "/v1/admin/tenants/mover/move",
-            admin,
-            Some(&serde_json::json!({ "shard": 1 })),
-            5,
-        );
-        assert_eq!(moved.status, 202, "{}", moved.body);
+        // The bystander's move: its first copy cut short before its rows
+        // (its vectors and their intents left), then cancelled.
         let cancelled = c.request(
             "POST",
             "/v1/admin/tenants/stayer/move",
@@ -1357,7 +1351,13 @@ fn every_statement_is_exercised_by_the_flows() {
             Some(&serde_json::json!({ "shard": 1 })),
             6,
         );
-        let id = cancelled.body["move_id"].as_str().unwrap();
+        let id = cancelled.body["move_id"].as_str().unwrap().to_string();
+        c.shards[1]
+            .db
+            .fail_sql
+            .replace(Some((sql::MOVE_DOCS_UPSERT, FailureBucket::DbUnavailable)));
+        c.clock.advance_ms(60_000);
+        c.cron();
         assert_eq!(
             c.request(
                 "POST",
@@ -1369,6 +1369,14 @@ fn every_statement_is_exercised_by_the_flows() {
             .status,
             200
         );
+        let moved = c.request(
+            "POST",
+            "/v1/admin/tenants/mover/move",
+            admin,
+            Some(&serde_json::json!({ "shard": 1 })),
+            5,
+        );
+        assert_eq!(moved.status, 202, "{}", moved.body);
         for _ in 0..40 {
             c.clock.advance_ms(60_000);
             c.cron();

@@ -33,12 +33,15 @@
 //! - `actors`: the clients' and the operator's tasks;
 //! - `reference`: the fault-free reference run of I6;
 //! - `executor`: [`run`]: setup, the step loop, quiescence, final checks;
-//! - `scripts`: random scripts and cases per seed, the exhaustive flows.
+//! - `scripts`: random scripts and cases per seed, the exhaustive flows;
+//! - `moves`: tenants moved between two shards ([`run_move_seed`]: its
+//!   own runs over a two-shard deployment, and invariants M1–M4).
 
 mod actors;
 mod executor;
 mod faults;
 mod invariants;
+mod moves;
 mod reference;
 mod rng;
 mod scripts;
@@ -49,6 +52,7 @@ pub use actors::redrive_request;
 pub use executor::{run, Mode, RunReport};
 pub use faults::{CallKind, FaultKind, FaultPlan, Outage, Port, Sched};
 pub use invariants::QUIESCENCE_TICKS_MAX;
+pub use moves::{run_move_seed, MoveRunReport};
 pub use rng::Rng;
 pub use scripts::{
     case_for_seed, count_calls, flow, random_script, run_flow, run_seed, Case, FLOWS,
