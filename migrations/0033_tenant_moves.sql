@@ -5,11 +5,11 @@
 
 -- A tenant's part in a move, on the shard it is on:
 --   NULL       not moving;
---   copying    moving out, its rows being copied: everything works, but
---              its quotas, state, tokens and sync sessions are frozen
---              (their statements check this column);
+--   copying    moving out, its rows being copied: everything works but
+--              a new sync session (`SYNC_INSERT` checks this column);
 --   fenced     moving out, the copy catching up: its writes are refused
---              (intake's guard), searches and reads are served here;
+--              (intake's guard), and so are changes of its state, quotas
+--              and tokens; searches and reads are served here;
 --   moved      moved out: every request goes back to the directory;
 --   moving_in  the copy on the new shard: nothing is served, no job of
 --              it is claimed, until the switch clears it.

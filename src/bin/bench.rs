@@ -60,6 +60,7 @@ mod bench {
     };
     use ingest_pipeline::native::{heap, ManualClock, MemIndex, MemQueue, SqliteDb};
     use ingest_pipeline::pipeline::fleet::Fleet;
+    use ingest_pipeline::pipeline::moves::advance_moves;
     use ingest_pipeline::pipeline::{ConsumeOutcome, DocumentInput, IntakeItem, Pipeline};
     use ingest_pipeline::ports::{
         Database, MetadataFilter, PortError, Rows, Stmt, VectorIndex, VectorMatch, VectorRecord,
@@ -1725,6 +1726,121 @@ mod bench {
         println!("Sizes: BENCH_SHARD_TENANTS ({tenants}), BENCH_SHARD_DOCS ({docs} per tenant), BENCH_SHARD_SEARCHES ({searches} per tenant).\n");
     }
 
+    /// Where the moved tenant's move stands, read untimed from shard 0.
+    fn move_state(c: &Cluster) -> (String, u64, u64, u64) {
+        #[derive(serde::Deserialize)]
+        struct M {
+            state: String,
+            copied: u64,
+            vectors: u64,
+            removed: u64,
+        }
+        let rows: Vec<M> = c.shards[0].db.inspect(
+            "SELECT state, copied, vectors, removed FROM tenant_moves",
+            vec![],
+        );
+        let m = rows.into_iter().next().expect("a move");
+        (m.state, m.copied, m.vectors, m.removed)
+    }
+
+    /// What one phase of a move spent: scheduled runs, each shard's
+    /// statement time, D1 calls and rows, the index's writes.
+    struct MovePhase {
+        runs: u64,
+        spent: Vec<Spent>,
+        rows: Vec<Rows>,
+        upserts: u64,
+        deletes: u64,
+        wall: Duration,
+    }
+
+    /// Scheduled runs of the moves' share (what `advance_moves` does in
+    /// the Worker's cron) a minute apart, until the move is in `until`.
+    fn move_phase(c: &Cluster, fleet: &TimedFleet<'_>, ledgers: &[Timed<'_>], until: &str) -> MovePhase {
+        let spent0 = spent(ledgers);
+        let rows0: Vec<Rows> = c.shards.iter().map(|s| s.db.rows()).collect();
+        let (up0, del0) = (c.shards[1].index.upsert_calls.get(), c.shards[0].index.delete_calls.get());
+        let started = Instant::now();
+        let mut runs = 0;
+        while move_state(c).0 != until {
+            assert!(runs < 100_000, "the move never reached {until}");
+            c.clock.advance_ms(60_000);
+            let report = block_on(advance_moves(fleet));
+            assert!(report.failures.is_empty(), "{report:?}");
+            runs += 1;
+        }
+        MovePhase {
+            runs,
+            wall: started.elapsed(),
+            spent: spent_since(&spent(ledgers), &spent0),
+            rows: c.shards.iter().zip(&rows0).map(|(s, r0)| between(*r0, s.db.rows())).collect(),
+            upserts: c.shards[1].index.upsert_calls.get() - up0,
+            deletes: c.shards[0].index.delete_calls.get() - del0,
+        }
+    }
+
+    /// A tenant of `BENCH_MOVE_DOCS` documents moved from shard 0 to shard
+    /// 1 of two, through its scheduled runs: the copy, fence, catch-up and
+    /// switch, then (past the cleanup delay) the cleanup of shard 0.
+    fn move_table() {
+        let docs = env_usize("BENCH_MOVE_DOCS", 10_000);
+        let cluster = Cluster::with(Config {
+            shards: 2,
+            ..bench_config()
+        });
+        let ledgers: Vec<Timed<'_>> = cluster.shards.iter().map(|s| Timed::new(&s.db)).collect();
+        let fleet = timed_fleet(&cluster, &ledgers);
+        let work = shard_workload(1, docs, 0).remove(0);
+        let body = serde_json::json!({ "tenant_id": work.tenant, "shard": 0 });
+        let r = shard_request(&fleet, "POST", "/v1/admin/tenants", TEST_ADMIN_TOKEN, &body, [0; 32]);
+        assert_eq!(r.status, 201, "{}", r.body);
+        let path = format!("/v1/admin/tenants/{}/tokens", work.tenant);
+        let body = serde_json::json!({ "scopes": ["ingest", "search"] });
+        let r = shard_request(&fleet, "POST", &path, TEST_ADMIN_TOKEN, &body, token_entropy(0));
+        let token = r.body["token"].as_str().expect("a token").to_string();
+        for (doc, text) in &work.documents {
+            let body = serde_json::json!({ "text": text });
+            let r = shard_request(&fleet, "PUT", &format!("/v1/documents/{doc}"), &token, &body, [0; 32]);
+            assert_eq!(r.status, 202, "{}", r.body);
+        }
+        deliver_to_shards(&cluster, &fleet);
+        let chunks = oracle::live_vector_ids(&cluster.shards[0].db).len();
+        let path = format!("/v1/admin/tenants/{}/move", work.tenant);
+        let r = shard_request(&fleet, "POST", &path, TEST_ADMIN_TOKEN, &serde_json::json!({ "shard": 1 }), [7; 32]);
+        assert_eq!(r.status, 202, "{}", r.body);
+        let copy = move_phase(&cluster, &fleet, &ledgers, "switched");
+        let (_, copied, vectors, _) = move_state(&cluster);
+        cluster.clock.advance_ms(cluster.cfg.move_cleanup_delay_ms());
+        let clean = move_phase(&cluster, &fleet, &ledgers, "completed");
+        let (_, _, _, removed) = move_state(&cluster);
+        assert_eq!((copied, removed), (docs as u64, docs as u64));
+        let cfg = &cluster.cfg;
+        println!("### Shards: moving a tenant\n");
+        println!("One tenant of {docs} documents ({SHARD_DOC_PARAGRAPHS} paragraphs each, every fourth in Japanese; {chunks} chunks), indexed on shard 0 of two native shards, moved to shard 1 (`POST /v1/admin/tenants/{{id}}/move`) by the moves' share of scheduled runs a minute apart (`advance_moves`: CRON_SUBREQUESTS_MAX {} over {} shares, MOVE_PAGE_DOCUMENTS {}, MOVE_MARKS_PAGE {}); the other steps of cron are not run. Statement time as in \"Shards: capacity\"; D1 rows as the ledger counts them (as D1 bills them); wall time is this process's, embedder and index fakes included. Nothing is embedded: {vectors} vectors were read by ID and upserted.\n", cfg.cron_subrequests_max, cfg.cron_shares(), cfg.move_page_documents, cfg.move_marks_page);
+        println!("| phase | scheduled runs | wall (ms) | statement time, shard 0 (ms) | statement time, shard 1 (ms) | D1 calls, shard 0 / 1 | D1 rows read, both shards | D1 rows written, shard 0 / 1 | index upserts (shard 1) | index deletes (shard 0) |");
+        println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+        for (name, p) in [("copy, fence, catch-up, switch", &copy), ("cleanup of shard 0", &clean)] {
+            // Rows read are counted per process (SQLite's trace callback
+            // has no connection), rows written per ledger.
+            println!(
+                "| {name} | {} | {:.0} | {:.1} | {:.1} | {} / {} | {} | {} / {} | {} | {} |",
+                p.runs,
+                ms(p.wall),
+                ms(p.spent[0].time),
+                ms(p.spent[1].time),
+                p.spent[0].calls,
+                p.spent[1].calls,
+                p.rows[0].read,
+                p.rows[0].written,
+                p.rows[1].written,
+                p.upserts,
+                p.deletes,
+            );
+        }
+        println!();
+        println!("Scheduled runs are the figure that sets how long a move takes in production (one a minute at the default cron): each copies as many pages as its share of subrequests allows. The tenant's writes are refused only from the fence to the switch, which happen in the same run (the catch-up reads every document's mark, MOVE_MARKS_PAGE at a time, and copies what changed). Size: BENCH_MOVE_DOCS ({docs}).\n");
+    }
+
     pub fn main() {
         let sizes: Vec<usize> = match std::env::var("BENCH_SIZES") {
             Ok(s) => s
@@ -1778,5 +1894,6 @@ mod bench {
         edit_cost_table(&cost_sizes);
         memory_table(&runs);
         shards_table();
+        move_table();
     }
 }

@@ -1,5 +1,6 @@
 // The API's contract (docs/openapi.yaml, OpenAPI 3.1) against the built
-// Worker in workerd (`wrangler dev --env local`):
+// Worker in workerd (`wrangler dev --env local`), with two local shards
+// (`SHARDS=2`: a tenant's move between shards is one of the operations):
 //
 // 1. GET /openapi.json serves exactly docs/openapi.yaml (and
 //    docs/openapi.json, what the Worker embeds, is up to date);
@@ -223,7 +224,9 @@ let worker;
 const getWorker = () => worker;
 const step = (name, fn) => it(name, withLogs(getWorker, fn));
 
-before(async () => { worker = await startWorker(); }, { timeout: 300_000 });
+// Two shards: the moves' operations need a shard to move to (the rest of
+// the walk answers as on one shard).
+before(async () => { worker = await startWorker({ vars: { SHARDS: '2' } }); }, { timeout: 300_000 });
 after(async () => { await worker?.stop(); });
 
 describe('the OpenAPI contract', () => {
@@ -367,6 +370,32 @@ describe('the OpenAPI contract', () => {
     await call(b, 'DELETE', `/v1/admin/tenants/contract/tokens/${tok.body.token_id}`, A, 200);
     await call(b, 'GET', '/v1/documents/t-1', { token: tok.body.token }, [401, 'unauthorized']);
     await call(b, 'DELETE', '/v1/admin/tenants/contract/tokens/nope', A, [404, 'token_not_found']);
+
+    // A tenant's move to the other shard: started, read, paused, resumed,
+    // cancelled (tests/e2e/moves.test.mjs drives one to its end), and the
+    // refusals on the way.
+    await call(b, 'POST', '/v1/admin/tenants', { ...A, body: { tenant_id: 'mover', shard: 0 } }, 201);
+    await call(b, 'POST', '/v1/admin/tenants/mover/move', { ...A, body: { shard: 0 } }, [422, 'invalid_field']);
+    await call(b, 'POST', '/v1/admin/tenants/mover/move', { ...A, body: { shard: 2 } }, [422, 'invalid_field']);
+    await call(b, 'POST', '/v1/admin/tenants/nobody/move', { ...A, body: { shard: 1 } }, [404, 'tenant_not_found']);
+    const mv = await call(b, 'POST', '/v1/admin/tenants/mover/move', { ...A, body: { shard: 1 } }, 202);
+    const moveId = mv.body.move_id;
+    assert.equal(mv.body.state, 'copying', mv.text);
+    await call(b, 'POST', '/v1/admin/tenants/mover/move', { ...A, body: { shard: 1 } }, [503, 'tenant_moving']);
+    const moves = await call(b, 'GET', '/v1/admin/moves?limit=5', A, 200);
+    assert.deepEqual(moves.body.moves.map((m) => m.move_id), [moveId], moves.text);
+    await call(b, 'GET', '/v1/admin/moves?limit=0', A, [422, 'invalid_field']);
+    await call(b, 'GET', `/v1/admin/moves/${moveId}`, A, 200);
+    await call(b, 'GET', '/v1/admin/moves/no-such-move', A, [404, 'move_not_found']);
+    await call(b, 'POST', `/v1/admin/moves/${moveId}/resume`, A, [409, 'move_state']);
+    assert.equal((await call(b, 'POST', `/v1/admin/moves/${moveId}/pause`, A, 200)).body.state, 'paused');
+    await call(b, 'POST', `/v1/admin/moves/${moveId}/pause`, A, [409, 'move_state']);
+    assert.equal((await call(b, 'POST', `/v1/admin/moves/${moveId}/resume`, A, 200)).body.state, 'copying');
+    assert.equal((await call(b, 'POST', `/v1/admin/moves/${moveId}/cancel`, A, 200)).body.state, 'cancelling');
+    await call(b, 'POST', `/v1/admin/moves/${moveId}/cancel`, A, [409, 'move_state']);
+    await call(b, 'POST', '/v1/admin/moves/no-such-move/pause', A, [404, 'move_not_found']);
+    await call(b, 'POST', '/v1/admin/moves/no-such-move/resume', A, [404, 'move_not_found']);
+    await call(b, 'POST', '/v1/admin/moves/no-such-move/cancel', A, [404, 'move_not_found']);
 
     // The console's reads, repair, dead letters and redrives.
     await call(b, 'GET', '/v1/admin/documents/summary', A, 200);

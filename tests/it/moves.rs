@@ -569,3 +569,48 @@ fn a_bad_move_is_refused_and_changes_nothing() {
     let r = c.request("GET", "/v1/admin/moves", "t-ingest", None, 0);
     assert_eq!(r.status, 403);
 }
+
+#[test]
+fn a_move_between_shards_of_different_index_configurations_is_refused() {
+    let c = cluster();
+    let token = tenant(&c, "acme", 0);
+    // Shard 0's first staging records the configuration it runs with.
+    assert_eq!(put(&c, &token, "d0", &text(0, "first")).status, 202);
+    c.deliver_all();
+    let refused = |c: &Cluster| {
+        let r = start(c, "acme", 1);
+        assert_eq!(
+            (r.status, code(&r)),
+            (409, "move_config_mismatch"),
+            "{}",
+            r.body
+        );
+        // Nothing changed: no move, no mark, the tenant writes on shard 0.
+        let r = c.request("GET", "/v1/admin/moves", ADMIN, None, 0);
+        assert_eq!(r.body["moves"], json!([]), "{}", r.body);
+        let r = c.request("GET", "/v1/admin/tenants/acme", ADMIN, None, 0);
+        assert_eq!(r.body["shard"], 0, "{}", r.body);
+        assert!(r.body.get("moving").is_none(), "{}", r.body);
+        assert!(held(c, 1, "acme").iter().all(|(_, n)| *n == 0));
+    };
+    // Shard 1 serves another configuration.
+    c.shards[1]
+        .db
+        .inspect_batch("UPDATE generations SET index_config = 'other' WHERE state = 'active'");
+    refused(&c);
+    assert_eq!(put(&c, &token, "d1", &text(1, "first")).status, 202);
+    // Shard 1 serves none yet (its first staging will take this one), but
+    // it builds a generation.
+    c.shards[1].db.inspect_batch(
+        "UPDATE generations SET index_config = '' WHERE state = 'active';
+         INSERT INTO generations (generation, index_config, state, created_at, updated_at)
+         VALUES (2, 'other', 'building', 0, 0);",
+    );
+    refused(&c);
+    // The same configuration, nothing built: the move starts.
+    c.shards[1]
+        .db
+        .inspect_batch("DELETE FROM generations WHERE state = 'building'");
+    let r = start(&c, "acme", 1);
+    assert_eq!(r.status, 202, "{}", r.body);
+}
