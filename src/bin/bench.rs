@@ -1756,10 +1756,18 @@ mod bench {
 
     /// Scheduled runs of the moves' share (what `advance_moves` does in
     /// the Worker's cron) a minute apart, until the move is in `until`.
-    fn move_phase(c: &Cluster, fleet: &TimedFleet<'_>, ledgers: &[Timed<'_>], until: &str) -> MovePhase {
+    fn move_phase(
+        c: &Cluster,
+        fleet: &TimedFleet<'_>,
+        ledgers: &[Timed<'_>],
+        until: &str,
+    ) -> MovePhase {
         let spent0 = spent(ledgers);
         let rows0: Vec<Rows> = c.shards.iter().map(|s| s.db.rows()).collect();
-        let (up0, del0) = (c.shards[1].index.upsert_calls.get(), c.shards[0].index.delete_calls.get());
+        let (up0, del0) = (
+            c.shards[1].index.upsert_calls.get(),
+            c.shards[0].index.delete_calls.get(),
+        );
         let started = Instant::now();
         let mut runs = 0;
         while move_state(c).0 != until {
@@ -1773,7 +1781,12 @@ mod bench {
             runs,
             wall: started.elapsed(),
             spent: spent_since(&spent(ledgers), &spent0),
-            rows: c.shards.iter().zip(&rows0).map(|(s, r0)| between(*r0, s.db.rows())).collect(),
+            rows: c
+                .shards
+                .iter()
+                .zip(&rows0)
+                .map(|(s, r0)| between(*r0, s.db.rows()))
+                .collect(),
             upserts: c.shards[1].index.upsert_calls.get() - up0,
             deletes: c.shards[0].index.delete_calls.get() - del0,
         }
@@ -1791,26 +1804,58 @@ mod bench {
         let ledgers: Vec<Timed<'_>> = cluster.shards.iter().map(|s| Timed::new(&s.db)).collect();
         let fleet = timed_fleet(&cluster, &ledgers);
         let work = shard_workload(1, docs, 0).remove(0);
-        let body = serde_json::json!({ "tenant_id": work.tenant, "shard": 0 });
-        let r = shard_request(&fleet, "POST", "/v1/admin/tenants", TEST_ADMIN_TOKEN, &body, [0; 32]);
+        // Its own quotas: the bench puts every document at once.
+        let quotas = serde_json::json!({ "documents_max": 1_000_000_000u64, "bytes_max": 1_000_000_000_000u64, "requests_per_minute_max": 1_000_000_000u64 });
+        let body = serde_json::json!({ "tenant_id": work.tenant, "shard": 0, "quotas": quotas });
+        let r = shard_request(
+            &fleet,
+            "POST",
+            "/v1/admin/tenants",
+            TEST_ADMIN_TOKEN,
+            &body,
+            [0; 32],
+        );
         assert_eq!(r.status, 201, "{}", r.body);
         let path = format!("/v1/admin/tenants/{}/tokens", work.tenant);
         let body = serde_json::json!({ "scopes": ["ingest", "search"] });
-        let r = shard_request(&fleet, "POST", &path, TEST_ADMIN_TOKEN, &body, token_entropy(0));
+        let r = shard_request(
+            &fleet,
+            "POST",
+            &path,
+            TEST_ADMIN_TOKEN,
+            &body,
+            token_entropy(0),
+        );
         let token = r.body["token"].as_str().expect("a token").to_string();
         for (doc, text) in &work.documents {
             let body = serde_json::json!({ "text": text });
-            let r = shard_request(&fleet, "PUT", &format!("/v1/documents/{doc}"), &token, &body, [0; 32]);
+            let r = shard_request(
+                &fleet,
+                "PUT",
+                &format!("/v1/documents/{doc}"),
+                &token,
+                &body,
+                [0; 32],
+            );
             assert_eq!(r.status, 202, "{}", r.body);
         }
         deliver_to_shards(&cluster, &fleet);
         let chunks = oracle::live_vector_ids(&cluster.shards[0].db).len();
         let path = format!("/v1/admin/tenants/{}/move", work.tenant);
-        let r = shard_request(&fleet, "POST", &path, TEST_ADMIN_TOKEN, &serde_json::json!({ "shard": 1 }), [7; 32]);
+        let r = shard_request(
+            &fleet,
+            "POST",
+            &path,
+            TEST_ADMIN_TOKEN,
+            &serde_json::json!({ "shard": 1 }),
+            [7; 32],
+        );
         assert_eq!(r.status, 202, "{}", r.body);
         let copy = move_phase(&cluster, &fleet, &ledgers, "switched");
         let (_, copied, vectors, _) = move_state(&cluster);
-        cluster.clock.advance_ms(cluster.cfg.move_cleanup_delay_ms());
+        cluster
+            .clock
+            .advance_ms(cluster.cfg.move_cleanup_delay_ms());
         let clean = move_phase(&cluster, &fleet, &ledgers, "completed");
         let (_, _, _, removed) = move_state(&cluster);
         assert_eq!((copied, removed), (docs as u64, docs as u64));
@@ -1819,7 +1864,10 @@ mod bench {
         println!("One tenant of {docs} documents ({SHARD_DOC_PARAGRAPHS} paragraphs each, every fourth in Japanese; {chunks} chunks), indexed on shard 0 of two native shards, moved to shard 1 (`POST /v1/admin/tenants/{{id}}/move`) by the moves' share of scheduled runs a minute apart (`advance_moves`: CRON_SUBREQUESTS_MAX {} over {} shares, MOVE_PAGE_DOCUMENTS {}, MOVE_MARKS_PAGE {}); the other steps of cron are not run. Statement time as in \"Shards: capacity\"; D1 rows as the ledger counts them (as D1 bills them); wall time is this process's, embedder and index fakes included. Nothing is embedded: {vectors} vectors were read by ID and upserted.\n", cfg.cron_subrequests_max, cfg.cron_shares(), cfg.move_page_documents, cfg.move_marks_page);
         println!("| phase | scheduled runs | wall (ms) | statement time, shard 0 (ms) | statement time, shard 1 (ms) | D1 calls, shard 0 / 1 | D1 rows read, both shards | D1 rows written, shard 0 / 1 | index upserts (shard 1) | index deletes (shard 0) |");
         println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
-        for (name, p) in [("copy, fence, catch-up, switch", &copy), ("cleanup of shard 0", &clean)] {
+        for (name, p) in [
+            ("copy, fence, catch-up, switch", &copy),
+            ("cleanup of shard 0", &clean),
+        ] {
             // Rows read are counted per process (SQLite's trace callback
             // has no connection), rows written per ledger.
             println!(
@@ -1842,6 +1890,11 @@ mod bench {
     }
 
     pub fn main() {
+        // `BENCH_ONLY=moves`: the move of a tenant alone.
+        if std::env::var("BENCH_ONLY").as_deref() == Ok("moves") {
+            move_table();
+            return;
+        }
         let sizes: Vec<usize> = match std::env::var("BENCH_SIZES") {
             Ok(s) => s
                 .split(',')

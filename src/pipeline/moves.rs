@@ -484,8 +484,8 @@ async fn copy_pass<S: Shards>(
                 .budget
                 .allows(sides.usage, now, next_page_cost(last_cost), 0)
             {
-                // The next run reads these marks again: what was copied
-                // matches by then, and is skipped.
+                // The next run reads the marks again from the last page
+                // copied.
                 report.budget_hit = true;
                 return Ok(());
             }
@@ -506,6 +506,12 @@ async fn copy_pass<S: Shards>(
                 }
                 Err(e) => return Err(e),
             };
+            // Past these (in key order): the documents before them in the
+            // page matched their copies when read, and a pass never waits
+            // for a whole page of a tenant that keeps writing.
+            if let Some(last) = docs.last() {
+                m.cursor.clone_from(&last.doc_id);
+            }
             m.waiting_for = None;
             let at = sides.control.clock.now_ms();
             if !sides
