@@ -15,8 +15,8 @@
 // 0025 (the dead letters' page index), 0026 (the document counts), 0027
 // (the jobs due for a retry), 0028 (the dead letters' group counts), 0029
 // (repair runs pruned by ID), 0030 (the jobs' state index with their
-// tenant), 0031 (the switch by a backfill's pass) and 0032 (the shard
-// directory) undone. The same fakes
+// tenant), 0031 (the switch by a backfill's pass), 0032 (the shard
+// directory) and 0033 (tenants' moves) undone. The same fakes
 // (the vector index) serve both workers. After 0021 the old rows wait for
 // cron to enter the per-tenant keyword index: keyword answers come back
 // with the first cron run.
@@ -295,6 +295,9 @@ describe('upgrade in place: a ledger written before 0019', () => {
     ];
     const intentIndexes = pick('0001_init.sql', /^CREATE INDEX cleanup_intents_/, 2);
     const sql = [
+      // What 0033 added: the moves between shards, the tenants' move state.
+      ...['tenant_moves', 'move_refusals'].map((t) => `DROP TABLE ${t}`),
+      'ALTER TABLE tenants DROP COLUMN move_state',
       // What 0032 added: the shard directory.
       ...['tenant_placements', 'dedicated_shards', 'placement_refusals', 'token_directory'].map((t) => `DROP TABLE ${t}`),
       // What 0031 added: the backfills' pass and progress counts, the
