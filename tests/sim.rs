@@ -262,6 +262,9 @@ fn every_single_crash_point_of_every_flow() {
     let summary = on_every_core(&cases, |&(cfg, flow, at, kind)| {
         let budget = cfg.consume_subrequests_max;
         let sched = Sched::new(0, FaultPlan::At { at, kind });
+        // `count_calls` above ran this flow under this budget without
+        // faults, every step checked.
+        sched.prefix_checked.set(true);
         run_flow(flow, cfg, Bugs::default(), &sched).unwrap_or_else(|v| {
             panic!(
                 "{} violated in flow {flow} (budget {budget}), fault {} at call {at}: {}\nreplay: SIM_FLOW={flow} SIM_BUDGET={budget} SIM_CALL={at} SIM_FAULT={} cargo test --test sim replay -- --ignored --nocapture",

@@ -187,7 +187,10 @@ pub const LOCAL_INDEX_MIGRATIONS: &[(&str, &str)] = &[
 /// A [`Database`] on SQLite, with D1's semantics: foreign keys on, `batch`
 /// atomic, statements counted (to measure and bound D1 usage).
 pub struct SqliteDb {
-    conn: RefCell<rusqlite::Connection>,
+    /// Taken in `Drop`: closed, or rolled back into the pool.
+    conn: std::mem::ManuallyDrop<RefCell<rusqlite::Connection>>,
+    /// The pool's key of a pooled ledger ([`SqliteDb::pooled_ledger`]).
+    pooled: Option<String>,
     /// Statements run (a `batch` counts each of its statements).
     pub statements: Cell<u64>,
     /// Calls made (a `batch` is one call: one subrequest on D1).
@@ -247,25 +250,31 @@ thread_local! {
     /// Per thread, per list of migrations: a database they were applied to.
     static TEMPLATES: RefCell<std::collections::HashMap<String, rusqlite::Connection>> =
         RefCell::new(Default::default());
+    /// Per thread, per list of migrations: connections of dropped pooled
+    /// ledgers ([`SqliteDb::pooled_ledger`]), rolled back to the template's
+    /// state, their prepared statements kept.
+    static POOL: RefCell<std::collections::HashMap<String, Vec<rusqlite::Connection>>> =
+        RefCell::new(Default::default());
 }
 
-impl SqliteDb {
-    /// A fresh in-memory database with `migrations` applied.
-    pub fn open(migrations: &[(&str, &str)]) -> SqliteDb {
-        // Every native pipeline (tests, simulation, bench) runs on a ledger
-        // opened here: its log lines go to stderr, as the Worker's go to the
-        // console.
-        install_log_sink();
-        no_memory_statistics();
-        let mut conn = rusqlite::Connection::open_in_memory().expect("sqlite opens");
-        // Applying a dozen migrations is most of what a short simulated run
-        // costs, so each thread applies them once, to a template, and every
-        // ledger starts as a page-for-page copy of it (SQLite's backup API):
-        // the same schema and rows, so the same state, as applying them.
-        TEMPLATES.with(|templates| {
-            let mut templates = templates.borrow_mut();
-            let key = migrations.iter().map(|(name, _)| *name).collect::<Vec<_>>();
-            let template = templates.entry(key.join("\n")).or_insert_with(|| {
+/// A new in-memory database with `migrations` applied, set up as every
+/// native ledger is.
+fn fresh_connection(migrations: &[(&str, &str)]) -> rusqlite::Connection {
+    // Every native pipeline (tests, simulation, bench) runs on a ledger
+    // opened here: its log lines go to stderr, as the Worker's go to the
+    // console.
+    install_log_sink();
+    no_memory_statistics();
+    let mut conn = rusqlite::Connection::open_in_memory().expect("sqlite opens");
+    // Applying a dozen migrations is most of what a short simulated run
+    // costs, so each thread applies them once, to a template, and every
+    // ledger starts as a page-for-page copy of it (SQLite's backup API):
+    // the same schema and rows, so the same state, as applying them.
+    TEMPLATES.with(|templates| {
+        let mut templates = templates.borrow_mut();
+        let template = templates
+            .entry(migrations_key(migrations))
+            .or_insert_with(|| {
                 let t = rusqlite::Connection::open_in_memory().expect("sqlite opens");
                 t.execute_batch("PRAGMA foreign_keys = ON;")
                     .expect("pragma");
@@ -274,27 +283,83 @@ impl SqliteDb {
                 }
                 t
             });
-            rusqlite::backup::Backup::new(template, &mut conn)
-                .and_then(|b| b.step(-1))
-                .expect("the template copies");
-        });
-        conn.execute_batch("PRAGMA foreign_keys = ON;")
-            .expect("pragma");
-        // The query planner's stability guarantee: a cached statement keeps
-        // its plan whatever values are bound. Without it SQLite re-prepares
-        // a statement on nearly every run (a bound value compared with a
-        // partial index's condition, or a `LIMIT ?`), which was most of the
-        // simulation's time. Results are the same; only plans are fixed.
-        conn.set_db_config(
-            rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
-            true,
-        )
-        .expect("the planner's stability guarantee");
-        conn.set_prepared_statement_cache_capacity(128);
+        rusqlite::backup::Backup::new(template, &mut conn)
+            .and_then(|b| b.step(-1))
+            .expect("the template copies");
+    });
+    conn.execute_batch("PRAGMA foreign_keys = ON;")
+        .expect("pragma");
+    // The query planner's stability guarantee: a cached statement keeps
+    // its plan whatever values are bound. Without it SQLite re-prepares
+    // a statement on nearly every run (a bound value compared with a
+    // partial index's condition, or a `LIMIT ?`), which was most of the
+    // simulation's time. Results are the same; only plans are fixed.
+    conn.set_db_config(
+        rusqlite::config::DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG,
+        true,
+    )
+    .expect("the planner's stability guarantee");
+    // A pooled connection serves every flow of the simulation, each with
+    // statements of its own (the store has over 250): room for them all.
+    conn.set_prepared_statement_cache_capacity(1024);
+    conn
+}
+
+impl Drop for SqliteDb {
+    fn drop(&mut self) {
+        // SAFETY: `conn` is taken once, here, and never used after.
+        let conn = unsafe { std::mem::ManuallyDrop::take(&mut self.conn) }.into_inner();
+        // The counter's callbacks point into `self.rows`, dropped next.
+        rows::RowCounter::detach(&conn);
+        let Some(key) = self.pooled.take() else {
+            return;
+        };
+        // Back to the template's state, or not back to the pool (a run
+        // that ended its transaction itself).
+        if conn.execute_batch("ROLLBACK").is_ok() && conn.is_autocommit() {
+            POOL.with(|p| p.borrow_mut().entry(key).or_default().push(conn));
+        }
+    }
+}
+
+/// The key of a list of migrations in [`TEMPLATES`] and [`POOL`].
+fn migrations_key(migrations: &[(&str, &str)]) -> String {
+    migrations
+        .iter()
+        .map(|(name, _)| *name)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+impl SqliteDb {
+    /// A fresh in-memory database with `migrations` applied.
+    pub fn open(migrations: &[(&str, &str)]) -> SqliteDb {
+        SqliteDb::wrap(fresh_connection(migrations), None)
+    }
+
+    /// A ledger for one simulated run: like [`SqliteDb::ledger`], but on a
+    /// connection of this thread's pool, inside a transaction that is
+    /// rolled back when the ledger is dropped. The next run then starts
+    /// from the template's state with every statement already prepared:
+    /// preparing them again (and the triggers they fire) on a new
+    /// connection was two fifths of a short run's time. Not for the bench:
+    /// a run inside one long transaction journals differently.
+    pub fn pooled_ledger() -> SqliteDb {
+        let key = migrations_key(LEDGER_MIGRATIONS);
+        let conn = POOL
+            .with(|p| p.borrow_mut().get_mut(&key).and_then(Vec::pop))
+            .unwrap_or_else(|| fresh_connection(LEDGER_MIGRATIONS));
+        conn.execute_batch("BEGIN")
+            .expect("the run's transaction begins");
+        SqliteDb::wrap(conn, Some(key))
+    }
+
+    fn wrap(conn: rusqlite::Connection, pooled: Option<String>) -> SqliteDb {
         let rows = rows::RowCounter::install(&conn);
         SqliteDb {
             rows,
-            conn: RefCell::new(conn),
+            conn: std::mem::ManuallyDrop::new(RefCell::new(conn)),
+            pooled,
             statements: Cell::new(0),
             calls: Cell::new(0),
             executed: RefCell::new(Default::default()),
@@ -440,7 +505,9 @@ impl Database for SqliteDb {
         self.enter(&stmts.iter().collect::<Vec<_>>())?;
         let before = self.rows.now();
         let mut conn = self.conn.borrow_mut();
-        let tx = conn.transaction().map_err(|e| map_err(&e))?;
+        // A savepoint, not BEGIN: a pooled ledger runs inside a transaction
+        // of its own; outside one a savepoint begins one, as BEGIN does.
+        let tx = conn.savepoint().map_err(|e| map_err(&e))?;
         let mut changes = Vec::with_capacity(stmts.len());
         for s in &stmts {
             let n = if s.sql.contains("RETURNING") {

@@ -443,6 +443,17 @@ impl RowCounter {
         RowCounter { hook }
     }
 
+    /// Removes the callbacks [`RowCounter::install`] set on `conn`, whose
+    /// context dies with the counter: for a connection that outlives it.
+    pub fn detach(conn: &rusqlite::Connection) {
+        // SAFETY: clearing both callbacks leaves SQLite with no pointer.
+        unsafe {
+            let db = conn.handle();
+            ffi::sqlite3_preupdate_hook(db, None, std::ptr::null_mut());
+            ffi::sqlite3_trace_v2(db, 0, None, std::ptr::null_mut());
+        }
+    }
+
     /// Rows read and written so far (on this thread, for reads).
     pub fn now(&self) -> crate::ports::Rows {
         crate::ports::Rows {

@@ -558,7 +558,7 @@ impl<'a> Executor<'a> {
             // Only a poll runs port calls (the effects); starting a task or
             // moving the clock changes nothing the invariants look at.
             if stepped {
-                let checked = self.monitor.check_step(self.w);
+                let checked = self.monitor.check_step(self.w, self.sched);
                 self.trace(checked)?;
                 if let Some(v) = self.progress.violations.borrow_mut().pop() {
                     return Err(with_trace(v, self.sched));
@@ -881,7 +881,7 @@ impl<'a> Executor<'a> {
                     self.kill(t.id, t.held);
                     break;
                 }
-                let checked = self.monitor.check_step(self.w);
+                let checked = self.monitor.check_step(self.w, self.sched);
                 self.trace(checked)?;
             }
         }
@@ -934,7 +934,9 @@ impl<'a> Executor<'a> {
                 let o = p.consume(&m).await;
                 p.settle(&m.job_id, &m, o).await
             };
-            let settled = self.trace(drive(sched, id, delivery, &mut |_| monitor.check_step(w)))?;
+            let settled = self.trace(drive(sched, id, delivery, &mut |_| {
+                monitor.check_step(w, sched)
+            }))?;
             Ok((Held::Ingest(q), settled))
         } else {
             let i = w.broker.dead_available(now)[0];
@@ -942,7 +944,9 @@ impl<'a> Executor<'a> {
             let m = q.msg.clone();
             let message_id = format!("dlq:{}", m.job_id);
             let delivery = p.consume_dead_letter(&message_id, Some(&m), q.sent_ms);
-            let settled = self.trace(drive(sched, id, delivery, &mut |_| monitor.check_step(w)))?;
+            let settled = self.trace(drive(sched, id, delivery, &mut |_| {
+                monitor.check_step(w, sched)
+            }))?;
             Ok((Held::DeadLetter(q), settled))
         }
     }
@@ -959,9 +963,9 @@ impl<'a> Executor<'a> {
         let id = self.take_id();
         let (w, sched, monitor) = (self.w, self.sched, &self.monitor);
         let did = self.trace(drive(sched, id, w.simulated(sched).repair(), &mut |_| {
-            monitor.check_step(w)
+            monitor.check_step(w, sched)
         }))?;
-        self.trace(monitor.check_step(w))?;
+        self.trace(monitor.check_step(w, sched))?;
         Ok(did)
     }
 }

@@ -118,6 +118,12 @@ pub struct Sched {
     /// Delivery tasks killed by a panic (not a plain crash): the runtime
     /// calls the consumer again with the crashed message (`end_crashed`).
     pub panicked: RefCell<BTreeSet<usize>>,
+    /// Set by a caller that ran this run's flow without faults and with
+    /// every check (`count_calls`): up to the planned fault this run is
+    /// that run, step for step (the same seed, and a planned fault draws
+    /// nothing), so its steps there skip the checks of the current state
+    /// alone ([`Sched::in_checked_prefix`]).
+    pub prefix_checked: Cell<bool>,
     /// The failure buckets of the faults injected.
     pub buckets_injected: RefCell<BTreeSet<FailureBucket>>,
     /// Tasks sleeping until a time (a client backing off): the sequential
@@ -207,6 +213,7 @@ impl Sched {
             permanent: Cell::new(false),
             deliveries: RefCell::new(BTreeSet::new()),
             panicked: RefCell::new(BTreeSet::new()),
+            prefix_checked: Cell::new(false),
             buckets_injected: RefCell::new(BTreeSet::new()),
             sleeping: RefCell::new(BTreeSet::new()),
             preempt_at: Cell::new(None),
@@ -232,6 +239,14 @@ impl Sched {
         self.outage
             .get()
             .is_some_and(|o| (o.from_ms..o.until_ms).contains(&self.now_ms.get()))
+    }
+
+    /// Whether the run is still in the prefix a fault-free run of its flow
+    /// checked in full: its planned fault not yet injected.
+    pub fn in_checked_prefix(&self) -> bool {
+        self.prefix_checked.get()
+            && self.faults_injected.get() == 0
+            && matches!(*self.plan.borrow(), FaultPlan::At { .. })
     }
 
     fn decide(&self, kind: CallKind) -> Option<FaultKind> {

@@ -378,7 +378,7 @@ impl World {
     pub fn new(cfg: Config, bugs: Bugs) -> World {
         // Generation 1 records the configuration from the start, so that a
         // backfill may begin before anything was staged.
-        let db = SqliteDb::ledger();
+        let db = SqliteDb::pooled_ledger();
         crate::native::testkit::adopt_generation_one(&db, cfg.index_config(), T0);
         // Three seeded bugs are a trigger of the ledger, dropped.
         for (bug, drop) in [
