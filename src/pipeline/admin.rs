@@ -14,7 +14,9 @@ use super::{
 };
 use crate::bugs::Bug;
 use crate::core::ids::{job_id, sha256_hex, split_key, DocKey};
-use crate::core::state::{JobState, RedriveItemState as ItemState, RedrivePhase, RedriveState};
+use crate::core::state::{
+    JobState, RedriveItemState as ItemState, RedrivePhase, RedriveState, TenantMoveState,
+};
 use crate::ports::{Clock, Database, Embedder, JobMessage, JobQueue, PortError, VectorIndex};
 pub use crate::store::LetterFilter;
 use crate::store::{
@@ -22,6 +24,19 @@ use crate::store::{
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
+
+/// What a re-run of a version did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Rerun {
+    /// A new version with the same content, and its job, sent.
+    Sent { version: u32, job_id: String },
+    /// Its condition no longer held (a newer version, an item no longer
+    /// pending): nothing written.
+    NotApplicable,
+    /// Its tenant takes no write on this shard now (a move's fence, or
+    /// moved away, or moving in): nothing written.
+    TenantMoving,
+}
 
 /// What a redrive asks for. Defaults: canary 3, no failed canary allowed,
 /// at most 20 % failures in later batches, batches of 10.
@@ -459,8 +474,15 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         let mut sent = 0;
         let phase = to_send.first().map_or(RedrivePhase::Batch, |i| i.phase);
         for it in to_send {
-            if self.rerun_item(redrive_id, it).await?.is_some() {
+            let rerun = self.rerun_item(redrive_id, it).await?;
+            if matches!(rerun, Rerun::Sent { .. }) {
                 sent += 1;
+            } else if rerun == Rerun::TenantMoving {
+                // Its tenant is fenced for a move (or gone from this
+                // shard): the item stays pending, and a later advance
+                // re-runs it or, once the move's cleanup removed the
+                // document here, skips it.
+                continue;
             } else {
                 // Not re-run: the version is no longer the latest (or
                 // another advance sent the item: then it is not pending, and
@@ -487,41 +509,29 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
 
     /// Re-runs `version` of `doc_id` as a new version with the same content,
     /// if it is still the latest and not live; sends its job.
-    pub async fn rerun_version(
-        &self,
-        doc_id: &str,
-        version: u32,
-    ) -> Result<Option<(u32, String)>, PortError> {
+    pub async fn rerun_version(&self, doc_id: &str, version: u32) -> Result<Rerun, PortError> {
         self.rerun(doc_id, version, RerunOf::Latest).await
     }
 
     /// Re-runs the live `version` (its vectors are missing from the index)
     /// as a new version with the same content.
-    pub async fn rerun_live_version(
-        &self,
-        doc_id: &str,
-        version: u32,
-    ) -> Result<Option<(u32, String)>, PortError> {
+    pub async fn rerun_live_version(&self, doc_id: &str, version: u32) -> Result<Rerun, PortError> {
         self.rerun(doc_id, version, RerunOf::Live).await
     }
 
     /// Re-runs a redrive item's letter, and marks the item `sent` with its
-    /// job, in one batch; `None` if the item was no longer pending (another
-    /// advance took it) or the version is no longer the latest.
-    async fn rerun_item(
-        &self,
-        redrive_id: &str,
-        it: &ItemRow,
-    ) -> Result<Option<(u32, String)>, PortError> {
+    /// job, in one batch; not applicable if the item was no longer pending
+    /// (another advance took it) or the version is no longer the latest.
+    async fn rerun_item(&self, redrive_id: &str, it: &ItemRow) -> Result<Rerun, PortError> {
         if self.bugs.has(Bug::RedriveSendInTwoSteps) {
             let rerun = self.rerun(&it.doc_id, it.version, RerunOf::Latest).await?;
-            if let Some((version, job)) = &rerun {
+            if let Rerun::Sent { version, job_id } = &rerun {
                 self.set_item(
                     redrive_id,
                     &it.letter_job_id,
                     ItemState::Pending,
                     ItemState::Sent,
-                    Some(job),
+                    Some(job_id),
                     Some(*version),
                 )
                 .await?;
@@ -541,14 +551,9 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
 
     /// Re-runs `version` as a new version with the same content (see
     /// [`RerunOf`] for when it applies), then sends its job.
-    async fn rerun(
-        &self,
-        doc_id: &str,
-        version: u32,
-        of: RerunOf<'_>,
-    ) -> Result<Option<(u32, String)>, PortError> {
+    async fn rerun(&self, doc_id: &str, version: u32, of: RerunOf<'_>) -> Result<Rerun, PortError> {
         let Some(doc) = DocKey::from_stored(doc_id) else {
-            return Ok(None);
+            return Ok(Rerun::NotApplicable);
         };
         let now = self.clock.now_ms();
         let new_version = version + 1;
@@ -559,8 +564,13 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             "index"
         };
         let new_job = job_id(&doc, new_version, kind, 0);
-        if !self.store.rerun(doc_id, version, now, &new_job, of).await? {
-            return Ok(None);
+        match self.store.rerun(doc_id, version, now, &new_job, of).await {
+            Ok(true) => {}
+            Ok(false) => return Ok(Rerun::NotApplicable),
+            Err(e) if e.code == "db_constraint" && self.tenant_moving(doc.tenant()).await? => {
+                return Ok(Rerun::TenantMoving);
+            }
+            Err(e) => return Err(e),
         }
         let msg = JobMessage::new(new_job.clone(), doc_id.to_string(), new_version);
         if let Err(e) = self.queue.send_batch(&[msg]).await {
@@ -570,7 +580,19 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
                 json!({ "bucket": e.bucket.as_str(), "code": e.code, "jobs": 1 }),
             );
         }
-        Ok(Some((new_version, new_job)))
+        Ok(Rerun::Sent {
+            version: new_version,
+            job_id: new_job,
+        })
+    }
+
+    /// Whether `tenant` takes no write on this shard now: fenced for a
+    /// move, moved away, or moving in (what a re-run's guard refused).
+    async fn tenant_moving(&self, tenant: &str) -> Result<bool, PortError> {
+        let usage = self.store.tenant_usage(tenant, 0, 0).await?;
+        Ok(usage
+            .and_then(|u| u.move_state)
+            .is_some_and(|m| m != TenantMoveState::Copying))
     }
 
     /// A redrive, its items and its audit trail.

@@ -12,7 +12,7 @@
 //! retained (and still written) until it is retired, so the switch can be
 //! rolled back; retiring turns its chunk rows into cleanup intents.
 
-use super::{log_event, BackfillView, GenerationsView, Outcome, Pipeline, Refused};
+use super::{log_event, BackfillView, GenerationsView, Outcome, Pipeline, Refused, Rerun};
 use crate::bugs::Bug;
 use crate::core::failure::FailureBucket;
 use crate::core::ids::{job_id, DocKey, TenantId};
@@ -168,7 +168,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             && d.live_version.is_none_or(|l| l < d.latest_version);
         if latest_failed {
             let rerun = self.rerun_version(doc_id, d.latest_version).await?;
-            return Ok(rerun.ok_or(Refused::NewerVersionArrived));
+            return Ok(reindexed(rerun));
         }
         let (Some(live), Some(0)) = (d.live_version, d.live_is_delete) else {
             return Ok(Err(Refused::DocumentNotIndexed));
@@ -179,7 +179,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
             }));
         }
         let rerun = self.rerun_live_version(doc_id, live).await?;
-        Ok(rerun.ok_or(Refused::NewerVersionArrived))
+        Ok(reindexed(rerun))
     }
 
     /// Starts a backfill and enqueues its first page. Answers the backfill
@@ -546,8 +546,13 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
     ) -> Result<(), PortError> {
         let mut items = Vec::new();
         for d in page {
-            if let Some((_, job)) = self.rerun_live_version(&d.doc_id, d.version).await? {
-                items.push(json!({ "doc": d.doc_id, "job": job }));
+            // Not re-run: a newer version arrived, or the document's tenant
+            // is fenced for a move (or gone from this shard). Neither is
+            // enqueued; a backfill does not follow a tenant to its new shard.
+            if let Rerun::Sent { job_id, .. } =
+                self.rerun_live_version(&d.doc_id, d.version).await?
+            {
+                items.push(json!({ "doc": d.doc_id, "job": job_id }));
             }
         }
         let counts = PageCounts {
@@ -636,4 +641,13 @@ fn backfill_id(now: i64, scope: &str, filter: Option<&str>, generation: Option<u
         format!("{now}\u{0}{scope}\u{0}{}\u{0}{g}", filter.unwrap_or("")).as_bytes(),
     )
     .to_string()
+}
+
+/// A one-document reindex's answer from its re-run.
+fn reindexed(rerun: Rerun) -> Outcome<(u32, String)> {
+    match rerun {
+        Rerun::Sent { version, job_id } => Ok((version, job_id)),
+        Rerun::NotApplicable => Err(Refused::NewerVersionArrived),
+        Rerun::TenantMoving => Err(Refused::TenantMoving),
+    }
 }

@@ -29,7 +29,7 @@ mod views;
 
 /// The seeded bugs, at their old path (`crate::bugs`).
 pub use crate::bugs;
-pub use admin::{LetterFilter, Plan, RedriveRequest, SkippedItem, REDRIVE_LETTERS_MAX};
+pub use admin::{LetterFilter, Plan, RedriveRequest, Rerun, SkippedItem, REDRIVE_LETTERS_MAX};
 pub use backfill::{BackfillAction, BackfillScope};
 pub use budget::{Budget, Metered, Usage, UsageSnapshot};
 pub use consume::ConsumeOutcome;

@@ -76,6 +76,10 @@ pub struct StalledJobRow {
     pub version: u32,
     pub attempts: u32,
     pub build_generation: Option<u32>,
+    /// 1: its tenant takes no work on this shard now (a move's fence,
+    /// moved away, moving in).
+    #[serde(default)]
+    pub moving: i64,
 }
 
 /// How a failed attempt leaves its job: the failure's bucket, when, and

@@ -295,7 +295,9 @@ impl<D: Database> Store<D> {
 
     /// Copies `version` as version + 1 (the version row, naming the parts that hold its text; a job
     /// `new_job`) in one batch, under the condition `of` names. `false`: the
-    /// condition did not hold, nothing was written.
+    /// condition did not hold, nothing was written. The batch starts with
+    /// the tenant's move guard: an `Err` of `db_constraint` if its tenant
+    /// is fenced, moved away or moving in (the caller reads which).
     pub async fn rerun(
         &self,
         doc_id: &str,
@@ -323,7 +325,9 @@ impl<D: Database> Store<D> {
                 )
             }
         };
+        let tenant = crate::core::ids::split_key(doc_id).0;
         let mut stmts = vec![
+            Stmt::new(sql::TENANT_MOVE_GUARD, vec![tenant.into()]),
             Stmt::new(advance, advance_params),
             Stmt::new(sql::RERUN_COPY_VERSION, p()),
             Stmt::new(sql::RERUN_INSERT_JOB, job_params),
@@ -332,6 +336,6 @@ impl<D: Database> Store<D> {
             stmts.push(Stmt::new(sql::REDRIVE_ITEM_SENT, item_params));
         }
         let changes = self.db.batch(stmts).await?;
-        Ok(changes.first().copied().unwrap_or(0) > 0)
+        Ok(changes.get(1).copied().unwrap_or(0) > 0)
     }
 }

@@ -876,17 +876,27 @@ WHERE c.to_version IS NOT NULL AND NOT ",
 /// running jobs, as many as consumers run at once), then the oldest `?3`
 /// of those, without walking every job of a state (a bulk ingest queues a
 /// job per document, an outage's backoff puts one per document waiting).
+///
+/// `moving`: the job's tenant takes no work on this shard now (fenced for a
+/// move, moved away, moving in: migration 0033), one lookup of its tenant
+/// per job of the page. Such a job is not sent (its consumer would only
+/// acknowledge it unrun); cron touches it, so the page moves on.
 pub const STALLED_JOBS: &str = "\
-SELECT job_id, doc_id, version, attempts, build_generation FROM (
-  SELECT * FROM (SELECT job_id, doc_id, version, attempts, build_generation, updated_at FROM jobs
+SELECT s.job_id AS job_id, s.doc_id AS doc_id, s.version AS version, s.attempts AS attempts,
+       s.build_generation AS build_generation,
+       EXISTS (SELECT 1 FROM tenants t WHERE t.tenant_id = s.tenant_id
+                 AND t.move_state IN ('fenced', 'moved', 'moving_in')) AS moving
+FROM (
+  SELECT * FROM (SELECT job_id, doc_id, tenant_id, version, attempts, build_generation, updated_at FROM jobs
                  WHERE state = 'queued' AND updated_at < ?2 ORDER BY updated_at, job_id LIMIT ?3)
   UNION ALL
-  SELECT * FROM (SELECT job_id, doc_id, version, attempts, build_generation, updated_at FROM jobs INDEXED BY jobs_retry_due
+  SELECT * FROM (SELECT job_id, doc_id, tenant_id, version, attempts, build_generation, updated_at FROM jobs INDEXED BY jobs_retry_due
                  WHERE state = 'up_for_retry' AND next_attempt_at < ?2 ORDER BY next_attempt_at, job_id LIMIT ?3)
   UNION ALL
-  SELECT * FROM (SELECT job_id, doc_id, version, attempts, build_generation, updated_at FROM jobs
-                 WHERE state = 'running' AND lease_until < ?1 ORDER BY updated_at, job_id LIMIT ?3))
-ORDER BY updated_at, job_id LIMIT ?3";
+  SELECT * FROM (SELECT job_id, doc_id, tenant_id, version, attempts, build_generation, updated_at FROM jobs
+                 WHERE state = 'running' AND lease_until < ?1 ORDER BY updated_at, job_id LIMIT ?3)
+  ORDER BY updated_at, job_id LIMIT ?3) s
+ORDER BY s.updated_at, s.job_id";
 
 /// Marks re-enqueued jobs so the next run does not send them again at once.
 /// `?1` JSON ids, `?2` now.
@@ -1005,6 +1015,15 @@ INSERT INTO quota_refusals (tenant_id)
 SELECT tenant_id FROM tenants WHERE tenant_id = ?1
   AND ((?2 > 0 AND documents + ?2 > coalesce(documents_max, ?3)) OR (?4 > 0 AND bytes + ?4 > coalesce(bytes_max, ?5))
        OR move_state IN ('fenced', 'moved', 'moving_in'))";
+
+/// First in a re-run's batch (a backfill's, a redrive's, a repair's, a
+/// reindex of one document): aborts it (a row in `quota_refusals` violates
+/// its CHECK) if tenant `?1` is fenced for a move, moved away, or moving
+/// in (migration 0033). Like intake's guard, atomic with the write it
+/// refuses: no re-run lands on a shard after its tenant's fence.
+pub const TENANT_MOVE_GUARD: &str = "\
+INSERT INTO quota_refusals (tenant_id)
+SELECT tenant_id FROM tenants WHERE tenant_id = ?1 AND move_state IN ('fenced', 'moved', 'moving_in')";
 
 /// In intake's batch: what the new versions add to tenant `?1`'s usage
 /// (`?2` documents, `?3` bytes; either may be negative).
@@ -2832,6 +2851,7 @@ pub const ALL: &[(&str, &str)] = &[
     ("TENANT_TAKE_REQUEST", TENANT_TAKE_REQUEST),
     ("TENANT_USAGE", TENANT_USAGE),
     ("TENANT_QUOTA_GUARD", TENANT_QUOTA_GUARD),
+    ("TENANT_MOVE_GUARD", TENANT_MOVE_GUARD),
     ("TENANT_ADD_USAGE", TENANT_ADD_USAGE),
     ("LIVE_CHUNKS_BY_VECTOR_ID", LIVE_CHUNKS_BY_VECTOR_ID),
     ("KEYWORD_STATS", KEYWORD_STATS),

@@ -10,7 +10,7 @@ use ingest_pipeline::config::Config;
 use ingest_pipeline::core::failure::FailureBucket;
 use ingest_pipeline::native::cluster::Cluster;
 use ingest_pipeline::native::SqliteDb;
-use ingest_pipeline::pipeline::DocumentSummary;
+use ingest_pipeline::pipeline::{DocumentSummary, Rerun};
 use ingest_pipeline::ports::{Clock, VectorIndex};
 use ingest_pipeline::store::sql;
 use serde_json::{json, Value};
@@ -392,6 +392,81 @@ fn writes_in_the_fence_are_refused_with_retry_after_and_land_after_the_switch() 
     assert_eq!(hits.first().map(|h| (h.0.as_str(), h.1)), Some(("d0", 2)));
     let r = c.request("POST", "/v1/admin/tenants/acme/disable", ADMIN, None, 0);
     assert_eq!(r.status, 200, "{}", r.body);
+}
+
+/// A re-run (a reindex of one document, a backfill's page, a redrive, a
+/// repair) writes a version like intake does, so the fence refuses it
+/// too: before the guard, a re-run in the fence wrote a version on the old
+/// shard that the switch left behind.
+#[test]
+fn reruns_in_the_fence_are_refused_and_change_nothing() {
+    let c = cluster();
+    let token = tenant(&c, "acme", 0);
+    put(&c, &token, "d0", &text(0, "first"));
+    c.deliver_all();
+    let r = start(&c, "acme", 1);
+    let id = r.body["move_id"].as_str().unwrap().to_string();
+    assert_eq!(run_to_fence(&c, &id)["state"], "catching_up");
+    let versions = "SELECT count(*) AS n FROM versions WHERE doc_id LIKE '%d0'";
+    let r = c.request("POST", "/v1/documents/d0/reindex", &token, None, 0);
+    assert_eq!((r.status, code(&r)), (503, "tenant_moving"), "{}", r.body);
+    let fleet = c.fleet();
+    let rerun = block_on(fleet.all()[0].rerun_live_version("acme\u{1f}d0", 1)).unwrap();
+    assert_eq!(rerun, Rerun::TenantMoving);
+    assert_eq!(count(&c, 0, versions), 1, "nothing written in the fence");
+    // After the switch the old shard still refuses; the new one re-runs.
+    run_until(&c, &id, "switched");
+    let rerun = block_on(fleet.all()[0].rerun_live_version("acme\u{1f}d0", 1)).unwrap();
+    assert_eq!(rerun, Rerun::TenantMoving);
+    assert_eq!(count(&c, 0, versions), 1);
+    let r = c.request("POST", "/v1/documents/d0/reindex", &token, None, 0);
+    assert_eq!(r.status, 202, "{}", r.body);
+    assert_eq!(count(&c, 1, versions), 2);
+}
+
+/// Cron does not send again the stalled jobs of a tenant that takes no
+/// work on a shard now (fenced on the old one, moving in on the new): their
+/// consumers would only acknowledge them unrun. It touches them instead,
+/// so the stalled page moves on to other tenants' jobs; the new shard sends
+/// its copies at the switch.
+#[test]
+fn stalled_jobs_of_a_moving_tenant_are_touched_not_sent() {
+    let c = cluster();
+    let token = tenant(&c, "acme", 0);
+    put(&c, &token, "d0", &text(0, "first"));
+    c.deliver_all();
+    put(&c, &token, "d0", &text(0, "second"));
+    let r = start(&c, "acme", 1);
+    let id = r.body["move_id"].as_str().unwrap().to_string();
+    assert_eq!(run_to_fence(&c, &id)["state"], "catching_up");
+    c.queue.take_all();
+    let stall = i64::from(
+        Config::default()
+            .job_stall_seconds
+            .max(Config::default().job_lease_seconds),
+    );
+    c.clock.advance_ms(stall * 1000 + 1);
+    let queued = "SELECT count(*) AS n FROM jobs WHERE doc_id LIKE '%d0' AND state = 'queued'";
+    assert_eq!(count(&c, 0, queued), 1, "the edit's job waits on shard 0");
+    let fleet = c.fleet();
+    for shard in 0..2 {
+        let report = block_on(fleet.all()[shard].repair());
+        assert_eq!(report.jobs_requeued, 0, "shard {shard}: {report:?}");
+    }
+    assert!(c.queue.take_all().is_empty(), "nothing sent");
+    let touched = format!(
+        "SELECT count(*) AS n FROM jobs WHERE doc_id LIKE '%d0' AND state = 'queued' AND updated_at = {}",
+        c.clock.now_ms()
+    );
+    assert_eq!(count(&c, 0, &touched), 1, "touched on shard 0");
+    // The switch sends the job the copy carried; it runs on shard 1.
+    run_until(&c, &id, "switched");
+    let outcomes = c.deliver_all();
+    assert!(
+        outcomes.iter().any(|(shard, _)| *shard == 1),
+        "{outcomes:?}"
+    );
+    assert_eq!(search(&c, &token, "second", "keyword").len(), 1);
 }
 
 #[test]

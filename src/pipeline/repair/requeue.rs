@@ -32,19 +32,25 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         match stalled {
             Ok(rows) => {
                 let mut messages = Vec::new();
+                let mut moving = Vec::new();
                 for r in rows {
                     // The send and the touch of the requeued ones stay reserved.
                     if !self.allows(run, END_STALLED_CALLS + SEND_STALLED_CALLS) {
                         break;
                     }
-                    if r.attempts >= self.cfg.job_attempts_max {
+                    if r.moving != 0 {
+                        // Its consumer would acknowledge it unrun, and its
+                        // end belongs to the shard the tenant moves to
+                        // (which sends it at the switch): touched only.
+                        moving.push(r.job_id);
+                    } else if r.attempts >= self.cfg.job_attempts_max {
                         self.end_stalled(run, &r, now).await;
                     } else {
                         messages.push(JobMessage::new(r.job_id, r.doc_id, r.version));
                     }
                 }
-                if !messages.is_empty() {
-                    self.send_stalled(run, &messages, now).await;
+                if !messages.is_empty() || !moving.is_empty() {
+                    self.send_stalled(run, &messages, &moving, now).await;
                 }
             }
             Err(e) => run.report.failed(e.bucket),
@@ -71,21 +77,37 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         }
     }
 
-    /// Sends the stalled jobs again in one batch, then marks them touched.
-    async fn send_stalled(&self, run: &mut Run<'_>, messages: &[JobMessage], now: i64) {
-        match self.queue.send_batch(messages).await {
-            Ok(()) => {
-                let ids: Vec<&str> = messages.iter().map(|m| m.job_id.as_str()).collect();
-                match self.store.touch_jobs(&ids, now).await {
-                    Ok(()) => {
-                        run.report.jobs_requeued = messages.len() as u64;
-                        for m in messages {
-                            run.report.tenant_of(&m.doc_id).jobs_requeued += 1;
-                        }
-                    }
-                    Err(e) => run.report.failed(e.bucket),
+    /// Sends the stalled jobs again in one batch, then marks them touched,
+    /// with those of a moving tenant (`moving`, not sent) in the same write.
+    async fn send_stalled(
+        &self,
+        run: &mut Run<'_>,
+        messages: &[JobMessage],
+        moving: &[String],
+        now: i64,
+    ) {
+        let sent = if messages.is_empty() {
+            Ok(())
+        } else {
+            self.queue.send_batch(messages).await
+        };
+        let mut ids: Vec<&str> = moving.iter().map(String::as_str).collect();
+        if let Err(e) = &sent {
+            run.report.failed(e.bucket);
+        } else {
+            ids.extend(messages.iter().map(|m| m.job_id.as_str()));
+        }
+        if ids.is_empty() {
+            return;
+        }
+        match self.store.touch_jobs(&ids, now).await {
+            Ok(()) if sent.is_ok() => {
+                run.report.jobs_requeued = messages.len() as u64;
+                for m in messages {
+                    run.report.tenant_of(&m.doc_id).jobs_requeued += 1;
                 }
             }
+            Ok(()) => {}
             Err(e) => run.report.failed(e.bucket),
         }
     }
