@@ -254,16 +254,10 @@ pub async fn act_on_move<S: Shards>(
         // A step that fenced as the pause came lifts its fence itself; one
         // that fenced before it is lifted here (a paused tenant writes).
         MoveAction::Pause => {
-            let (fenced, copying) = (TenantMoveState::Fenced, TenantMoveState::Copying);
-            src.move_mark(&m.tenant_id, Some(fenced), Some(copying))
-                .await?;
+            src.move_lift_fence(&m.tenant_id).await?;
         }
         // The tenant writes and syncs at once; the copy goes with cron.
-        MoveAction::Cancel => {
-            for was in [TenantMoveState::Fenced, TenantMoveState::Copying] {
-                src.move_mark(&m.tenant_id, Some(was), None).await?;
-            }
-        }
+        MoveAction::Cancel => src.move_stay(&m.tenant_id).await?,
         MoveAction::Resume => {}
     }
     log_event(
@@ -355,11 +349,7 @@ pub async fn step_move<S: Shards>(
             sides
                 .src
                 .store
-                .move_mark(
-                    &m.tenant_id,
-                    Some(TenantMoveState::Fenced),
-                    Some(TenantMoveState::Copying),
-                )
+                .move_lift_fence(&m.tenant_id)
                 .await
                 .map(drop)
         }
@@ -377,13 +367,7 @@ pub async fn step_move<S: Shards>(
             .await
         }
         MoveState::Cancelling => {
-            for from in [TenantMoveState::Copying, TenantMoveState::Fenced] {
-                sides
-                    .src
-                    .store
-                    .move_mark(&m.tenant_id, Some(from), None)
-                    .await?;
-            }
+            sides.src.store.move_stay(&m.tenant_id).await?;
             clean(
                 &sides.control,
                 &sides.dst,
@@ -761,15 +745,7 @@ async fn end_of_pass<S: Shards>(sides: &Sides<'_, S>, m: &mut MoveRow) -> Result
                 .await?
             {
                 // Paused or cancelled as it fenced: the fence is lifted.
-                sides
-                    .src
-                    .store
-                    .move_mark(
-                        tenant,
-                        Some(TenantMoveState::Fenced),
-                        Some(TenantMoveState::Copying),
-                    )
-                    .await?;
+                sides.src.store.move_lift_fence(tenant).await?;
                 return Ok(());
             }
             log_event(

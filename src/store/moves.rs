@@ -329,6 +329,22 @@ impl<D: Database> Store<D> {
         Ok(self.db.execute(stmt).await? == 1)
     }
 
+    /// Lifts the tenant's fence on the shard it leaves (a paused move, or
+    /// one paused or cancelled as it fenced): it writes again.
+    pub async fn move_lift_fence(&self, tenant_id: &str) -> Result<bool, PortError> {
+        let (fenced, copying) = (TenantMoveState::Fenced, TenantMoveState::Copying);
+        self.move_mark(tenant_id, Some(fenced), Some(copying)).await
+    }
+
+    /// A cancelled move's end on the shard the tenant stays on: copying or
+    /// fenced, it is no longer moving.
+    pub async fn move_stay(&self, tenant_id: &str) -> Result<(), PortError> {
+        for was in [TenantMoveState::Copying, TenantMoveState::Fenced] {
+            self.move_mark(tenant_id, Some(was), None).await?;
+        }
+        Ok(())
+    }
+
     /// The fence: `false` while a sync session of the tenant is open or
     /// committing (or it is not `copying`).
     pub async fn move_fence(&self, tenant_id: &str) -> Result<bool, PortError> {
