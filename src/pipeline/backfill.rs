@@ -208,6 +208,14 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
         if self.backfill_open().await? {
             return Ok(Err(Refused::BackfillOpen));
         }
+        // A tenant in a move: its documents here are being copied, fenced
+        // or gone, and a backfill does not follow it to its new shard.
+        if let Some(t) = tenant {
+            let usage = self.store.tenant_usage(t.as_str(), 0, 0).await?;
+            if usage.is_some_and(|u| u.move_state.is_some()) {
+                return Ok(Err(Refused::TenantMoving));
+            }
+        }
         let now = self.clock.now_ms();
         let (scope_name, filter) = scope.record();
         let generation_built = match scope {
@@ -254,7 +262,7 @@ impl<D: Database, V: VectorIndex, E: Embedder, Q: JobQueue, C: Clock> Pipeline<D
     }
 
     /// Whether a backfill is running or paused (one at a time).
-    async fn backfill_open(&self) -> Result<bool, PortError> {
+    pub(crate) async fn backfill_open(&self) -> Result<bool, PortError> {
         let open = self.store.backfill_running().await?;
         let paused = self.store.backfills(20, None).await?;
         Ok(open.is_some() || paused.iter().any(|b| b.state == BackfillState::Paused))

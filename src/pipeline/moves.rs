@@ -127,6 +127,11 @@ pub async fn start_move<S: Shards>(
     if !same_index(src, dst).await? {
         return Ok(Err(Refused::MoveConfigMismatch));
     }
+    // A backfill pages one shard's documents: the moving tenant's would be
+    // refused (fenced), or gone, or arrive behind its cursor.
+    if src.backfill_open().await? || dst.backfill_open().await? {
+        return Ok(Err(Refused::BackfillOpen));
+    }
     let now = control.clock.now_ms();
     let m = MoveRow {
         move_id: move_id(entropy),

@@ -643,6 +643,41 @@ fn a_bad_move_is_refused_and_changes_nothing() {
     // A tenant's token is not enough.
     let r = c.request("GET", "/v1/admin/moves", "t-ingest", None, 0);
     assert_eq!(r.status, 403);
+    // A backfill of the moving tenant is refused while it moves.
+    let body = json!({ "scope": "all", "tenant_id": "acme" });
+    let r = c.request("POST", "/v1/admin/reindex", ADMIN, Some(&body), 0);
+    assert_eq!((r.status, code(&r)), (503, "tenant_moving"), "{}", r.body);
+}
+
+/// A backfill pages one shard's documents: a move while one is open on
+/// either shard would leave the tenant's documents out of it (refused in
+/// the fence, gone after the switch, or arriving behind its cursor).
+#[test]
+fn a_move_waits_for_the_backfills_of_both_shards() {
+    let c = cluster();
+    for (name, shard) in [("acme", 0), ("beta", 1)] {
+        let token = tenant(&c, name, shard);
+        for i in 0..3 {
+            put(&c, &token, &format!("d{i}"), &text(i, "first"));
+        }
+    }
+    c.deliver_all();
+    for shard in [0, 1] {
+        let body = json!({ "scope": "all", "page_size": 1 });
+        let path = format!("/v1/admin/reindex?shard={shard}");
+        let r = c.request("POST", &path, ADMIN, Some(&body), 0);
+        assert_eq!(r.body["backfill"]["state"], "running", "{}", r.body);
+        let id = r.body["backfill"]["backfill_id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let m = start(&c, "acme", 1);
+        assert_eq!((m.status, code(&m)), (409, "backfill_active"), "{}", m.body);
+        let cancel = format!("/v1/admin/reindex/{id}/cancel?shard={shard}");
+        let r = c.request("POST", &cancel, ADMIN, None, 0);
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
+    assert_eq!(start(&c, "acme", 1).status, 202);
 }
 
 #[test]
