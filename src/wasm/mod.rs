@@ -454,6 +454,9 @@ struct HealthError {
     code: &'static str,
     reason: &'static str,
     message: &'static str,
+    /// With more than one shard: the shard whose index failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    shard: Option<u16>,
 }
 
 #[derive(Serialize)]
@@ -479,6 +482,16 @@ fn health_failure(
     index: Option<IndexHealth>,
     message: &'static str,
 ) -> worker::Result<Response> {
+    shard_health_failure(e, index, message, None)
+}
+
+/// [`health_failure`] of one shard's index (`shard`: with more than one).
+fn shard_health_failure(
+    e: PortError,
+    index: Option<IndexHealth>,
+    message: &'static str,
+    shard: Option<u16>,
+) -> worker::Result<Response> {
     let body = DeepHealth {
         ok: false,
         shards: 1,
@@ -488,6 +501,7 @@ fn health_failure(
             code: e.bucket.as_str(),
             reason: e.code,
             message,
+            shard,
         }),
     };
     Ok(Response::from_json(&body)?.with_status(503))
@@ -508,10 +522,13 @@ async fn deep_health(env: &Env) -> worker::Result<Response> {
         Ok(h) => h,
         Err(e) => return health_failure(e, None, "the embedder is not available"),
     };
-    // Every shard's index: the first that fails is the answer.
+    // Every shard's index: the first that fails is the answer, named by
+    // its shard when there are several.
+    let several = fleet.all().len() > 1;
     let mut indexes = Vec::with_capacity(fleet.all().len());
-    for shard in fleet.all() {
-        match index_health(shard).await {
+    for (n, shard) in fleet.all().iter().enumerate() {
+        let named = several.then(|| u16::try_from(n).unwrap_or(u16::MAX));
+        match index_health(shard, named).await {
             Ok(h) => indexes.push(h),
             Err(refused) => return refused,
         }
@@ -549,7 +566,10 @@ fn embedder_health(app: &App) -> Result<EmbedderHealth<'_>, PortError> {
 
 /// The index's part of the deep health check (Vectorize: described and
 /// compared with the configuration), or the failure response.
-async fn index_health(app: &App) -> Result<IndexHealth, worker::Result<Response>> {
+async fn index_health(
+    app: &App,
+    shard: Option<u16>,
+) -> Result<IndexHealth, worker::Result<Response>> {
     let cfg = &app.cfg;
     match &app.index {
         AnyIndex::Local(_) => Ok(IndexHealth {
@@ -559,16 +579,20 @@ async fn index_health(app: &App) -> Result<IndexHealth, worker::Result<Response>
             metric: Some("cosine".into()),
             ..IndexHealth::default()
         }),
-        AnyIndex::Refused(e) => Err(health_failure(
+        AnyIndex::Refused(e) => Err(shard_health_failure(
             *e,
             None,
             "the vector index is not available",
+            shard,
         )),
-        AnyIndex::Vectorize(_) => vectorize_health(app).await,
+        AnyIndex::Vectorize(_) => vectorize_health(app, shard).await,
     }
 }
 
-async fn vectorize_health(app: &App) -> Result<IndexHealth, worker::Result<Response>> {
+async fn vectorize_health(
+    app: &App,
+    shard: Option<u16>,
+) -> Result<IndexHealth, worker::Result<Response>> {
     let cfg = &app.cfg;
     let failed = || IndexHealth {
         backend: "vectorize",
@@ -600,17 +624,19 @@ async fn vectorize_health(app: &App) -> Result<IndexHealth, worker::Result<Respo
                 expected_metric: Some(cfg.vectorize_metric.as_str()),
                 ..failed()
             };
-            Err(health_failure(
+            Err(shard_health_failure(
                 PortError::new(FailureBucket::IndexMisconfigured, code),
                 Some(index),
                 "the vector index does not match the configuration; nothing is written to it",
+                shard,
             ))
         }
         Ok(None) => unreachable!("the index is Vectorize"),
-        Err(e) => Err(health_failure(
+        Err(e) => Err(shard_health_failure(
             e,
             Some(failed()),
             "the vector index could not be checked",
+            shard,
         )),
     }
 }

@@ -115,7 +115,9 @@ function stdioCollector() {
 /**
  * Starts the built Worker with the production backends over the fakes.
  * `vars` override Worker variables; `vectorize` / `ai` are options of the
- * fakes; `consumer` overrides the queue consumer settings.
+ * fakes; `consumer` overrides the queue consumer settings; `vectorizeShard1`
+ * (options of a second fake index) makes a deployment of two shards
+ * (`SHARDS=2`, `DB_SHARD_1`, `VECTORIZE_SHARD_1` over `fakes.vectorize1`).
  *
  * A restart over the same state: `persistDir` keeps D1 in that directory
  * (migrated only when it is empty), and `fakes` reuses the fakes (the
@@ -126,6 +128,7 @@ function stdioCollector() {
 export async function startProductionWorker({
   vars = {},
   vectorize = {},
+  vectorizeShard1 = null,
   ai = {},
   consumer = {},
   buildDir = BUILD,
@@ -134,6 +137,14 @@ export async function startProductionWorker({
 } = {}) {
   assertBuilt(buildDir);
   const fakes = reused ?? { vectorize: new FakeVectorizeIndex(vectorize), ai: new FakeWorkersAi(ai) };
+  if (vectorizeShard1 && !reused) fakes.vectorize1 = new FakeVectorizeIndex(vectorizeShard1);
+  const shard1 = vectorizeShard1
+    ? {
+        vars: { SHARDS: '2' },
+        d1: { DB_SHARD_1: 'ingest-ledger-1' },
+        wrapped: { VECTORIZE_SHARD_1: { scriptName: 'fake-bindings', entrypoint: 'vectorize1' } },
+      }
+    : { vars: {}, d1: {}, wrapped: {} };
   const fresh = !persistDir || !fs.existsSync(persistDir) || fs.readdirSync(persistDir).length === 0;
   if (persistDir) fs.mkdirSync(persistDir, { recursive: true });
   const stdio = stdioCollector();
@@ -159,9 +170,10 @@ export async function startProductionWorker({
           INGEST_TOKEN,
           ADMIN_TOKEN,
           DEAD_LETTER_QUEUE: DLQ,
+          ...shard1.vars,
           ...vars,
         },
-        d1Databases: { DB: 'ingest-ledger' },
+        d1Databases: { DB: 'ingest-ledger', ...shard1.d1 },
         queueProducers: { INGEST_QUEUE: { queueName: QUEUE }, DLQ: { queueName: DLQ } },
         queueConsumers: {
           [QUEUE]: { maxBatchSize: 1, maxBatchTimeout: 1, maxRetries: 100, deadLetterQueue: DLQ, ...consumer },
@@ -170,6 +182,7 @@ export async function startProductionWorker({
         wrappedBindings: {
           VECTORIZE: { scriptName: 'fake-bindings', entrypoint: 'vectorize' },
           AI: { scriptName: 'fake-bindings', entrypoint: 'ai' },
+          ...shard1.wrapped,
         },
       },
       fakeBindingsWorker(fakes),
@@ -187,6 +200,7 @@ export async function startProductionWorker({
   try {
     const url = await mf.ready;
     if (fresh) await migrate(mf, 'DB', path.join(REPO_ROOT, 'migrations'));
+    if (fresh && vectorizeShard1) await migrate(mf, 'DB_SHARD_1', path.join(REPO_ROOT, 'migrations'));
     const base = url.origin;
     const worker = await mf.getWorker('ingest-pipeline');
     return {

@@ -20,7 +20,9 @@
 //      (the tenant ID; INGEST_TOKEN's into `default`), every search names
 //      its tenant's namespace, and a delete removes only that tenant's;
 //   6. a configuration that does not validate: /healthz answers, the deep
-//      check and every route answer 503 config_invalid, no binding is called.
+//      check and every route answer 503 config_invalid, no binding is called;
+//   7. two shards: the deep check describes each shard's index and names
+//      the shard whose index disagrees with the configuration.
 //
 // Run from the repository root after `make build`:
 //   node --test --test-concurrency=1 tests/e2e/
@@ -881,5 +883,38 @@ describe('6. a configuration that does not validate answers 503 config_invalid',
     const calls = Object.values(w.fakes.vectorize.stats().calls).reduce((a, b) => a + b, 0);
     assert.equal(calls, 0, 'no index call');
     assert.equal(w.fakes.ai.stats().calls, 0, 'no embedder call');
+  });
+});
+
+// ---------------------------------------------------------------------------
+describe("7. two shards: the deep check checks each shard's index and names the one that fails", () => {
+  let w;
+  const step = stepWith(() => w);
+
+  before(async () => {
+    // Shard 0's index agrees with the configuration (768 dimensions);
+    // shard 1's has 384.
+    w = await startProductionWorker({
+      vars: { INDEX_CHECK_TTL_SECONDS: '0' },
+      vectorizeShard1: { dimensions: 384 },
+    });
+  });
+  after(async () => {
+    await w?.stop();
+  });
+
+  step("/healthz?deep=1 answers 503 index_misconfigured with shard 1, then 200 with both once it is fixed", async () => {
+    const deep = await api(w.base, 'GET', '/healthz?deep=1', undefined, { token: null });
+    assertErrorCode(deep, 503, 'index_misconfigured', "the deep check of shard 1's 384-dimension index");
+    assert.equal(deep.body.error.shard, 1, deep.text);
+    assert.equal(deep.body.error.reason, 'index_dimensions_mismatch', deep.text);
+    assert.equal(deep.body.index.dimensions, 384, deep.text);
+    assert.ok(w.fakes.vectorize.stats().calls.describe >= 1, "shard 0's index was described first");
+    assert.ok(w.fakes.vectorize1.stats().calls.describe >= 1, "shard 1's index was described");
+    Object.assign(w.fakes.vectorize1, { dimensions: 768 });
+    const fixed = await api(w.base, 'GET', '/healthz?deep=1', undefined, { token: null });
+    assert.equal(fixed.status, 200, fixed.text);
+    assert.equal(fixed.body.shards, 2, fixed.text);
+    assert.equal(fixed.body.error, undefined, fixed.text);
   });
 });

@@ -62,26 +62,30 @@ async function call(env, binding, method, args) {
 // Named as the production classes are, for code that looks at the name.
 class VectorizeIndexImpl {
   #env;
-  constructor(env) {
+  #name;
+  // `name`: which fake index the calls reach (`vectorize`, or
+  // `vectorize1` for a second shard's).
+  constructor(env, name = 'vectorize') {
     this.#env = env;
+    this.#name = name;
   }
   describe() {
-    return call(this.#env, 'vectorize', 'describe', []);
+    return call(this.#env, this.#name, 'describe', []);
   }
   query(vector, options) {
-    return call(this.#env, 'vectorize', 'query', [vector, options]);
+    return call(this.#env, this.#name, 'query', [vector, options]);
   }
   insert(vectors) {
-    return call(this.#env, 'vectorize', 'insert', [vectors]);
+    return call(this.#env, this.#name, 'insert', [vectors]);
   }
   upsert(vectors) {
-    return call(this.#env, 'vectorize', 'upsert', [vectors]);
+    return call(this.#env, this.#name, 'upsert', [vectors]);
   }
   getByIds(ids) {
-    return call(this.#env, 'vectorize', 'getByIds', [ids]);
+    return call(this.#env, this.#name, 'getByIds', [ids]);
   }
   deleteByIds(ids) {
-    return call(this.#env, 'vectorize', 'deleteByIds', [ids]);
+    return call(this.#env, this.#name, 'deleteByIds', [ids]);
   }
 }
 
@@ -97,6 +101,11 @@ class Ai {
 
 export function vectorize(env) {
   return new VectorizeIndexImpl(env);
+}
+
+/** A second shard's index (`VECTORIZE_SHARD_1`). */
+export function vectorize1(env) {
+  return new VectorizeIndexImpl(env, 'vectorize1');
 }
 
 export function ai(env) {

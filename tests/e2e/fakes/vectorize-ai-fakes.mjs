@@ -590,6 +590,7 @@ export function decode(v) {
 export function fakeBackendHandler(fakes, ResponseClass) {
   const methods = {
     vectorize: ['describe', 'query', 'insert', 'upsert', 'getByIds', 'deleteByIds'],
+    vectorize1: ['describe', 'query', 'insert', 'upsert', 'getByIds', 'deleteByIds'],
     ai: ['run'],
   };
   return async (request) => {
