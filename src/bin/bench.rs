@@ -1555,6 +1555,23 @@ mod bench {
         std::array::from_fn(|_| rng.below(256) as u8)
     }
 
+    /// A token of `tenant` with the ingest and search scopes, minted
+    /// through the admin API (its ID and secret from `token_entropy(i)`).
+    fn mint_token(fleet: &TimedFleet<'_>, tenant: &str, i: usize) -> String {
+        let path = format!("/v1/admin/tenants/{tenant}/tokens");
+        let body = serde_json::json!({ "scopes": ["ingest", "search"] });
+        let r = shard_request(
+            fleet,
+            "POST",
+            &path,
+            TEST_ADMIN_TOKEN,
+            &body,
+            token_entropy(i),
+        );
+        assert_eq!(r.status, 201, "{}", r.body);
+        r.body["token"].as_str().expect("a token").to_string()
+    }
+
     /// The workload on `shards` shards: tenants pinned round-robin and a
     /// token each (not timed); then every document put and delivered until
     /// indexed (timed), then every query (timed, one search at a time).
@@ -1585,18 +1602,7 @@ mod bench {
                 r.body
             );
             tenants[shard] += 1;
-            let path = format!("/v1/admin/tenants/{}/tokens", t.tenant);
-            let body = serde_json::json!({ "scopes": ["ingest", "search"] });
-            let r = shard_request(
-                &fleet,
-                "POST",
-                &path,
-                TEST_ADMIN_TOKEN,
-                &body,
-                token_entropy(i),
-            );
-            assert_eq!(r.status, 201, "{}", r.body);
-            tokens.push(r.body["token"].as_str().expect("a token").to_string());
+            tokens.push(mint_token(&fleet, &t.tenant, i));
         }
 
         let before = spent(&ledgers);
@@ -1816,17 +1822,7 @@ mod bench {
             [0; 32],
         );
         assert_eq!(r.status, 201, "{}", r.body);
-        let path = format!("/v1/admin/tenants/{}/tokens", work.tenant);
-        let body = serde_json::json!({ "scopes": ["ingest", "search"] });
-        let r = shard_request(
-            &fleet,
-            "POST",
-            &path,
-            TEST_ADMIN_TOKEN,
-            &body,
-            token_entropy(0),
-        );
-        let token = r.body["token"].as_str().expect("a token").to_string();
+        let token = mint_token(&fleet, &work.tenant, 0);
         for (doc, text) in &work.documents {
             let body = serde_json::json!({ "text": text });
             let r = shard_request(

@@ -201,6 +201,18 @@ fn run_to_fence(c: &Cluster, id: &str) -> Value {
     panic!("the move was never fenced: {}", move_view(c, id));
 }
 
+/// Tenant `acme` on shard 0 with document `d0` indexed, then its move to
+/// shard 1 run to the fence ([`run_to_fence`]): its token and the move's ID.
+fn fenced_move(c: &Cluster) -> (String, String) {
+    let token = tenant(c, "acme", 0);
+    put(c, &token, "d0", &text(0, "first"));
+    c.deliver_all();
+    let r = start(c, "acme", 1);
+    let id = r.body["move_id"].as_str().unwrap().to_string();
+    assert_eq!(run_to_fence(c, &id)["state"], "catching_up");
+    (token, id)
+}
+
 /// Cron runs (a minute apart) until the move is in `state`.
 fn run_until(c: &Cluster, id: &str, state: &str) -> Value {
     for _ in 0..200 {
@@ -401,12 +413,7 @@ fn writes_in_the_fence_are_refused_with_retry_after_and_land_after_the_switch() 
 #[test]
 fn reruns_in_the_fence_are_refused_and_change_nothing() {
     let c = cluster();
-    let token = tenant(&c, "acme", 0);
-    put(&c, &token, "d0", &text(0, "first"));
-    c.deliver_all();
-    let r = start(&c, "acme", 1);
-    let id = r.body["move_id"].as_str().unwrap().to_string();
-    assert_eq!(run_to_fence(&c, &id)["state"], "catching_up");
+    let (token, id) = fenced_move(&c);
     let versions = "SELECT count(*) AS n FROM versions WHERE doc_id LIKE '%d0'";
     let r = c.request("POST", "/v1/documents/d0/reindex", &token, None, 0);
     assert_eq!((r.status, code(&r)), (503, "tenant_moving"), "{}", r.body);
@@ -472,12 +479,7 @@ fn stalled_jobs_of_a_moving_tenant_are_touched_not_sent() {
 #[test]
 fn a_request_with_a_stale_directory_cache_is_served_by_the_new_shard() {
     let c = cluster();
-    let token = tenant(&c, "acme", 0);
-    put(&c, &token, "d0", &text(0, "first"));
-    c.deliver_all();
-    let r = start(&c, "acme", 1);
-    let id = r.body["move_id"].as_str().unwrap().to_string();
-    run_to_fence(&c, &id);
+    let (token, id) = fenced_move(&c);
     // The isolate's cache learns shard 0 now, and keeps it a minute.
     assert_eq!(search(&c, &token, "harbour", "keyword").len(), 1);
     c.cron_with_moves();
